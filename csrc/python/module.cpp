@@ -1,0 +1,62 @@
+// pypto_torch._C: the Python face of the torch glue. Thin: argument conversion
+// and nothing else; every behaviour lives in csrc/torch.
+#include <torch/csrc/Generator.h>
+#include <torch/csrc/utils/pybind.h>
+
+#include <ATen/Context.h>
+#include <c10/core/DeviceGuard.h>
+
+#include "torch/aten/fallback.h"
+#include "torch/device.h"
+#include "torch/generator.h"
+#include "torch/pto_check.h"
+
+namespace py = pybind11;
+using namespace pto::backend;
+
+namespace {
+
+FallbackMode parseFallbackMode(const std::string& name) {
+  if (name == "warn") return FallbackMode::kWarn;
+  if (name == "silent") return FallbackMode::kSilent;
+  if (name == "error") return FallbackMode::kError;
+  throw py::value_error("fallback mode must be 'warn', 'silent' or 'error', got '" + name + "'");
+}
+
+const char* fallbackModeName(FallbackMode mode) {
+  switch (mode) {
+    case FallbackMode::kWarn: return "warn";
+    case FallbackMode::kSilent: return "silent";
+    case FallbackMode::kError: return "error";
+  }
+  return "warn";
+}
+
+}  // namespace
+
+PYBIND11_MODULE(_C, m) {
+  m.doc() = "pypto_torch native module: the pto device for PyTorch";
+
+  m.def("_init", [] { at::globalContext().lazyInitDevice(c10::DeviceType::PrivateUse1); });
+  m.def("_driver_name", [] { return std::string(ptoGetDriverName()); });
+  m.def("_device_count", [] { return static_cast<int>(deviceCount()); });
+  m.def("_current_device", [] { return static_cast<int>(currentDevice()); });
+  m.def("_set_device", [](int index) { setCurrentDevice(static_cast<c10::DeviceIndex>(index)); });
+  m.def("_exchange_device", [](int index) {
+    const int previous = currentDevice();
+    if (index >= 0) setCurrentDevice(static_cast<c10::DeviceIndex>(index));
+    return previous;
+  });
+  m.def("_synchronize", [](int index) {
+    py::gil_scoped_release no_gil;
+    const c10::DeviceGuard guard(c10::Device(c10::kPrivateUse1, resolveDeviceIndex(index)));
+    PTO_CHECK(ptoDeviceSynchronize());
+  });
+  m.def("_default_generator", [](int index) {
+    return py::reinterpret_steal<py::object>(
+        THPGenerator_initDefaultGenerator(defaultGenerator(static_cast<c10::DeviceIndex>(index))));
+  });
+  m.def("_fallback_counts", [] { return fallbackCounts(); });
+  m.def("_fallback_mode", [] { return std::string(fallbackModeName(fallbackMode())); });
+  m.def("_set_fallback_mode", [](const std::string& mode) { setFallbackMode(parseFallbackMode(mode)); });
+}

@@ -1,0 +1,317 @@
+// The C entry points of pto_runtime.h: lazy driver selection, the per-thread
+// current device, argument checks, then a call into the active Driver.
+#include <cstdlib>
+#include <cstring>
+#include <exception>
+#include <memory>
+#include <mutex>
+#include <string>
+
+#include "driver.h"
+#include "error.h"
+
+namespace pto::rt {
+namespace {
+
+thread_local std::string tls_recent_error;
+thread_local int32_t tls_current_device = 0;
+
+Driver* driverOrNull(ptoError* status) {
+  // Leaked on purpose: worker threads and memory live until process exit, as a
+  // device driver's state does, so no static destructor races a late free.
+  static std::string init_error;
+  static Driver* driver = []() -> Driver* {
+    const char* requested = std::getenv("PTO_DRIVER");
+    if (requested != nullptr && std::strcmp(requested, "sim") != 0) {
+      init_error = std::string("PTO_DRIVER=") + requested +
+                   " is not available: this build has the 'sim' driver only";
+      return nullptr;
+    }
+    try {
+      return makeSimDriver().release();
+    } catch (const std::exception& error) {
+      init_error = error.what();
+      return nullptr;
+    }
+  }();
+  if (driver == nullptr) *status = fail(PTO_ERROR_NOT_INITIALIZED, init_error);
+  return driver;
+}
+
+ptoError checkDevice(Driver* driver, int32_t device) {
+  if (device < 0 || device >= driver->deviceCount()) {
+    return failf(PTO_ERROR_INVALID_DEVICE, "invalid device index ", device, ": the ",
+                 driver->name(), " driver has ", driver->deviceCount(),
+                 " device(s) (set PTO_SIM_DEVICES to change)");
+  }
+  return PTO_SUCCESS;
+}
+
+ptoError resolveStream(Driver* driver, ptoStream* stream) {
+  if (*stream != nullptr) return PTO_SUCCESS;
+  return driver->defaultStream(tls_current_device, stream);
+}
+
+ptoError checkMemcpyKind(ptoMemcpyKind kind) {
+  if (kind < PTO_MEMCPY_HOST_TO_HOST || kind > PTO_MEMCPY_DEVICE_TO_DEVICE) {
+    return failf(PTO_ERROR_INVALID_VALUE, "invalid memcpy kind ", static_cast<int>(kind));
+  }
+  return PTO_SUCCESS;
+}
+
+}  // namespace
+
+ptoError fail(ptoError code, std::string message) {
+  tls_recent_error = std::move(message);
+  return code;
+}
+
+const std::string& recentErrorMessage() { return tls_recent_error; }
+
+}  // namespace pto::rt
+
+using pto::rt::Driver;
+using pto::rt::failf;
+
+// Every entry point starts with this: it resolves the driver or returns its error.
+#define PTO_DRIVER_OR_RETURN(name)                     \
+  ptoError name##_status = PTO_SUCCESS;                \
+  Driver* name = pto::rt::driverOrNull(&name##_status); \
+  if (name == nullptr) return name##_status
+
+#define PTO_RETURN_IF_ERROR(expr)              \
+  do {                                         \
+    ptoError pto_status_ = (expr);             \
+    if (pto_status_ != PTO_SUCCESS) return pto_status_; \
+  } while (0)
+
+#define PTO_REQUIRE(cond, ...) \
+  if (!(cond)) return failf(PTO_ERROR_INVALID_VALUE, __VA_ARGS__)
+
+extern "C" {
+
+const char* ptoGetErrorName(ptoError error) {
+  switch (error) {
+    case PTO_SUCCESS: return "PTO_SUCCESS";
+    case PTO_ERROR_INVALID_VALUE: return "PTO_ERROR_INVALID_VALUE";
+    case PTO_ERROR_INVALID_DEVICE: return "PTO_ERROR_INVALID_DEVICE";
+    case PTO_ERROR_OUT_OF_MEMORY: return "PTO_ERROR_OUT_OF_MEMORY";
+    case PTO_ERROR_INVALID_HANDLE: return "PTO_ERROR_INVALID_HANDLE";
+    case PTO_ERROR_NOT_READY: return "PTO_ERROR_NOT_READY";
+    case PTO_ERROR_LAUNCH_FAILED: return "PTO_ERROR_LAUNCH_FAILED";
+    case PTO_ERROR_NOT_INITIALIZED: return "PTO_ERROR_NOT_INITIALIZED";
+  }
+  return "PTO_ERROR_UNKNOWN";
+}
+
+const char* ptoGetRecentErrMsg(void) { return pto::rt::tls_recent_error.c_str(); }
+
+ptoError ptoSetKernelError(ptoError error, const char* message) {
+  return pto::rt::fail(error, message == nullptr ? "" : message);
+}
+
+ptoError ptoInit(void) {
+  PTO_DRIVER_OR_RETURN(driver);
+  return PTO_SUCCESS;
+}
+
+const char* ptoGetDriverName(void) {
+  ptoError status = PTO_SUCCESS;
+  Driver* driver = pto::rt::driverOrNull(&status);
+  return driver == nullptr ? "none" : driver->name();
+}
+
+ptoError ptoGetDeviceCount(int32_t* count) {
+  PTO_DRIVER_OR_RETURN(driver);
+  PTO_REQUIRE(count != nullptr, "ptoGetDeviceCount: count is null");
+  *count = driver->deviceCount();
+  return PTO_SUCCESS;
+}
+
+ptoError ptoSetDevice(int32_t device) {
+  PTO_DRIVER_OR_RETURN(driver);
+  PTO_RETURN_IF_ERROR(pto::rt::checkDevice(driver, device));
+  pto::rt::tls_current_device = device;
+  return PTO_SUCCESS;
+}
+
+ptoError ptoGetDevice(int32_t* device) {
+  PTO_DRIVER_OR_RETURN(driver);
+  PTO_REQUIRE(device != nullptr, "ptoGetDevice: device is null");
+  *device = pto::rt::tls_current_device;
+  return PTO_SUCCESS;
+}
+
+ptoError ptoDeviceSynchronize(void) {
+  PTO_DRIVER_OR_RETURN(driver);
+  return driver->synchronizeDevice(pto::rt::tls_current_device);
+}
+
+ptoError ptoMalloc(void** ptr, size_t size) {
+  PTO_DRIVER_OR_RETURN(driver);
+  PTO_REQUIRE(ptr != nullptr, "ptoMalloc: ptr is null");
+  return driver->malloc(pto::rt::tls_current_device, size, ptr);
+}
+
+ptoError ptoFree(void* ptr) {
+  PTO_DRIVER_OR_RETURN(driver);
+  if (ptr == nullptr) return PTO_SUCCESS;
+  return driver->free(ptr);
+}
+
+ptoError ptoMallocHost(void** ptr, size_t size) {
+  PTO_DRIVER_OR_RETURN(driver);
+  PTO_REQUIRE(ptr != nullptr, "ptoMallocHost: ptr is null");
+  return driver->mallocHost(size, ptr);
+}
+
+ptoError ptoFreeHost(void* ptr) {
+  PTO_DRIVER_OR_RETURN(driver);
+  if (ptr == nullptr) return PTO_SUCCESS;
+  return driver->freeHost(ptr);
+}
+
+ptoError ptoMemGetInfo(size_t* free_bytes, size_t* total_bytes) {
+  PTO_DRIVER_OR_RETURN(driver);
+  PTO_REQUIRE(free_bytes != nullptr && total_bytes != nullptr, "ptoMemGetInfo: null output");
+  return driver->memGetInfo(pto::rt::tls_current_device, free_bytes, total_bytes);
+}
+
+ptoError ptoPointerGetAttributes(const void* ptr, ptoPointerAttributes* attributes) {
+  PTO_DRIVER_OR_RETURN(driver);
+  PTO_REQUIRE(attributes != nullptr, "ptoPointerGetAttributes: attributes is null");
+  return driver->pointerGetAttributes(ptr, attributes);
+}
+
+ptoError ptoMemcpyAsync(void* dst, const void* src, size_t count, ptoMemcpyKind kind,
+                        ptoStream stream) {
+  PTO_DRIVER_OR_RETURN(driver);
+  PTO_RETURN_IF_ERROR(pto::rt::checkMemcpyKind(kind));
+  if (count == 0) return PTO_SUCCESS;
+  PTO_REQUIRE(dst != nullptr && src != nullptr, "ptoMemcpyAsync: null pointer for ", count,
+              " bytes");
+  PTO_RETURN_IF_ERROR(pto::rt::resolveStream(driver, &stream));
+  return driver->memcpyAsync(dst, src, count, kind, stream);
+}
+
+ptoError ptoMemcpy(void* dst, const void* src, size_t count, ptoMemcpyKind kind) {
+  ptoStream stream = nullptr;
+  PTO_RETURN_IF_ERROR(ptoMemcpyAsync(dst, src, count, kind, stream));
+  return count == 0 ? PTO_SUCCESS : ptoStreamSynchronize(stream);
+}
+
+ptoError ptoMemsetAsync(void* ptr, int value, size_t count, ptoStream stream) {
+  PTO_DRIVER_OR_RETURN(driver);
+  if (count == 0) return PTO_SUCCESS;
+  PTO_REQUIRE(ptr != nullptr, "ptoMemsetAsync: null pointer for ", count, " bytes");
+  PTO_RETURN_IF_ERROR(pto::rt::resolveStream(driver, &stream));
+  return driver->memsetAsync(ptr, value, count, stream);
+}
+
+ptoError ptoMemset(void* ptr, int value, size_t count) {
+  PTO_RETURN_IF_ERROR(ptoMemsetAsync(ptr, value, count, nullptr));
+  return count == 0 ? PTO_SUCCESS : ptoStreamSynchronize(nullptr);
+}
+
+ptoError ptoStreamCreate(ptoStream* stream) {
+  PTO_DRIVER_OR_RETURN(driver);
+  PTO_REQUIRE(stream != nullptr, "ptoStreamCreate: stream is null");
+  return driver->streamCreate(pto::rt::tls_current_device, stream);
+}
+
+ptoError ptoStreamDestroy(ptoStream stream) {
+  PTO_DRIVER_OR_RETURN(driver);
+  PTO_REQUIRE(stream != nullptr, "ptoStreamDestroy: the default stream cannot be destroyed");
+  return driver->streamDestroy(stream);
+}
+
+ptoError ptoStreamSynchronize(ptoStream stream) {
+  PTO_DRIVER_OR_RETURN(driver);
+  PTO_RETURN_IF_ERROR(pto::rt::resolveStream(driver, &stream));
+  return driver->streamSynchronize(stream);
+}
+
+ptoError ptoStreamQuery(ptoStream stream) {
+  PTO_DRIVER_OR_RETURN(driver);
+  PTO_RETURN_IF_ERROR(pto::rt::resolveStream(driver, &stream));
+  return driver->streamQuery(stream);
+}
+
+ptoError ptoStreamWaitEvent(ptoStream stream, ptoEvent event) {
+  PTO_DRIVER_OR_RETURN(driver);
+  PTO_REQUIRE(event != nullptr, "ptoStreamWaitEvent: event is null");
+  PTO_RETURN_IF_ERROR(pto::rt::resolveStream(driver, &stream));
+  return driver->streamWaitEvent(stream, event);
+}
+
+ptoError ptoStreamGetDevice(ptoStream stream, int32_t* device) {
+  PTO_DRIVER_OR_RETURN(driver);
+  PTO_REQUIRE(device != nullptr, "ptoStreamGetDevice: device is null");
+  PTO_RETURN_IF_ERROR(pto::rt::resolveStream(driver, &stream));
+  return driver->streamGetDevice(stream, device);
+}
+
+ptoError ptoGetDefaultStream(int32_t device, ptoStream* stream) {
+  PTO_DRIVER_OR_RETURN(driver);
+  PTO_REQUIRE(stream != nullptr, "ptoGetDefaultStream: stream is null");
+  PTO_RETURN_IF_ERROR(pto::rt::checkDevice(driver, device));
+  return driver->defaultStream(device, stream);
+}
+
+ptoError ptoEventCreate(ptoEvent* event) {
+  PTO_DRIVER_OR_RETURN(driver);
+  PTO_REQUIRE(event != nullptr, "ptoEventCreate: event is null");
+  return driver->eventCreate(event);
+}
+
+ptoError ptoEventDestroy(ptoEvent event) {
+  PTO_DRIVER_OR_RETURN(driver);
+  if (event == nullptr) return PTO_SUCCESS;
+  return driver->eventDestroy(event);
+}
+
+ptoError ptoEventRecord(ptoEvent event, ptoStream stream) {
+  PTO_DRIVER_OR_RETURN(driver);
+  PTO_REQUIRE(event != nullptr, "ptoEventRecord: event is null");
+  PTO_RETURN_IF_ERROR(pto::rt::resolveStream(driver, &stream));
+  return driver->eventRecord(event, stream);
+}
+
+ptoError ptoEventSynchronize(ptoEvent event) {
+  PTO_DRIVER_OR_RETURN(driver);
+  PTO_REQUIRE(event != nullptr, "ptoEventSynchronize: event is null");
+  return driver->eventSynchronize(event);
+}
+
+ptoError ptoEventQuery(ptoEvent event) {
+  PTO_DRIVER_OR_RETURN(driver);
+  PTO_REQUIRE(event != nullptr, "ptoEventQuery: event is null");
+  return driver->eventQuery(event);
+}
+
+ptoError ptoEventElapsedTime(float* milliseconds, ptoEvent start, ptoEvent end) {
+  PTO_DRIVER_OR_RETURN(driver);
+  PTO_REQUIRE(milliseconds != nullptr && start != nullptr && end != nullptr,
+              "ptoEventElapsedTime: null argument");
+  return driver->eventElapsedTime(milliseconds, start, end);
+}
+
+ptoError ptoLaunchHostFunc(ptoStream stream, ptoHostFn fn, void* user_data) {
+  PTO_DRIVER_OR_RETURN(driver);
+  PTO_REQUIRE(fn != nullptr, "ptoLaunchHostFunc: function is null");
+  PTO_RETURN_IF_ERROR(pto::rt::resolveStream(driver, &stream));
+  return driver->launchHostFunc(stream, fn, user_data);
+}
+
+ptoError ptoLaunchKernel(ptoStream stream, const char* name, ptoKernelFn kernel, const void* args,
+                         size_t arg_bytes) {
+  PTO_DRIVER_OR_RETURN(driver);
+  PTO_REQUIRE(kernel != nullptr && name != nullptr, "ptoLaunchKernel: kernel or name is null");
+  PTO_REQUIRE(arg_bytes <= PTO_MAX_KERNEL_ARG_BYTES, "ptoLaunchKernel(", name, "): ", arg_bytes,
+              " argument bytes exceed the limit of ", PTO_MAX_KERNEL_ARG_BYTES);
+  PTO_REQUIRE(arg_bytes == 0 || args != nullptr, "ptoLaunchKernel(", name, "): args is null");
+  PTO_RETURN_IF_ERROR(pto::rt::resolveStream(driver, &stream));
+  return driver->launchKernel(stream, name, kernel, args, arg_bytes);
+}
+
+}  // extern "C"

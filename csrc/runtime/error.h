@@ -1,0 +1,24 @@
+// Recording failures: every runtime entry point that fails goes through fail(),
+// which keeps the message for ptoGetRecentErrMsg() on the calling thread.
+#pragma once
+
+#include <sstream>
+#include <string>
+
+#include "pto_runtime.h"
+
+namespace pto::rt {
+
+ptoError fail(ptoError code, std::string message);
+
+template <typename... Parts>
+ptoError failf(ptoError code, const Parts&... parts) {
+  std::ostringstream out;
+  (out << ... << parts);
+  return fail(code, out.str());
+}
+
+// The error a kernel or host function reported last on this thread (worker side).
+const std::string& recentErrorMessage();
+
+}  // namespace pto::rt

@@ -1,0 +1,24 @@
+// Configuration of the simulated device, read once from the environment:
+//   PTO_SIM_DEVICES  number of devices (default 2)
+//   PTO_SIM_MEMORY   capacity of each device, e.g. 512M, 16G (default 16G)
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <optional>
+#include <string_view>
+
+namespace pto::rt::sim {
+
+struct SimConfig {
+  int32_t device_count = 2;
+  size_t memory_capacity = size_t{16} << 30;
+};
+
+// Parses "1048576", "512K", "512M", "16G", "1T" (an optional trailing "B" or "iB").
+std::optional<size_t> parseByteSize(std::string_view text);
+
+// Throws std::invalid_argument naming the variable when a value does not parse.
+SimConfig readSimConfig();
+
+}  // namespace pto::rt::sim

@@ -1,0 +1,424 @@
+// The simulated PTO device: separate memory with a capacity per device, streams
+// on worker threads, events. Device memory is host memory the runtime owns;
+// only runtime calls and kernels launched through it touch it.
+#include <atomic>
+#include <cstring>
+#include <cstdlib>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <unordered_map>
+#include <vector>
+
+#include "../driver.h"
+#include "../error.h"
+#include "sim_config.h"
+#include "sim_event.h"
+#include "sim_stream.h"
+
+namespace pto::rt::sim {
+namespace {
+
+constexpr size_t kDeviceAlignment = 64;
+constexpr size_t kHostAlignment = 4096;
+
+struct Allocation {
+  size_t size = 0;
+  int32_t device = -1;  // -1: pinned host memory
+};
+
+struct SimDevice {
+  size_t capacity = 0;
+  size_t used = 0;  // guarded by SimDriver::memory_mutex_
+  std::once_flag default_stream_once;
+  std::unique_ptr<SimStream> default_stream_owner;
+  std::atomic<SimStream*> default_stream{nullptr};  // published once created
+};
+
+size_t roundUp(size_t value, size_t alignment) {
+  return (value + alignment - 1) / alignment * alignment;
+}
+
+ptoStream toHandle(SimStream* stream) { return reinterpret_cast<ptoStream>(stream); }
+ptoEvent toHandle(SimEvent* event) { return reinterpret_cast<ptoEvent>(event); }
+
+class SimDriver final : public Driver {
+ public:
+  explicit SimDriver(const SimConfig& config) : devices_(config.device_count) {
+    for (auto& device : devices_) device.capacity = config.memory_capacity;
+  }
+
+  const char* name() const override { return "sim"; }
+  int32_t deviceCount() const override { return static_cast<int32_t>(devices_.size()); }
+
+  ptoError synchronizeDevice(int32_t device) override {
+    std::vector<SimStream*> streams{&defaultStreamOf(device)};
+    {
+      std::lock_guard<std::mutex> lock(streams_mutex_);
+      for (auto& [handle, stream] : streams_) {
+        if (stream->device() == device) streams.push_back(stream.get());
+      }
+    }
+    ptoError first = PTO_SUCCESS;
+    std::string message;
+    for (SimStream* stream : streams) {
+      const ptoError status = stream->synchronize();
+      if (status != PTO_SUCCESS && first == PTO_SUCCESS) {
+        first = status;
+        message = recentErrorMessage();
+      }
+    }
+    return first == PTO_SUCCESS ? PTO_SUCCESS : fail(first, message);
+  }
+
+  ptoError malloc(int32_t device, size_t size, void** ptr) override {
+    *ptr = nullptr;
+    if (size == 0) return PTO_SUCCESS;
+    SimDevice& dev = devices_[device];
+    const size_t rounded = roundUp(size, kDeviceAlignment);
+    std::lock_guard<std::mutex> lock(memory_mutex_);
+    if (rounded > dev.capacity - dev.used) {
+      return failf(PTO_ERROR_OUT_OF_MEMORY, "out of memory on pto:", device, ": requested ", size,
+                   " bytes, ", dev.used, " bytes in use of a ", dev.capacity,
+                   "-byte capacity (PTO_SIM_MEMORY)");
+    }
+    void* memory = std::aligned_alloc(kDeviceAlignment, rounded);
+    if (memory == nullptr) {
+      return failf(PTO_ERROR_OUT_OF_MEMORY, "out of memory on pto:", device,
+                   ": the host could not back ", rounded, " bytes");
+    }
+    dev.used += rounded;
+    allocations_[reinterpret_cast<uintptr_t>(memory)] = Allocation{rounded, device};
+    *ptr = memory;
+    return PTO_SUCCESS;
+  }
+
+  ptoError free(void* ptr) override {
+    std::lock_guard<std::mutex> lock(memory_mutex_);
+    auto it = allocations_.find(reinterpret_cast<uintptr_t>(ptr));
+    if (it == allocations_.end() || it->second.device < 0) {
+      return failf(PTO_ERROR_INVALID_VALUE, "ptoFree: ", ptr, " is not a device allocation");
+    }
+    devices_[it->second.device].used -= it->second.size;
+    allocations_.erase(it);
+    std::free(ptr);
+    return PTO_SUCCESS;
+  }
+
+  ptoError mallocHost(size_t size, void** ptr) override {
+    *ptr = nullptr;
+    if (size == 0) return PTO_SUCCESS;
+    const size_t rounded = roundUp(size, kHostAlignment);
+    void* memory = std::aligned_alloc(kHostAlignment, rounded);
+    if (memory == nullptr) {
+      return failf(PTO_ERROR_OUT_OF_MEMORY, "ptoMallocHost: cannot pin ", size, " bytes");
+    }
+    std::lock_guard<std::mutex> lock(memory_mutex_);
+    allocations_[reinterpret_cast<uintptr_t>(memory)] = Allocation{rounded, -1};
+    *ptr = memory;
+    return PTO_SUCCESS;
+  }
+
+  ptoError freeHost(void* ptr) override {
+    std::lock_guard<std::mutex> lock(memory_mutex_);
+    auto it = allocations_.find(reinterpret_cast<uintptr_t>(ptr));
+    if (it == allocations_.end() || it->second.device >= 0) {
+      return failf(PTO_ERROR_INVALID_VALUE, "ptoFreeHost: ", ptr, " is not pinned host memory");
+    }
+    allocations_.erase(it);
+    std::free(ptr);
+    return PTO_SUCCESS;
+  }
+
+  ptoError memGetInfo(int32_t device, size_t* free_bytes, size_t* total_bytes) override {
+    std::lock_guard<std::mutex> lock(memory_mutex_);
+    *total_bytes = devices_[device].capacity;
+    *free_bytes = devices_[device].capacity - devices_[device].used;
+    return PTO_SUCCESS;
+  }
+
+  ptoError pointerGetAttributes(const void* ptr, ptoPointerAttributes* attributes) override {
+    std::lock_guard<std::mutex> lock(memory_mutex_);
+    *attributes = ptoPointerAttributes{PTO_MEMORY_UNREGISTERED, -1, nullptr, 0};
+    const auto* found = findLocked(ptr);
+    if (found == nullptr) return PTO_SUCCESS;
+    attributes->type = found->second.device >= 0 ? PTO_MEMORY_DEVICE : PTO_MEMORY_HOST_PINNED;
+    attributes->device = found->second.device;
+    attributes->base = reinterpret_cast<void*>(found->first);
+    attributes->size = found->second.size;
+    return PTO_SUCCESS;
+  }
+
+  ptoError memcpyAsync(void* dst, const void* src, size_t count, ptoMemcpyKind kind,
+                       ptoStream stream) override {
+    static constexpr const char* kNames[] = {"memcpy host-to-host", "memcpy host-to-device",
+                                             "memcpy device-to-host", "memcpy device-to-device"};
+    const char* name = kNames[kind];
+    const bool dst_on_device =
+        kind == PTO_MEMCPY_HOST_TO_DEVICE || kind == PTO_MEMCPY_DEVICE_TO_DEVICE;
+    const bool src_on_device =
+        kind == PTO_MEMCPY_DEVICE_TO_HOST || kind == PTO_MEMCPY_DEVICE_TO_DEVICE;
+    if (ptoError s = checkRange(name, "destination", dst, count, dst_on_device); s) return s;
+    if (ptoError s = checkRange(name, "source", src, count, src_on_device); s) return s;
+    SimStream* target = nullptr;
+    if (ptoError s = lookupStream(stream, &target); s) return s;
+    Command command;
+    command.kind = Command::Kind::kMemcpy;
+    command.name = name;
+    command.dst = dst;
+    command.src = src;
+    command.bytes = count;
+    target->enqueue(std::move(command));
+    return PTO_SUCCESS;
+  }
+
+  ptoError memsetAsync(void* ptr, int value, size_t count, ptoStream stream) override {
+    if (ptoError s = checkRange("memset", "destination", ptr, count, true); s) return s;
+    SimStream* target = nullptr;
+    if (ptoError s = lookupStream(stream, &target); s) return s;
+    Command command;
+    command.kind = Command::Kind::kMemset;
+    command.name = "memset";
+    command.dst = ptr;
+    command.bytes = count;
+    command.fill_value = value;
+    target->enqueue(std::move(command));
+    return PTO_SUCCESS;
+  }
+
+  ptoError defaultStream(int32_t device, ptoStream* stream) override {
+    *stream = toHandle(&defaultStreamOf(device));
+    return PTO_SUCCESS;
+  }
+
+  ptoError streamCreate(int32_t device, ptoStream* stream) override {
+    auto created = std::make_unique<SimStream>(device);
+    *stream = toHandle(created.get());
+    std::lock_guard<std::mutex> lock(streams_mutex_);
+    streams_.emplace(*stream, std::move(created));
+    return PTO_SUCCESS;
+  }
+
+  ptoError streamDestroy(ptoStream stream) override {
+    std::unique_ptr<SimStream> doomed;
+    {
+      std::lock_guard<std::mutex> lock(streams_mutex_);
+      auto it = streams_.find(stream);
+      if (it == streams_.end()) {
+        return failf(PTO_ERROR_INVALID_HANDLE, "ptoStreamDestroy: ", stream,
+                     " is not a live stream (the default stream cannot be destroyed)");
+      }
+      doomed = std::move(it->second);
+      streams_.erase(it);
+    }
+    doomed.reset();  // outside the lock: waits for the stream's pending work
+    return PTO_SUCCESS;
+  }
+
+  ptoError streamSynchronize(ptoStream stream) override {
+    SimStream* target = nullptr;
+    if (ptoError s = lookupStream(stream, &target); s) return s;
+    return target->synchronize();
+  }
+
+  ptoError streamQuery(ptoStream stream) override {
+    SimStream* target = nullptr;
+    if (ptoError s = lookupStream(stream, &target); s) return s;
+    return target->query();
+  }
+
+  ptoError streamWaitEvent(ptoStream stream, ptoEvent event) override {
+    SimStream* target = nullptr;
+    if (ptoError s = lookupStream(stream, &target); s) return s;
+    std::shared_ptr<SimEvent> waited;
+    if (ptoError s = lookupEvent(event, &waited); s) return s;
+    const uint64_t generation = waited->recordedGeneration();
+    if (generation == 0) return PTO_SUCCESS;  // never recorded: nothing to wait for
+    Command command;
+    command.kind = Command::Kind::kEventWait;
+    command.name = "stream wait event";
+    command.event = std::move(waited);
+    command.generation = generation;
+    target->enqueue(std::move(command));
+    return PTO_SUCCESS;
+  }
+
+  ptoError streamGetDevice(ptoStream stream, int32_t* device) override {
+    SimStream* target = nullptr;
+    if (ptoError s = lookupStream(stream, &target); s) return s;
+    *device = target->device();
+    return PTO_SUCCESS;
+  }
+
+  ptoError eventCreate(ptoEvent* event) override {
+    auto created = std::make_shared<SimEvent>();
+    *event = toHandle(created.get());
+    std::lock_guard<std::mutex> lock(events_mutex_);
+    events_.emplace(*event, std::move(created));
+    return PTO_SUCCESS;
+  }
+
+  ptoError eventDestroy(ptoEvent event) override {
+    std::lock_guard<std::mutex> lock(events_mutex_);
+    // A stream still waiting on it keeps its own reference to the event.
+    if (events_.erase(event) == 0) {
+      return failf(PTO_ERROR_INVALID_HANDLE, "ptoEventDestroy: ", event, " is not a live event");
+    }
+    return PTO_SUCCESS;
+  }
+
+  ptoError eventRecord(ptoEvent event, ptoStream stream) override {
+    SimStream* target = nullptr;
+    if (ptoError s = lookupStream(stream, &target); s) return s;
+    std::shared_ptr<SimEvent> recorded;
+    if (ptoError s = lookupEvent(event, &recorded); s) return s;
+    Command command;
+    command.kind = Command::Kind::kEventRecord;
+    command.name = "event record";
+    command.generation = recorded->nextGeneration();
+    command.event = std::move(recorded);
+    target->enqueue(std::move(command));
+    return PTO_SUCCESS;
+  }
+
+  ptoError eventSynchronize(ptoEvent event) override {
+    std::shared_ptr<SimEvent> target;
+    if (ptoError s = lookupEvent(event, &target); s) return s;
+    target->waitFor(target->recordedGeneration());
+    return PTO_SUCCESS;
+  }
+
+  ptoError eventQuery(ptoEvent event) override {
+    std::shared_ptr<SimEvent> target;
+    if (ptoError s = lookupEvent(event, &target); s) return s;
+    return target->isComplete() ? PTO_SUCCESS : PTO_ERROR_NOT_READY;
+  }
+
+  ptoError eventElapsedTime(float* milliseconds, ptoEvent start, ptoEvent end) override {
+    std::shared_ptr<SimEvent> first, last;
+    if (ptoError s = lookupEvent(start, &first); s) return s;
+    if (ptoError s = lookupEvent(end, &last); s) return s;
+    SimEvent::Clock::time_point t0, t1;
+    bool first_recorded = false, last_recorded = false;
+    const bool first_done = first->completionTime(&t0, &first_recorded);
+    const bool last_done = last->completionTime(&t1, &last_recorded);
+    if (!first_recorded || !last_recorded) {
+      return failf(PTO_ERROR_INVALID_HANDLE,
+                   "ptoEventElapsedTime: both events must be recorded before measuring");
+    }
+    if (!first_done || !last_done) return PTO_ERROR_NOT_READY;
+    *milliseconds = std::chrono::duration<float, std::milli>(t1 - t0).count();
+    return PTO_SUCCESS;
+  }
+
+  ptoError launchHostFunc(ptoStream stream, ptoHostFn fn, void* user_data) override {
+    SimStream* target = nullptr;
+    if (ptoError s = lookupStream(stream, &target); s) return s;
+    Command command;
+    command.kind = Command::Kind::kHostFunc;
+    command.name = "host function";
+    command.host_fn = fn;
+    command.user_data = user_data;
+    target->enqueue(std::move(command));
+    return PTO_SUCCESS;
+  }
+
+  ptoError launchKernel(ptoStream stream, const char* name, ptoKernelFn kernel, const void* args,
+                        size_t arg_bytes) override {
+    SimStream* target = nullptr;
+    if (ptoError s = lookupStream(stream, &target); s) return s;
+    Command command;
+    command.kind = Command::Kind::kKernel;
+    command.name = name;
+    command.kernel = kernel;
+    if (arg_bytes > 0) std::memcpy(command.args.data(), args, arg_bytes);
+    target->enqueue(std::move(command));
+    return PTO_SUCCESS;
+  }
+
+ private:
+  SimStream& defaultStreamOf(int32_t device) {
+    SimDevice& dev = devices_[device];
+    std::call_once(dev.default_stream_once, [&] {
+      dev.default_stream_owner = std::make_unique<SimStream>(device);
+      dev.default_stream.store(dev.default_stream_owner.get());
+    });
+    return *dev.default_stream.load();
+  }
+
+  ptoError lookupStream(ptoStream handle, SimStream** stream) {
+    auto* candidate = reinterpret_cast<SimStream*>(handle);
+    for (auto& device : devices_) {
+      if (device.default_stream.load() == candidate) {
+        *stream = candidate;
+        return PTO_SUCCESS;
+      }
+    }
+    std::lock_guard<std::mutex> lock(streams_mutex_);
+    if (streams_.count(handle) == 0) {
+      return failf(PTO_ERROR_INVALID_HANDLE, handle, " is not a live stream");
+    }
+    *stream = candidate;
+    return PTO_SUCCESS;
+  }
+
+  ptoError lookupEvent(ptoEvent handle, std::shared_ptr<SimEvent>* event) {
+    std::lock_guard<std::mutex> lock(events_mutex_);
+    auto it = events_.find(handle);
+    if (it == events_.end()) return failf(PTO_ERROR_INVALID_HANDLE, handle, " is not a live event");
+    *event = it->second;
+    return PTO_SUCCESS;
+  }
+
+  const std::pair<const uintptr_t, Allocation>* findLocked(const void* ptr) const {
+    const auto address = reinterpret_cast<uintptr_t>(ptr);
+    auto it = allocations_.upper_bound(address);
+    if (it == allocations_.begin()) return nullptr;
+    --it;
+    return address < it->first + it->second.size ? &*it : nullptr;
+  }
+
+  // Device-side ranges must lie inside one device allocation; host-side ranges
+  // must not touch device memory (a host pointer bug caught at the call).
+  ptoError checkRange(const char* op, const char* role, const void* ptr, size_t count,
+                      bool on_device) {
+    std::lock_guard<std::mutex> lock(memory_mutex_);
+    const auto* found = findLocked(ptr);
+    const bool is_device = found != nullptr && found->second.device >= 0;
+    if (on_device) {
+      if (!is_device) {
+        return failf(PTO_ERROR_INVALID_VALUE, op, ": ", role, " ", ptr,
+                     " is not device memory");
+      }
+      const auto end = reinterpret_cast<uintptr_t>(ptr) + count;
+      if (end > found->first + found->second.size) {
+        return failf(PTO_ERROR_INVALID_VALUE, op, ": ", role, " range of ", count,
+                     " bytes at ", ptr, " overruns its ", found->second.size,
+                     "-byte device allocation");
+      }
+    } else if (is_device) {
+      return failf(PTO_ERROR_INVALID_VALUE, op, ": ", role, " ", ptr,
+                   " is device memory, not host memory");
+    }
+    return PTO_SUCCESS;
+  }
+
+  std::vector<SimDevice> devices_;
+  std::mutex memory_mutex_;
+  std::map<uintptr_t, Allocation> allocations_;
+  std::mutex streams_mutex_;
+  std::unordered_map<ptoStream, std::unique_ptr<SimStream>> streams_;
+  std::mutex events_mutex_;
+  std::unordered_map<ptoEvent, std::shared_ptr<SimEvent>> events_;
+};
+
+}  // namespace
+}  // namespace pto::rt::sim
+
+namespace pto::rt {
+
+std::unique_ptr<Driver> makeSimDriver() {
+  return std::make_unique<sim::SimDriver>(sim::readSimConfig());
+}
+
+}  // namespace pto::rt

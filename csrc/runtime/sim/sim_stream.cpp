@@ -1,0 +1,116 @@
+#include "sim_stream.h"
+
+#include <cstring>
+#include <exception>
+
+#include "../error.h"
+
+namespace pto::rt::sim {
+
+SimStream::SimStream(int32_t device) : device_(device), worker_([this] { workerLoop(); }) {}
+
+SimStream::~SimStream() {
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    stopping_ = true;
+  }
+  work_cv_.notify_one();
+  worker_.join();
+}
+
+void SimStream::enqueue(Command command) {
+  bool wake = false;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    queue_.push_back(std::move(command));
+    ++submitted_;
+    wake = worker_idle_;
+  }
+  // Only a sleeping worker needs the (system-call) wake-up; a busy one drains the queue.
+  if (wake) work_cv_.notify_one();
+}
+
+ptoError SimStream::synchronize() {
+  std::unique_lock<std::mutex> lock(mutex_);
+  const uint64_t target = submitted_;
+  ++waiters_;
+  done_cv_.wait(lock, [&] { return completed_.load() >= target; });
+  --waiters_;
+  return takeStickyError();
+}
+
+ptoError SimStream::query() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (completed_.load() < submitted_) return PTO_ERROR_NOT_READY;
+  return takeStickyError();
+}
+
+ptoError SimStream::takeStickyError() {
+  if (sticky_code_ == PTO_SUCCESS) return PTO_SUCCESS;
+  const ptoError code = sticky_code_;
+  sticky_code_ = PTO_SUCCESS;
+  return fail(code, std::move(sticky_message_));
+}
+
+void SimStream::recordFailure(const char* op, ptoError code, const std::string& detail) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (sticky_code_ != PTO_SUCCESS) return;  // the first failure is the one worth reporting
+  sticky_code_ = code;
+  sticky_message_ = std::string("asynchronous ") + op + " failed on pto:" +
+                    std::to_string(device_) + ": " + detail;
+}
+
+void SimStream::workerLoop() {
+  for (;;) {
+    Command command;
+    {
+      std::unique_lock<std::mutex> lock(mutex_);
+      worker_idle_ = true;
+      work_cv_.wait(lock, [&] { return !queue_.empty() || stopping_; });
+      worker_idle_ = false;
+      if (queue_.empty()) return;  // stopping with nothing left to do
+      command = std::move(queue_.front());
+      queue_.pop_front();
+    }
+    execute(command);
+    completed_.fetch_add(1);
+    std::unique_lock<std::mutex> lock(mutex_);
+    if (waiters_ > 0) done_cv_.notify_all();
+  }
+}
+
+void SimStream::execute(Command& command) {
+  try {
+    switch (command.kind) {
+      case Command::Kind::kKernel: {
+        const ptoError status = command.kernel(command.args.data());
+        if (status != PTO_SUCCESS) {
+          recordFailure(command.name, status,
+                        std::string(ptoGetErrorName(status)) + ": " + recentErrorMessage());
+        }
+        break;
+      }
+      case Command::Kind::kHostFunc:
+        command.host_fn(command.user_data);
+        break;
+      case Command::Kind::kMemcpy:
+        std::memcpy(command.dst, command.src, command.bytes);
+        break;
+      case Command::Kind::kMemset:
+        std::memset(command.dst, command.fill_value, command.bytes);
+        break;
+      case Command::Kind::kEventRecord:
+        command.event->complete(command.generation);
+        break;
+      case Command::Kind::kEventWait:
+        command.event->waitFor(command.generation);
+        break;
+    }
+  } catch (const std::exception& error) {
+    recordFailure(command.name, PTO_ERROR_LAUNCH_FAILED, error.what());
+  } catch (...) {
+    recordFailure(command.name, PTO_ERROR_LAUNCH_FAILED, "unknown exception");
+  }
+}
+
+}  // namespace pto::rt::sim

@@ -1,0 +1,75 @@
+// A stream of the simulated device: an in-order command queue drained by its own
+// worker thread. Enqueueing never blocks on the work itself.
+#pragma once
+
+#include <array>
+#include <atomic>
+#include <condition_variable>
+#include <cstddef>
+#include <cstdint>
+#include <deque>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+
+#include "../pto_runtime.h"
+#include "sim_event.h"
+
+namespace pto::rt::sim {
+
+struct Command {
+  enum class Kind : uint8_t { kKernel, kHostFunc, kMemcpy, kMemset, kEventRecord, kEventWait };
+
+  Kind kind = Kind::kKernel;
+  const char* name = "";  // what a sticky error names: the kernel or runtime call
+  ptoKernelFn kernel = nullptr;
+  ptoHostFn host_fn = nullptr;
+  void* user_data = nullptr;
+  void* dst = nullptr;
+  const void* src = nullptr;
+  size_t bytes = 0;
+  int fill_value = 0;
+  std::shared_ptr<SimEvent> event;
+  uint64_t generation = 0;
+  alignas(16) std::array<std::byte, PTO_MAX_KERNEL_ARG_BYTES> args{};
+};
+
+class SimStream {
+ public:
+  explicit SimStream(int32_t device);
+  ~SimStream();  // lets pending work finish, then stops the worker
+
+  SimStream(const SimStream&) = delete;
+  SimStream& operator=(const SimStream&) = delete;
+
+  int32_t device() const { return device_; }
+
+  void enqueue(Command command);
+  // Waits for everything enqueued so far; reports (and clears) a sticky error.
+  ptoError synchronize();
+  // PTO_ERROR_NOT_READY while busy; otherwise reports (and clears) a sticky error.
+  ptoError query();
+
+ private:
+  void workerLoop();
+  void execute(Command& command);
+  void recordFailure(const char* op, ptoError code, const std::string& detail);
+  ptoError takeStickyError();
+
+  const int32_t device_;
+  std::mutex mutex_;
+  std::condition_variable work_cv_;
+  std::condition_variable done_cv_;
+  std::deque<Command> queue_;
+  bool worker_idle_ = false;
+  bool stopping_ = false;
+  uint64_t submitted_ = 0;
+  std::atomic<uint64_t> completed_{0};
+  int waiters_ = 0;
+  ptoError sticky_code_ = PTO_SUCCESS;
+  std::string sticky_message_;
+  std::thread worker_;
+};
+
+}  // namespace pto::rt::sim

@@ -1,0 +1,29 @@
+// Devices and streams of the pto backend as torch sees them, over the runtime.
+//
+// A c10::Stream on pto is (device, id): id 0 is the device's default stream and
+// ids 1..kStreamPoolSize are the pooled streams that torch.Stream / torch.pto.Stream
+// hand out round-robin, as CUDA does. The current stream is per thread and device.
+#pragma once
+
+#include <c10/core/Device.h>
+#include <c10/core/Stream.h>
+
+#include "runtime/pto_runtime.h"
+
+namespace pto::backend {
+
+constexpr int kStreamPoolSize = 8;
+
+c10::DeviceIndex deviceCount() noexcept;
+c10::DeviceIndex currentDevice();
+void setCurrentDevice(c10::DeviceIndex index);  // throws a clear error for a bad index
+void checkDeviceIndex(c10::DeviceIndex index);
+c10::DeviceIndex resolveDeviceIndex(c10::DeviceIndex index);  // -1 -> current device
+
+c10::Stream defaultStream(c10::DeviceIndex index);
+c10::Stream streamFromPool(c10::DeviceIndex index);
+c10::Stream currentStream(c10::DeviceIndex index);
+void setCurrentStream(c10::Stream stream);
+ptoStream nativeStream(c10::Stream stream);
+
+}  // namespace pto::backend

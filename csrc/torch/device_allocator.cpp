@@ -1,0 +1,396 @@
+#include "device_allocator.h"
+
+#include <c10/core/DeviceGuard.h>
+#include <c10/util/flat_hash_map.h>
+
+#include <cstdio>
+#include <memory>
+#include <mutex>
+#include <set>
+#include <vector>
+
+#include "device.h"
+#include "pto_check.h"
+
+namespace pto::backend {
+namespace {
+
+using c10::CachingAllocator::StatType;
+using c10::CachingDeviceAllocator::DeviceStats;
+
+constexpr size_t kMinBlockSize = 512;             // every size is rounded to this
+constexpr size_t kSmallSize = size_t{1} << 20;    // requests up to 1 MiB are "small"
+constexpr size_t kSmallSegment = size_t{2} << 20; // small requests share 2 MiB segments
+constexpr size_t kLargeSegment = size_t{20} << 20;// mid-size requests share 20 MiB segments
+constexpr size_t kMinLargeAlloc = size_t{10} << 20;
+constexpr size_t kRoundLarge = size_t{2} << 20;
+
+struct Block {
+  c10::DeviceIndex device = 0;
+  c10::StreamId stream = 0;
+  size_t size = 0;
+  size_t requested = 0;
+  void* ptr = nullptr;
+  bool small = false;
+  bool allocated = false;
+  Block* prev = nullptr;  // neighbours inside the same segment
+  Block* next = nullptr;
+  ska::flat_hash_set<c10::Stream> stream_uses;
+  int pending_events = 0;
+
+  bool isSplit() const { return prev != nullptr || next != nullptr; }
+};
+
+// Free blocks ordered by (stream, size, address): lower_bound finds the best fit
+// on the requesting stream.
+struct BlockOrder {
+  bool operator()(const Block* a, const Block* b) const {
+    if (a->stream != b->stream) return a->stream < b->stream;
+    if (a->size != b->size) return a->size < b->size;
+    return reinterpret_cast<uintptr_t>(a->ptr) < reinterpret_cast<uintptr_t>(b->ptr);
+  }
+};
+
+struct PendingFree {
+  ptoEvent event;
+  Block* block;
+};
+
+struct DeviceCache {
+  std::set<Block*, BlockOrder> small_free;
+  std::set<Block*, BlockOrder> large_free;
+  DeviceStats stats;
+};
+
+size_t roundSize(size_t size) {
+  return size < kMinBlockSize ? kMinBlockSize : (size + kMinBlockSize - 1) / kMinBlockSize * kMinBlockSize;
+}
+
+size_t segmentSize(size_t size) {
+  if (size <= kSmallSize) return kSmallSegment;
+  if (size < kMinLargeAlloc) return kLargeSegment;
+  return (size + kRoundLarge - 1) / kRoundLarge * kRoundLarge;
+}
+
+std::string formatBytes(size_t bytes) {
+  char text[64];
+  if (bytes >= (size_t{1} << 30)) std::snprintf(text, sizeof text, "%.2f GiB", bytes / 1073741824.0);
+  else if (bytes >= (size_t{1} << 20)) std::snprintf(text, sizeof text, "%.2f MiB", bytes / 1048576.0);
+  else if (bytes >= 1024) std::snprintf(text, sizeof text, "%.2f KiB", bytes / 1024.0);
+  else std::snprintf(text, sizeof text, "%zu bytes", bytes);
+  return text;
+}
+
+void deleteDevicePtr(void* ptr);
+
+class AllocatorState {
+ public:
+  AllocatorState() : caches_(deviceCount()) {}
+
+  c10::DataPtr allocate(size_t nbytes) {
+    const c10::DeviceIndex device = currentDevice();
+    const c10::Device where(c10::kPrivateUse1, device);
+    if (nbytes == 0) return c10::DataPtr(nullptr, nullptr, &deleteDevicePtr, where);
+    const c10::StreamId stream = currentStream(device).id();
+    const size_t size = roundSize(nbytes);
+    const bool small = size <= kSmallSize;
+
+    std::lock_guard<std::mutex> lock(mutex_);
+    DeviceCache& cache = caches_[device];
+    processPendingFrees(/*wait=*/false);
+    Block* block = takeFreeBlock(cache, stream, size, small);
+    if (block == nullptr) block = allocateSegment(cache, device, stream, size, small, nbytes);
+    splitBlock(cache, block, size);
+
+    block->allocated = true;
+    block->requested = nbytes;
+    active_[block->ptr] = block;
+    updatePool(cache.stats.allocation, small, 1, true);
+    updatePool(cache.stats.allocated_bytes, small, block->size, true);
+    updatePool(cache.stats.active, small, 1, true);
+    updatePool(cache.stats.active_bytes, small, block->size, true);
+    updatePool(cache.stats.requested_bytes, small, nbytes, true);
+    return c10::DataPtr(block->ptr, block->ptr, &deleteDevicePtr, where);
+  }
+
+  void free(void* ptr) {
+    if (ptr == nullptr) return;
+    std::lock_guard<std::mutex> lock(mutex_);
+    auto it = active_.find(ptr);
+    TORCH_INTERNAL_ASSERT(it != active_.end(), "pto allocator: freeing unknown pointer ", ptr);
+    Block* block = it->second;
+    active_.erase(it);
+    DeviceCache& cache = caches_[block->device];
+    updatePool(cache.stats.allocation, block->small, 1, false);
+    updatePool(cache.stats.allocated_bytes, block->small, block->size, false);
+    updatePool(cache.stats.requested_bytes, block->small, block->requested, false);
+    block->allocated = false;
+    if (block->stream_uses.empty()) {
+      releaseBlock(block);
+      return;
+    }
+    // Other streams may still read it: reuse waits until they pass this point.
+    for (const c10::Stream& use : block->stream_uses) {
+      ptoEvent event = nullptr;
+      PTO_CHECK(ptoEventCreate(&event));
+      PTO_CHECK(ptoEventRecord(event, nativeStream(use)));
+      pending_.push_back({event, block});
+      ++block->pending_events;
+    }
+    block->stream_uses.clear();
+  }
+
+  void recordStream(const c10::DataPtr& data, c10::Stream stream) {
+    if (data.get() == nullptr) return;
+    std::lock_guard<std::mutex> lock(mutex_);
+    auto it = active_.find(data.get_context());
+    TORCH_CHECK(it != active_.end(), "record_stream: the tensor's memory does not come from the pto allocator");
+    Block* block = it->second;
+    if (stream.device_index() == block->device && stream.id() == block->stream) return;
+    block->stream_uses.insert(stream);
+  }
+
+  void emptyCache() {
+    std::lock_guard<std::mutex> lock(mutex_);
+    processPendingFrees(/*wait=*/true);
+    for (DeviceCache& cache : caches_) releaseCachedSegments(cache);
+  }
+
+  DeviceStats stats(c10::DeviceIndex device) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    return caches_.at(device).stats;
+  }
+
+  template <typename Reset>
+  void resetStats(c10::DeviceIndex device, Reset reset) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    DeviceStats& stats = caches_.at(device).stats;
+    for (auto* array : {&stats.allocation, &stats.segment, &stats.active, &stats.inactive_split,
+                        &stats.allocated_bytes, &stats.reserved_bytes, &stats.active_bytes,
+                        &stats.inactive_split_bytes, &stats.requested_bytes}) {
+      for (auto& stat : *array) reset(stat);
+    }
+    reset(stats.oversize_allocations);
+    reset(stats.oversize_segments);
+  }
+
+ private:
+  static void updatePool(c10::CachingAllocator::StatArray& stat, bool small, size_t amount, bool increase) {
+    const auto pool = static_cast<size_t>(small ? StatType::SMALL_POOL : StatType::LARGE_POOL);
+    for (size_t index : {static_cast<size_t>(StatType::AGGREGATE), pool}) {
+      if (increase) stat[index].increase(amount);
+      else stat[index].decrease(amount);
+    }
+  }
+
+  static std::set<Block*, BlockOrder>& poolOf(DeviceCache& cache, bool small) {
+    return small ? cache.small_free : cache.large_free;
+  }
+
+  void insertFree(DeviceCache& cache, Block* block) {
+    poolOf(cache, block->small).insert(block);
+    if (block->isSplit()) {
+      updatePool(cache.stats.inactive_split, block->small, 1, true);
+      updatePool(cache.stats.inactive_split_bytes, block->small, block->size, true);
+    }
+  }
+
+  void eraseFree(DeviceCache& cache, Block* block) {
+    poolOf(cache, block->small).erase(block);
+    if (block->isSplit()) {
+      updatePool(cache.stats.inactive_split, block->small, 1, false);
+      updatePool(cache.stats.inactive_split_bytes, block->small, block->size, false);
+    }
+  }
+
+  Block* takeFreeBlock(DeviceCache& cache, c10::StreamId stream, size_t size, bool small) {
+    auto& pool = poolOf(cache, small);
+    Block key;
+    key.stream = stream;
+    key.size = size;
+    auto it = pool.lower_bound(&key);
+    if (it == pool.end() || (*it)->stream != stream) return nullptr;
+    Block* block = *it;
+    eraseFree(cache, block);
+    return block;
+  }
+
+  Block* allocateSegment(DeviceCache& cache, c10::DeviceIndex device, c10::StreamId stream,
+                         size_t size, bool small, size_t requested) {
+    const size_t bytes = segmentSize(size);
+    void* ptr = nullptr;
+    ptoError status = ptoMalloc(&ptr, bytes);
+    if (status == PTO_ERROR_OUT_OF_MEMORY) {
+      // Give the cache back to the device and try once more, as CUDA's allocator does.
+      ++cache.stats.num_alloc_retries;
+      processPendingFrees(/*wait=*/true);
+      releaseCachedSegments(cache);
+      status = ptoMalloc(&ptr, bytes);
+    }
+    if (status == PTO_ERROR_OUT_OF_MEMORY) {
+      ++cache.stats.num_ooms;
+      size_t free_bytes = 0, total_bytes = 0;
+      PTO_CHECK(ptoMemGetInfo(&free_bytes, &total_bytes));
+      const auto aggregate = static_cast<size_t>(StatType::AGGREGATE);
+      const size_t allocated = cache.stats.allocated_bytes[aggregate].current;
+      const size_t reserved = cache.stats.reserved_bytes[aggregate].current;
+      TORCH_CHECK_WITH(OutOfMemoryError, false, "PTO out of memory on pto:",
+                       static_cast<int>(device), ". Tried to allocate ", formatBytes(requested),
+                       ". The device has a total capacity of ", formatBytes(total_bytes),
+                       " of which ", formatBytes(free_bytes), " is free. ",
+                       formatBytes(allocated), " is allocated by PyTorch, and ",
+                       formatBytes(reserved - allocated),
+                       " is reserved by PyTorch but unallocated (PTO_SIM_MEMORY sets the capacity).");
+    }
+    PTO_CHECK(status);
+    ++cache.stats.num_device_alloc;
+    updatePool(cache.stats.segment, small, 1, true);
+    updatePool(cache.stats.reserved_bytes, small, bytes, true);
+    auto* block = new Block;
+    block->device = device;
+    block->stream = stream;
+    block->size = bytes;
+    block->ptr = ptr;
+    block->small = small;
+    return block;
+  }
+
+  void splitBlock(DeviceCache& cache, Block* block, size_t size) {
+    const size_t remaining = block->size - size;
+    const bool worth_splitting = block->small ? remaining >= kMinBlockSize : remaining > kSmallSize;
+    if (!worth_splitting) return;
+    auto* rest = new Block;
+    rest->device = block->device;
+    rest->stream = block->stream;
+    rest->size = remaining;
+    rest->ptr = static_cast<char*>(block->ptr) + size;
+    rest->small = block->small;
+    rest->prev = block;
+    rest->next = block->next;
+    if (rest->next != nullptr) rest->next->prev = rest;
+    block->next = rest;
+    block->size = size;
+    insertFree(cache, rest);
+  }
+
+  // A block no stream uses any more: merge with free neighbours and cache it.
+  void releaseBlock(Block* block) {
+    DeviceCache& cache = caches_[block->device];
+    updatePool(cache.stats.active, block->small, 1, false);
+    updatePool(cache.stats.active_bytes, block->small, block->size, false);
+    for (Block* neighbour : {block->prev, block->next}) {
+      if (neighbour == nullptr || neighbour->allocated || neighbour->pending_events > 0) continue;
+      eraseFree(cache, neighbour);
+      if (neighbour == block->prev) {
+        block->ptr = neighbour->ptr;
+        block->prev = neighbour->prev;
+        if (block->prev != nullptr) block->prev->next = block;
+      } else {
+        block->next = neighbour->next;
+        if (block->next != nullptr) block->next->prev = block;
+      }
+      block->size += neighbour->size;
+      delete neighbour;
+    }
+    insertFree(cache, block);
+  }
+
+  void processPendingFrees(bool wait) {
+    std::vector<PendingFree> still_pending;
+    for (const PendingFree& entry : pending_) {
+      if (wait) PTO_CHECK(ptoEventSynchronize(entry.event));
+      const ptoError status = ptoEventQuery(entry.event);
+      if (status == PTO_ERROR_NOT_READY) {
+        still_pending.push_back(entry);
+        continue;
+      }
+      PTO_CHECK(ptoEventDestroy(entry.event));
+      if (--entry.block->pending_events == 0) releaseBlock(entry.block);
+    }
+    pending_.swap(still_pending);
+  }
+
+  // Whole free segments go back to the device.
+  void releaseCachedSegments(DeviceCache& cache) {
+    for (auto* pool : {&cache.small_free, &cache.large_free}) {
+      for (auto it = pool->begin(); it != pool->end();) {
+        Block* block = *it;
+        if (block->isSplit()) {
+          ++it;
+          continue;
+        }
+        it = pool->erase(it);
+        PTO_CHECK(ptoFree(block->ptr));
+        ++cache.stats.num_device_free;
+        updatePool(cache.stats.segment, block->small, 1, false);
+        updatePool(cache.stats.reserved_bytes, block->small, block->size, false);
+        delete block;
+      }
+    }
+  }
+
+  std::mutex mutex_;
+  std::vector<DeviceCache> caches_;
+  ska::flat_hash_map<void*, Block*> active_;
+  std::vector<PendingFree> pending_;
+};
+
+AllocatorState& state() {
+  // Leaked on purpose: tensors may be freed during interpreter shutdown.
+  static auto* instance = new AllocatorState;
+  return *instance;
+}
+
+void deleteDevicePtr(void* ptr) { state().free(ptr); }
+
+}  // namespace
+
+c10::DataPtr CachingDeviceAllocator::allocate(size_t nbytes) { return state().allocate(nbytes); }
+
+c10::DeleterFnPtr CachingDeviceAllocator::raw_deleter() const { return &deleteDevicePtr; }
+
+void CachingDeviceAllocator::copy_data(void* dest, const void* src, std::size_t count) const {
+  PTO_CHECK(ptoMemcpy(dest, src, count, PTO_MEMCPY_DEVICE_TO_DEVICE));
+}
+
+void CachingDeviceAllocator::emptyCache(c10::MempoolId_t) { state().emptyCache(); }
+
+void CachingDeviceAllocator::recordStream(const c10::DataPtr& ptr, c10::Stream stream) {
+  state().recordStream(ptr, stream);
+}
+
+c10::CachingDeviceAllocator::DeviceStats CachingDeviceAllocator::getDeviceStats(
+    c10::DeviceIndex device) {
+  return state().stats(resolveDeviceIndex(device));
+}
+
+void CachingDeviceAllocator::resetAccumulatedStats(c10::DeviceIndex device) {
+  state().resetStats(resolveDeviceIndex(device), [](c10::CachingAllocator::Stat& s) { s.reset_accumulated(); });
+}
+
+void CachingDeviceAllocator::resetPeakStats(c10::DeviceIndex device) {
+  state().resetStats(resolveDeviceIndex(device), [](c10::CachingAllocator::Stat& s) { s.reset_peak(); });
+}
+
+std::pair<size_t, size_t> CachingDeviceAllocator::getMemoryInfo(c10::DeviceIndex device) {
+  const c10::DeviceGuard guard(c10::Device(c10::kPrivateUse1, resolveDeviceIndex(device)));
+  size_t free_bytes = 0, total_bytes = 0;
+  PTO_CHECK(ptoMemGetInfo(&free_bytes, &total_bytes));
+  return {free_bytes, total_bytes};
+}
+
+void CachingDeviceAllocator::free(void* ptr) { state().free(ptr); }
+
+CachingDeviceAllocator& deviceAllocator() {
+  static auto* allocator = new CachingDeviceAllocator;
+  return *allocator;
+}
+
+namespace {
+const bool registered = [] {
+  c10::SetAllocator(c10::DeviceType::PrivateUse1, &deviceAllocator());
+  return true;
+}();
+}  // namespace
+
+}  // namespace pto::backend

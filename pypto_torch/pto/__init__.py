@@ -1,0 +1,154 @@
+"""``torch.pto``: the pto device module, shaped after ``torch.cuda``."""
+
+from typing import Any
+
+import torch
+
+from pypto_torch import _C
+from pypto_torch.pto.memory import (
+    empty_cache,
+    max_memory_allocated,
+    max_memory_reserved,
+    mem_get_info,
+    memory_allocated,
+    memory_reserved,
+    memory_stats,
+    memory_summary,
+    reset_accumulated_memory_stats,
+    reset_peak_memory_stats,
+)
+from pypto_torch.pto.random import (
+    get_rng_state,
+    get_rng_state_all,
+    initial_seed,
+    manual_seed,
+    manual_seed_all,
+    seed,
+    seed_all,
+    set_rng_state,
+    set_rng_state_all,
+)
+from pypto_torch.pto.streams import Event, Stream, current_stream, default_stream, set_stream, stream
+
+_initialized = False
+
+
+def _device_index(device: Any, optional: bool = True) -> int:
+    """Index of `device` (a torch.device, 'pto:1', an int, or None for the current one)."""
+    if device is None:
+        return current_device() if optional else 0
+    if isinstance(device, int):
+        return device
+    device = torch.device(device)
+    if device.type != "pto":
+        raise ValueError(f"expected a pto device, got {device}")
+    return current_device() if device.index is None else device.index
+
+
+def is_available() -> bool:
+    return _C._device_count() > 0
+
+
+def device_count() -> int:
+    return _C._device_count()
+
+
+def current_device() -> int:
+    return _C._current_device()
+
+
+def set_device(device: Any) -> None:
+    index = _device_index(device)
+    if index >= 0:
+        _C._set_device(index)
+
+
+def init() -> None:
+    global _initialized
+    _C._init()
+    _initialized = True
+
+
+def is_initialized() -> bool:
+    return _initialized
+
+
+def _is_in_bad_fork() -> bool:
+    return False
+
+
+def synchronize(device: Any = None) -> None:
+    """Wait for all work on every stream of `device` (default: the current one)."""
+    _C._synchronize(_device_index(device))
+
+
+def get_device_name(device: Any = None) -> str:
+    _device_index(device)
+    return f"PTO {_C._driver_name()} device"
+
+
+def get_amp_supported_dtype() -> list[torch.dtype]:
+    return [torch.float16, torch.bfloat16]
+
+
+class device:
+    """Context manager that makes `device` the current pto device (like torch.cuda.device)."""
+
+    def __init__(self, device: Any):
+        self.index = -1 if device is None else _device_index(device)
+        self.previous = -1
+
+    def __enter__(self):
+        self.previous = _C._exchange_device(self.index)
+
+    def __exit__(self, *exc_info):
+        if self.index >= 0:
+            _C._set_device(self.previous)
+        return False
+
+
+class device_of(device):
+    """Context manager that makes the device of `tensor` current (no-op for CPU tensors)."""
+
+    def __init__(self, tensor: torch.Tensor):
+        super().__init__(tensor.get_device() if tensor.device.type == "pto" else None)
+
+
+__all__ = [
+    "Event",
+    "Stream",
+    "current_device",
+    "current_stream",
+    "default_stream",
+    "device",
+    "device_count",
+    "device_of",
+    "empty_cache",
+    "get_amp_supported_dtype",
+    "get_device_name",
+    "get_rng_state",
+    "get_rng_state_all",
+    "init",
+    "initial_seed",
+    "is_available",
+    "is_initialized",
+    "manual_seed",
+    "manual_seed_all",
+    "max_memory_allocated",
+    "max_memory_reserved",
+    "mem_get_info",
+    "memory_allocated",
+    "memory_reserved",
+    "memory_stats",
+    "memory_summary",
+    "reset_accumulated_memory_stats",
+    "reset_peak_memory_stats",
+    "seed",
+    "seed_all",
+    "set_device",
+    "set_rng_state",
+    "set_rng_state_all",
+    "set_stream",
+    "stream",
+    "synchronize",
+]

@@ -1,0 +1,69 @@
+"""Streams and events of the pto devices, as ``torch.cuda.Stream``/``Event`` are."""
+
+from typing import Any
+
+import torch
+
+
+def _device(device: Any) -> torch.device:
+    from pypto_torch.pto import _device_index
+
+    return torch.device("pto", _device_index(device))
+
+
+class Stream(torch.Stream):
+    """A pto stream: an in-order queue executed by its own worker, from the device's pool."""
+
+    def __new__(cls, device: Any = None, priority: int = 0, **kwargs):
+        if "stream_id" in kwargs:  # rebuilding a known stream (see _wrap)
+            return super().__new__(cls, **kwargs)
+        return super().__new__(cls, device=_device(device), priority=priority)
+
+    def __repr__(self) -> str:
+        return f"<torch.pto.Stream device={self.device} id={self.stream_id}>"
+
+
+class Event(torch.Event):
+    """A pto event; it always records its completion time (for elapsed_time)."""
+
+    def __new__(cls, enable_timing: bool = False, blocking: bool = False, interprocess: bool = False,
+                device: Any = None):
+        return super().__new__(cls, device=_device(device), enable_timing=enable_timing,
+                               blocking=blocking, interprocess=interprocess)
+
+
+def _wrap(stream: torch.Stream) -> Stream:
+    return Stream(stream_id=stream.stream_id, device_index=stream.device_index,
+                  device_type=stream.device_type)
+
+
+def current_stream(device: Any = None) -> Stream:
+    return _wrap(torch.accelerator.current_stream(_device(device)))
+
+
+def default_stream(device: Any = None) -> Stream:
+    index = _device(device).index
+    return Stream(stream_id=0, device_index=index, device_type=current_stream(index).device_type)
+
+
+def set_stream(stream: torch.Stream) -> None:
+    torch.accelerator.set_stream(stream)
+
+
+class stream:
+    """Context manager that makes `stream` current on its device (None: no-op)."""
+
+    def __init__(self, stream: torch.Stream | None):
+        self.stream = stream
+        self.previous: torch.Stream | None = None
+
+    def __enter__(self):
+        if self.stream is not None:
+            self.previous = torch.accelerator.current_stream(self.stream.device)
+            torch.accelerator.set_stream(self.stream)
+        return self.stream
+
+    def __exit__(self, *exc_info):
+        if self.previous is not None:
+            torch.accelerator.set_stream(self.previous)
+        return False
