@@ -6,6 +6,7 @@ runtime, the torch glue and the bindings) into the package.
 """
 
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -23,7 +24,11 @@ class CMakeExtension(Extension):
 
 class CMakeBuild(build_ext):
     def build_extension(self, ext: Extension) -> None:
-        output_dir = Path(self.get_ext_fullpath(ext.name)).resolve().parent
+        # CMake always builds _C into the source package, so that later incremental
+        # `cmake --build build/cmake` runs (the Makefile's) update an editable install;
+        # setuptools then takes it from its usual place for wheels.
+        target = Path(self.get_ext_fullpath(ext.name)).resolve()
+        output_dir = ROOT / "pypto_torch"
         build_dir = Path(os.environ.get("PTO_BUILD_DIR", ROOT / "build" / "cmake"))
         build_dir.mkdir(parents=True, exist_ok=True)
         generator = ["-G", "Ninja"] if _has_ninja() else []
@@ -35,6 +40,10 @@ class CMakeBuild(build_ext):
             check=True)
         jobs = os.environ.get("CMAKE_BUILD_PARALLEL_LEVEL", str(os.cpu_count() or 2))
         subprocess.run(["cmake", "--build", str(build_dir), "-j", jobs], check=True)
+        built = output_dir / target.name
+        if built != target:
+            target.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(built, target)
 
 
 def _has_ninja() -> bool:

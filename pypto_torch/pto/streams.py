@@ -23,13 +23,17 @@ class Stream(torch.Stream):
         return f"<torch.pto.Stream device={self.device} id={self.stream_id}>"
 
 
-class Event(torch.Event):
-    """A pto event; it always records its completion time (for elapsed_time)."""
+class Event:
+    """A pto event: ``torch.pto.Event(enable_timing=True)`` is a ``torch.Event`` on pto.
+
+    It makes plain ``torch.Event`` objects, since torch's event methods accept no
+    subclass. pto events always record their completion time.
+    """
 
     def __new__(cls, enable_timing: bool = False, blocking: bool = False, interprocess: bool = False,
-                device: Any = None):
-        return super().__new__(cls, device=_device(device), enable_timing=enable_timing,
-                               blocking=blocking, interprocess=interprocess)
+                device: Any = None) -> torch.Event:
+        return torch.Event(device=_device(device), enable_timing=enable_timing, blocking=blocking,
+                           interprocess=interprocess)
 
 
 def _wrap(stream: torch.Stream) -> Stream:

@@ -98,20 +98,6 @@ void useDeviceGenerators(const c10::OperatorHandle& op, torch::jit::Stack* stack
   }
 }
 
-void noteFallback(const c10::OperatorName& name) {
-  const std::string op = fullName(name);
-  bool first = false;
-  {
-    std::lock_guard<std::mutex> lock(counts_mutex);
-    first = counts()[op]++ == 0;
-  }
-  if (first && modeSetting().load() == FallbackMode::kWarn) {
-    TORCH_WARN(op, " has no native pto kernel yet: it runs on the CPU, with its tensors copied "
-               "there and back. Set PTO_FALLBACK=silent to hide this warning, or "
-               "PTO_FALLBACK=error to forbid the fallback.");
-  }
-}
-
 // A view op's result aliases its input: compute its geometry on meta tensors
 // and return a pto view of the same storage, instead of a CPU copy.
 bool isViewOp(const c10::FunctionSchema& schema) {
@@ -167,6 +153,23 @@ std::map<std::string, int64_t> fallbackCounts() {
   return counts();
 }
 
+void enterCpuFallback(const std::string& op) {
+  const FallbackMode mode = modeSetting().load();
+  TORCH_CHECK_NOT_IMPLEMENTED(mode != FallbackMode::kError, op,
+                              " has no native pto kernel, and PTO_FALLBACK=error forbids "
+                              "running it on the CPU");
+  bool first = false;
+  {
+    std::lock_guard<std::mutex> lock(counts_mutex);
+    first = counts()[op]++ == 0;
+  }
+  if (first && mode == FallbackMode::kWarn) {
+    TORCH_WARN(op, " has no native pto kernel yet: it runs on the CPU, with its tensors copied "
+               "there and back. Set PTO_FALLBACK=silent to hide this warning, or "
+               "PTO_FALLBACK=error to forbid the fallback.");
+  }
+}
+
 void cpuFallback(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
   const auto& schema = op.schema();
   const std::optional<c10::Device> device = checkDevices(op, stack);
@@ -174,11 +177,7 @@ void cpuFallback(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
     viewFallback(op, stack);
     return;
   }
-  TORCH_CHECK_NOT_IMPLEMENTED(modeSetting().load() != FallbackMode::kError,
-                              fullName(schema.operator_name()),
-                              " has no native pto kernel, and PTO_FALLBACK=error forbids "
-                              "running it on the CPU");
-  noteFallback(schema.operator_name());
+  enterCpuFallback(fullName(schema.operator_name()));
   useDeviceGenerators(op, stack, device ? device->index() : -1);
   at::native::cpu_fallback(op, stack);
 }

@@ -16,6 +16,8 @@ namespace pto::backend {
 enum class FallbackMode { kWarn, kSilent, kError };
 
 void cpuFallback(const c10::OperatorHandle& op, torch::jit::Stack* stack);
+// Every CPU-computed op passes here: it enforces the mode, counts and warns.
+void enterCpuFallback(const std::string& op);
 
 FallbackMode fallbackMode();
 void setFallbackMode(FallbackMode mode);

@@ -2,6 +2,7 @@
 // rest. Kernel bodies live in the files named after their concern.
 #include <torch/library.h>
 
+#include "convolution.h"
 #include "copy.h"
 #include "fallback.h"
 #include "tensor_factories.h"
@@ -23,6 +24,8 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("_copy_from", TORCH_FN(copyFrom));
   m.impl("_copy_from_and_resize", TORCH_FN(copyFromAndResize));
   m.impl("_local_scalar_dense", TORCH_FN(localScalarDense));
+  m.impl("convolution_overrideable", TORCH_FN(convolutionOverrideable));
+  m.impl("convolution_backward_overrideable", TORCH_FN(convolutionBackwardOverrideable));
 }
 
 TORCH_LIBRARY_IMPL(_, PrivateUse1, m) {

@@ -1,0 +1,20 @@
+// Convolution on pto. torch routes it for out-of-tree backends to the
+// *_overrideable entry points, which the global fallback never sees; until PTO
+// has a convolution instruction they compute on the CPU, counted as fallback.
+#pragma once
+
+#include <ATen/ATen.h>
+
+namespace pto::backend {
+
+at::Tensor convolutionOverrideable(const at::Tensor& input, const at::Tensor& weight,
+                                   const std::optional<at::Tensor>& bias, c10::IntArrayRef stride,
+                                   c10::IntArrayRef padding, c10::IntArrayRef dilation,
+                                   bool transposed, c10::IntArrayRef output_padding, int64_t groups);
+
+std::tuple<at::Tensor, at::Tensor, at::Tensor> convolutionBackwardOverrideable(
+    const at::Tensor& grad_output, const at::Tensor& input, const at::Tensor& weight,
+    c10::IntArrayRef stride, c10::IntArrayRef padding, c10::IntArrayRef dilation, bool transposed,
+    c10::IntArrayRef output_padding, int64_t groups, std::array<bool, 3> output_mask);
+
+}  // namespace pto::backend
