@@ -32,7 +32,7 @@ test-cpp: build
 test-tsan: deps
 	cmake -S . -B $(TSAN_BUILD) -G Ninja -DPTO_TSAN=ON -DPTO_BUILD_TORCH=OFF >/dev/null
 	cmake --build $(TSAN_BUILD)
-	setarch $$(uname -m) -R ctest --test-dir $(TSAN_BUILD) --output-on-failure
+	$(TSAN_BUILD)/tests/cpp/runtime_tests --gtest_brief=1
 
 test-python: build
 	$(PYTHON) -m pytest

@@ -112,6 +112,7 @@ ptoError ptoEventElapsedTime(float* milliseconds, ptoEvent start, ptoEvent end);
 
 // Work submission.
 ptoError ptoLaunchHostFunc(ptoStream stream, ptoHostFn fn, void* user_data);
+// `name` is kept, not copied: it must outlive the launch (a string literal does).
 ptoError ptoLaunchKernel(ptoStream stream, const char* name, ptoKernelFn kernel,
                          const void* args, size_t arg_bytes);
 

@@ -35,7 +35,10 @@ struct SimDevice {
   std::atomic<SimStream*> default_stream{nullptr};  // published once created
 };
 
+// Saturates to SIZE_MAX (never a valid aligned size) instead of wrapping to a
+// small size, so a near-SIZE_MAX request is refused rather than granted.
 size_t roundUp(size_t value, size_t alignment) {
+  if (value > SIZE_MAX - (alignment - 1)) return SIZE_MAX;
   return (value + alignment - 1) / alignment * alignment;
 }
 
@@ -109,7 +112,7 @@ class SimDriver final : public Driver {
     *ptr = nullptr;
     if (size == 0) return PTO_SUCCESS;
     const size_t rounded = roundUp(size, kHostAlignment);
-    void* memory = std::aligned_alloc(kHostAlignment, rounded);
+    void* memory = rounded == SIZE_MAX ? nullptr : std::aligned_alloc(kHostAlignment, rounded);
     if (memory == nullptr) {
       return failf(PTO_ERROR_OUT_OF_MEMORY, "ptoMallocHost: cannot pin ", size, " bytes");
     }
@@ -390,8 +393,10 @@ class SimDriver final : public Driver {
         return failf(PTO_ERROR_INVALID_VALUE, op, ": ", role, " ", ptr,
                      " is not device memory");
       }
-      const auto end = reinterpret_cast<uintptr_t>(ptr) + count;
-      if (end > found->first + found->second.size) {
+      // Bytes left in the allocation from ptr (findLocked put ptr inside it), so
+      // a huge count cannot wrap the end address around.
+      const auto room = found->first + found->second.size - reinterpret_cast<uintptr_t>(ptr);
+      if (count > room) {
         return failf(PTO_ERROR_INVALID_VALUE, op, ": ", role, " range of ", count,
                      " bytes at ", ptr, " overruns its ", found->second.size,
                      "-byte device allocation");

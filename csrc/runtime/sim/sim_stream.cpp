@@ -83,6 +83,9 @@ void SimStream::execute(Command& command) {
   try {
     switch (command.kind) {
       case Command::Kind::kKernel: {
+        // Start from an empty message, so a kernel failing without ptoSetKernelError
+        // is not reported with what failed earlier on this worker thread.
+        fail(PTO_SUCCESS, std::string());
         const ptoError status = command.kernel(command.args.data());
         if (status != PTO_SUCCESS) {
           recordFailure(command.name, status,

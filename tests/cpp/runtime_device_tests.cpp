@@ -1,0 +1,208 @@
+// Devices of the PTO runtime: driver selection, device count, the per-thread
+// current device, default streams and error names.
+//
+// The sim configuration (PTO_SIM_DEVICES, PTO_SIM_MEMORY) is read once per
+// process at the first runtime call, so these tests check what the C API
+// promises for whatever configuration the process started with.
+#include <gtest/gtest.h>
+
+#include <cstdint>
+#include <cstdlib>
+#include <ostream>
+#include <set>
+#include <string>
+#include <thread>
+
+#include "runtime/pto_runtime.h"
+
+// Lets GoogleTest print ptoError values by name.
+static void PrintTo(ptoError error, std::ostream* os) { *os << ptoGetErrorName(error); }
+
+#define EXPECT_PTO_OK(expr) EXPECT_EQ(PTO_SUCCESS, (expr)) << ptoGetRecentErrMsg()
+#define ASSERT_PTO_OK(expr) ASSERT_EQ(PTO_SUCCESS, (expr)) << ptoGetRecentErrMsg()
+
+namespace {
+
+int32_t deviceCount() {
+  int32_t count = 0;
+  EXPECT_PTO_OK(ptoGetDeviceCount(&count));
+  return count;
+}
+
+int32_t currentDevice() {
+  int32_t device = -1;
+  EXPECT_PTO_OK(ptoGetDevice(&device));
+  return device;
+}
+
+// Restores the calling thread's current device at scope exit.
+class CurrentDeviceGuard {
+ public:
+  CurrentDeviceGuard() : saved_(currentDevice()) {}
+  ~CurrentDeviceGuard() { ptoSetDevice(saved_); }
+
+ private:
+  int32_t saved_;
+};
+
+// --- Driver ---------------------------------------------------------------
+
+TEST(RuntimeDevice, InitSucceedsAndIsIdempotent) {
+  EXPECT_PTO_OK(ptoInit());
+  EXPECT_PTO_OK(ptoInit());
+}
+
+TEST(RuntimeDevice, DriverNameIsSim) { EXPECT_STREQ("sim", ptoGetDriverName()); }
+
+// --- Device count ---------------------------------------------------------
+
+TEST(RuntimeDevice, DeviceCountIsAtLeastOne) { EXPECT_GE(deviceCount(), 1); }
+
+TEST(RuntimeDevice, DeviceCountDefaultsToTwoWithoutEnvironment) {
+  if (std::getenv("PTO_SIM_DEVICES") != nullptr) {
+    GTEST_SKIP() << "PTO_SIM_DEVICES is set for this process";
+  }
+  EXPECT_EQ(2, deviceCount());
+}
+
+TEST(RuntimeDevice, DeviceCountRejectsNullOutput) {
+  EXPECT_EQ(PTO_ERROR_INVALID_VALUE, ptoGetDeviceCount(nullptr));
+  EXPECT_NE(std::string(ptoGetRecentErrMsg()).find("ptoGetDeviceCount"), std::string::npos);
+}
+
+// --- Current device -------------------------------------------------------
+
+TEST(RuntimeDevice, CurrentDeviceDefaultsToZero) { EXPECT_EQ(0, currentDevice()); }
+
+TEST(RuntimeDevice, SetDeviceThenGetDeviceReturnsIt) {
+  CurrentDeviceGuard guard;
+  for (int32_t device = deviceCount() - 1; device >= 0; --device) {
+    ASSERT_PTO_OK(ptoSetDevice(device));
+    EXPECT_EQ(device, currentDevice());
+  }
+}
+
+TEST(RuntimeDevice, GetDeviceRejectsNullOutput) {
+  EXPECT_EQ(PTO_ERROR_INVALID_VALUE, ptoGetDevice(nullptr));
+}
+
+TEST(RuntimeDevice, CurrentDeviceIsThreadLocal) {
+  if (deviceCount() < 2) GTEST_SKIP() << "needs two devices";
+  CurrentDeviceGuard guard;
+
+  // A device set on another thread does not leak into this one...
+  int32_t seen_by_worker = -1;
+  std::thread worker([&] {
+    ptoSetDevice(1);
+    ptoGetDevice(&seen_by_worker);
+  });
+  worker.join();
+  EXPECT_EQ(1, seen_by_worker);
+  EXPECT_EQ(0, currentDevice());
+
+  // ...and a device set here does not leak into a new thread.
+  ASSERT_PTO_OK(ptoSetDevice(1));
+  int32_t seen_by_fresh_thread = -1;
+  std::thread fresh([&] { ptoGetDevice(&seen_by_fresh_thread); });
+  fresh.join();
+  EXPECT_EQ(0, seen_by_fresh_thread);
+  EXPECT_EQ(1, currentDevice());
+}
+
+TEST(RuntimeDevice, SetDeviceRejectsIndexPastTheLastDevice) {
+  const int32_t count = deviceCount();
+  EXPECT_EQ(PTO_ERROR_INVALID_DEVICE, ptoSetDevice(count));
+  const std::string message = ptoGetRecentErrMsg();
+  EXPECT_NE(message.find("invalid device index " + std::to_string(count)), std::string::npos)
+      << message;
+  EXPECT_NE(message.find("sim"), std::string::npos) << message;
+  EXPECT_EQ(0, currentDevice()) << "a failed ptoSetDevice must not change the current device";
+}
+
+TEST(RuntimeDevice, SetDeviceRejectsNegativeIndex) {
+  EXPECT_EQ(PTO_ERROR_INVALID_DEVICE, ptoSetDevice(-1));
+  EXPECT_NE(std::string(ptoGetRecentErrMsg()).find("invalid device index -1"), std::string::npos)
+      << ptoGetRecentErrMsg();
+  EXPECT_EQ(0, currentDevice());
+}
+
+// --- Default streams ------------------------------------------------------
+
+TEST(RuntimeDevice, EachDeviceHasItsOwnDefaultStream) {
+  const int32_t count = deviceCount();
+  std::set<ptoStream> streams;
+  for (int32_t device = 0; device < count; ++device) {
+    ptoStream stream = nullptr;
+    ASSERT_PTO_OK(ptoGetDefaultStream(device, &stream));
+    ASSERT_NE(nullptr, stream);
+    int32_t owner = -1;
+    ASSERT_PTO_OK(ptoStreamGetDevice(stream, &owner));
+    EXPECT_EQ(device, owner);
+    streams.insert(stream);
+  }
+  EXPECT_EQ(static_cast<size_t>(count), streams.size());
+}
+
+TEST(RuntimeDevice, DefaultStreamIsStableAcrossCalls) {
+  ptoStream first = nullptr, second = nullptr;
+  ASSERT_PTO_OK(ptoGetDefaultStream(0, &first));
+  ASSERT_PTO_OK(ptoGetDefaultStream(0, &second));
+  EXPECT_EQ(first, second);
+}
+
+TEST(RuntimeDevice, NullStreamMeansTheCurrentDevicesDefaultStream) {
+  if (deviceCount() < 2) GTEST_SKIP() << "needs two devices";
+  CurrentDeviceGuard guard;
+  ASSERT_PTO_OK(ptoSetDevice(1));
+  int32_t device = -1;
+  ASSERT_PTO_OK(ptoStreamGetDevice(nullptr, &device));
+  EXPECT_EQ(1, device);
+}
+
+TEST(RuntimeDevice, GetDefaultStreamRejectsInvalidDevice) {
+  ptoStream stream = nullptr;
+  EXPECT_EQ(PTO_ERROR_INVALID_DEVICE, ptoGetDefaultStream(deviceCount(), &stream));
+  EXPECT_EQ(PTO_ERROR_INVALID_DEVICE, ptoGetDefaultStream(-1, &stream));
+  EXPECT_EQ(PTO_ERROR_INVALID_VALUE, ptoGetDefaultStream(0, nullptr));
+}
+
+TEST(RuntimeDevice, DeviceSynchronizeOfAnIdleDeviceSucceeds) {
+  EXPECT_PTO_OK(ptoDeviceSynchronize());
+}
+
+// --- Errors ---------------------------------------------------------------
+
+TEST(RuntimeDevice, ErrorNamesMatchTheEnumerators) {
+  EXPECT_STREQ("PTO_SUCCESS", ptoGetErrorName(PTO_SUCCESS));
+  EXPECT_STREQ("PTO_ERROR_INVALID_VALUE", ptoGetErrorName(PTO_ERROR_INVALID_VALUE));
+  EXPECT_STREQ("PTO_ERROR_INVALID_DEVICE", ptoGetErrorName(PTO_ERROR_INVALID_DEVICE));
+  EXPECT_STREQ("PTO_ERROR_OUT_OF_MEMORY", ptoGetErrorName(PTO_ERROR_OUT_OF_MEMORY));
+  EXPECT_STREQ("PTO_ERROR_INVALID_HANDLE", ptoGetErrorName(PTO_ERROR_INVALID_HANDLE));
+  EXPECT_STREQ("PTO_ERROR_NOT_READY", ptoGetErrorName(PTO_ERROR_NOT_READY));
+  EXPECT_STREQ("PTO_ERROR_LAUNCH_FAILED", ptoGetErrorName(PTO_ERROR_LAUNCH_FAILED));
+  EXPECT_STREQ("PTO_ERROR_NOT_INITIALIZED", ptoGetErrorName(PTO_ERROR_NOT_INITIALIZED));
+}
+
+TEST(RuntimeDevice, ErrorNameOfAnUnknownCodeIsUnknown) {
+  EXPECT_STREQ("PTO_ERROR_UNKNOWN", ptoGetErrorName(static_cast<ptoError>(99)));
+  EXPECT_STREQ("PTO_ERROR_UNKNOWN", ptoGetErrorName(static_cast<ptoError>(-1)));
+}
+
+TEST(RuntimeDevice, RecentErrorMessageIsPerThread) {
+  ASSERT_EQ(PTO_ERROR_INVALID_DEVICE, ptoSetDevice(-7));
+  const std::string mine = ptoGetRecentErrMsg();
+
+  std::string other_before, other_after;
+  std::thread other([&] {
+    other_before = ptoGetRecentErrMsg();
+    ptoSetDevice(-8);
+    other_after = ptoGetRecentErrMsg();
+  });
+  other.join();
+
+  EXPECT_EQ("", other_before) << "a new thread starts with no recent error";
+  EXPECT_NE(other_after.find("-8"), std::string::npos) << other_after;
+  EXPECT_EQ(mine, ptoGetRecentErrMsg()) << "another thread's failure must not overwrite ours";
+}
+
+}  // namespace

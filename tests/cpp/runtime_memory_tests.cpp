@@ -1,0 +1,538 @@
+// Memory of the PTO runtime: device and pinned allocations, capacity
+// accounting, pointer attributes, and the synchronous and asynchronous
+// copies and fills with their range checks.
+#include <gtest/gtest.h>
+
+#include <cstdint>
+#include <cstring>
+#include <numeric>
+#include <ostream>
+#include <string>
+#include <vector>
+
+#include "runtime/pto_runtime.h"
+
+// Lets GoogleTest print ptoError values by name.
+static void PrintTo(ptoError error, std::ostream* os) { *os << ptoGetErrorName(error); }
+
+#define EXPECT_PTO_OK(expr) EXPECT_EQ(PTO_SUCCESS, (expr)) << ptoGetRecentErrMsg()
+#define ASSERT_PTO_OK(expr) ASSERT_EQ(PTO_SUCCESS, (expr)) << ptoGetRecentErrMsg()
+
+namespace {
+
+constexpr size_t kDeviceAlignment = 64;
+
+bool contains(const std::string& text, const std::string& part) {
+  return text.find(part) != std::string::npos;
+}
+
+size_t freeBytes() {
+  size_t free_bytes = 0, total_bytes = 0;
+  EXPECT_PTO_OK(ptoMemGetInfo(&free_bytes, &total_bytes));
+  return free_bytes;
+}
+
+int32_t deviceCount() {
+  int32_t count = 0;
+  EXPECT_PTO_OK(ptoGetDeviceCount(&count));
+  return count;
+}
+
+// Owns one device allocation on the current device.
+class DeviceBuffer {
+ public:
+  explicit DeviceBuffer(size_t bytes) {
+    EXPECT_PTO_OK(ptoMalloc(&ptr_, bytes));
+  }
+  ~DeviceBuffer() { ptoFree(ptr_); }
+  DeviceBuffer(const DeviceBuffer&) = delete;
+  DeviceBuffer& operator=(const DeviceBuffer&) = delete;
+
+  void* get() const { return ptr_; }
+  std::byte* bytes() const { return static_cast<std::byte*>(ptr_); }
+
+ private:
+  void* ptr_ = nullptr;
+};
+
+// Selects a device for the calling thread, restoring the previous one at scope exit.
+class ScopedDevice {
+ public:
+  explicit ScopedDevice(int32_t device) {
+    ptoGetDevice(&saved_);
+    EXPECT_PTO_OK(ptoSetDevice(device));
+  }
+  ~ScopedDevice() { ptoSetDevice(saved_); }
+
+ private:
+  int32_t saved_ = 0;
+};
+
+std::vector<uint8_t> pattern(size_t bytes, uint8_t seed) {
+  std::vector<uint8_t> data(bytes);
+  for (size_t i = 0; i < bytes; ++i) data[i] = static_cast<uint8_t>(seed + i * 7);
+  return data;
+}
+
+// --- Device allocation ----------------------------------------------------
+
+TEST(RuntimeMemory, MallocReturns64ByteAlignedPointers) {
+  for (size_t bytes : {1, 3, 64, 65, 100, 4096, 12345}) {
+    DeviceBuffer buffer(bytes);
+    ASSERT_NE(nullptr, buffer.get()) << bytes;
+    EXPECT_EQ(0u, reinterpret_cast<uintptr_t>(buffer.get()) % kDeviceAlignment) << bytes;
+  }
+}
+
+TEST(RuntimeMemory, MallocOfZeroBytesGivesNullAndSucceeds) {
+  void* ptr = reinterpret_cast<void*>(0x1);
+  const size_t before = freeBytes();
+  EXPECT_PTO_OK(ptoMalloc(&ptr, 0));
+  EXPECT_EQ(nullptr, ptr);
+  EXPECT_EQ(before, freeBytes());
+}
+
+TEST(RuntimeMemory, MallocRejectsNullOutput) {
+  EXPECT_EQ(PTO_ERROR_INVALID_VALUE, ptoMalloc(nullptr, 64));
+}
+
+TEST(RuntimeMemory, MemGetInfoReportsFreeWithinTotal) {
+  size_t free_bytes = 0, total_bytes = 0;
+  ASSERT_PTO_OK(ptoMemGetInfo(&free_bytes, &total_bytes));
+  EXPECT_GT(total_bytes, 0u);
+  EXPECT_LE(free_bytes, total_bytes);
+}
+
+TEST(RuntimeMemory, MemGetInfoRejectsNullOutputs) {
+  size_t bytes = 0;
+  EXPECT_EQ(PTO_ERROR_INVALID_VALUE, ptoMemGetInfo(nullptr, &bytes));
+  EXPECT_EQ(PTO_ERROR_INVALID_VALUE, ptoMemGetInfo(&bytes, nullptr));
+}
+
+TEST(RuntimeMemory, MallocAndFreeMoveFreeBytesByTheRoundedSize) {
+  const size_t before = freeBytes();
+  void* ptr = nullptr;
+  ASSERT_PTO_OK(ptoMalloc(&ptr, 100));  // rounds up to 128
+  EXPECT_EQ(before - 128, freeBytes());
+  ASSERT_PTO_OK(ptoFree(ptr));
+  EXPECT_EQ(before, freeBytes());
+
+  ASSERT_PTO_OK(ptoMalloc(&ptr, 128));  // already a multiple of 64
+  EXPECT_EQ(before - 128, freeBytes());
+  ASSERT_PTO_OK(ptoFree(ptr));
+  EXPECT_EQ(before, freeBytes());
+}
+
+TEST(RuntimeMemory, FreeOfNullIsANoOp) { EXPECT_PTO_OK(ptoFree(nullptr)); }
+
+TEST(RuntimeMemory, FreeOfAHostPointerFailsWithInvalidValue) {
+  int on_stack = 0;
+  EXPECT_EQ(PTO_ERROR_INVALID_VALUE, ptoFree(&on_stack));
+  EXPECT_TRUE(contains(ptoGetRecentErrMsg(), "not a device allocation")) << ptoGetRecentErrMsg();
+
+  std::vector<int> on_heap(16);
+  EXPECT_EQ(PTO_ERROR_INVALID_VALUE, ptoFree(on_heap.data()));
+}
+
+TEST(RuntimeMemory, FreeOfAnInteriorPointerFailsAndKeepsTheAllocation) {
+  DeviceBuffer buffer(256);
+  const size_t before = freeBytes();
+  EXPECT_EQ(PTO_ERROR_INVALID_VALUE, ptoFree(buffer.bytes() + 64));
+  EXPECT_EQ(before, freeBytes());
+  ptoPointerAttributes attributes{};
+  ASSERT_PTO_OK(ptoPointerGetAttributes(buffer.get(), &attributes));
+  EXPECT_EQ(PTO_MEMORY_DEVICE, attributes.type);
+}
+
+TEST(RuntimeMemory, DoubleFreeFailsWithInvalidValue) {
+  void* ptr = nullptr;
+  ASSERT_PTO_OK(ptoMalloc(&ptr, 64));
+  ASSERT_PTO_OK(ptoFree(ptr));
+  const size_t after_first_free = freeBytes();
+  EXPECT_EQ(PTO_ERROR_INVALID_VALUE, ptoFree(ptr));
+  EXPECT_EQ(after_first_free, freeBytes());
+}
+
+TEST(RuntimeMemory, FreeOfPinnedHostMemoryFailsWithInvalidValue) {
+  void* pinned = nullptr;
+  ASSERT_PTO_OK(ptoMallocHost(&pinned, 64));
+  EXPECT_EQ(PTO_ERROR_INVALID_VALUE, ptoFree(pinned));
+  EXPECT_PTO_OK(ptoFreeHost(pinned));
+}
+
+// --- Capacity -------------------------------------------------------------
+
+TEST(RuntimeMemory, AllocatingMoreThanTheFreeBytesIsOutOfMemory) {
+  const size_t before = freeBytes();
+  void* ptr = reinterpret_cast<void*>(0x1);
+  EXPECT_EQ(PTO_ERROR_OUT_OF_MEMORY, ptoMalloc(&ptr, before + 1));
+  EXPECT_EQ(nullptr, ptr);
+  EXPECT_TRUE(contains(ptoGetRecentErrMsg(), "out of memory")) << ptoGetRecentErrMsg();
+  EXPECT_EQ(before, freeBytes()) << "a failed allocation must not be accounted";
+}
+
+TEST(RuntimeMemory, SmallAllocationStillWorksAfterOutOfMemory) {
+  void* huge = nullptr;
+  ASSERT_EQ(PTO_ERROR_OUT_OF_MEMORY, ptoMalloc(&huge, freeBytes() + kDeviceAlignment));
+  DeviceBuffer small(64);
+  EXPECT_NE(nullptr, small.get());
+}
+
+TEST(RuntimeMemory, AllocatingWhatWouldOverflowTheSizeIsOutOfMemory) {
+  const size_t before = freeBytes();
+  for (size_t bytes : {SIZE_MAX, SIZE_MAX - 1, SIZE_MAX - kDeviceAlignment + 2}) {
+    void* ptr = nullptr;
+    EXPECT_EQ(PTO_ERROR_OUT_OF_MEMORY, ptoMalloc(&ptr, bytes)) << bytes;
+    EXPECT_EQ(nullptr, ptr) << bytes;
+    if (ptr != nullptr) ptoFree(ptr);
+  }
+  EXPECT_EQ(before, freeBytes());
+}
+
+TEST(RuntimeMemory, EachDeviceAccountsItsOwnMemory) {
+  if (deviceCount() < 2) GTEST_SKIP() << "needs two devices";
+  const size_t device0_before = freeBytes();
+  size_t device1_before = 0;
+  {
+    ScopedDevice on1(1);
+    device1_before = freeBytes();
+    void* ptr = nullptr;
+    ASSERT_PTO_OK(ptoMalloc(&ptr, 1 << 20));
+    EXPECT_EQ(device1_before - (1 << 20), freeBytes());
+
+    ptoPointerAttributes attributes{};
+    ASSERT_PTO_OK(ptoPointerGetAttributes(ptr, &attributes));
+    EXPECT_EQ(1, attributes.device);
+
+    {
+      ScopedDevice on0(0);
+      EXPECT_EQ(device0_before, freeBytes()) << "device 1's allocation charged device 0";
+      // Freeing does not depend on the current device.
+      ASSERT_PTO_OK(ptoFree(ptr));
+    }
+    EXPECT_EQ(device1_before, freeBytes());
+  }
+  EXPECT_EQ(device0_before, freeBytes());
+}
+
+// --- Pinned host memory ---------------------------------------------------
+
+TEST(RuntimeMemory, PinnedHostMemoryIsUsableAndFreed) {
+  void* pinned = nullptr;
+  ASSERT_PTO_OK(ptoMallocHost(&pinned, 1000));
+  ASSERT_NE(nullptr, pinned);
+  std::memset(pinned, 0x5a, 1000);  // plain host memory: the host may touch it
+  EXPECT_EQ(0x5a, static_cast<uint8_t*>(pinned)[999]);
+  EXPECT_PTO_OK(ptoFreeHost(pinned));
+}
+
+TEST(RuntimeMemory, PinnedHostMemoryDoesNotChargeTheDevice) {
+  const size_t before = freeBytes();
+  void* pinned = nullptr;
+  ASSERT_PTO_OK(ptoMallocHost(&pinned, 1 << 16));
+  EXPECT_EQ(before, freeBytes());
+  EXPECT_PTO_OK(ptoFreeHost(pinned));
+}
+
+TEST(RuntimeMemory, MallocHostOfZeroBytesGivesNullAndSucceeds) {
+  void* pinned = reinterpret_cast<void*>(0x1);
+  EXPECT_PTO_OK(ptoMallocHost(&pinned, 0));
+  EXPECT_EQ(nullptr, pinned);
+  EXPECT_PTO_OK(ptoFreeHost(nullptr));
+}
+
+TEST(RuntimeMemory, MallocHostRejectsNullOutputAndOverflowingSizes) {
+  EXPECT_EQ(PTO_ERROR_INVALID_VALUE, ptoMallocHost(nullptr, 64));
+  void* pinned = nullptr;
+  EXPECT_EQ(PTO_ERROR_OUT_OF_MEMORY, ptoMallocHost(&pinned, SIZE_MAX));
+  EXPECT_EQ(nullptr, pinned);
+  if (pinned != nullptr) ptoFreeHost(pinned);
+}
+
+TEST(RuntimeMemory, FreeHostRejectsDeviceAndUnknownPointers) {
+  DeviceBuffer device(64);
+  EXPECT_EQ(PTO_ERROR_INVALID_VALUE, ptoFreeHost(device.get()));
+  EXPECT_TRUE(contains(ptoGetRecentErrMsg(), "not pinned host memory")) << ptoGetRecentErrMsg();
+  int on_stack = 0;
+  EXPECT_EQ(PTO_ERROR_INVALID_VALUE, ptoFreeHost(&on_stack));
+}
+
+// --- Pointer attributes ---------------------------------------------------
+
+TEST(RuntimeMemory, AttributesOfADevicePointer) {
+  DeviceBuffer buffer(100);
+  ptoPointerAttributes attributes{};
+  ASSERT_PTO_OK(ptoPointerGetAttributes(buffer.get(), &attributes));
+  EXPECT_EQ(PTO_MEMORY_DEVICE, attributes.type);
+  EXPECT_EQ(0, attributes.device);
+  EXPECT_EQ(buffer.get(), attributes.base);
+  EXPECT_EQ(128u, attributes.size);
+}
+
+TEST(RuntimeMemory, AttributesOfAnInteriorPointerNameItsAllocation) {
+  DeviceBuffer buffer(256);
+  for (size_t offset : {1, 64, 200, 255}) {
+    ptoPointerAttributes attributes{};
+    ASSERT_PTO_OK(ptoPointerGetAttributes(buffer.bytes() + offset, &attributes));
+    EXPECT_EQ(PTO_MEMORY_DEVICE, attributes.type) << offset;
+    EXPECT_EQ(buffer.get(), attributes.base) << offset;
+    EXPECT_EQ(256u, attributes.size) << offset;
+  }
+  // One past the end is outside this allocation.
+  ptoPointerAttributes past_end{};
+  ASSERT_PTO_OK(ptoPointerGetAttributes(buffer.bytes() + 256, &past_end));
+  EXPECT_NE(buffer.get(), past_end.base);
+}
+
+TEST(RuntimeMemory, AttributesOfPinnedHostMemory) {
+  void* pinned = nullptr;
+  ASSERT_PTO_OK(ptoMallocHost(&pinned, 100));
+  ptoPointerAttributes attributes{};
+  ASSERT_PTO_OK(ptoPointerGetAttributes(static_cast<char*>(pinned) + 10, &attributes));
+  EXPECT_EQ(PTO_MEMORY_HOST_PINNED, attributes.type);
+  EXPECT_EQ(-1, attributes.device);
+  EXPECT_EQ(pinned, attributes.base);
+  EXPECT_GE(attributes.size, 100u);
+  EXPECT_PTO_OK(ptoFreeHost(pinned));
+}
+
+TEST(RuntimeMemory, AttributesOfUnregisteredHostMemory) {
+  int on_stack = 0;
+  ptoPointerAttributes attributes{PTO_MEMORY_DEVICE, 5, &on_stack, 5};
+  ASSERT_PTO_OK(ptoPointerGetAttributes(&on_stack, &attributes));
+  EXPECT_EQ(PTO_MEMORY_UNREGISTERED, attributes.type);
+  EXPECT_EQ(-1, attributes.device);
+  EXPECT_EQ(nullptr, attributes.base);
+  EXPECT_EQ(0u, attributes.size);
+
+  ASSERT_PTO_OK(ptoPointerGetAttributes(nullptr, &attributes));
+  EXPECT_EQ(PTO_MEMORY_UNREGISTERED, attributes.type);
+}
+
+TEST(RuntimeMemory, AttributesOfAFreedPointerAreUnregistered) {
+  void* ptr = nullptr;
+  ASSERT_PTO_OK(ptoMalloc(&ptr, 64));
+  ASSERT_PTO_OK(ptoFree(ptr));
+  ptoPointerAttributes attributes{};
+  ASSERT_PTO_OK(ptoPointerGetAttributes(ptr, &attributes));
+  EXPECT_EQ(PTO_MEMORY_UNREGISTERED, attributes.type);
+}
+
+TEST(RuntimeMemory, PointerGetAttributesRejectsNullOutput) {
+  DeviceBuffer buffer(64);
+  EXPECT_EQ(PTO_ERROR_INVALID_VALUE, ptoPointerGetAttributes(buffer.get(), nullptr));
+}
+
+// --- Synchronous copies and fills -----------------------------------------
+
+TEST(RuntimeMemory, MemcpyOfAllFourKindsRoundTripsData) {
+  constexpr size_t kBytes = 1000;
+  const std::vector<uint8_t> source = pattern(kBytes, 3);
+  std::vector<uint8_t> host_copy(kBytes), result(kBytes);
+  DeviceBuffer first(kBytes), second(kBytes);
+
+  ASSERT_PTO_OK(ptoMemcpy(host_copy.data(), source.data(), kBytes, PTO_MEMCPY_HOST_TO_HOST));
+  ASSERT_PTO_OK(ptoMemcpy(first.get(), host_copy.data(), kBytes, PTO_MEMCPY_HOST_TO_DEVICE));
+  ASSERT_PTO_OK(ptoMemcpy(second.get(), first.get(), kBytes, PTO_MEMCPY_DEVICE_TO_DEVICE));
+  ASSERT_PTO_OK(ptoMemcpy(result.data(), second.get(), kBytes, PTO_MEMCPY_DEVICE_TO_HOST));
+
+  EXPECT_EQ(source, host_copy);
+  EXPECT_EQ(source, result);
+}
+
+TEST(RuntimeMemory, MemcpyThroughPinnedHostMemory) {
+  constexpr size_t kBytes = 512;
+  void* pinned = nullptr;
+  ASSERT_PTO_OK(ptoMallocHost(&pinned, kBytes));
+  const std::vector<uint8_t> source = pattern(kBytes, 11);
+  std::memcpy(pinned, source.data(), kBytes);
+
+  DeviceBuffer device(kBytes);
+  std::vector<uint8_t> result(kBytes);
+  ASSERT_PTO_OK(ptoMemcpy(device.get(), pinned, kBytes, PTO_MEMCPY_HOST_TO_DEVICE));
+  std::memset(pinned, 0, kBytes);
+  ASSERT_PTO_OK(ptoMemcpy(pinned, device.get(), kBytes, PTO_MEMCPY_DEVICE_TO_HOST));
+  std::memcpy(result.data(), pinned, kBytes);
+  EXPECT_EQ(source, result);
+  EXPECT_PTO_OK(ptoFreeHost(pinned));
+}
+
+TEST(RuntimeMemory, MemcpyAcrossDevices) {
+  if (deviceCount() < 2) GTEST_SKIP() << "needs two devices";
+  constexpr size_t kBytes = 256;
+  const std::vector<uint8_t> source = pattern(kBytes, 42);
+  std::vector<uint8_t> result(kBytes);
+  DeviceBuffer on0(kBytes);
+  void* on1 = nullptr;
+  {
+    ScopedDevice device1(1);
+    ASSERT_PTO_OK(ptoMalloc(&on1, kBytes));
+  }
+  ASSERT_PTO_OK(ptoMemcpy(on0.get(), source.data(), kBytes, PTO_MEMCPY_HOST_TO_DEVICE));
+  ASSERT_PTO_OK(ptoMemcpy(on1, on0.get(), kBytes, PTO_MEMCPY_DEVICE_TO_DEVICE));
+  ASSERT_PTO_OK(ptoMemcpy(result.data(), on1, kBytes, PTO_MEMCPY_DEVICE_TO_HOST));
+  EXPECT_EQ(source, result);
+  EXPECT_PTO_OK(ptoFree(on1));
+}
+
+TEST(RuntimeMemory, MemcpyIntoTheMiddleOfAnAllocation) {
+  DeviceBuffer device(256);
+  ASSERT_PTO_OK(ptoMemset(device.get(), 0, 256));
+  const std::vector<uint8_t> middle(64, 0xee);
+  ASSERT_PTO_OK(ptoMemcpy(device.bytes() + 100, middle.data(), 64, PTO_MEMCPY_HOST_TO_DEVICE));
+  std::vector<uint8_t> result(256);
+  ASSERT_PTO_OK(ptoMemcpy(result.data(), device.get(), 256, PTO_MEMCPY_DEVICE_TO_HOST));
+  for (size_t i = 0; i < 256; ++i) {
+    EXPECT_EQ((i >= 100 && i < 164) ? 0xee : 0, result[i]) << i;
+  }
+}
+
+TEST(RuntimeMemory, MemsetFillsBytesWithTheLowByteOfTheValue) {
+  DeviceBuffer device(300);
+  ASSERT_PTO_OK(ptoMemset(device.get(), 0x1ab, 300));  // only 0xab is used
+  std::vector<uint8_t> result(300);
+  ASSERT_PTO_OK(ptoMemcpy(result.data(), device.get(), 300, PTO_MEMCPY_DEVICE_TO_HOST));
+  EXPECT_EQ(std::vector<uint8_t>(300, 0xab), result);
+}
+
+TEST(RuntimeMemory, ZeroByteCopiesAndFillsSucceedWithoutPointers) {
+  EXPECT_PTO_OK(ptoMemcpy(nullptr, nullptr, 0, PTO_MEMCPY_HOST_TO_DEVICE));
+  EXPECT_PTO_OK(ptoMemset(nullptr, 0, 0));
+  EXPECT_PTO_OK(ptoMemcpyAsync(nullptr, nullptr, 0, PTO_MEMCPY_DEVICE_TO_HOST, nullptr));
+  EXPECT_PTO_OK(ptoMemsetAsync(nullptr, 0, 0, nullptr));
+}
+
+// --- Range checks (negative cases) ----------------------------------------
+
+TEST(RuntimeMemory, MemcpyWithAHostPointerAsTheDeviceSideIsInvalid) {
+  std::vector<uint8_t> host(64), other(64);
+  DeviceBuffer device(64);
+
+  EXPECT_EQ(PTO_ERROR_INVALID_VALUE,
+            ptoMemcpy(other.data(), host.data(), 64, PTO_MEMCPY_HOST_TO_DEVICE));
+  EXPECT_TRUE(contains(ptoGetRecentErrMsg(), "not device memory")) << ptoGetRecentErrMsg();
+
+  EXPECT_EQ(PTO_ERROR_INVALID_VALUE,
+            ptoMemcpy(other.data(), host.data(), 64, PTO_MEMCPY_DEVICE_TO_HOST));
+  EXPECT_EQ(PTO_ERROR_INVALID_VALUE,
+            ptoMemcpy(device.get(), host.data(), 64, PTO_MEMCPY_DEVICE_TO_DEVICE));
+  EXPECT_EQ(PTO_ERROR_INVALID_VALUE,
+            ptoMemcpy(host.data(), device.get(), 64, PTO_MEMCPY_DEVICE_TO_DEVICE));
+}
+
+TEST(RuntimeMemory, MemcpyWithADevicePointerAsTheHostSideIsInvalid) {
+  std::vector<uint8_t> host(64);
+  DeviceBuffer device(64), other(64);
+  EXPECT_EQ(PTO_ERROR_INVALID_VALUE,
+            ptoMemcpy(device.get(), other.get(), 64, PTO_MEMCPY_HOST_TO_DEVICE));
+  EXPECT_TRUE(contains(ptoGetRecentErrMsg(), "is device memory")) << ptoGetRecentErrMsg();
+  EXPECT_EQ(PTO_ERROR_INVALID_VALUE,
+            ptoMemcpy(device.get(), host.data(), 64, PTO_MEMCPY_HOST_TO_HOST));
+}
+
+TEST(RuntimeMemory, PinnedHostMemoryIsNotDeviceMemory) {
+  void* pinned = nullptr;
+  ASSERT_PTO_OK(ptoMallocHost(&pinned, 64));
+  std::vector<uint8_t> host(64);
+  EXPECT_EQ(PTO_ERROR_INVALID_VALUE,
+            ptoMemcpy(pinned, host.data(), 64, PTO_MEMCPY_HOST_TO_DEVICE));
+  EXPECT_EQ(PTO_ERROR_INVALID_VALUE, ptoMemset(pinned, 0, 64));
+  EXPECT_PTO_OK(ptoFreeHost(pinned));
+}
+
+TEST(RuntimeMemory, MemcpyOverrunningADeviceAllocationIsInvalid) {
+  DeviceBuffer device(64);  // exactly 64 bytes: no rounding slack
+  std::vector<uint8_t> host(200, 0x11);
+
+  EXPECT_EQ(PTO_ERROR_INVALID_VALUE,
+            ptoMemcpy(device.get(), host.data(), 65, PTO_MEMCPY_HOST_TO_DEVICE));
+  EXPECT_TRUE(contains(ptoGetRecentErrMsg(), "overruns")) << ptoGetRecentErrMsg();
+  EXPECT_EQ(PTO_ERROR_INVALID_VALUE,
+            ptoMemcpy(host.data(), device.bytes() + 32, 33, PTO_MEMCPY_DEVICE_TO_HOST));
+
+  // The allocation's own bytes are still fine, up to the last one.
+  EXPECT_PTO_OK(ptoMemcpy(device.bytes() + 32, host.data(), 32, PTO_MEMCPY_HOST_TO_DEVICE));
+}
+
+TEST(RuntimeMemory, MemcpyWithAWrappingByteCountIsInvalid) {
+  DeviceBuffer device(64);
+  std::vector<uint8_t> host(64);
+  EXPECT_EQ(PTO_ERROR_INVALID_VALUE,
+            ptoMemcpy(device.get(), host.data(), SIZE_MAX, PTO_MEMCPY_HOST_TO_DEVICE));
+  EXPECT_EQ(PTO_ERROR_INVALID_VALUE,
+            ptoMemcpy(host.data(), device.bytes() + 8, SIZE_MAX - 4, PTO_MEMCPY_DEVICE_TO_HOST));
+  EXPECT_EQ(PTO_ERROR_INVALID_VALUE, ptoMemset(device.bytes() + 1, 0, SIZE_MAX));
+}
+
+TEST(RuntimeMemory, MemsetOverrunningOrOutsideDeviceMemoryIsInvalid) {
+  DeviceBuffer device(128);
+  EXPECT_EQ(PTO_ERROR_INVALID_VALUE, ptoMemset(device.get(), 0, 129));
+  EXPECT_EQ(PTO_ERROR_INVALID_VALUE, ptoMemset(device.bytes() + 127, 0, 2));
+  std::vector<uint8_t> host(16);
+  EXPECT_EQ(PTO_ERROR_INVALID_VALUE, ptoMemset(host.data(), 0, 16));
+  EXPECT_TRUE(contains(ptoGetRecentErrMsg(), "not device memory")) << ptoGetRecentErrMsg();
+  EXPECT_EQ(std::vector<uint8_t>(16, 0), host);
+}
+
+TEST(RuntimeMemory, CopiesAndFillsOfNullPointersAreInvalid) {
+  DeviceBuffer device(64);
+  EXPECT_EQ(PTO_ERROR_INVALID_VALUE, ptoMemcpy(device.get(), nullptr, 8, PTO_MEMCPY_HOST_TO_DEVICE));
+  EXPECT_EQ(PTO_ERROR_INVALID_VALUE, ptoMemcpy(nullptr, device.get(), 8, PTO_MEMCPY_DEVICE_TO_HOST));
+  EXPECT_EQ(PTO_ERROR_INVALID_VALUE, ptoMemset(nullptr, 0, 8));
+}
+
+TEST(RuntimeMemory, MemcpyRejectsAnUnknownKind) {
+  std::vector<uint8_t> a(8), b(8);
+  EXPECT_EQ(PTO_ERROR_INVALID_VALUE,
+            ptoMemcpy(a.data(), b.data(), 8, static_cast<ptoMemcpyKind>(4)));
+  EXPECT_TRUE(contains(ptoGetRecentErrMsg(), "memcpy kind")) << ptoGetRecentErrMsg();
+  EXPECT_EQ(PTO_ERROR_INVALID_VALUE,
+            ptoMemcpy(a.data(), b.data(), 8, static_cast<ptoMemcpyKind>(-1)));
+}
+
+TEST(RuntimeMemory, FailedCopiesLeaveTheDefaultStreamUsable) {
+  DeviceBuffer device(64);
+  std::vector<uint8_t> host(128, 7);
+  ASSERT_EQ(PTO_ERROR_INVALID_VALUE,
+            ptoMemcpy(device.get(), host.data(), 128, PTO_MEMCPY_HOST_TO_DEVICE));
+  EXPECT_PTO_OK(ptoStreamSynchronize(nullptr)) << "a rejected copy must not leave a sticky error";
+  EXPECT_PTO_OK(ptoMemcpy(device.get(), host.data(), 64, PTO_MEMCPY_HOST_TO_DEVICE));
+}
+
+// --- Asynchronous copies and fills ----------------------------------------
+
+TEST(RuntimeMemory, AsyncCopiesAndFillsOnAStreamRoundTripData) {
+  ptoStream stream = nullptr;
+  ASSERT_PTO_OK(ptoStreamCreate(&stream));
+  constexpr size_t kBytes = 4096;
+  const std::vector<uint8_t> source = pattern(kBytes, 9);
+  std::vector<uint8_t> copied(kBytes), filled(kBytes);
+  DeviceBuffer device(kBytes);
+
+  ASSERT_PTO_OK(ptoMemcpyAsync(device.get(), source.data(), kBytes, PTO_MEMCPY_HOST_TO_DEVICE,
+                               stream));
+  ASSERT_PTO_OK(ptoMemcpyAsync(copied.data(), device.get(), kBytes, PTO_MEMCPY_DEVICE_TO_HOST,
+                               stream));
+  ASSERT_PTO_OK(ptoMemsetAsync(device.get(), 0x3c, kBytes, stream));
+  ASSERT_PTO_OK(ptoMemcpyAsync(filled.data(), device.get(), kBytes, PTO_MEMCPY_DEVICE_TO_HOST,
+                               stream));
+  ASSERT_PTO_OK(ptoStreamSynchronize(stream));
+
+  EXPECT_EQ(source, copied);
+  EXPECT_EQ(std::vector<uint8_t>(kBytes, 0x3c), filled);
+  EXPECT_PTO_OK(ptoStreamDestroy(stream));
+}
+
+TEST(RuntimeMemory, AsyncCopiesValidateRangesAtTheCall) {
+  ptoStream stream = nullptr;
+  ASSERT_PTO_OK(ptoStreamCreate(&stream));
+  DeviceBuffer device(64);
+  std::vector<uint8_t> host(128);
+  EXPECT_EQ(PTO_ERROR_INVALID_VALUE, ptoMemcpyAsync(device.get(), host.data(), 128,
+                                                    PTO_MEMCPY_HOST_TO_DEVICE, stream));
+  EXPECT_EQ(PTO_ERROR_INVALID_VALUE, ptoMemsetAsync(host.data(), 0, 64, stream));
+  EXPECT_PTO_OK(ptoStreamSynchronize(stream));
+  EXPECT_PTO_OK(ptoStreamDestroy(stream));
+}
+
+}  // namespace
