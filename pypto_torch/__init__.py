@@ -5,20 +5,31 @@ entry point) registers the ``pto`` device: ``torch.randn(3, device="pto")``,
 ``tensor.to("pto")``, ``torch.pto.*``, autograd and ``torch.accelerator``.
 """
 
-import torch
-
-from pypto_torch import _C  # loading it registers kernels, allocators, guard and hooks
-from pypto_torch import pto
-from pypto_torch._fallback import fallback_mode, fallback_ops, quiet_tensor_printing, set_fallback_mode
-
-torch.utils.rename_privateuse1_backend("pto")
-torch._register_device_module("pto", pto)
-torch.utils.generate_methods_for_privateuse1_backend(for_storage=True)
-quiet_tensor_printing(torch)
-
 
 def _autoload() -> None:
-    """Entry point of ``torch.backends``: importing this package is the registration."""
+    """Entry point of ``torch.backends``: importing this package is the registration.
 
+    Defined before ``import torch``: when this package is imported first, importing
+    torch runs its backend autoload, which looks this function up on the package
+    while the package is still initialising.
+    """
+
+
+import torch  # noqa: E402
+
+from pypto_torch import _C  # noqa: E402  (loading it registers kernels, allocators, guard, hooks)
+from pypto_torch import pto  # noqa: E402
+from pypto_torch._fallback import (  # noqa: E402
+    fallback_mode,
+    fallback_ops,
+    quiet_tensor_printing,
+    set_fallback_mode,
+)
+
+if torch._C._get_privateuse1_backend_name() != "pto":
+    torch.utils.rename_privateuse1_backend("pto")
+    torch._register_device_module("pto", pto)
+    torch.utils.generate_methods_for_privateuse1_backend(for_storage=True)
+    quiet_tensor_printing(torch)
 
 __all__ = ["fallback_mode", "fallback_ops", "set_fallback_mode", "pto"]

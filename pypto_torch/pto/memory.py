@@ -83,7 +83,7 @@ def memory_summary(device: Any = None, abbreviated: bool = False) -> str:
     lines = ["=" * width,
              f" pto:{index} memory summary ({_format_bytes(total)} capacity, {_format_bytes(free)} free)",
              "-" * width,
-             f" {'Metric':<28}{'Current':>12}{'Peak':>12}{'Allocated':>13}{'Freed':>13}",
+             f" {'Metric':<28}" + "".join(f"{name:>12} " for name in ("Current", "Peak", "Allocated", "Freed")),
              "-" * width]
     for title, key, fmt in rows:
         for pool in pools:

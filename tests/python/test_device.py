@@ -18,6 +18,16 @@ def test_bare_import_torch_registers_pto(python):
     assert "device='pto:0'" in "\n".join(rest)
 
 
+def test_importing_pypto_torch_before_torch(python):
+    result = python("""
+        import pypto_torch
+        import torch
+        print(torch.ones(2, device="pto").device)
+    """, PTO_FALLBACK="silent")
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == "pto:0"
+
+
 def test_device_count_follows_environment(python):
     result = python("import torch; print(torch.pto.device_count())", PTO_SIM_DEVICES="3")
     assert result.stdout.strip() == "3", result.stderr

@@ -1,11 +1,47 @@
 #include "sim_stream.h"
 
+#include <chrono>
 #include <cstring>
 #include <exception>
+#include <thread>
 
 #include "../error.h"
+#include "sim_parallel.h"
 
 namespace pto::rt::sim {
+namespace {
+
+// Long enough to bridge the gap between back-to-back launches from Python,
+// short enough not to hold a core that torch's own threads may want.
+constexpr auto kSpinTime = std::chrono::microseconds(50);
+
+// Copies and fills this large are split over the device's cores, as a DMA engine
+// with several channels would; smaller ones are not worth waking a thread for.
+constexpr size_t kParallelBytes = size_t{4} << 20;
+
+void copyBytes(void* dst, const void* src, size_t bytes) {
+  parallelFor(bytes, kParallelBytes / 2, [&](size_t begin, size_t end) {
+    std::memcpy(static_cast<char*>(dst) + begin, static_cast<const char*>(src) + begin, end - begin);
+  });
+}
+
+void fillBytes(void* dst, int value, size_t bytes) {
+  parallelFor(bytes, kParallelBytes / 2, [&](size_t begin, size_t end) {
+    std::memset(static_cast<char*>(dst) + begin, value, end - begin);
+  });
+}
+
+}  // namespace
+
+template <typename Ready>
+bool SimStream::spinUntil(Ready ready) {
+  const auto deadline = std::chrono::steady_clock::now() + kSpinTime;
+  for (int round = 0;; ++round) {
+    if (ready()) return true;
+    if ((round & 63) == 63 && std::chrono::steady_clock::now() > deadline) return false;
+    if ((round & 15) == 15) std::this_thread::yield();
+  }
+}
 
 SimStream::SimStream(int32_t device) : device_(device), worker_([this] { workerLoop(); }) {}
 
@@ -13,6 +49,7 @@ SimStream::~SimStream() {
   {
     std::lock_guard<std::mutex> lock(mutex_);
     stopping_ = true;
+    stopping_requested_.store(true, std::memory_order_release);
   }
   work_cv_.notify_one();
   worker_.join();
@@ -24,6 +61,7 @@ void SimStream::enqueue(Command command) {
     std::lock_guard<std::mutex> lock(mutex_);
     queue_.push_back(std::move(command));
     ++submitted_;
+    submitted_count_.store(submitted_, std::memory_order_release);
     wake = worker_idle_;
   }
   // Only a sleeping worker needs the (system-call) wake-up; a busy one drains the queue.
@@ -31,8 +69,9 @@ void SimStream::enqueue(Command command) {
 }
 
 ptoError SimStream::synchronize() {
+  const uint64_t target = submitted_count_.load(std::memory_order_acquire);
+  spinUntil([&] { return completed_.load(std::memory_order_acquire) >= target; });
   std::unique_lock<std::mutex> lock(mutex_);
-  const uint64_t target = submitted_;
   ++waiters_;
   done_cv_.wait(lock, [&] { return completed_.load() >= target; });
   --waiters_;
@@ -63,6 +102,10 @@ void SimStream::recordFailure(const char* op, ptoError code, const std::string& 
 void SimStream::workerLoop() {
   for (;;) {
     Command command;
+    spinUntil([&] {
+      return submitted_count_.load(std::memory_order_acquire) > completed_.load() ||
+             stopping_requested_.load(std::memory_order_acquire);
+    });
     {
       std::unique_lock<std::mutex> lock(mutex_);
       worker_idle_ = true;
@@ -97,10 +140,10 @@ void SimStream::execute(Command& command) {
         command.host_fn(command.user_data);
         break;
       case Command::Kind::kMemcpy:
-        std::memcpy(command.dst, command.src, command.bytes);
+        copyBytes(command.dst, command.src, command.bytes);
         break;
       case Command::Kind::kMemset:
-        std::memset(command.dst, command.fill_value, command.bytes);
+        fillBytes(command.dst, command.fill_value, command.bytes);
         break;
       case Command::Kind::kEventRecord:
         command.event->complete(command.generation);

@@ -53,6 +53,10 @@ class SimStream {
 
  private:
   void workerLoop();
+  // Busy-waits up to kSpinTime for `ready`: cheaper than a sleep and a wake-up
+  // when the next launch or the completion is microseconds away.
+  template <typename Ready>
+  static bool spinUntil(Ready ready);
   void execute(Command& command);
   void recordFailure(const char* op, ptoError code, const std::string& detail);
   ptoError takeStickyError();
@@ -64,7 +68,9 @@ class SimStream {
   std::deque<Command> queue_;
   bool worker_idle_ = false;
   bool stopping_ = false;
-  uint64_t submitted_ = 0;
+  std::atomic<bool> stopping_requested_{false};  // stopping_, readable without the lock
+  uint64_t submitted_ = 0;                    // guarded by mutex_
+  std::atomic<uint64_t> submitted_count_{0};  // the same, readable without the lock
   std::atomic<uint64_t> completed_{0};
   int waiters_ = 0;
   ptoError sticky_code_ = PTO_SUCCESS;

@@ -1,0 +1,204 @@
+"""Runtime overheads of the pto device, side by side with the CPU.
+
+    python3 benchmarks/bench_runtime.py [--quick]
+
+Three measurements, each printed as a plain-text table:
+  1. per-op launch overhead: a.add_(1) on a 1-element tensor, pto vs CPU;
+  2. host<->device copy bandwidth (pinned and pageable host memory) vs a host memcpy;
+  3. the caching allocator: torch.empty + del of mixed sizes, pto vs CPU.
+
+Every figure is the best of several timed repetitions after warm-up; pto timings
+end with torch.pto.synchronize() inside the timed region.
+"""
+
+import argparse
+import ctypes
+import os
+import platform
+import random
+import time
+
+import numpy as np
+import torch
+
+import pypto_torch
+
+KiB, MiB, GiB = 2**10, 2**20, 2**30
+
+
+def best_time(fn, reps: int, warmup: int = 1) -> float:
+    """Smallest wall time of `reps` calls of fn() (after `warmup` untimed calls)."""
+    for _ in range(warmup):
+        fn()
+    best = float("inf")
+    for _ in range(reps):
+        start = time.perf_counter()
+        fn()
+        best = min(best, time.perf_counter() - start)
+    return best
+
+
+def table(title: str, header: list[str], rows: list[list[str]], text_columns: int = 1) -> None:
+    """Print rows under header: the first `text_columns` left-aligned, the numbers right-aligned."""
+    widths = [max(len(str(cell)) for cell in column) for column in zip(header, *rows)]
+    line = "  ".join("-" * w for w in widths)
+
+    def fmt(cells):
+        return "  ".join(str(c).ljust(w) if i < text_columns else str(c).rjust(w)
+                         for i, (c, w) in enumerate(zip(cells, widths))).rstrip()
+
+    print(f"\n{title}\n{line}\n{fmt(header)}\n{line}")
+    for row in rows:
+        print(fmt(row))
+    print(line)
+
+
+def size_name(count: int) -> str:
+    for unit, scale in (("GiB", GiB), ("MiB", MiB), ("KiB", KiB)):
+        if count >= scale:
+            return f"{count / scale:g} {unit}"
+    return f"{count} B"
+
+
+# 1. Per-op launch overhead ---------------------------------------------------------------
+
+def bench_launch(quick: bool) -> None:
+    reps = 3 if quick else 5
+    cpu_iters, pto_iters = (20000, 2000) if quick else (100000, 5000)
+    a_cpu, a_pto = torch.zeros(1), torch.zeros(1, device="pto")
+    one = torch.ones(1)
+
+    def loop(fn, n, sync):
+        def run():
+            for _ in range(n):
+                fn()
+            if sync:
+                torch.pto.synchronize()
+        return best_time(run, reps) / n
+
+    cpu = loop(lambda: a_cpu.add_(1), cpu_iters, False)
+    pto = loop(lambda: a_pto.add_(1), pto_iters, True)
+    h2d = loop(lambda: a_pto.copy_(one), pto_iters, True)  # what the fallback pays per copy
+    rows = [["cpu   a.add_(1)", f"{cpu_iters:,}", f"{1 / cpu:,.0f}", f"{cpu * 1e6:.2f}"],
+            ["pto   a.add_(1)", f"{pto_iters:,}", f"{1 / pto:,.0f}", f"{pto * 1e6:.2f}"],
+            ["pto   a.copy_(cpu) (reference)", f"{pto_iters:,}", f"{1 / h2d:,.0f}", f"{h2d * 1e6:.2f}"]]
+    table(f"1. Per-op launch overhead, 1-element float32 tensor (best of {reps})",
+          ["op", "iterations", "ops/s", "us/op"], rows)
+    print(f"pto/CPU per-op cost: {pto / cpu:.1f}x  (add_ has no native pto kernel: the CPU fallback "
+          f"copies a to the host and back: {pto / h2d:.1f}x a blocking 1-element copy)")
+
+
+# 2. Copy bandwidth ------------------------------------------------------------------------
+
+def bench_copies(quick: bool) -> None:
+    sizes = [MiB, 64 * MiB] if quick else [MiB, 64 * MiB, GiB]
+    rows = []
+    for nbytes in sizes:
+        reps = 3 if nbytes >= GiB else 5
+        inner = max(1, (256 * MiB) // nbytes) if not quick else max(1, (64 * MiB) // nbytes)
+        pinned = torch.full((nbytes,), 7, dtype=torch.uint8).pin_memory()
+        pageable = torch.full((nbytes,), 7, dtype=torch.uint8)
+        host_dst = torch.zeros(nbytes, dtype=torch.uint8)
+        pinned_dst = torch.zeros(nbytes, dtype=torch.uint8).pin_memory()
+        device = torch.empty(nbytes, dtype=torch.uint8, device="pto")
+        np_src, np_dst = pageable.numpy(), host_dst.numpy()
+
+        def timed(copy, sync=False):
+            def run():
+                for _ in range(inner):
+                    copy()
+                if sync:
+                    torch.pto.synchronize()
+            return nbytes * inner / best_time(run, reps) / 1e9  # GB/s
+
+        src_address, dst_address = pageable.data_ptr(), host_dst.data_ptr()
+        memcpy_libc = timed(lambda: ctypes.memmove(dst_address, src_address, nbytes))
+        memcpy_torch = timed(lambda: host_dst.copy_(pageable))
+        memcpy_numpy = timed(lambda: np.copyto(np_dst, np_src))
+        memcpy = max(memcpy_libc, memcpy_torch, memcpy_numpy)
+        cases = [
+            ("memcpy  libc memcpy (1 thread)", memcpy_libc),
+            ("memcpy  torch copy_ (cpu->cpu)", memcpy_torch),
+            ("memcpy  np.copyto", memcpy_numpy),
+            ("H2D  pinned", timed(lambda: device.copy_(pinned), sync=True)),
+            ("H2D  pinned, non_blocking", timed(lambda: device.copy_(pinned, non_blocking=True), sync=True)),
+            ("H2D  pageable", timed(lambda: device.copy_(pageable), sync=True)),
+            ("D2H  pinned", timed(lambda: pinned_dst.copy_(device), sync=True)),
+            ("D2H  pageable", timed(lambda: host_dst.copy_(device), sync=True)),
+        ]
+        for name, gbps in cases:
+            rows.append([size_name(nbytes), name, f"{gbps:.2f}", f"{100 * gbps / memcpy:.0f}%"])
+        rows.append(["", "", "", ""])
+        del pinned, pageable, host_dst, pinned_dst, device, np_src, np_dst
+        torch.pto.empty_cache()
+    table("2. Host<->device copy bandwidth (GB/s = 1e9 bytes/s; % of the fastest host-to-host copy)",
+          ["size", "copy", "GB/s", "% memcpy"], rows[:-1], text_columns=2)
+
+
+# 3. Caching allocator ---------------------------------------------------------------------
+
+def bench_allocator(quick: bool) -> None:
+    rng = random.Random(0)
+    count = 2000 if quick else 10000
+    # log-uniform sizes between 1 KiB and 8 MiB
+    sizes = [int(2 ** rng.uniform(10, 23)) for _ in range(count)]
+    reps = 3 if quick else 5
+    rows, notes = [], []
+    for live in (0, 16):
+        pattern = "alloc + free" if live == 0 else f"{live} live (FIFO)"
+        per_second = {}
+        for device in ("cpu", "pto"):
+            def run(device=device):
+                keep = []
+                for n in sizes:
+                    t = torch.empty(n, dtype=torch.uint8, device=device)
+                    if live:
+                        keep.append(t)
+                        if len(keep) > live:
+                            keep.pop(0)
+                    del t
+                keep.clear()
+
+            if device == "pto":
+                torch.pto.empty_cache()
+                before = torch.pto.memory_stats()
+            per_second[device] = count / best_time(run, reps)
+            if device == "pto":
+                after = torch.pto.memory_stats()
+                allocs = after["allocation.all.allocated"] - before["allocation.all.allocated"]
+                device_allocs = after["num_device_alloc"] - before["num_device_alloc"]
+                notes.append(f"  {pattern:<16} {allocs:>7,} tensor allocations -> {device_allocs:>4} "
+                             f"device allocations (cache hit rate {100 * (1 - device_allocs / allocs):.2f}%), "
+                             f"reserved {size_name(torch.pto.memory_reserved())}")
+        rows.append([pattern, f"{per_second['cpu']:,.0f}", f"{per_second['pto']:,.0f}",
+                     f"{per_second['cpu'] / per_second['pto']:.2f}x"])
+    table(f"3. Caching allocator: torch.empty(n, uint8) + del, {count:,} sizes 1 KiB..8 MiB "
+          f"(log-uniform, best of {reps})",
+          ["pattern", "cpu allocs/s", "pto allocs/s", "pto/CPU cost"], rows)
+    print("memory_stats() of pto:0 over all repetitions (warm-up included), from an empty cache:")
+    print("\n".join(notes))
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="shorter run (no 1 GiB copies)")
+    args = parser.parse_args()
+    pypto_torch.set_fallback_mode("silent")
+
+    affinity = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+    print("pto runtime benchmark" + (" (--quick)" if args.quick else ""))
+    print(f"  torch {torch.__version__}, numpy {np.__version__}, python {platform.python_version()}")
+    print(f"  nproc {affinity} (cpu_count {os.cpu_count()}), torch threads {torch.get_num_threads()}, "
+          f"{platform.machine()}")
+    free, total = torch.pto.mem_get_info()
+    print(f"  {torch.pto.get_device_name()}: {torch.pto.device_count()} device(s), "
+          f"{total / GiB:.1f} GiB each; CPU fallback silenced")
+    start = time.perf_counter()
+    bench_launch(args.quick)
+    bench_copies(args.quick)
+    bench_allocator(args.quick)
+    print(f"\ntotal time {time.perf_counter() - start:.1f} s")
+
+
+if __name__ == "__main__":
+    main()
