@@ -8,42 +8,22 @@
 
 #include <cstdint>
 #include <cstdlib>
-#include <ostream>
 #include <set>
 #include <string>
 #include <thread>
 
 #include "runtime/pto_runtime.h"
-
-// Lets GoogleTest print ptoError values by name.
-static void PrintTo(ptoError error, std::ostream* os) { *os << ptoGetErrorName(error); }
-
-#define EXPECT_PTO_OK(expr) EXPECT_EQ(PTO_SUCCESS, (expr)) << ptoGetRecentErrMsg()
-#define ASSERT_PTO_OK(expr) ASSERT_EQ(PTO_SUCCESS, (expr)) << ptoGetRecentErrMsg()
+#include "runtime_test_support.h"
 
 namespace {
 
-int32_t deviceCount() {
-  int32_t count = 0;
-  EXPECT_PTO_OK(ptoGetDeviceCount(&count));
-  return count;
-}
+using namespace pto_test;
 
 int32_t currentDevice() {
   int32_t device = -1;
   EXPECT_PTO_OK(ptoGetDevice(&device));
   return device;
 }
-
-// Restores the calling thread's current device at scope exit.
-class CurrentDeviceGuard {
- public:
-  CurrentDeviceGuard() : saved_(currentDevice()) {}
-  ~CurrentDeviceGuard() { ptoSetDevice(saved_); }
-
- private:
-  int32_t saved_;
-};
 
 // --- Driver ---------------------------------------------------------------
 
@@ -75,7 +55,7 @@ TEST(RuntimeDevice, DeviceCountRejectsNullOutput) {
 TEST(RuntimeDevice, CurrentDeviceDefaultsToZero) { EXPECT_EQ(0, currentDevice()); }
 
 TEST(RuntimeDevice, SetDeviceThenGetDeviceReturnsIt) {
-  CurrentDeviceGuard guard;
+  ScopedDevice guard;
   for (int32_t device = deviceCount() - 1; device >= 0; --device) {
     ASSERT_PTO_OK(ptoSetDevice(device));
     EXPECT_EQ(device, currentDevice());
@@ -88,7 +68,7 @@ TEST(RuntimeDevice, GetDeviceRejectsNullOutput) {
 
 TEST(RuntimeDevice, CurrentDeviceIsThreadLocal) {
   if (deviceCount() < 2) GTEST_SKIP() << "needs two devices";
-  CurrentDeviceGuard guard;
+  ScopedDevice guard;
 
   // A device set on another thread does not leak into this one...
   int32_t seen_by_worker = -1;
@@ -152,7 +132,7 @@ TEST(RuntimeDevice, DefaultStreamIsStableAcrossCalls) {
 
 TEST(RuntimeDevice, NullStreamMeansTheCurrentDevicesDefaultStream) {
   if (deviceCount() < 2) GTEST_SKIP() << "needs two devices";
-  CurrentDeviceGuard guard;
+  ScopedDevice guard;
   ASSERT_PTO_OK(ptoSetDevice(1));
   int32_t device = -1;
   ASSERT_PTO_OK(ptoStreamGetDevice(nullptr, &device));

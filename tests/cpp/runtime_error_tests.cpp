@@ -6,68 +6,18 @@
 #include <array>
 #include <cstdint>
 #include <chrono>
-#include <condition_variable>
-#include <mutex>
-#include <ostream>
 #include <stdexcept>
 #include <string>
 #include <thread>
 #include <vector>
 
 #include "runtime/pto_runtime.h"
-
-// Lets GoogleTest print ptoError values by name.
-static void PrintTo(ptoError error, std::ostream* os) { *os << ptoGetErrorName(error); }
-
-#define EXPECT_PTO_OK(expr) EXPECT_EQ(PTO_SUCCESS, (expr)) << ptoGetRecentErrMsg()
-#define ASSERT_PTO_OK(expr) ASSERT_EQ(PTO_SUCCESS, (expr)) << ptoGetRecentErrMsg()
+#include "runtime_test_support.h"
 
 namespace {
 
+using namespace pto_test;
 using namespace std::chrono_literals;
-
-bool contains(const std::string& text, const std::string& part) {
-  return text.find(part) != std::string::npos;
-}
-
-// A one-shot gate: work queued behind waitOnLatch() stays queued until open().
-class Latch {
- public:
-  void open() {
-    {
-      std::lock_guard<std::mutex> lock(mutex_);
-      open_ = true;
-    }
-    cv_.notify_all();
-  }
-  void wait() {
-    std::unique_lock<std::mutex> lock(mutex_);
-    cv_.wait(lock, [&] { return open_; });
-  }
-
- private:
-  std::mutex mutex_;
-  std::condition_variable cv_;
-  bool open_ = false;
-};
-
-void waitOnLatch(void* latch) { static_cast<Latch*>(latch)->wait(); }
-
-// An owned stream on the current device.
-class Stream {
- public:
-  Stream() { EXPECT_PTO_OK(ptoStreamCreate(&stream_)); }
-  ~Stream() {
-    ptoStreamSynchronize(stream_);  // never leave a sticky error behind
-    ptoStreamDestroy(stream_);
-  }
-  Stream(const Stream&) = delete;
-  Stream& operator=(const Stream&) = delete;
-  ptoStream get() const { return stream_; }
-
- private:
-  ptoStream stream_ = nullptr;
-};
 
 // Kernels. Their argument block, where they take one, is a message.
 struct Message {
@@ -90,11 +40,7 @@ ptoError throwingKernel(const void*) { throw std::runtime_error("kaboom from a k
 
 ptoError throwingNonStdKernel(const void*) { throw 42; }
 
-ptoError noopKernel(const void*) { return PTO_SUCCESS; }
-
 void throwingHostFn(void*) { throw std::logic_error("host function exploded"); }
-
-void incrementHostFn(void* counter) { ++*static_cast<int*>(counter); }
 
 ptoError launchFailure(ptoStream stream, const char* name, const char* text) {
   const Message args{text};
@@ -201,9 +147,7 @@ TEST(RuntimeError, DefaultStreamErrorIsReportedThere) {
 }
 
 TEST(RuntimeError, ErrorOnAnotherDeviceIsNotReportedHere) {
-  int32_t count = 0;
-  ASSERT_PTO_OK(ptoGetDeviceCount(&count));
-  if (count < 2) GTEST_SKIP() << "needs two devices";
+  if (deviceCount() < 2) GTEST_SKIP() << "needs two devices";
   ptoStream on1 = nullptr;
   ASSERT_PTO_OK(ptoGetDefaultStream(1, &on1));
   ASSERT_PTO_OK(ptoLaunchKernel(on1, "boom_on_1", &boomKernel, nullptr, 0));

@@ -4,69 +4,20 @@
 
 #include <atomic>
 #include <chrono>
-#include <condition_variable>
 #include <cstdint>
-#include <mutex>
-#include <ostream>
 #include <string>
 #include <thread>
 #include <utility>
 
 #include "runtime/pto_runtime.h"
-
-// Lets GoogleTest print ptoError values by name.
-static void PrintTo(ptoError error, std::ostream* os) { *os << ptoGetErrorName(error); }
-
-#define EXPECT_PTO_OK(expr) EXPECT_EQ(PTO_SUCCESS, (expr)) << ptoGetRecentErrMsg()
-#define ASSERT_PTO_OK(expr) ASSERT_EQ(PTO_SUCCESS, (expr)) << ptoGetRecentErrMsg()
+#include "runtime_test_support.h"
 
 namespace {
 
+using namespace pto_test;
 using namespace std::chrono_literals;
 
-bool contains(const std::string& text, const std::string& part) {
-  return text.find(part) != std::string::npos;
-}
-
-// A one-shot gate: work queued behind waitOnLatch() stays queued until open().
-// Tests open it before any assertion that could return early.
-class Latch {
- public:
-  void open() {
-    {
-      std::lock_guard<std::mutex> lock(mutex_);
-      open_ = true;
-    }
-    cv_.notify_all();
-  }
-  void wait() {
-    std::unique_lock<std::mutex> lock(mutex_);
-    cv_.wait(lock, [&] { return open_; });
-  }
-
- private:
-  std::mutex mutex_;
-  std::condition_variable cv_;
-  bool open_ = false;
-};
-
-void waitOnLatch(void* latch) { static_cast<Latch*>(latch)->wait(); }
-
-void sleep3ms(void*) { std::this_thread::sleep_for(3ms); }
-
-// An owned stream (on the current device) and an owned event.
-class Stream {
- public:
-  Stream() { EXPECT_PTO_OK(ptoStreamCreate(&stream_)); }
-  ~Stream() { ptoStreamDestroy(stream_); }
-  Stream(const Stream&) = delete;
-  Stream& operator=(const Stream&) = delete;
-  ptoStream get() const { return stream_; }
-
- private:
-  ptoStream stream_ = nullptr;
-};
-
+// An owned event.
 class Event {
  public:
   Event() { EXPECT_PTO_OK(ptoEventCreate(&event_)); }
@@ -95,8 +46,6 @@ void consume(void* data) {
   auto* handoff = static_cast<Handoff*>(data);
   handoff->consumer_saw.store(handoff->produced.load() ? 1 : 0);
 }
-
-void incrementHostFn(void* counter) { ++*static_cast<int*>(counter); }
 
 // --- Dependencies ---------------------------------------------------------
 
@@ -132,7 +81,7 @@ TEST(RuntimeEvent, EventDependencyPublishesPlainMemory) {
     int* value;
     int* seen;
   } pair{&value, &seen};
-  ASSERT_PTO_OK(ptoLaunchHostFunc(producer.get(), &sleep3ms, nullptr));
+  ASSERT_PTO_OK(ptoLaunchHostFunc(producer.get(), &sleepHostFn<3>, nullptr));
   ASSERT_PTO_OK(ptoLaunchHostFunc(
       producer.get(), [](void* p) { *static_cast<Pair*>(p)->value = 42; }, &pair));
   ASSERT_PTO_OK(ptoEventRecord(ready.get(), producer.get()));
@@ -174,16 +123,11 @@ TEST(RuntimeEvent, WaitUsesTheRecordCurrentAtTheWaitCall) {
 }
 
 TEST(RuntimeEvent, CrossDeviceWait) {
-  int32_t count = 0;
-  ASSERT_PTO_OK(ptoGetDeviceCount(&count));
-  if (count < 2) GTEST_SKIP() << "needs two devices";
+  if (deviceCount() < 2) GTEST_SKIP() << "needs two devices";
 
   Stream on0;  // current device is 0
-  ASSERT_PTO_OK(ptoSetDevice(1));
   ptoStream on1 = nullptr;
-  const ptoError created = ptoStreamCreate(&on1);
-  ASSERT_PTO_OK(ptoSetDevice(0));
-  ASSERT_PTO_OK(created);
+  ASSERT_PTO_OK(createStreamOnDevice(1, &on1));
   int32_t device = -1;
   ASSERT_PTO_OK(ptoStreamGetDevice(on1, &device));
   ASSERT_EQ(1, device);
@@ -299,9 +243,9 @@ TEST(RuntimeEvent, ElapsedTimeIsNonNegativeAndMonotonic) {
   Stream stream;
   Event a, b, c;
   ASSERT_PTO_OK(ptoEventRecord(a.get(), stream.get()));
-  ASSERT_PTO_OK(ptoLaunchHostFunc(stream.get(), &sleep3ms, nullptr));
+  ASSERT_PTO_OK(ptoLaunchHostFunc(stream.get(), &sleepHostFn<3>, nullptr));
   ASSERT_PTO_OK(ptoEventRecord(b.get(), stream.get()));
-  ASSERT_PTO_OK(ptoLaunchHostFunc(stream.get(), &sleep3ms, nullptr));
+  ASSERT_PTO_OK(ptoLaunchHostFunc(stream.get(), &sleepHostFn<3>, nullptr));
   ASSERT_PTO_OK(ptoEventRecord(c.get(), stream.get()));
   ASSERT_PTO_OK(ptoStreamSynchronize(stream.get()));
 

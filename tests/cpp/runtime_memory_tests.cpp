@@ -6,36 +6,21 @@
 #include <cstdint>
 #include <cstring>
 #include <numeric>
-#include <ostream>
-#include <string>
 #include <vector>
 
 #include "runtime/pto_runtime.h"
-
-// Lets GoogleTest print ptoError values by name.
-static void PrintTo(ptoError error, std::ostream* os) { *os << ptoGetErrorName(error); }
-
-#define EXPECT_PTO_OK(expr) EXPECT_EQ(PTO_SUCCESS, (expr)) << ptoGetRecentErrMsg()
-#define ASSERT_PTO_OK(expr) ASSERT_EQ(PTO_SUCCESS, (expr)) << ptoGetRecentErrMsg()
+#include "runtime_test_support.h"
 
 namespace {
 
-constexpr size_t kDeviceAlignment = 64;
+using namespace pto_test;
 
-bool contains(const std::string& text, const std::string& part) {
-  return text.find(part) != std::string::npos;
-}
+constexpr size_t kDeviceAlignment = 64;
 
 size_t freeBytes() {
   size_t free_bytes = 0, total_bytes = 0;
   EXPECT_PTO_OK(ptoMemGetInfo(&free_bytes, &total_bytes));
   return free_bytes;
-}
-
-int32_t deviceCount() {
-  int32_t count = 0;
-  EXPECT_PTO_OK(ptoGetDeviceCount(&count));
-  return count;
 }
 
 // Owns one device allocation on the current device.
@@ -53,19 +38,6 @@ class DeviceBuffer {
 
  private:
   void* ptr_ = nullptr;
-};
-
-// Selects a device for the calling thread, restoring the previous one at scope exit.
-class ScopedDevice {
- public:
-  explicit ScopedDevice(int32_t device) {
-    ptoGetDevice(&saved_);
-    EXPECT_PTO_OK(ptoSetDevice(device));
-  }
-  ~ScopedDevice() { ptoSetDevice(saved_); }
-
- private:
-  int32_t saved_ = 0;
 };
 
 std::vector<uint8_t> pattern(size_t bytes, uint8_t seed) {

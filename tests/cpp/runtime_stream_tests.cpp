@@ -6,75 +6,19 @@
 #include <array>
 #include <atomic>
 #include <chrono>
-#include <condition_variable>
 #include <cstdint>
 #include <cstring>
-#include <mutex>
-#include <ostream>
 #include <string>
 #include <thread>
-#include <utility>
 #include <vector>
 
 #include "runtime/pto_runtime.h"
-
-// Lets GoogleTest print ptoError values by name.
-static void PrintTo(ptoError error, std::ostream* os) { *os << ptoGetErrorName(error); }
-
-#define EXPECT_PTO_OK(expr) EXPECT_EQ(PTO_SUCCESS, (expr)) << ptoGetRecentErrMsg()
-#define ASSERT_PTO_OK(expr) ASSERT_EQ(PTO_SUCCESS, (expr)) << ptoGetRecentErrMsg()
+#include "runtime_test_support.h"
 
 namespace {
 
+using namespace pto_test;
 using namespace std::chrono_literals;
-
-bool contains(const std::string& text, const std::string& part) {
-  return text.find(part) != std::string::npos;
-}
-
-// A one-shot gate: work queued behind waitOnLatch() stays queued until open().
-// Tests open it before any assertion that could return early, so no stream
-// worker is left blocked on a latch that goes out of scope.
-class Latch {
- public:
-  void open() {
-    {
-      std::lock_guard<std::mutex> lock(mutex_);
-      open_ = true;
-    }
-    cv_.notify_all();
-  }
-  void wait() {
-    std::unique_lock<std::mutex> lock(mutex_);
-    cv_.wait(lock, [&] { return open_; });
-  }
-
- private:
-  std::mutex mutex_;
-  std::condition_variable cv_;
-  bool open_ = false;
-};
-
-void waitOnLatch(void* latch) { static_cast<Latch*>(latch)->wait(); }
-
-void sleepBriefly(void*) { std::this_thread::sleep_for(2ms); }
-
-// An owned stream on the current device.
-class Stream {
- public:
-  Stream() { EXPECT_PTO_OK(ptoStreamCreate(&stream_)); }
-  ~Stream() {
-    if (stream_ != nullptr) ptoStreamDestroy(stream_);
-  }
-  Stream(const Stream&) = delete;
-  Stream& operator=(const Stream&) = delete;
-
-  ptoStream get() const { return stream_; }
-  ptoStream release() { return std::exchange(stream_, nullptr); }
-
- private:
-  ptoStream stream_ = nullptr;
-};
 
 // Host function and kernel that append to a log the stream worker owns until synchronize.
 struct LogEntry {
@@ -97,10 +41,6 @@ ptoError launchAppend(ptoStream stream, std::vector<int>* log, int value) {
   const LogEntry args{log, value};
   return ptoLaunchKernel(stream, "append", &appendKernel, &args, sizeof args);
 }
-
-void incrementHostFn(void* counter) { ++*static_cast<int*>(counter); }
-
-ptoError noopKernel(const void*) { return PTO_SUCCESS; }
 
 // --- Ordering -------------------------------------------------------------
 
@@ -391,7 +331,7 @@ TEST(RuntimeStream, DestroyWaitsForQueuedWork) {
   for (int i = 0; i < 20; ++i) {
     EXPECT_PTO_OK(ptoLaunchHostFunc(stream.get(), &incrementHostFn, &ran));
   }
-  EXPECT_PTO_OK(ptoLaunchHostFunc(stream.get(), &sleepBriefly, nullptr));
+  EXPECT_PTO_OK(ptoLaunchHostFunc(stream.get(), &sleepHostFn<2>, nullptr));
   std::thread opener([&] {
     std::this_thread::sleep_for(3ms);
     latch.open();
@@ -443,15 +383,10 @@ TEST(RuntimeStream, StreamCreateRejectsNullOutput) {
 }
 
 TEST(RuntimeStream, StreamBelongsToTheDeviceCurrentAtCreation) {
-  int32_t count = 0;
-  ASSERT_PTO_OK(ptoGetDeviceCount(&count));
-  if (count < 2) GTEST_SKIP() << "needs two devices";
+  if (deviceCount() < 2) GTEST_SKIP() << "needs two devices";
 
-  ASSERT_PTO_OK(ptoSetDevice(1));
   ptoStream on1 = nullptr;
-  const ptoError created = ptoStreamCreate(&on1);
-  ASSERT_PTO_OK(ptoSetDevice(0));
-  ASSERT_PTO_OK(created);
+  ASSERT_PTO_OK(createStreamOnDevice(1, &on1));  // device 1 is current only for the create
 
   int32_t device = -1;
   EXPECT_PTO_OK(ptoStreamGetDevice(on1, &device));
@@ -501,8 +436,8 @@ TEST(RuntimeStream, DeviceSynchronizeWaitsForEveryStreamOfTheDevice) {
   Latch latch;
   int ran = 0;
   ASSERT_PTO_OK(ptoLaunchHostFunc(first.get(), &waitOnLatch, &latch));
-  EXPECT_PTO_OK(ptoLaunchHostFunc(second.get(), &sleepBriefly, nullptr));
-  EXPECT_PTO_OK(ptoLaunchHostFunc(nullptr, &sleepBriefly, nullptr));
+  EXPECT_PTO_OK(ptoLaunchHostFunc(second.get(), &sleepHostFn<2>, nullptr));
+  EXPECT_PTO_OK(ptoLaunchHostFunc(nullptr, &sleepHostFn<2>, nullptr));
   EXPECT_PTO_OK(ptoLaunchHostFunc(first.get(), &incrementHostFn, &ran));
   std::thread opener([&] {
     std::this_thread::sleep_for(3ms);

@@ -163,30 +163,24 @@ class SimDriver final : public Driver {
         kind == PTO_MEMCPY_DEVICE_TO_HOST || kind == PTO_MEMCPY_DEVICE_TO_DEVICE;
     if (ptoError s = checkRange(name, "destination", dst, count, dst_on_device); s) return s;
     if (ptoError s = checkRange(name, "source", src, count, src_on_device); s) return s;
-    SimStream* target = nullptr;
-    if (ptoError s = lookupStream(stream, &target); s) return s;
     Command command;
     command.kind = Command::Kind::kMemcpy;
     command.name = name;
     command.dst = dst;
     command.src = src;
     command.bytes = count;
-    target->enqueue(std::move(command));
-    return PTO_SUCCESS;
+    return submit(stream, std::move(command));
   }
 
   ptoError memsetAsync(void* ptr, int value, size_t count, ptoStream stream) override {
     if (ptoError s = checkRange("memset", "destination", ptr, count, true); s) return s;
-    SimStream* target = nullptr;
-    if (ptoError s = lookupStream(stream, &target); s) return s;
     Command command;
     command.kind = Command::Kind::kMemset;
     command.name = "memset";
     command.dst = ptr;
     command.bytes = count;
     command.fill_value = value;
-    target->enqueue(std::move(command));
-    return PTO_SUCCESS;
+    return submit(stream, std::move(command));
   }
 
   ptoError defaultStream(int32_t device, ptoStream* stream) override {
@@ -315,31 +309,32 @@ class SimDriver final : public Driver {
   }
 
   ptoError launchHostFunc(ptoStream stream, ptoHostFn fn, void* user_data) override {
-    SimStream* target = nullptr;
-    if (ptoError s = lookupStream(stream, &target); s) return s;
     Command command;
     command.kind = Command::Kind::kHostFunc;
     command.name = "host function";
     command.host_fn = fn;
     command.user_data = user_data;
-    target->enqueue(std::move(command));
-    return PTO_SUCCESS;
+    return submit(stream, std::move(command));
   }
 
   ptoError launchKernel(ptoStream stream, const char* name, ptoKernelFn kernel, const void* args,
                         size_t arg_bytes) override {
-    SimStream* target = nullptr;
-    if (ptoError s = lookupStream(stream, &target); s) return s;
     Command command;
     command.kind = Command::Kind::kKernel;
     command.name = name;
     command.kernel = kernel;
     if (arg_bytes > 0) std::memcpy(command.args.data(), args, arg_bytes);
+    return submit(stream, std::move(command));
+  }
+
+ private:
+  ptoError submit(ptoStream stream, Command command) {
+    SimStream* target = nullptr;
+    if (ptoError s = lookupStream(stream, &target); s) return s;
     target->enqueue(std::move(command));
     return PTO_SUCCESS;
   }
 
- private:
   SimStream& defaultStreamOf(int32_t device) {
     SimDevice& dev = devices_[device];
     std::call_once(dev.default_stream_once, [&] {
