@@ -1,0 +1,34 @@
+#include "instructions.h"
+
+namespace pto::isa {
+namespace {
+
+constexpr InstructionInfo kTable[] = {
+#define PTO_IMMEDIATES(...) {__VA_ARGS__}
+#define PTO_INSTRUCTION(op, name, group, inputs, dtypes, output, immediates) \
+  {Opcode::op, name, Group::group, inputs, dtypes, OutputDType::output, PTO_IMMEDIATES immediates},
+#include "instructions.def"
+#undef PTO_INSTRUCTION
+#undef PTO_IMMEDIATES
+};
+
+}  // namespace
+
+int InstructionInfo::immediateCount() const {
+  int count = 0;
+  for (std::string_view immediate : immediates) count += immediate.empty() ? 0 : 1;
+  return count;
+}
+
+std::span<const InstructionInfo> instructionTable() { return kTable; }
+
+const InstructionInfo& info(Opcode opcode) { return kTable[static_cast<size_t>(opcode)]; }
+
+std::optional<Opcode> opcodeByName(std::string_view name) {
+  for (const InstructionInfo& entry : kTable) {
+    if (entry.name == name) return entry.opcode;
+  }
+  return std::nullopt;
+}
+
+}  // namespace pto::isa

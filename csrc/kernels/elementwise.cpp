@@ -1,0 +1,182 @@
+// Kernels of the elementwise families: unary, binary, compare, select, convert, fill.
+// Each inner row has a contiguous fast path (and one with a broadcast scalar)
+// written so the compiler vectorises it, and a strided general path.
+#include <utility>
+
+#include "element_types.h"
+#include "elementwise_ops.h"
+#include "execute.h"
+#include "strided_loop.h"
+
+namespace pto::kernels {
+namespace {
+
+using isa::Group;
+
+// Calls fn.template operator()<op>() for the opcode, among those of `group`.
+template <Group group, typename Fn>
+void dispatchOpcode(Opcode opcode, Fn&& fn) {
+  switch (opcode) {
+#define PTO_INSTRUCTION(op, name, grp, inputs, dtypes, output, immediates) \
+    case Opcode::op:                                                        \
+      if constexpr (Group::grp == group) fn.template operator()<Opcode::op>(); \
+      return;
+#include "isa/instructions.def"
+#undef PTO_INSTRUCTION
+  }
+}
+
+template <Opcode op, typename T>
+constexpr bool accepts() { return isa::acceptedDTypes(op).contains(dtypeOf<T>()); }
+
+template <Opcode op, typename T>
+void unaryRows(const StridedLoop& loop) {
+  using C = ComputeType<T>;
+  forEachRow(loop, [&](const std::array<char*, kMaxOperands>& p, int64_t n) {
+    const int64_t so = loop.innerStride(0), si = loop.innerStride(1);
+    if (so == sizeof(T) && si == sizeof(T)) {
+      T* out = reinterpret_cast<T*>(p[0]);
+      const T* in = reinterpret_cast<const T*>(p[1]);
+      for (int64_t i = 0; i < n; ++i) out[i] = castTo<T>(unaryOp<op, C>(widen(in[i])));
+      return;
+    }
+    for (int64_t i = 0; i < n; ++i) store<T>(p[0] + i * so, unaryOp<op, C>(load<T>(p[1] + i * si)));
+  });
+}
+
+template <Opcode op, typename T>
+void binaryRows(const StridedLoop& loop, double alpha_value) {
+  using C = ComputeType<T>;
+  const C alpha = static_cast<C>(alpha_value);
+  forEachRow(loop, [&](const std::array<char*, kMaxOperands>& p, int64_t n) {
+    const int64_t so = loop.innerStride(0), sa = loop.innerStride(1), sb = loop.innerStride(2);
+    T* out = reinterpret_cast<T*>(p[0]);
+    const T* a = reinterpret_cast<const T*>(p[1]);
+    const T* b = reinterpret_cast<const T*>(p[2]);
+    if (so == sizeof(T) && sa == sizeof(T) && sb == sizeof(T)) {
+      for (int64_t i = 0; i < n; ++i) out[i] = castTo<T>(binaryOp<op, C>(widen(a[i]), widen(b[i]), alpha));
+    } else if (so == sizeof(T) && sa == sizeof(T) && sb == 0) {
+      const C scalar = widen(*b);
+      for (int64_t i = 0; i < n; ++i) out[i] = castTo<T>(binaryOp<op, C>(widen(a[i]), scalar, alpha));
+    } else if (so == sizeof(T) && sa == 0 && sb == sizeof(T)) {
+      const C scalar = widen(*a);
+      for (int64_t i = 0; i < n; ++i) out[i] = castTo<T>(binaryOp<op, C>(scalar, widen(b[i]), alpha));
+    } else {
+      for (int64_t i = 0; i < n; ++i) {
+        store<T>(p[0] + i * so, binaryOp<op, C>(load<T>(p[1] + i * sa), load<T>(p[2] + i * sb), alpha));
+      }
+    }
+  });
+}
+
+template <Opcode op, typename T>
+void compareRows(const StridedLoop& loop) {
+  forEachRow(loop, [&](const std::array<char*, kMaxOperands>& p, int64_t n) {
+    const int64_t so = loop.innerStride(0), sa = loop.innerStride(1), sb = loop.innerStride(2);
+    if (so == 1 && sa == sizeof(T) && sb == sizeof(T)) {
+      bool* out = reinterpret_cast<bool*>(p[0]);
+      const T* a = reinterpret_cast<const T*>(p[1]);
+      const T* b = reinterpret_cast<const T*>(p[2]);
+      for (int64_t i = 0; i < n; ++i) out[i] = compareOp<op>(widen(a[i]), widen(b[i]));
+      return;
+    }
+    for (int64_t i = 0; i < n; ++i) {
+      store<bool>(p[0] + i * so, compareOp<op>(load<T>(p[1] + i * sa), load<T>(p[2] + i * sb)));
+    }
+  });
+}
+
+template <typename T>
+void selectRows(const StridedLoop& loop) {
+  forEachRow(loop, [&](const std::array<char*, kMaxOperands>& p, int64_t n) {
+    const int64_t so = loop.innerStride(0), sc = loop.innerStride(1);
+    const int64_t sa = loop.innerStride(2), sb = loop.innerStride(3);
+    for (int64_t i = 0; i < n; ++i) {
+      const bool condition = *reinterpret_cast<const bool*>(p[1] + i * sc);
+      std::memcpy(p[0] + i * so, condition ? p[2] + i * sa : p[3] + i * sb, sizeof(T));
+    }
+  });
+}
+
+template <typename To, typename From>
+void convertRows(const StridedLoop& loop) {
+  forEachRow(loop, [&](const std::array<char*, kMaxOperands>& p, int64_t n) {
+    const int64_t so = loop.innerStride(0), si = loop.innerStride(1);
+    if (so == sizeof(To) && si == sizeof(From)) {
+      To* out = reinterpret_cast<To*>(p[0]);
+      const From* in = reinterpret_cast<const From*>(p[1]);
+      if constexpr (std::is_same_v<To, From>) {
+        std::memcpy(out, in, static_cast<size_t>(n) * sizeof(To));
+      } else {
+        for (int64_t i = 0; i < n; ++i) out[i] = castTo<To>(widen(in[i]));
+      }
+      return;
+    }
+    for (int64_t i = 0; i < n; ++i) {
+      From value;
+      std::memcpy(&value, p[1] + i * si, sizeof value);
+      const To converted = castTo<To>(widen(value));
+      std::memcpy(p[0] + i * so, &converted, sizeof converted);
+    }
+  });
+}
+
+StridedLoop loopOf(const isa::Instruction& instruction, std::span<void* const> buffers) {
+  return makeLoop(instruction.operands, buffers);
+}
+
+}  // namespace
+
+void executeUnary(const isa::Instruction& instruction, std::span<void* const> buffers) {
+  const StridedLoop loop = loopOf(instruction, buffers);
+  dispatchDType(instruction.operands[0].dtype, [&]<typename T>() {
+    dispatchOpcode<Group::Unary>(instruction.opcode, [&]<Opcode op>() {
+      if constexpr (accepts<op, T>()) unaryRows<op, T>(loop);
+    });
+  });
+}
+
+void executeBinary(const isa::Instruction& instruction, std::span<void* const> buffers) {
+  const StridedLoop loop = loopOf(instruction, buffers);
+  const bool has_alpha = isa::info(instruction.opcode).immediateCount() > 0;
+  const double alpha = has_alpha ? instruction.immediates[0] : 1.0;
+  dispatchDType(instruction.operands[0].dtype, [&]<typename T>() {
+    dispatchOpcode<Group::Binary>(instruction.opcode, [&]<Opcode op>() {
+      if constexpr (accepts<op, T>()) binaryRows<op, T>(loop, alpha);
+    });
+  });
+}
+
+void executeCompare(const isa::Instruction& instruction, std::span<void* const> buffers) {
+  const StridedLoop loop = loopOf(instruction, buffers);
+  dispatchDType(instruction.operands[1].dtype, [&]<typename T>() {
+    dispatchOpcode<Group::Compare>(instruction.opcode, [&]<Opcode op>() {
+      if constexpr (accepts<op, T>()) compareRows<op, T>(loop);
+    });
+  });
+}
+
+void executeSelect(const isa::Instruction& instruction, std::span<void* const> buffers) {
+  const StridedLoop loop = loopOf(instruction, buffers);
+  dispatchDType(instruction.operands[0].dtype, [&]<typename T>() { selectRows<T>(loop); });
+}
+
+void executeConvert(const isa::Instruction& instruction, std::span<void* const> buffers) {
+  const StridedLoop loop = loopOf(instruction, buffers);
+  dispatchDType(instruction.operands[0].dtype, [&]<typename To>() {
+    dispatchDType(instruction.operands[1].dtype, [&]<typename From>() { convertRows<To, From>(loop); });
+  });
+}
+
+void executeFill(const isa::Instruction& instruction, std::span<void* const> buffers) {
+  const StridedLoop loop = loopOf(instruction, buffers);
+  dispatchDType(instruction.operands[0].dtype, [&]<typename T>() {
+    const T value = castTo<T>(instruction.immediates[0]);
+    forEachRow(loop, [&](const std::array<char*, kMaxOperands>& p, int64_t n) {
+      const int64_t so = loop.innerStride(0);
+      for (int64_t i = 0; i < n; ++i) std::memcpy(p[0] + i * so, &value, sizeof value);
+    });
+  });
+}
+
+}  // namespace pto::kernels

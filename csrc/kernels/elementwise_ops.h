@@ -1,0 +1,113 @@
+// The arithmetic of each elementwise instruction on one computed value, with
+// PyTorch CPU's semantics (NaN propagation, integer wrap-around, -0.0).
+#pragma once
+
+#include <cmath>
+#include <limits>
+#include <type_traits>
+
+#include "isa/instructions.h"
+
+namespace pto::kernels {
+
+using isa::Opcode;
+
+template <typename C>
+inline bool isNaN(C x) {
+  if constexpr (std::is_floating_point_v<C>) return std::isnan(x);
+  else return false;
+}
+
+// Integer arithmetic wraps (two's complement), as it does in PyTorch.
+template <typename C>
+inline C wrap(auto value) {
+  return static_cast<C>(static_cast<std::make_unsigned_t<C>>(value));
+}
+
+template <Opcode op, typename C>
+inline C unaryOp(C x) {
+  if constexpr (op == Opcode::kAbs) {
+    if constexpr (std::is_floating_point_v<C>) return std::abs(x);
+    else if constexpr (std::is_unsigned_v<C> || std::is_same_v<C, bool>) return x;
+    else return x < 0 ? wrap<C>(0ull - static_cast<unsigned long long>(x)) : x;
+  } else if constexpr (op == Opcode::kNeg) {
+    if constexpr (std::is_floating_point_v<C>) return -x;
+    else return wrap<C>(0ull - static_cast<unsigned long long>(x));
+  } else if constexpr (op == Opcode::kSign) {
+    if constexpr (std::is_floating_point_v<C>) return isNaN(x) ? C(0) : C((C(0) < x) - (x < C(0)));
+    else return C((C(0) < x) - (x < C(0)));
+  } else if constexpr (op == Opcode::kRelu) {
+    if constexpr (std::is_floating_point_v<C>) return isNaN(x) || x > C(0) ? x : C(0);
+    else return x > C(0) ? x : C(0);
+  } else if constexpr (op == Opcode::kNot) {
+    if constexpr (std::is_same_v<C, bool>) return !x;
+    else return static_cast<C>(~x);
+  } else if constexpr (op == Opcode::kExp) return std::exp(x);
+  else if constexpr (op == Opcode::kExp2) return std::exp2(x);
+  else if constexpr (op == Opcode::kExpm1) return std::expm1(x);
+  else if constexpr (op == Opcode::kLog) return std::log(x);
+  else if constexpr (op == Opcode::kLog2) return std::log2(x);
+  else if constexpr (op == Opcode::kLog1p) return std::log1p(x);
+  else if constexpr (op == Opcode::kSqrt) return std::sqrt(x);
+  else if constexpr (op == Opcode::kRsqrt) return C(1) / std::sqrt(x);
+  else if constexpr (op == Opcode::kRecip) return C(1) / x;
+  else if constexpr (op == Opcode::kSin) return std::sin(x);
+  else if constexpr (op == Opcode::kCos) return std::cos(x);
+  else if constexpr (op == Opcode::kTan) return std::tan(x);
+  else if constexpr (op == Opcode::kTanh) return std::tanh(x);
+  else if constexpr (op == Opcode::kSigmoid) return C(1) / (C(1) + std::exp(-x));
+  else if constexpr (op == Opcode::kSilu) return x / (C(1) + std::exp(-x));
+  else if constexpr (op == Opcode::kGelu) {
+    return C(0.5) * x * (C(1) + std::erf(x * C(0.70710678118654752440)));
+  } else if constexpr (op == Opcode::kGeluTanh) {
+    const C inner = C(0.79788456080286535588) * (x + C(0.044715) * x * x * x);
+    return C(0.5) * x * (C(1) + std::tanh(inner));
+  } else if constexpr (op == Opcode::kErf) return std::erf(x);
+  else if constexpr (op == Opcode::kFloor) return std::floor(x);
+  else if constexpr (op == Opcode::kCeil) return std::ceil(x);
+  else if constexpr (op == Opcode::kRound) return std::nearbyint(x);
+  else if constexpr (op == Opcode::kTrunc) return std::trunc(x);
+  else static_assert(op == Opcode::kAbs, "not a unary instruction");
+}
+
+template <Opcode op, typename C>
+inline C binaryOp(C a, C b, C alpha) {
+  if constexpr (op == Opcode::kAdd || op == Opcode::kSub) {
+    if constexpr (std::is_floating_point_v<C>) {
+      const C scaled = alpha == C(1) ? b : alpha * b;
+      return op == Opcode::kAdd ? a + scaled : a - scaled;
+    } else {
+      using U = unsigned long long;
+      const U scaled = static_cast<U>(alpha) * static_cast<U>(b);
+      return wrap<C>(op == Opcode::kAdd ? static_cast<U>(a) + scaled : static_cast<U>(a) - scaled);
+    }
+  } else if constexpr (op == Opcode::kMul) {
+    if constexpr (std::is_same_v<C, bool>) return a && b;
+    else if constexpr (std::is_floating_point_v<C>) return a * b;
+    else return wrap<C>(static_cast<unsigned long long>(a) * static_cast<unsigned long long>(b));
+  } else if constexpr (op == Opcode::kDiv) return a / b;
+  else if constexpr (op == Opcode::kMax) {
+    if (isNaN(a) || isNaN(b)) return std::numeric_limits<C>::quiet_NaN();
+    return a > b ? a : b;
+  } else if constexpr (op == Opcode::kMin) {
+    if (isNaN(a) || isNaN(b)) return std::numeric_limits<C>::quiet_NaN();
+    return a < b ? a : b;
+  } else if constexpr (op == Opcode::kPow) return std::pow(a, b);
+  else if constexpr (op == Opcode::kAnd) return static_cast<C>(a & b);
+  else if constexpr (op == Opcode::kOr) return static_cast<C>(a | b);
+  else if constexpr (op == Opcode::kXor) return static_cast<C>(a ^ b);
+  else static_assert(op == Opcode::kAdd, "not a binary instruction");
+}
+
+template <Opcode op, typename C>
+inline bool compareOp(C a, C b) {
+  if constexpr (op == Opcode::kEq) return a == b;
+  else if constexpr (op == Opcode::kNe) return a != b;
+  else if constexpr (op == Opcode::kLt) return a < b;
+  else if constexpr (op == Opcode::kLe) return a <= b;
+  else if constexpr (op == Opcode::kGt) return a > b;
+  else if constexpr (op == Opcode::kGe) return a >= b;
+  else static_assert(op == Opcode::kEq, "not a comparison");
+}
+
+}  // namespace pto::kernels
