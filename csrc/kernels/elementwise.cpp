@@ -44,26 +44,42 @@ void unaryRows(const StridedLoop& loop) {
   });
 }
 
+// a + alpha * b for float16/bfloat16 rounds alpha * b to the storage type
+// first, as PyTorch's CPU kernels do; the op then sees alpha == 1.
+template <Opcode op, typename T>
+inline ComputeType<T> scaledOperand(ComputeType<T> b, ComputeType<T> alpha) {
+  constexpr bool reduced = !std::is_same_v<ComputeType<T>, T>;
+  if constexpr (reduced && (op == Opcode::kAdd || op == Opcode::kSub)) {
+    return alpha == 1 ? b : widen(castTo<T>(alpha * b));
+  } else {
+    return b;
+  }
+}
+
 template <Opcode op, typename T>
 void binaryRows(const StridedLoop& loop, double alpha_value) {
   using C = ComputeType<T>;
-  const C alpha = static_cast<C>(alpha_value);
+  constexpr bool prescaled = !std::is_same_v<C, T> && (op == Opcode::kAdd || op == Opcode::kSub);
+  const C given_alpha = static_cast<C>(alpha_value);
+  const C alpha = prescaled ? C(1) : given_alpha;
+  auto operand = [&](C b) { return scaledOperand<op, T>(b, given_alpha); };
   forEachRow(loop, [&](const std::array<char*, kMaxOperands>& p, int64_t n) {
     const int64_t so = loop.innerStride(0), sa = loop.innerStride(1), sb = loop.innerStride(2);
     T* out = reinterpret_cast<T*>(p[0]);
     const T* a = reinterpret_cast<const T*>(p[1]);
     const T* b = reinterpret_cast<const T*>(p[2]);
     if (so == sizeof(T) && sa == sizeof(T) && sb == sizeof(T)) {
-      for (int64_t i = 0; i < n; ++i) out[i] = castTo<T>(binaryOp<op, C>(widen(a[i]), widen(b[i]), alpha));
+      for (int64_t i = 0; i < n; ++i) out[i] = castTo<T>(binaryOp<op, C>(widen(a[i]), operand(widen(b[i])), alpha));
     } else if (so == sizeof(T) && sa == sizeof(T) && sb == 0) {
-      const C scalar = widen(*b);
+      const C scalar = operand(widen(*b));
       for (int64_t i = 0; i < n; ++i) out[i] = castTo<T>(binaryOp<op, C>(widen(a[i]), scalar, alpha));
     } else if (so == sizeof(T) && sa == 0 && sb == sizeof(T)) {
       const C scalar = widen(*a);
-      for (int64_t i = 0; i < n; ++i) out[i] = castTo<T>(binaryOp<op, C>(scalar, widen(b[i]), alpha));
+      for (int64_t i = 0; i < n; ++i) out[i] = castTo<T>(binaryOp<op, C>(scalar, operand(widen(b[i])), alpha));
     } else {
       for (int64_t i = 0; i < n; ++i) {
-        store<T>(p[0] + i * so, binaryOp<op, C>(load<T>(p[1] + i * sa), load<T>(p[2] + i * sb), alpha));
+        store<T>(p[0] + i * so,
+                 binaryOp<op, C>(load<T>(p[1] + i * sa), operand(load<T>(p[2] + i * sb)), alpha));
       }
     }
   });

@@ -1,7 +1,7 @@
 // Every byte that crosses between host and pto goes through a runtime memcpy on
 // the destination's (or source's) current stream. Layout or dtype changes happen
 // on the side that has the data: on the host for host tensors, and on the device,
-// as a kernel on the stream, for pto tensors.
+// as a PTO instruction (tmov/tcvt) on the stream, for pto tensors.
 #include "copy.h"
 
 #include <ATen/core/CachingHostAllocator.h>
@@ -9,7 +9,7 @@
 
 #include "../device.h"
 #include "../pto_check.h"
-#include "../stream_task.h"
+#include "elementwise.h"
 
 namespace pto::backend {
 namespace {
@@ -25,23 +25,17 @@ bool sameLayout(const at::Tensor& a, const at::Tensor& b) {
 
 size_t byteCount(const at::Tensor& t) { return static_cast<size_t>(t.numel()) * t.itemsize(); }
 
-// A CPU view of pto memory, for kernels that run on a stream's worker.
-at::Tensor deviceMemoryView(const at::Tensor& t) {
-  return at::from_blob(t.data_ptr(), t.sizes(), t.strides(), t.options().device(at::kCPU));
-}
-
-// dst <- src, both on the same pto device: a kernel on dst's current stream.
-void copyOnDevice(const at::Tensor& dst, const at::Tensor& src, c10::Stream stream) {
+// dst <- src, both on the same pto device, on `stream` (the device's current one).
+void copyWithinDevice(const at::Tensor& dst, const at::Tensor& src, c10::Stream stream) {
   if (sameLayout(dst, src)) {
     PTO_CHECK(ptoMemcpyAsync(dst.data_ptr(), src.data_ptr(), byteCount(dst),
                              PTO_MEMCPY_DEVICE_TO_DEVICE, nativeStream(stream)));
     return;
   }
-  // The tensors ride along in the task so their memory outlives the kernel.
-  launchStreamTask(stream, "copy_ (strided/cast)", [dst, src] {
-    at::Tensor out = deviceMemoryView(dst);
-    out.copy_(deviceMemoryView(src));
-  });
+  if (copyOnDevice(dst, src)) return;  // tmov / tcvt
+  // A dtype PTO has no instruction for (complex ...): convert on the host.
+  const at::Tensor host = src.cpu().to(dst.scalar_type());
+  dst.copy_(host);
 }
 
 // Pinned host memory in flight on `stream` is not reused before the copy ran.
@@ -69,7 +63,7 @@ void copyHostToDevice(const at::Tensor& dst, const at::Tensor& src, bool non_blo
   }
   PTO_CHECK(ptoMemcpyAsync(landing.data_ptr(), host.data_ptr(), byteCount(landing),
                            PTO_MEMCPY_HOST_TO_DEVICE, nativeStream(stream)));
-  if (!landing.is_same(dst)) copyOnDevice(dst, landing, stream);
+  if (!landing.is_same(dst)) copyWithinDevice(dst, landing, stream);
   finishHostCopy(host, host.is_same(src), non_blocking, stream);
 }
 
@@ -80,7 +74,7 @@ void copyDeviceToHost(const at::Tensor& dst, const at::Tensor& src, bool non_blo
   at::Tensor leaving = src;
   if (!isDense(src)) {
     leaving = at::empty(src.sizes(), src.options());
-    copyOnDevice(leaving, src, stream);
+    copyWithinDevice(leaving, src, stream);
   }
   const bool direct = sameLayout(dst, leaving);
   at::Tensor host = direct ? dst : at::empty_strided(leaving.sizes(), leaving.strides(),
@@ -95,7 +89,7 @@ void copyDeviceToDevice(const at::Tensor& dst, const at::Tensor& src) {
   const c10::DeviceGuard guard(dst.device());
   const c10::Stream stream = currentStream(dst.device().index());
   if (src.device() == dst.device()) {
-    copyOnDevice(dst, src, stream);
+    copyWithinDevice(dst, src, stream);
     return;
   }
   // Across devices: the copy runs on dst's stream after src's pending work.
@@ -105,7 +99,7 @@ void copyDeviceToDevice(const at::Tensor& dst, const at::Tensor& src) {
   PTO_CHECK(ptoEventRecord(ready, nativeStream(src_stream)));
   PTO_CHECK(ptoStreamWaitEvent(nativeStream(stream), ready));
   PTO_CHECK(ptoEventDestroy(ready));
-  copyOnDevice(dst, src, stream);
+  copyWithinDevice(dst, src, stream);
   // src's device may reuse the memory once its own stream moves on: wait here.
   PTO_CHECK(ptoStreamSynchronize(nativeStream(stream)));
 }

@@ -1,0 +1,34 @@
+// Elementwise aten ops as PTO instructions: type promotion, broadcasting, and
+// the functional, in-place and out= forms, with PyTorch's rules and messages.
+// An op whose dtypes PTO lacks (complex, ...) goes to the CPU fallback.
+#pragma once
+
+#include <ATen/ATen.h>
+
+#include "isa/instructions.h"
+
+namespace pto::backend {
+
+// How a family's result dtype follows from its inputs'.
+enum class Promotion {
+  kCommon,        // torch's result_type of the inputs
+  kIntToFloat,    // ... with integers and bool promoted to the default float dtype
+  kCompare,       // computed in the common dtype, a bool result
+};
+
+// out == undefined: functional (returns a new tensor); out == self: in-place.
+// Returns an undefined tensor when PTO cannot run it (the caller falls back).
+at::Tensor binaryOp(isa::Opcode opcode, Promotion promotion, const at::Tensor& self,
+                    const at::Tensor& other, const at::Tensor& out, double alpha = 1.0);
+at::Tensor unaryOp(isa::Opcode opcode, Promotion promotion, const at::Tensor& self,
+                   const at::Tensor& out);
+at::Tensor whereOp(const at::Tensor& condition, const at::Tensor& self, const at::Tensor& other,
+                   const at::Tensor& out);
+
+// dst <- src (same shape) on one pto device: tmov, or tcvt when the dtypes differ.
+// Returns false when PTO lacks one of the dtypes.
+bool copyOnDevice(const at::Tensor& dst, const at::Tensor& src);
+
+at::Tensor& fill(at::Tensor& self, const at::Scalar& value);  // falls back itself if needed
+
+}  // namespace pto::backend

@@ -1,0 +1,75 @@
+#include "instruction_launch.h"
+
+#include <vector>
+
+#include "../device.h"
+#include "../pto_check.h"
+#include "kernels/launch.h"
+
+namespace pto::backend {
+
+std::optional<isa::DType> ptoDType(at::ScalarType type) {
+  switch (type) {
+    case at::kBool: return isa::DType::kBool;
+    case at::kByte: return isa::DType::kUInt8;
+    case at::kChar: return isa::DType::kInt8;
+    case at::kShort: return isa::DType::kInt16;
+    case at::kInt: return isa::DType::kInt32;
+    case at::kLong: return isa::DType::kInt64;
+    case at::kHalf: return isa::DType::kFloat16;
+    case at::kBFloat16: return isa::DType::kBFloat16;
+    case at::kFloat: return isa::DType::kFloat32;
+    case at::kDouble: return isa::DType::kFloat64;
+    default: return std::nullopt;
+  }
+}
+
+bool accepts(isa::Opcode opcode, at::ScalarType type) {
+  const auto dtype = ptoDType(type);
+  return dtype && isa::info(opcode).dtypes.contains(*dtype);
+}
+
+namespace {
+
+isa::Operand operandOf(const at::Tensor& tensor, int32_t buffer) {
+  const auto dtype = ptoDType(tensor.scalar_type());
+  TORCH_CHECK(dtype, "pto: dtype ", tensor.scalar_type(), " has no PTO equivalent");
+  TORCH_CHECK(tensor.dim() <= isa::kMaxRank, "pto: tensors of rank ", tensor.dim(),
+              " exceed the PTO limit of ", isa::kMaxRank);
+  isa::Operand operand;
+  operand.buffer = buffer;
+  operand.dtype = *dtype;
+  operand.rank = static_cast<int32_t>(tensor.dim());
+  for (int64_t d = 0; d < tensor.dim(); ++d) {
+    operand.shape[d] = tensor.size(d);
+    operand.strides[d] = tensor.stride(d);
+  }
+  operand.offset = tensor.storage_offset();
+  return operand;
+}
+
+}  // namespace
+
+void launchInstruction(isa::Opcode opcode, const at::Tensor& out,
+                       std::initializer_list<at::Tensor> inputs,
+                       std::array<double, isa::kMaxImmediates> immediates) {
+  isa::Instruction instruction;
+  instruction.opcode = opcode;
+  instruction.immediates = immediates;
+  std::vector<void*> buffers;
+  std::vector<uint64_t> sizes;
+  auto bind = [&](const at::Tensor& tensor) {
+    TORCH_CHECK(tensor.device() == out.device(), isa::info(opcode).name, ": operand on ",
+                tensor.device(), " but the output is on ", out.device());
+    const auto buffer = static_cast<int32_t>(buffers.size());
+    instruction.operands.push_back(operandOf(tensor, buffer));
+    buffers.push_back(tensor.storage().mutable_data());
+    sizes.push_back(tensor.storage().nbytes());
+  };
+  bind(out);
+  for (const at::Tensor& input : inputs) bind(input);
+  const ptoStream stream = nativeStream(currentStream(out.device().index()));
+  PTO_CHECK(kernels::launch(stream, instruction, buffers, sizes));
+}
+
+}  // namespace pto::backend

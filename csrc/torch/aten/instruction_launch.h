@@ -1,0 +1,28 @@
+// From aten tensors to one PTO instruction on the current stream: tensors become
+// buffers (their storage) and operands (their strided view of it).
+#pragma once
+
+#include <ATen/ATen.h>
+
+#include <array>
+#include <initializer_list>
+#include <optional>
+
+#include "isa/program.h"
+
+namespace pto::backend {
+
+// The PTO dtype of a torch dtype, if PTO has it.
+std::optional<isa::DType> ptoDType(at::ScalarType type);
+
+// Whether the instruction accepts inputs of `type` (and PTO has the dtype at all).
+bool accepts(isa::Opcode opcode, at::ScalarType type);
+
+// Launches `opcode` with `out` as output and `inputs` as inputs, all pto tensors
+// of one device with out's shape (broadcast inputs with expand()), on the current
+// stream of that device. Throws with the verifier's message if they do not fit.
+void launchInstruction(isa::Opcode opcode, const at::Tensor& out,
+                       std::initializer_list<at::Tensor> inputs,
+                       std::array<double, isa::kMaxImmediates> immediates = {});
+
+}  // namespace pto::backend

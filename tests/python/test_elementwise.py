@@ -1,0 +1,134 @@
+"""Elementwise ops run natively on pto (PTO instructions), matching CPU on
+PyTorch's own OpInfo samples across dtypes, forward and backward."""
+
+import pytest
+import torch
+from torch.testing import assert_close
+from torch.testing._internal.common_methods_invocations import op_db
+
+import pypto_torch
+
+NATIVE = {
+    "add", "sub", "mul", "div", "maximum", "minimum", "pow", "bitwise_and", "bitwise_or",
+    "bitwise_xor", "eq", "ne", "lt", "le", "gt", "ge", "abs", "neg", "sign", "bitwise_not", "exp",
+    "exp2", "expm1", "log", "log2", "log1p", "sqrt", "rsqrt", "reciprocal", "sin", "cos", "tan",
+    "tanh", "sigmoid", "erf", "floor", "ceil", "round", "trunc", "nn.functional.silu",
+    "nn.functional.relu", "nn.functional.gelu", "where", "fill", "zero_",
+}
+OPS = [op for op in op_db
+       if op.name in NATIVE and op.variant_test_name in ("", "no_rounding_mode")]
+DTYPES = [torch.float32, torch.float16, torch.bfloat16, torch.int64, torch.bool]
+
+
+def _to(value, device):
+    if isinstance(value, torch.Tensor):
+        return value.detach().to(device).requires_grad_(value.requires_grad)
+    if isinstance(value, (list, tuple)):
+        return type(value)(_to(v, device) for v in value)
+    if isinstance(value, dict):
+        return {k: _to(v, device) for k, v in value.items()}
+    return value
+
+
+def _cpu(value):
+    if isinstance(value, torch.Tensor):
+        return value.detach().cpu()
+    if isinstance(value, (list, tuple)):
+        return type(value)(_cpu(v) for v in value)
+    return value
+
+
+def test_the_sweep_covers_every_native_family():
+    assert {op.name for op in OPS} == NATIVE
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=str)
+@pytest.mark.parametrize("op", OPS, ids=lambda op: op.name)
+def test_opinfo_forward_matches_cpu(op, dtype):
+    if dtype not in op.supported_dtypes("cpu"):
+        pytest.skip(f"{op.name} does not support {dtype} on CPU either")
+    for sample in op.sample_inputs("cpu", dtype, requires_grad=False):
+        expected = op(sample.input.clone() if op.name == "zero_" else sample.input,
+                      *sample.args, **sample.kwargs)
+        actual = op(_to(sample.input, "pto"), *_to(sample.args, "pto"), **_to(sample.kwargs, "pto"))
+        assert_close(_cpu(actual), expected, equal_nan=True)
+
+
+@pytest.mark.parametrize("op", [op for op in OPS if op.supports_autograd], ids=lambda op: op.name)
+def test_opinfo_gradients_match_cpu(op):
+    for sample in op.sample_inputs("cpu", torch.float32, requires_grad=True):
+        cpu_inputs = [t for t in [sample.input, *sample.args] if isinstance(t, torch.Tensor) and t.requires_grad]
+        expected = op(sample.input, *sample.args, **sample.kwargs)
+        if not isinstance(expected, torch.Tensor) or not expected.requires_grad:
+            continue
+        pto_input, pto_args = _to(sample.input, "pto"), _to(sample.args, "pto")
+        pto_inputs = [t for t in [pto_input, *pto_args] if isinstance(t, torch.Tensor) and t.requires_grad]
+        actual = op(pto_input, *pto_args, **_to(sample.kwargs, "pto"))
+        grad = torch.randn_like(expected)
+        expected_grads = torch.autograd.grad(expected, cpu_inputs, grad, allow_unused=True)
+        actual_grads = torch.autograd.grad(actual, pto_inputs, grad.to("pto"), allow_unused=True)
+        for want, got in zip(expected_grads, actual_grads):
+            if want is not None:
+                assert_close(_cpu(got), want, equal_nan=True)
+
+
+@pytest.mark.parametrize("expression", [
+    lambda a, b: a + b * 2, lambda a, b: a - b, lambda a, b: a * b, lambda a, b: a / b,
+    lambda a, b: torch.maximum(a, b), lambda a, b: a > b, lambda a, b: torch.where(a > b, a, b),
+    lambda a, b: a.exp(), lambda a, b: a.sigmoid(), lambda a, b: torch.nn.functional.gelu(a),
+    lambda a, b: a.relu(), lambda a, b: a.abs().sqrt(), lambda a, b: a.to(torch.float16),
+    lambda a, b: a.t().contiguous(), lambda a, b: a.add_(1), lambda a, b: a.fill_(3),
+])
+def test_common_ops_do_not_fall_back(expression):
+    a, b = torch.randn(8, 8, device="pto"), torch.randn(8, 8, device="pto")
+    before = pypto_torch.fallback_ops()
+    expression(a, b)
+    assert pypto_torch.fallback_ops() == before
+
+
+def test_type_promotion_and_scalars_follow_torch():
+    x = torch.arange(6).reshape(2, 3)
+    p = x.to("pto")
+    for result, expected in [(p + 1.5, x + 1.5), (p / 2, x / 2), (p * True, x * True),
+                             (p.exp(), x.exp()), (p > 2.5, x > 2.5), (p.half() + p, x.half() + x),
+                             (torch.tensor(2.0) * p, torch.tensor(2.0) * x)]:
+        assert result.dtype == expected.dtype
+        assert_close(result.cpu(), expected)
+
+
+def test_in_place_and_out_forms():
+    x = torch.randn(4, 5)
+    p = x.to("pto")
+    p.mul_(2).add_(1, alpha=3)
+    assert_close(p.cpu(), x * 2 + 3)
+    out = torch.empty(0, device="pto")
+    torch.add(p, p, out=out)
+    assert out.shape == (4, 5)
+    assert_close(out.cpu(), (x * 2 + 3) * 2)
+    ints = torch.arange(4, device="pto")
+    with pytest.raises(RuntimeError, match="result type Float can't be cast to the desired output type Long"):
+        ints.add_(1.5)
+    with pytest.raises(RuntimeError, match="For integral input tensors, argument alpha must not be a floating"):
+        torch.add(ints, ints, alpha=0.5)
+
+
+def test_shape_mismatch_error_and_device_stays_usable():
+    with pytest.raises(RuntimeError, match=r"The size of tensor a \(3\) must match the size of tensor b \(4\)"):
+        torch.ones(3, device="pto") + torch.ones(4, device="pto")
+    assert (torch.ones(3, device="pto") + 1).sum().item() == 6
+
+
+def test_integer_overflow_wraps_like_cpu():
+    x = torch.tensor([127, -128, 100], dtype=torch.int8)
+    assert torch.equal((x.to("pto") + 100).cpu(), x + 100)
+    big = torch.tensor([2**62, -(2**62)], dtype=torch.int64)
+    assert torch.equal((big.to("pto") * 4).cpu(), big * 4)
+
+
+def test_nan_inf_and_negative_zero():
+    x = torch.tensor([float("nan"), float("inf"), -float("inf"), -0.0, 0.0, 1.0])
+    p = x.to("pto")
+    for fn in [torch.exp, torch.log, torch.sqrt, torch.neg, torch.abs, torch.sign, torch.relu,
+               torch.sigmoid, lambda t: torch.maximum(t, t.flip(0)), lambda t: t * 0]:
+        assert_close(fn(p).cpu(), fn(x), equal_nan=True)
+    assert torch.equal(torch.signbit(p.neg().cpu()), torch.signbit(x.neg()))
