@@ -61,5 +61,6 @@ inline constexpr DTypeSet kIntTypes{DType::kUInt8, DType::kInt8, DType::kInt16, 
 inline constexpr DTypeSet kNumericTypes = kFloatTypes | kIntTypes;
 inline constexpr DTypeSet kAllTypes = kNumericTypes | DTypeSet{DType::kBool};
 inline constexpr DTypeSet kIntegerOrBoolTypes = kIntTypes | DTypeSet{DType::kBool};
+inline constexpr DTypeSet kBoolTypes{DType::kBool};
 
 }  // namespace pto::isa

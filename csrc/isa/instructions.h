@@ -12,9 +12,9 @@
 namespace pto::isa {
 
 // Families of instructions: what a kernel family implements and the verifier checks.
-enum class Group : uint8_t { Unary, Binary, Compare, Select, Convert, Fill };
+enum class Group : uint8_t { Unary, Binary, Compare, Select, Convert, Fill, Reduce };
 
-enum class OutputDType : uint8_t { Same, Bool, Any };
+enum class OutputDType : uint8_t { Same, Bool, Any, Index };
 
 enum class Opcode : uint16_t {
 #define PTO_INSTRUCTION(op, name, group, inputs, dtypes, output, immediates) op,

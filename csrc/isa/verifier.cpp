@@ -1,3 +1,4 @@
+#include <cmath>
 #include <sstream>
 
 #include "program.h"
@@ -30,22 +31,33 @@ bool sameShape(const Operand& a, const Operand& b) {
   return true;
 }
 
+// An element index for messages: exact within int64, else only its side.
+std::string elementText(__int128 index) {
+  if (index > INT64_MAX) return "beyond 2^63";
+  if (index < INT64_MIN) return "below -2^63";
+  return std::to_string(static_cast<long long>(index));
+}
+
 // The operand's lowest and highest element index relative to its buffer start,
-// in 128-bit arithmetic so that absurd shapes or strides cannot overflow.
+// in 128-bit arithmetic so that absurd shapes or strides cannot overflow: one
+// extent is below 2^126, but eight of them, or the highest index times the
+// dtype's size, are not, so each extent saturates at 2^80 (far past any buffer,
+// which holds fewer than 2^64 bytes).
 std::string checkBounds(const Operand& operand, uint64_t buffer_bytes) {
   for (int d = 0; d < operand.rank; ++d) {
     if (operand.shape[d] == 0) return "";
   }
+  constexpr __int128 kSaturation = static_cast<__int128>(1) << 80;
   __int128 low = operand.offset, high = operand.offset;
   for (int d = 0; d < operand.rank; ++d) {
-    const __int128 extent = static_cast<__int128>(operand.shape[d] - 1) * operand.strides[d];
+    __int128 extent = static_cast<__int128>(operand.shape[d] - 1) * operand.strides[d];
+    extent = extent > kSaturation ? kSaturation : extent < -kSaturation ? -kSaturation : extent;
     (extent < 0 ? low : high) += extent;
   }
   const auto size = static_cast<__int128>(dtypeSize(operand.dtype));
   if (low < 0 || (high + 1) * size > static_cast<__int128>(buffer_bytes)) {
     return describe("reaches outside buffer %", operand.buffer, " (", buffer_bytes,
-                    " bytes): elements ", static_cast<long long>(low), " to ",
-                    static_cast<long long>(high));
+                    " bytes): elements ", elementText(low), " to ", elementText(high));
   }
   return "";
 }
@@ -58,8 +70,25 @@ std::string checkOperand(const Operand& operand, std::span<const uint64_t> buffe
   if (operand.rank < 0 || operand.rank > kMaxRank) {
     return describe("has rank ", operand.rank, " (at most ", kMaxRank, ")");
   }
+  if (static_cast<unsigned>(operand.dtype) >= static_cast<unsigned>(kDTypeCount)) {
+    return describe("has unknown dtype ", static_cast<unsigned>(operand.dtype));
+  }
   for (int d = 0; d < operand.rank; ++d) {
     if (operand.shape[d] < 0) return describe("has a negative size in ", shapeText(operand));
+  }
+  // Kernels count elements in int64 (Operand::numel and the loops); broadcast
+  // strides let the count grow past that while the operand stays in bounds.
+  int64_t count = 1;
+  for (int d = 0; d < operand.rank; ++d) {
+    if (operand.shape[d] == 0) {
+      count = 0;
+      break;
+    }
+  }
+  for (int d = 0; d < operand.rank && count != 0; ++d) {
+    if (__builtin_mul_overflow(count, operand.shape[d], &count)) {
+      return describe("has more than 2^63-1 elements: ", shapeText(operand));
+    }
   }
   return checkBounds(operand, buffer_bytes[operand.buffer]);
 }
@@ -87,11 +116,42 @@ std::string checkDTypes(const InstructionInfo& entry, const Instruction& instruc
                       dtypeName(input));
     }
   }
+  if (entry.output == OutputDType::Index && out.dtype != DType::kInt64) {
+    return describe("output must be i64 (indices), not ", dtypeName(out.dtype));
+  }
   if (entry.output == OutputDType::Bool && out.dtype != DType::kBool) {
     return describe("output must be bool, not ", dtypeName(out.dtype));
   }
   if (entry.group == Group::Fill && !entry.dtypes.contains(out.dtype)) {
     return describe("cannot fill dtype ", dtypeName(out.dtype));
+  }
+  return "";
+}
+
+// The immediates the kernels convert to the output's dtype (tadd/tsub's alpha,
+// texpands' value) must be representable there once truncated toward zero:
+// converting a NaN, an infinity or an out-of-range double to an integer type is
+// undefined behaviour. Unsigned types also take negatives down to -max, which
+// wrap (two's complement), as PyTorch allows for its integer scalars.
+std::string checkImmediates(const InstructionInfo& entry, const Instruction& instruction) {
+  if (entry.group != Group::Binary && entry.group != Group::Fill) return "";
+  const DType dtype = instruction.operands[0].dtype;
+  if (!isIntegral(dtype)) return "";
+  double low = 0, high = 0;  // the truncated value's exclusive bounds
+  switch (dtype) {
+    case DType::kUInt8: low = -256.0, high = 256.0; break;
+    case DType::kInt8: low = -129.0, high = 128.0; break;
+    case DType::kInt16: low = -32769.0, high = 32768.0; break;
+    case DType::kInt32: low = -2147483649.0, high = 2147483648.0; break;
+    default: low = -9223372036854775808.0, high = 9223372036854775808.0; break;
+  }
+  for (int i = 0; i < entry.immediateCount(); ++i) {
+    const double value = instruction.immediates[i];
+    const double whole = value < 0 ? -std::floor(-value) : std::floor(value);  // NaN stays NaN
+    const bool fits = dtype == DType::kInt64 ? whole >= low && whole < high : whole > low && whole < high;
+    if (!fits) {
+      return describe(entry.immediates[i], "=", value, " does not fit ", dtypeName(dtype));
+    }
   }
   return "";
 }
@@ -137,7 +197,19 @@ std::string verifyInstruction(const Instruction& instruction, std::span<const ui
                       " but the output has ", shapeText(instruction.operands[0]));
     }
   }
+  if (entry.group != Group::Reduce && instruction.operands[0].numel() > 0) {  // empty: writes nothing
+    const Operand& out = instruction.operands[0];
+    for (int d = 0; d < out.rank; ++d) {
+      if (out.strides[d] == 0 && out.shape[d] > 1) {
+        return describe(entry.name, ": the output repeats elements along dimension ", d,
+                        " (stride 0); only reductions may");
+      }
+    }
+  }
   if (std::string error = checkDTypes(entry, instruction); !error.empty()) {
+    return describe(entry.name, ": ", error);
+  }
+  if (std::string error = checkImmediates(entry, instruction); !error.empty()) {
     return describe(entry.name, ": ", error);
   }
   return "";

@@ -10,6 +10,7 @@ void execute(const isa::Instruction& instruction, std::span<void* const> buffers
     case isa::Group::Select: return executeSelect(instruction, buffers);
     case isa::Group::Convert: return executeConvert(instruction, buffers);
     case isa::Group::Fill: return executeFill(instruction, buffers);
+    case isa::Group::Reduce: return executeReduce(instruction, buffers);
   }
 }
 

@@ -21,5 +21,6 @@ void executeCompare(const isa::Instruction& instruction, std::span<void* const> 
 void executeSelect(const isa::Instruction& instruction, std::span<void* const> buffers);
 void executeConvert(const isa::Instruction& instruction, std::span<void* const> buffers);
 void executeFill(const isa::Instruction& instruction, std::span<void* const> buffers);
+void executeReduce(const isa::Instruction& instruction, std::span<void* const> buffers);
 
 }  // namespace pto::kernels
