@@ -156,6 +156,25 @@ std::string checkImmediates(const InstructionInfo& entry, const Instruction& ins
   return "";
 }
 
+// out[..., M, N], a[..., M, K], b[..., K, N] with equal batch dimensions.
+std::string checkMatmulShapes(const Instruction& instruction) {
+  const Operand& out = instruction.operands[0];
+  const Operand& a = instruction.operands[1];
+  const Operand& b = instruction.operands[2];
+  if (out.rank < 2 || a.rank != out.rank || b.rank != out.rank) {
+    return describe("operands must have one rank of at least 2, got ", shapeText(out), " = ",
+                    shapeText(a), " @ ", shapeText(b));
+  }
+  const int r = out.rank;
+  bool fits = a.shape[r - 2] == out.shape[r - 2] && b.shape[r - 1] == out.shape[r - 1] &&
+              a.shape[r - 1] == b.shape[r - 2];
+  for (int d = 0; d < r - 2; ++d) fits = fits && a.shape[d] == out.shape[d] && b.shape[d] == out.shape[d];
+  if (!fits) {
+    return describe("shapes do not multiply: ", shapeText(out), " = ", shapeText(a), " @ ", shapeText(b));
+  }
+  return "";
+}
+
 }  // namespace
 
 int64_t Operand::numel() const {
@@ -192,9 +211,14 @@ std::string verifyInstruction(const Instruction& instruction, std::span<const ui
     if (std::string error = checkOperand(instruction.operands[i], buffer_bytes); !error.empty()) {
       return describe(entry.name, ": operand ", i, " ", error);
     }
-    if (!sameShape(instruction.operands[i], instruction.operands[0])) {
+    if (entry.group != Group::Matmul && !sameShape(instruction.operands[i], instruction.operands[0])) {
       return describe(entry.name, ": operand ", i, " has shape ", shapeText(instruction.operands[i]),
                       " but the output has ", shapeText(instruction.operands[0]));
+    }
+  }
+  if (entry.group == Group::Matmul) {
+    if (std::string error = checkMatmulShapes(instruction); !error.empty()) {
+      return describe(entry.name, ": ", error);
     }
   }
   if (entry.group != Group::Reduce && instruction.operands[0].numel() > 0) {  // empty: writes nothing

@@ -11,6 +11,8 @@ void execute(const isa::Instruction& instruction, std::span<void* const> buffers
     case isa::Group::Convert: return executeConvert(instruction, buffers);
     case isa::Group::Fill: return executeFill(instruction, buffers);
     case isa::Group::Reduce: return executeReduce(instruction, buffers);
+    case isa::Group::Matmul: return executeMatmul(instruction, buffers);
+    case isa::Group::Row: return executeRow(instruction, buffers);
   }
 }
 

@@ -22,5 +22,7 @@ void executeSelect(const isa::Instruction& instruction, std::span<void* const> b
 void executeConvert(const isa::Instruction& instruction, std::span<void* const> buffers);
 void executeFill(const isa::Instruction& instruction, std::span<void* const> buffers);
 void executeReduce(const isa::Instruction& instruction, std::span<void* const> buffers);
+void executeMatmul(const isa::Instruction& instruction, std::span<void* const> buffers);
+void executeRow(const isa::Instruction& instruction, std::span<void* const> buffers);
 
 }  // namespace pto::kernels
