@@ -93,6 +93,22 @@ inline C binaryOp(C a, C b, C alpha) {
     if (isNaN(a) || isNaN(b)) return std::numeric_limits<C>::quiet_NaN();
     return a < b ? a : b;
   } else if constexpr (op == Opcode::kPow) return std::pow(a, b);
+  else if constexpr (op == Opcode::kReluGrad) return b > alpha ? a : C(0);  // alpha: the threshold
+  else if constexpr (op == Opcode::kGeluGrad) {
+    const C cdf = C(0.5) * (C(1) + std::erf(b * C(0.70710678118654752440)));
+    const C pdf = std::exp(C(-0.5) * b * b) * C(0.39894228040143267794);
+    return a * (cdf + b * pdf);
+  } else if constexpr (op == Opcode::kGeluTanhGrad) {
+    const C k = C(0.79788456080286535588), c = C(0.044715);
+    const C inner = k * (b + c * b * b * b);
+    const C t = std::tanh(inner);
+    const C left = C(0.5) * b * (C(1) - t * t) * k * (C(1) + C(3) * c * b * b);
+    return a * (C(0.5) * (C(1) + t) + left);
+  } else if constexpr (op == Opcode::kSiluGrad) {
+    const C s = C(1) / (C(1) + std::exp(-b));
+    return a * s * (C(1) + b * (C(1) - s));
+  } else if constexpr (op == Opcode::kSigmoidGrad) return a * (C(1) - b) * b;
+  else if constexpr (op == Opcode::kTanhGrad) return a * (C(1) - b * b);
   else if constexpr (op == Opcode::kAnd) return static_cast<C>(a & b);
   else if constexpr (op == Opcode::kOr) return static_cast<C>(a | b);
   else if constexpr (op == Opcode::kXor) return static_cast<C>(a ^ b);

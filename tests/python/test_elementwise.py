@@ -14,7 +14,8 @@ NATIVE = {
     "bitwise_xor", "eq", "ne", "lt", "le", "gt", "ge", "abs", "neg", "sign", "bitwise_not", "exp",
     "exp2", "expm1", "log", "log2", "log1p", "sqrt", "rsqrt", "reciprocal", "sin", "cos", "tan",
     "tanh", "sigmoid", "erf", "floor", "ceil", "round", "trunc", "nn.functional.silu",
-    "nn.functional.relu", "nn.functional.gelu", "where", "fill", "zero_",
+    "nn.functional.relu", "nn.functional.gelu", "where", "fill", "zero_", "addcmul", "addcdiv",
+    "lerp", "nn.functional.mse_loss",
 }
 OPS = [op for op in op_db
        if op.name in NATIVE and op.variant_test_name in ("", "no_rounding_mode")]

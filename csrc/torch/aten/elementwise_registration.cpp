@@ -139,6 +139,49 @@ at::Tensor& whereOut(const at::Tensor& condition, const at::Tensor& self, const 
   return result;
 }
 
+// Activation gradients: (grad, x-or-y) -> grad_input, functional and .grad_input forms.
+template <Opcode opcode, class Op, class Out>
+struct Gradient {
+  static at::Tensor functional(const at::Tensor& grad, const at::Tensor& x) {
+    at::Tensor r = binaryOp(opcode, P::kCommon, grad, x, {});
+    return r.defined() ? r : Fallback<Op>::call(grad, x);
+  }
+  static at::Tensor& out(const at::Tensor& grad, const at::Tensor& x, at::Tensor& result) {
+    if (!binaryOp(opcode, P::kCommon, grad, x, result).defined()) Fallback<Out>::call(grad, x, result);
+    return result;
+  }
+};
+
+at::Tensor thresholdBackward(const at::Tensor& grad, const at::Tensor& self, const at::Scalar& threshold) {
+  at::Tensor r = binaryOp(Opcode::kReluGrad, P::kCommon, grad, self, {}, threshold.toDouble());
+  return r.defined() ? r : Fallback<ATEN_OP(threshold_backward)>::call(grad, self, threshold);
+}
+
+at::Tensor& thresholdBackwardOut(const at::Tensor& grad, const at::Tensor& self, const at::Scalar& threshold,
+                                 at::Tensor& result) {
+  if (!binaryOp(Opcode::kReluGrad, P::kCommon, grad, self, result, threshold.toDouble()).defined()) {
+    Fallback<ATEN_OP2(threshold_backward, grad_input)>::call(grad, self, threshold, result);
+  }
+  return result;
+}
+
+Opcode geluGradOpcode(c10::string_view approximate) {
+  return geluOpcode(approximate) == Opcode::kGeluTanh ? Opcode::kGeluTanhGrad : Opcode::kGeluGrad;
+}
+
+at::Tensor geluBackward(const at::Tensor& grad, const at::Tensor& self, c10::string_view approximate) {
+  at::Tensor r = binaryOp(geluGradOpcode(approximate), P::kCommon, grad, self, {});
+  return r.defined() ? r : Fallback<ATEN_OP(gelu_backward)>::call(grad, self, approximate);
+}
+
+at::Tensor& geluBackwardOut(const at::Tensor& grad, const at::Tensor& self, c10::string_view approximate,
+                            at::Tensor& result) {
+  if (!binaryOp(geluGradOpcode(approximate), P::kCommon, grad, self, result).defined()) {
+    Fallback<ATEN_OP2(gelu_backward, grad_input)>::call(grad, self, approximate, result);
+  }
+  return result;
+}
+
 at::Tensor& fillScalar(at::Tensor& self, const at::Scalar& value) { return fill(self, value); }
 at::Tensor& zero(at::Tensor& self) { return fill(self, 0); }
 
@@ -249,6 +292,25 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("gelu.out", TORCH_FN(geluOut));
   m.impl("where.self", TORCH_FN(where));
   m.impl("where.self_out", TORCH_FN(whereOut));
+  m.impl("threshold_backward", TORCH_FN(thresholdBackward));
+  m.impl("threshold_backward.grad_input", TORCH_FN(thresholdBackwardOut));
+  m.impl("gelu_backward", TORCH_FN(geluBackward));
+  m.impl("gelu_backward.grad_input", TORCH_FN(geluBackwardOut));
+  {
+    using F = Gradient<Opcode::kSiluGrad, ATEN_OP(silu_backward), ATEN_OP2(silu_backward, grad_input)>;
+    m.impl("silu_backward", TORCH_FN(F::functional));
+    m.impl("silu_backward.grad_input", TORCH_FN(F::out));
+  }
+  {
+    using F = Gradient<Opcode::kSigmoidGrad, ATEN_OP(sigmoid_backward), ATEN_OP2(sigmoid_backward, grad_input)>;
+    m.impl("sigmoid_backward", TORCH_FN(F::functional));
+    m.impl("sigmoid_backward.grad_input", TORCH_FN(F::out));
+  }
+  {
+    using F = Gradient<Opcode::kTanhGrad, ATEN_OP(tanh_backward), ATEN_OP2(tanh_backward, grad_input)>;
+    m.impl("tanh_backward", TORCH_FN(F::functional));
+    m.impl("tanh_backward.grad_input", TORCH_FN(F::out));
+  }
   m.impl("fill_.Scalar", TORCH_FN(fillScalar));
   m.impl("zero_", TORCH_FN(zero));
 }

@@ -1,0 +1,149 @@
+// aten ops that pto runs as short sequences of native instructions, with the
+// same formulas as PyTorch's CPU kernels (optimizer updates, losses). Each step
+// dispatches to pto's own kernels, so nothing leaves the device.
+#include <ATen/native/Resize.h>
+#include <torch/library.h>
+
+#include <ATen/core/Reduction.h>
+
+namespace pto::backend {
+namespace {
+
+// float16/bfloat16 compositions run in float32 and round once at the end, as
+// PyTorch's fused CPU kernels do; other dtypes compute as they are.
+bool reduced(const at::Tensor& t) {
+  return t.scalar_type() == at::kHalf || t.scalar_type() == at::kBFloat16;
+}
+
+at::Tensor widened(const at::Tensor& t) { return reduced(t) ? t.to(at::kFloat) : t; }
+
+// Writes `value` (computed wide) into `out`, resized to its shape, in out's dtype.
+at::ScalarType resultOf(const at::Tensor& self, const at::Tensor& tensor1, const at::Tensor& tensor2) {
+  return at::promote_types(at::result_type(self, tensor1), at::result_type(tensor1, tensor2));
+}
+
+at::Tensor& assign(at::Tensor& out, const at::Tensor& value) {
+  at::native::resize_output(out, value.sizes());
+  return out.copy_(value);
+}
+
+// out = self + value * tensor1 * tensor2
+at::Tensor addcmulWide(const at::Tensor& self, const at::Tensor& tensor1, const at::Tensor& tensor2,
+                       const at::Scalar& value) {
+  return at::add(widened(self), at::mul(widened(tensor1), widened(tensor2)), value);
+}
+
+at::Tensor& addcmulOut(const at::Tensor& self, const at::Tensor& tensor1, const at::Tensor& tensor2,
+                       const at::Scalar& value, at::Tensor& out) {
+  return assign(out, addcmulWide(self, tensor1, tensor2, value));
+}
+
+at::Tensor addcmul(const at::Tensor& self, const at::Tensor& tensor1, const at::Tensor& tensor2,
+                   const at::Scalar& value) {
+  return addcmulWide(self, tensor1, tensor2, value).to(resultOf(self, tensor1, tensor2));
+}
+
+at::Tensor& addcmulInplace(at::Tensor& self, const at::Tensor& tensor1, const at::Tensor& tensor2,
+                           const at::Scalar& value) {
+  return self.copy_(addcmulWide(self, tensor1, tensor2, value));
+}
+
+// out = self + value * tensor1 / tensor2 (a true division, as PyTorch now requires).
+void checkAddcdivTypes(const at::Tensor& tensor1, const at::Tensor& tensor2) {
+  TORCH_CHECK(!(at::isIntegralType(tensor1.scalar_type(), true) && at::isIntegralType(tensor2.scalar_type(), true)),
+              "Integer division with addcdiv is no longer supported, and in a future release addcdiv will "
+              "perform a true division of tensor1 and tensor2. The historic addcdiv behavior can be "
+              "implemented as (input + value * torch.trunc(tensor1 / tensor2)).to(input.dtype) for integer "
+              "inputs and as (input + value * tensor1 / tensor2) for float inputs. The future addcdiv "
+              "behavior is just the latter implementation: (input + value * tensor1 / tensor2), for all dtypes.");
+}
+
+at::Tensor addcdivWide(const at::Tensor& self, const at::Tensor& tensor1, const at::Tensor& tensor2,
+                       const at::Scalar& value) {
+  checkAddcdivTypes(tensor1, tensor2);
+  return at::add(widened(self), at::div(widened(tensor1), widened(tensor2)), value);
+}
+
+at::Tensor& addcdivOut(const at::Tensor& self, const at::Tensor& tensor1, const at::Tensor& tensor2,
+                       const at::Scalar& value, at::Tensor& out) {
+  return assign(out, addcdivWide(self, tensor1, tensor2, value));
+}
+
+at::Tensor addcdiv(const at::Tensor& self, const at::Tensor& tensor1, const at::Tensor& tensor2,
+                   const at::Scalar& value) {
+  return addcdivWide(self, tensor1, tensor2, value).to(resultOf(self, tensor1, tensor2));
+}
+
+at::Tensor& addcdivInplace(at::Tensor& self, const at::Tensor& tensor1, const at::Tensor& tensor2,
+                           const at::Scalar& value) {
+  return self.copy_(addcdivWide(self, tensor1, tensor2, value));
+}
+
+// lerp as PyTorch computes it: from the nearer end, for precision.
+at::Tensor lerpWide(const at::Tensor& self, const at::Tensor& end, const at::Scalar& weight) {
+  const at::Tensor start = widened(self), stop = widened(end);
+  const at::Tensor difference = at::sub(stop, start);
+  const double w = weight.toDouble();
+  if (std::abs(w) < 0.5) return at::add(start, difference, weight);
+  return at::sub(stop.expand_as(difference), difference, 1.0 - w);
+}
+
+at::Tensor& lerpOut(const at::Tensor& self, const at::Tensor& end, const at::Scalar& weight, at::Tensor& out) {
+  return assign(out, lerpWide(self, end, weight));
+}
+
+at::Tensor lerp(const at::Tensor& self, const at::Tensor& end, const at::Scalar& weight) {
+  return lerpWide(self, end, weight).to(self.scalar_type());
+}
+
+at::Tensor& lerpInplace(at::Tensor& self, const at::Tensor& end, const at::Scalar& weight) {
+  return self.copy_(lerpWide(self, end, weight));
+}
+
+// Mean squared error and its gradient, as (self - target)^2 reduced.
+at::Tensor mseLoss(const at::Tensor& self, const at::Tensor& target, int64_t reduction) {
+  const at::Tensor difference = at::sub(self, target);
+  const at::Tensor squares = at::mul(difference, difference);
+  if (reduction == at::Reduction::Mean) return squares.mean();
+  if (reduction == at::Reduction::Sum) return squares.sum();
+  return squares;
+}
+
+at::Tensor& mseLossOut(const at::Tensor& self, const at::Tensor& target, int64_t reduction, at::Tensor& out) {
+  const at::Tensor loss = mseLoss(self, target, reduction);
+  at::native::resize_output(out, loss.sizes());
+  return out.copy_(loss);
+}
+
+at::Tensor mseLossBackward(const at::Tensor& grad, const at::Tensor& self, const at::Tensor& target,
+                           int64_t reduction) {
+  const double norm = reduction == at::Reduction::Mean ? 2.0 / static_cast<double>(self.numel()) : 2.0;
+  return at::mul(at::sub(self, target), grad).mul_(norm);
+}
+
+at::Tensor& mseLossBackwardOut(const at::Tensor& grad, const at::Tensor& self, const at::Tensor& target,
+                               int64_t reduction, at::Tensor& grad_input) {
+  const at::Tensor result = mseLossBackward(grad, self, target, reduction);
+  at::native::resize_output(grad_input, result.sizes());
+  return grad_input.copy_(result);
+}
+
+}  // namespace
+
+TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
+  m.impl("addcmul", TORCH_FN(addcmul));
+  m.impl("addcmul_", TORCH_FN(addcmulInplace));
+  m.impl("addcmul.out", TORCH_FN(addcmulOut));
+  m.impl("addcdiv", TORCH_FN(addcdiv));
+  m.impl("addcdiv_", TORCH_FN(addcdivInplace));
+  m.impl("addcdiv.out", TORCH_FN(addcdivOut));
+  m.impl("lerp.Scalar", TORCH_FN(lerp));
+  m.impl("lerp_.Scalar", TORCH_FN(lerpInplace));
+  m.impl("lerp.Scalar_out", TORCH_FN(lerpOut));
+  m.impl("mse_loss", TORCH_FN(mseLoss));
+  m.impl("mse_loss.out", TORCH_FN(mseLossOut));
+  m.impl("mse_loss_backward", TORCH_FN(mseLossBackward));
+  m.impl("mse_loss_backward.grad_input", TORCH_FN(mseLossBackwardOut));
+}
+
+}  // namespace pto::backend
