@@ -28,11 +28,11 @@ build/.editable-installed: setup.py pyproject.toml CMakeLists.txt
 test-cpp: build
 	ctest --test-dir $(BUILD) --output-on-failure
 
-# The runtime's suites again, under ThreadSanitizer (torch-free build).
+# The torch-free suites again, under ThreadSanitizer.
 test-tsan: deps
 	cmake -S . -B $(TSAN_BUILD) -G Ninja -DPTO_TSAN=ON -DPTO_BUILD_TORCH=OFF >/dev/null
 	cmake --build $(TSAN_BUILD)
-	$(TSAN_BUILD)/tests/cpp/runtime_tests --gtest_brief=1
+	for suite in runtime_tests isa_tests kernels_tests; do $(TSAN_BUILD)/tests/cpp/$$suite --gtest_brief=1 || exit 1; done
 
 test-python: build
 	$(PYTHON) -m pytest

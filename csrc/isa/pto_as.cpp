@@ -58,13 +58,12 @@ class LineParser {
     return pos_ >= line_.size() || line_[pos_] == '#';
   }
 
-  bool fail(std::string_view expected) {
-    if (error.empty()) {
-      error = "line " + std::to_string(number_) + ", column " + std::to_string(pos_ + 1) +
-              ": expected " + std::string(expected);
-    }
-    return false;
-  }
+  bool fail(std::string_view expected) { return failAt(pos_, expected); }
+
+  // Fails at the start of the last word or integer read: for a token that was
+  // read whole and then found wrong (an unknown mnemonic, dtype or kind, a
+  // buffer number out of range or out of order).
+  bool failToken(std::string_view expected) { return failAt(token_, expected); }
 
   bool expect(char c) {
     skipSpace();
@@ -91,16 +90,21 @@ class LineParser {
 
   std::string_view word() {
     skipSpace();
-    const size_t start = pos_;
+    const size_t start = token_ = pos_;
     while (pos_ < line_.size() && (std::isalnum(static_cast<unsigned char>(line_[pos_])) || line_[pos_] == '_')) ++pos_;
     return line_.substr(start, pos_ - start);
   }
 
-  bool integer(int64_t* value, std::string_view what) {
+  // A decimal integer with an optional sign ('+' or, for signed types, '-').
+  template <typename Int>
+  bool integer(Int* value, std::string_view what) {
     skipSpace();
+    token_ = pos_;
     const char* begin = line_.data() + pos_;
     const char* end = line_.data() + line_.size();
     const char* digits = (begin < end && *begin == '+') ? begin + 1 : begin;
+    // from_chars takes a '-' itself: after a '+' there must be a digit ("+-1" is not a number).
+    if (digits == end || (digits != begin && !std::isdigit(static_cast<unsigned char>(*digits)))) return fail(what);
     const auto [ptr, ec] = std::from_chars(digits, end, *value);
     if (ec != std::errc() || ptr == digits) return fail(what);
     pos_ += static_cast<size_t>(ptr - begin);
@@ -129,11 +133,11 @@ class LineParser {
   bool operand(Operand* operand) {
     int64_t buffer = 0;
     if (!expect('%') || !integer(&buffer, "a buffer number")) return false;
-    if (buffer < 0 || buffer > INT32_MAX) return fail("a buffer number");
+    if (buffer < 0 || buffer > INT32_MAX) return failToken("a buffer number");
     operand->buffer = static_cast<int32_t>(buffer);
     if (!expect(':')) return false;
     const auto dtype = parseDType(word());
-    if (!dtype) return fail("a dtype (f32, f16, bf16, f64, i8, i16, i32, i64, u8, bool)");
+    if (!dtype) return failToken("a dtype (f32, f16, bf16, f64, i8, i16, i32, i64, u8, bool)");
     operand->dtype = *dtype;
     int rank = 0, stride_count = 0;
     if (!expect('[') || !dims(&operand->shape, &rank, ';') || !expect(';')) return false;
@@ -144,6 +148,14 @@ class LineParser {
   }
 
  private:
+  bool failAt(size_t column, std::string_view expected) {
+    if (error.empty()) {
+      error = "line " + std::to_string(number_) + ", column " + std::to_string(column + 1) +
+              ": expected " + std::string(expected);
+    }
+    return false;
+  }
+
   void skipSpace() {
     while (pos_ < line_.size() && (line_[pos_] == ' ' || line_[pos_] == '\t' || line_[pos_] == '\r')) ++pos_;
   }
@@ -151,31 +163,31 @@ class LineParser {
   std::string_view line_;
   int number_;
   size_t pos_ = 0;
+  size_t token_ = 0;  // where the last word or integer starts
 };
 
 bool parseBuffer(LineParser& in, Program& program) {
   int64_t id = 0;
   if (!in.expect('%') || !in.integer(&id, "a buffer number")) return false;
   if (id != static_cast<int64_t>(program.buffers.size())) {
-    return in.fail("buffer %" + std::to_string(program.buffers.size()) + " (buffers are numbered in order)");
+    return in.failToken("buffer %" + std::to_string(program.buffers.size()) + " (buffers are numbered in order)");
   }
   Buffer buffer;
   const std::string_view kind = in.word();
   size_t k = 0;
   while (k < std::size(kKindNames) && kKindNames[k] != kind) ++k;
-  if (k == std::size(kKindNames)) return in.fail("a buffer kind (input, output, temp)");
+  if (k == std::size(kKindNames)) return in.failToken("a buffer kind (input, output, temp)");
   buffer.kind = static_cast<BufferKind>(k);
-  int64_t bytes = 0;
-  if (!in.integer(&bytes, "a size in bytes")) return false;
-  if (bytes < 0) return in.fail("a non-negative size in bytes");
-  buffer.bytes = static_cast<uint64_t>(bytes);
+  // The whole uint64 range, as print() writes it.
+  if (in.peek('-')) return in.fail("a non-negative size in bytes");
+  if (!in.integer(&buffer.bytes, "a size in bytes")) return false;
   program.buffers.push_back(buffer);
   return true;
 }
 
 bool parseInstruction(LineParser& in, std::string_view mnemonic, Program& program) {
   const auto opcode = opcodeByName(mnemonic);
-  if (!opcode) return in.fail("an instruction or 'buffer', not '" + std::string(mnemonic) + "'");
+  if (!opcode) return in.failToken("an instruction or 'buffer', not '" + std::string(mnemonic) + "'");
   const InstructionInfo& entry = info(*opcode);
   Instruction instruction;
   instruction.opcode = *opcode;
@@ -185,7 +197,7 @@ bool parseInstruction(LineParser& in, std::string_view mnemonic, Program& progra
     if (!in.operand(&instruction.operands.back())) return false;
   }
   for (int i = 0; i < entry.immediateCount(); ++i) {
-    if (in.word() != entry.immediates[i]) return in.fail(std::string(entry.immediates[i]) + "=");
+    if (in.word() != entry.immediates[i]) return in.failToken(std::string(entry.immediates[i]) + "=");
     if (!in.expect('=') || !in.number(&instruction.immediates[i])) return false;
   }
   program.instructions.push_back(std::move(instruction));

@@ -69,6 +69,10 @@ inline To castTo(From value) {
     return toHalf(static_cast<float>(value));
   } else if constexpr (std::is_same_v<To, BFloat16>) {
     return toBFloat16(static_cast<float>(value));
+  } else if constexpr (std::is_unsigned_v<To> && std::is_floating_point_v<From>) {
+    // Through int64, as PyTorch does for uint8 (c10::static_cast_with_inter_type):
+    // a negative float converted straight to an unsigned type is undefined behaviour.
+    return static_cast<To>(static_cast<int64_t>(value));
   } else {
     return static_cast<To>(value);
   }

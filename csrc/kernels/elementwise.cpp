@@ -60,7 +60,7 @@ template <Opcode op, typename T>
 void binaryRows(const StridedLoop& loop, double alpha_value) {
   using C = ComputeType<T>;
   constexpr bool prescaled = !std::is_same_v<C, T> && (op == Opcode::kAdd || op == Opcode::kSub);
-  const C given_alpha = static_cast<C>(alpha_value);
+  const C given_alpha = castTo<C>(alpha_value);  // verified to fit; u8 takes negatives (wrapping)
   const C alpha = prescaled ? C(1) : given_alpha;
   auto operand = [&](C b) { return scaledOperand<op, T>(b, given_alpha); };
   forEachRow(loop, [&](const std::array<char*, kMaxOperands>& p, int64_t n) {
@@ -129,10 +129,16 @@ void convertRows(const StridedLoop& loop) {
       return;
     }
     for (int64_t i = 0; i < n; ++i) {
-      From value;
-      std::memcpy(&value, p[1] + i * si, sizeof value);
-      const To converted = castTo<To>(widen(value));
-      std::memcpy(p[0] + i * so, &converted, sizeof converted);
+      if constexpr (std::is_same_v<To, From>) {
+        // A move copies the bits, as the contiguous path does: a round trip through
+        // float would quiet float16/bfloat16 NaNs and drop their payloads.
+        std::memcpy(p[0] + i * so, p[1] + i * si, sizeof(To));
+      } else {
+        From value;
+        std::memcpy(&value, p[1] + i * si, sizeof value);
+        const To converted = castTo<To>(widen(value));
+        std::memcpy(p[0] + i * so, &converted, sizeof converted);
+      }
     }
   });
 }

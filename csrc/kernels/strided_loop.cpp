@@ -15,6 +15,15 @@ StridedLoop makeLoop(std::span<const isa::Operand> operands, std::span<void* con
   StridedLoop loop;
   loop.operands = static_cast<int>(operands.size());
   const isa::Operand& out = operands[0];
+  // Nothing to do: an empty operand's offset is unchecked (it may be anything, and
+  // offset * size overflow), so no base pointer is formed from it.
+  for (int d = 0; d < out.rank; ++d) {
+    if (out.shape[d] == 0) {
+      loop.rank = 1;
+      loop.shape[0] = 0;
+      return loop;
+    }
+  }
   for (int k = 0; k < loop.operands; ++k) {
     const isa::Operand& operand = operands[k];
     loop.base[k] = static_cast<char*>(buffers[operand.buffer]) +
@@ -25,11 +34,6 @@ StridedLoop makeLoop(std::span<const isa::Operand> operands, std::span<void* con
   std::array<int, isa::kMaxRank> order{};
   int kept = 0;
   for (int d = 0; d < out.rank; ++d) {
-    if (out.shape[d] == 0) {
-      loop.rank = 1;
-      loop.shape[0] = 0;
-      return loop;
-    }
     if (out.shape[d] != 1) order[kept++] = d;
   }
   std::stable_sort(order.begin(), order.begin() + kept, [&](int a, int b) {
