@@ -119,6 +119,13 @@ void reduceValues(const isa::Operand& out_op, const isa::Operand& in_op, std::sp
     if constexpr (op == Opcode::kSum && std::is_floating_point_v<C>) return static_cast<C>(acc * scale);
     else return static_cast<C>(acc);
   };
+  if (plan.kept_count == 0) return;
+  if (plan.reduced_count == 0) {  // folding nothing: every output is the fold's start
+    for (int64_t k = 0; k < plan.kept_count; ++k) {
+      store<T>(out + offsetOf(plan.kept, k, true) * static_cast<int64_t>(sizeof(T)), finish(F::init()));
+    }
+    return;
+  }
   const bool rows = plan.reduced.empty() || plan.kept.empty() ||
                     std::abs(plan.reduced.back().in_stride) <= std::abs(plan.kept.back().in_stride);
   if (rows) {
@@ -193,6 +200,7 @@ void reduceIndex(const isa::Operand& out_op, const isa::Operand& in_op, std::spa
   const Plan plan = makePlan(out_op, in_op);
   const char* in = static_cast<const char*>(buffers[in_op.buffer]) + in_op.offset * sizeof(T);
   char* out = static_cast<char*>(buffers[out_op.buffer]) + out_op.offset * sizeof(int64_t);
+  if (plan.kept_count == 0 || plan.reduced_count == 0) return;  // the glue rejects empty argmax
   rt::sim::parallelFor(static_cast<size_t>(plan.kept_count), 64, [&](size_t begin, size_t end) {
     for (size_t k = begin; k < end; ++k) {
       const char* base = in + offsetOf(plan.kept, static_cast<int64_t>(k), false) * static_cast<int64_t>(sizeof(T));

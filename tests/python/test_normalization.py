@@ -1,0 +1,42 @@
+"""layer_norm (and rms_norm, which PyTorch decomposes into native pieces) run on
+pto without the CPU fallback, forward and backward, matching CPU."""
+
+import pytest
+import torch
+from torch.testing._internal.common_methods_invocations import op_db
+
+import pypto_torch
+from opinfo_sweep import check_forward, check_gradients
+
+OPS = [op for op in op_db if op.name in ("nn.functional.layer_norm", "nn.functional.rms_norm")
+       and op.variant_test_name == ""]
+# The statistics are two-pass here and Welford on the CPU: equal maths, rounding
+# apart by a few ulps on badly scaled samples; float16/bfloat16 by one ulp.
+TOLERANCES = {torch.float32: {"rtol": 1e-5, "atol": 1e-5}, torch.float64: {},
+              torch.float16: {"rtol": 2e-3, "atol": 2e-3}, torch.bfloat16: {"rtol": 1.6e-2, "atol": 1.6e-2}}
+
+
+@pytest.mark.parametrize("dtype", list(TOLERANCES), ids=str)
+@pytest.mark.parametrize("op", OPS, ids=lambda op: op.name)
+def test_opinfo_forward_matches_cpu(op, dtype):
+    if dtype not in op.supported_dtypes("cpu"):
+        pytest.skip(f"{op.name} does not support {dtype} on CPU either")
+    assert check_forward(op, dtype, **TOLERANCES[dtype]) > 0
+
+
+@pytest.mark.parametrize("op", OPS, ids=lambda op: op.name)
+def test_opinfo_gradients_match_cpu(op):
+    check_gradients(op, rtol=1e-4, atol=1e-4)
+
+
+def test_layer_norm_is_native():
+    layer = torch.nn.LayerNorm(16).to("pto")
+    x = torch.randn(4, 16, device="pto", requires_grad=True)
+    before = pypto_torch.fallback_ops()
+    layer(x).sum().backward()
+    assert pypto_torch.fallback_ops() == before
+
+
+def test_normalized_shape_mismatch_is_a_clear_error():
+    with pytest.raises(RuntimeError, match="expected input with shape"):
+        torch.nn.functional.layer_norm(torch.ones(2, 3, device="pto"), (4,))
