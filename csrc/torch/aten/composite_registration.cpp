@@ -128,9 +128,16 @@ at::Tensor& mseLossBackwardOut(const at::Tensor& grad, const at::Tensor& self, c
   return grad_input.copy_(result);
 }
 
+// NaN is the one value unequal to itself; integers and bool have none.
+at::Tensor isnan(const at::Tensor& self) {
+  if (!at::isFloatingType(self.scalar_type())) return at::zeros(self.sizes(), self.options().dtype(at::kBool));
+  return at::ne(self, self);
+}
+
 }  // namespace
 
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
+  m.impl("isnan", TORCH_FN(isnan));
   m.impl("addcmul", TORCH_FN(addcmul));
   m.impl("addcmul_", TORCH_FN(addcmulInplace));
   m.impl("addcmul.out", TORCH_FN(addcmulOut));
