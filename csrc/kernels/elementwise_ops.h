@@ -93,6 +93,11 @@ inline C binaryOp(C a, C b, C alpha) {
     if (isNaN(a) || isNaN(b)) return std::numeric_limits<C>::quiet_NaN();
     return a < b ? a : b;
   } else if constexpr (op == Opcode::kPow) return std::pow(a, b);
+  else if constexpr (op == Opcode::kFmod) return std::fmod(a, b);
+  else if constexpr (op == Opcode::kRemainder) {
+    const C r = std::fmod(a, b);
+    return r != C(0) && ((r < C(0)) != (b < C(0))) ? r + b : r;
+  } else if constexpr (op == Opcode::kAtan2) return std::atan2(a, b);
   else if constexpr (op == Opcode::kReluGrad) return b > alpha ? a : C(0);  // alpha: the threshold
   else if constexpr (op == Opcode::kGeluGrad) {
     const C cdf = C(0.5) * (C(1) + std::erf(b * C(0.70710678118654752440)));

@@ -15,6 +15,15 @@ def to_device(value, device):
     return value
 
 
+def leaves(value) -> list:
+    """The tensors that require grad in `value` (a tensor, or lists of them)."""
+    if isinstance(value, torch.Tensor):
+        return [value] if value.requires_grad else []
+    if isinstance(value, (list, tuple)):
+        return [leaf for v in value for leaf in leaves(v)]
+    return []
+
+
 def to_cpu(value):
     if isinstance(value, torch.Tensor):
         return value.detach().cpu()
@@ -27,7 +36,7 @@ def check_forward(op, dtype, **tolerances) -> int:
     """Every CPU sample of `op` at `dtype`, run on pto, equals the CPU result."""
     count = 0
     for sample in op.sample_inputs("cpu", dtype, requires_grad=False):
-        expected = op(sample.input.clone(), *sample.args, **sample.kwargs)
+        expected = op(to_device(sample.input, "cpu"), *sample.args, **sample.kwargs)  # a copy: ops may be in-place
         actual = op(to_device(sample.input, "pto"), *to_device(sample.args, "pto"),
                     **to_device(sample.kwargs, "pto"))
         assert_close(to_cpu(actual), expected, equal_nan=True, **tolerances)
@@ -50,11 +59,9 @@ def check_gradients(op, **tolerances) -> int:
             expected = expected[0]
         if not isinstance(expected, torch.Tensor) or not expected.requires_grad:
             continue
-        cpu_inputs = [t for t in [sample.input, *sample.args]
-                      if isinstance(t, torch.Tensor) and t.requires_grad]
+        cpu_inputs = leaves([sample.input, *sample.args])
         pto_input, pto_args = to_device(sample.input, "pto"), to_device(sample.args, "pto")
-        pto_inputs = [t for t in [pto_input, *pto_args]
-                      if isinstance(t, torch.Tensor) and t.requires_grad]
+        pto_inputs = leaves([pto_input, *pto_args])
         actual = op(pto_input, *pto_args, **to_device(sample.kwargs, "pto"))
         if isinstance(actual, (tuple, list)):
             actual = actual[0]

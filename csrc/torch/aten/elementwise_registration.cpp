@@ -251,6 +251,24 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
     m.impl("pow.Tensor_Tensor_out", TORCH_FN(F::out));
     m.impl("pow_.Tensor", TORCH_FN(F::template inplace<ATEN_OP2(pow_, Tensor)>));
   }
+  {
+    using F = Binary<Opcode::kFmod, P::kCommon, ATEN_OP2(fmod, Tensor), ATEN_OP2(fmod, Tensor_out)>;
+    m.impl("fmod.Tensor", TORCH_FN(F::functional));
+    m.impl("fmod.Tensor_out", TORCH_FN(F::out));
+    m.impl("fmod_.Tensor", TORCH_FN(F::template inplace<ATEN_OP2(fmod_, Tensor)>));
+  }
+  {
+    using F = Binary<Opcode::kRemainder, P::kCommon, ATEN_OP2(remainder, Tensor), ATEN_OP2(remainder, Tensor_out)>;
+    m.impl("remainder.Tensor", TORCH_FN(F::functional));
+    m.impl("remainder.Tensor_out", TORCH_FN(F::out));
+    m.impl("remainder_.Tensor", TORCH_FN(F::template inplace<ATEN_OP2(remainder_, Tensor)>));
+  }
+  {
+    using F = Binary<Opcode::kAtan2, P::kIntToFloat, ATEN_OP(atan2), ATEN_OP2(atan2, out)>;
+    m.impl("atan2", TORCH_FN(F::functional));
+    m.impl("atan2.out", TORCH_FN(F::out));
+    m.impl("atan2_", TORCH_FN(F::template inplace<ATEN_OP(atan2_)>));
+  }
   PTO_COMPARE(m, eq, Opcode::kEq)
   PTO_COMPARE(m, ne, Opcode::kNe)
   PTO_COMPARE(m, lt, Opcode::kLt)

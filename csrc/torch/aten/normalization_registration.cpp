@@ -1,7 +1,13 @@
-// layer_norm on pto, forward and backward, as short sequences of native
-// instructions with the two-pass formulas (statistics accumulate in double).
-// float16/bfloat16 inputs compute in float32, as PyTorch's CPU kernel does.
+// Statistics on pto (var, std) and layer_norm, forward and backward, as short
+// sequences of native instructions with two-pass formulas (sums accumulate in
+// double). float16/bfloat16 inputs compute in float32, as PyTorch's CPU kernels do.
+#include <ATen/native/CPUFallback.h>
+#include <ATen/native/Resize.h>
+#include <ATen/Operators.h>
 #include <torch/library.h>
+
+#include "fallback.h"
+#include "reduction.h"
 
 namespace pto::backend {
 namespace {
@@ -66,9 +72,60 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> layerNormBackward(
   return {grad_input, grad_weight, grad_bias};
 }
 
+// sum((x - mean)^2) / (n - correction) over `dim`; undefined for non-float input.
+at::Tensor variance(const at::Tensor& self, at::OptionalIntArrayRef dim, const std::optional<at::Scalar>& correction,
+                    bool keepdim) {
+  if (!at::isFloatingType(self.scalar_type())) return {};
+  const at::Tensor x = wide(self);
+  const int64_t count = reducedCount(self, dim);
+  const double divisor = static_cast<double>(count) - (correction ? correction->toDouble() : 1.0);
+  const at::OptionalIntArrayRef dims = dim && !dim->empty() ? dim : std::nullopt;
+  const at::Tensor centered = count > 0 ? x - x.mean(dims, /*keepdim=*/true) : x;
+  const at::Tensor squares = (centered * centered).sum(dims, keepdim);
+  return (divisor > 0 ? squares / divisor : squares / 0.0).to(self.scalar_type());
+}
+
+at::Tensor var(const at::Tensor& self, at::OptionalIntArrayRef dim, const std::optional<at::Scalar>& correction,
+               bool keepdim) {
+  at::Tensor r = variance(self, dim, correction, keepdim);
+  return r.defined() ? r
+                     : at::native::call_fallback_fn<&cpuFallback, ATEN_OP2(var, correction)>::call(self, dim, correction, keepdim);
+}
+
+at::Tensor& varOut(const at::Tensor& self, at::OptionalIntArrayRef dim, const std::optional<at::Scalar>& correction,
+                   bool keepdim, at::Tensor& out) {
+  at::Tensor r = variance(self, dim, correction, keepdim);
+  if (!r.defined()) {
+    return at::native::call_fallback_fn<&cpuFallback, ATEN_OP2(var, correction_out)>::call(self, dim, correction, keepdim, out);
+  }
+  at::native::resize_output(out, r.sizes());
+  return out.copy_(r);
+}
+
+at::Tensor stddev(const at::Tensor& self, at::OptionalIntArrayRef dim, const std::optional<at::Scalar>& correction,
+                  bool keepdim) {
+  at::Tensor r = variance(self, dim, correction, keepdim);
+  return r.defined() ? r.sqrt()
+                     : at::native::call_fallback_fn<&cpuFallback, ATEN_OP2(std, correction)>::call(self, dim, correction, keepdim);
+}
+
+at::Tensor& stddevOut(const at::Tensor& self, at::OptionalIntArrayRef dim, const std::optional<at::Scalar>& correction,
+                      bool keepdim, at::Tensor& out) {
+  at::Tensor r = variance(self, dim, correction, keepdim);
+  if (!r.defined()) {
+    return at::native::call_fallback_fn<&cpuFallback, ATEN_OP2(std, correction_out)>::call(self, dim, correction, keepdim, out);
+  }
+  at::native::resize_output(out, r.sizes());
+  return out.copy_(r.sqrt());
+}
+
 }  // namespace
 
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
+  m.impl("var.correction", TORCH_FN(var));
+  m.impl("var.correction_out", TORCH_FN(varOut));
+  m.impl("std.correction", TORCH_FN(stddev));
+  m.impl("std.correction_out", TORCH_FN(stddevOut));
   m.impl("native_layer_norm", TORCH_FN(layerNorm));
   m.impl("native_layer_norm_backward", TORCH_FN(layerNormBackward));
 }

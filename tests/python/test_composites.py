@@ -1,0 +1,47 @@
+"""Ops pto runs as a few native instructions (cat, clamp, masked_fill, var/std,
+logsumexp, leaky_relu, softplus, fmod, remainder, atan2, attention): OpInfo
+samples match CPU, forward and backward, and none of them falls back."""
+
+import pytest
+import torch
+from torch.testing._internal.common_methods_invocations import op_db
+
+import pypto_torch
+from opinfo_sweep import check_forward, check_gradients
+
+NAMES = {"cat", "stack", "clamp", "masked_fill", "var", "std", "logsumexp", "nn.functional.leaky_relu",
+         "nn.functional.softplus", "fmod", "remainder", "atan2", "nn.functional.scaled_dot_product_attention"}
+OPS = [op for op in op_db if op.name in NAMES and op.variant_test_name == ""]
+DTYPES = [torch.float32, torch.float16, torch.bfloat16, torch.int64, torch.bool]
+# Compositions round at each step in float16/bfloat16 where CPU kernels fuse:
+# at most an ulp or two apart.
+TOLERANCES = {torch.float32: {"rtol": 1e-5, "atol": 1e-5}, torch.float16: {"rtol": 2e-3, "atol": 2e-3},
+              torch.bfloat16: {"rtol": 1.6e-2, "atol": 1.6e-2}}
+
+
+def test_the_sweep_covers_every_composite():
+    assert {op.name for op in OPS} == NAMES
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=str)
+@pytest.mark.parametrize("op", OPS, ids=lambda op: op.name)
+def test_opinfo_forward_matches_cpu(op, dtype):
+    if dtype not in op.supported_dtypes("cpu"):
+        pytest.skip(f"{op.name} does not support {dtype} on CPU either")
+    tolerance = TOLERANCES.get(dtype, {})
+    if op.name == "nn.functional.scaled_dot_product_attention" and dtype == torch.float32:
+        tolerance = {"rtol": 1e-4, "atol": 1e-4}  # two matmuls: BLAS's summation order
+    assert check_forward(op, dtype, **tolerance) > 0
+
+
+@pytest.mark.parametrize("op", [op for op in OPS if op.supports_autograd], ids=lambda op: op.name)
+def test_opinfo_gradients_match_cpu(op):
+    check_gradients(op, rtol=1e-4, atol=1e-4)
+
+
+def test_attention_block_stays_native():
+    q, k, v = (torch.randn(2, 4, 8, 16, device="pto", requires_grad=True) for _ in range(3))
+    before = pypto_torch.fallback_ops()
+    out = torch.nn.functional.scaled_dot_product_attention(q, k, v)
+    torch.cat([out, out.clamp(-1, 1)], -1).var(-1).sum().backward()
+    assert pypto_torch.fallback_ops() == before
