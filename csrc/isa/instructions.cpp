@@ -24,6 +24,31 @@ std::span<const InstructionInfo> instructionTable() { return kTable; }
 
 const InstructionInfo& info(Opcode opcode) { return kTable[static_cast<size_t>(opcode)]; }
 
+std::string_view groupName(Group group) {
+  switch (group) {
+    case Group::Unary: return "Unary";
+    case Group::Binary: return "Binary";
+    case Group::Compare: return "Compare";
+    case Group::Select: return "Select";
+    case Group::Convert: return "Convert";
+    case Group::Fill: return "Fill";
+    case Group::Reduce: return "Reduce";
+    case Group::Matmul: return "Matmul";
+    case Group::Row: return "Row";
+  }
+  return "?";
+}
+
+std::string_view outputName(OutputDType output) {
+  switch (output) {
+    case OutputDType::Same: return "Same";
+    case OutputDType::Bool: return "Bool";
+    case OutputDType::Any: return "Any";
+    case OutputDType::Index: return "Index";
+  }
+  return "?";
+}
+
 std::optional<Opcode> opcodeByName(std::string_view name) {
   for (const InstructionInfo& entry : kTable) {
     if (entry.name == name) return entry.opcode;

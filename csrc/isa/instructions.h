@@ -58,6 +58,8 @@ constexpr DTypeSet acceptedDTypes(Opcode opcode) {
 
 std::span<const InstructionInfo> instructionTable();
 const InstructionInfo& info(Opcode opcode);
+std::string_view groupName(Group group);         // "Unary", as instructions.def spells it
+std::string_view outputName(OutputDType output); // "Same", as instructions.def spells it
 std::optional<Opcode> opcodeByName(std::string_view name);
 
 }  // namespace pto::isa

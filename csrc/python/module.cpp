@@ -6,6 +6,7 @@
 #include <ATen/Context.h>
 #include <c10/core/DeviceGuard.h>
 
+#include "isa/instructions.h"
 #include "torch/aten/fallback.h"
 #include "torch/device.h"
 #include "torch/generator.h"
@@ -30,6 +31,30 @@ const char* fallbackModeName(FallbackMode mode) {
     case FallbackMode::kError: return "error";
   }
   return "warn";
+}
+
+// The instruction table as Python data, for docs/ISA.md (pypto_torch.isa_doc).
+py::list isaTable() {
+  namespace isa = pto::isa;
+  py::list rows;
+  for (const isa::InstructionInfo& entry : isa::instructionTable()) {
+    py::list dtypes;
+    for (int d = 0; d < isa::kDTypeCount; ++d) {
+      const auto dtype = static_cast<isa::DType>(d);
+      if (entry.dtypes.contains(dtype)) dtypes.append(std::string(isa::dtypeName(dtype)));
+    }
+    py::list immediates;
+    for (int i = 0; i < entry.immediateCount(); ++i) immediates.append(std::string(entry.immediates[i]));
+    py::dict row;
+    row["mnemonic"] = std::string(entry.name);
+    row["group"] = std::string(isa::groupName(entry.group));
+    row["inputs"] = entry.inputs;
+    row["dtypes"] = dtypes;
+    row["output"] = std::string(isa::outputName(entry.output));
+    row["immediates"] = immediates;
+    rows.append(row);
+  }
+  return rows;
 }
 
 }  // namespace
@@ -58,5 +83,6 @@ PYBIND11_MODULE(_C, m) {
   });
   m.def("_fallback_counts", [] { return fallbackCounts(); });
   m.def("_fallback_mode", [] { return std::string(fallbackModeName(fallbackMode())); });
+  m.def("_isa_table", &isaTable);
   m.def("_set_fallback_mode", [](const std::string& mode) { setFallbackMode(parseFallbackMode(mode)); });
 }
