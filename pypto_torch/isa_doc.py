@@ -78,6 +78,9 @@ GROUPS = {
               "`beta == 0` ignores out's old values.",
     "Row": "Fused row ops over the last dimension, one pass per row; the gradients "
            "take the forward's output `y` as their second input.",
+    "Gather": "`out = in[..., index[...], ...]` along dimension `axis` (torch.gather): the i64 "
+              "index has out's shape; an index out of range fails the kernel at the next sync.",
+    "Iota": "`out[i] = start + i * step` over a rank-1 output (torch.arange).",
 }
 
 

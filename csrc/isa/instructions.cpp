@@ -35,6 +35,8 @@ std::string_view groupName(Group group) {
     case Group::Reduce: return "Reduce";
     case Group::Matmul: return "Matmul";
     case Group::Row: return "Row";
+    case Group::Gather: return "Gather";
+    case Group::Iota: return "Iota";
   }
   return "?";
 }

@@ -97,6 +97,7 @@ std::string checkDTypes(const InstructionInfo& entry, const Instruction& instruc
   const Operand& out = instruction.operands[0];
   for (int i = 1; i <= entry.inputs; ++i) {
     const DType input = instruction.operands[i].dtype;
+    if (entry.group == Group::Gather && i == 2) continue;  // the index: checked by checkGather
     const bool is_condition = entry.group == Group::Select && i == 1;
     if (is_condition) {
       if (input != DType::kBool) return describe("condition operand must be bool, not ", dtypeName(input));
@@ -151,6 +152,25 @@ std::string checkImmediates(const InstructionInfo& entry, const Instruction& ins
     const bool fits = dtype == DType::kInt64 ? whole >= low && whole < high : whole > low && whole < high;
     if (!fits) {
       return describe(entry.immediates[i], "=", value, " does not fit ", dtypeName(dtype));
+    }
+  }
+  return "";
+}
+
+// out and index share a shape; in has their rank and covers them off the axis.
+std::string checkGather(const Instruction& instruction) {
+  const Operand& out = instruction.operands[0];
+  const Operand& in = instruction.operands[1];
+  const Operand& index = instruction.operands[2];
+  const double axis = instruction.immediates[0];
+  if (index.dtype != DType::kInt64) return describe("the index must be i64, not ", dtypeName(index.dtype));
+  if (in.rank != out.rank) return describe("input rank ", in.rank, " differs from the output's ", out.rank);
+  if (!(axis >= 0 && axis < std::max(out.rank, 1) && axis == static_cast<int>(axis))) {
+    return describe("axis=", axis, " is not a dimension of rank ", out.rank);
+  }
+  for (int d = 0; d < out.rank; ++d) {
+    if (d != static_cast<int>(axis) && in.shape[d] < out.shape[d]) {
+      return describe("input ", shapeText(in), " is smaller than the output ", shapeText(out), " off the axis");
     }
   }
   return "";
@@ -211,7 +231,8 @@ std::string verifyInstruction(const Instruction& instruction, std::span<const ui
     if (std::string error = checkOperand(instruction.operands[i], buffer_bytes); !error.empty()) {
       return describe(entry.name, ": operand ", i, " ", error);
     }
-    if (entry.group != Group::Matmul && !sameShape(instruction.operands[i], instruction.operands[0])) {
+    const bool own_shape_rule = entry.group == Group::Matmul || (entry.group == Group::Gather && i == 1);
+    if (!own_shape_rule && !sameShape(instruction.operands[i], instruction.operands[0])) {
       return describe(entry.name, ": operand ", i, " has shape ", shapeText(instruction.operands[i]),
                       " but the output has ", shapeText(instruction.operands[0]));
     }
@@ -220,6 +241,12 @@ std::string verifyInstruction(const Instruction& instruction, std::span<const ui
     if (std::string error = checkMatmulShapes(instruction); !error.empty()) {
       return describe(entry.name, ": ", error);
     }
+  }
+  if (entry.group == Group::Gather) {
+    if (std::string error = checkGather(instruction); !error.empty()) return describe(entry.name, ": ", error);
+  }
+  if (entry.group == Group::Iota && instruction.operands[0].rank != 1) {
+    return describe(entry.name, ": the output must have rank 1, not ", instruction.operands[0].rank);
   }
   if (entry.group != Group::Reduce && instruction.operands[0].numel() > 0) {  // empty: writes nothing
     const Operand& out = instruction.operands[0];

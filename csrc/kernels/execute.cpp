@@ -13,6 +13,8 @@ void execute(const isa::Instruction& instruction, std::span<void* const> buffers
     case isa::Group::Reduce: return executeReduce(instruction, buffers);
     case isa::Group::Matmul: return executeMatmul(instruction, buffers);
     case isa::Group::Row: return executeRow(instruction, buffers);
+    case isa::Group::Gather: return executeGather(instruction, buffers);
+    case isa::Group::Iota: return executeIota(instruction, buffers);
   }
 }
 

@@ -24,5 +24,7 @@ void executeFill(const isa::Instruction& instruction, std::span<void* const> buf
 void executeReduce(const isa::Instruction& instruction, std::span<void* const> buffers);
 void executeMatmul(const isa::Instruction& instruction, std::span<void* const> buffers);
 void executeRow(const isa::Instruction& instruction, std::span<void* const> buffers);
+void executeGather(const isa::Instruction& instruction, std::span<void* const> buffers);
+void executeIota(const isa::Instruction& instruction, std::span<void* const> buffers);
 
 }  // namespace pto::kernels

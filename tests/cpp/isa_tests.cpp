@@ -190,6 +190,14 @@ TEST(InstructionTable, GroupsHaveTheirArityAndOutputRule) {
         EXPECT_TRUE(entry.inputs == 1 || entry.inputs == 2);
         EXPECT_EQ(entry.output, OutputDType::Same);
         break;
+      case Group::Gather:
+        EXPECT_EQ(entry.inputs, 2);
+        EXPECT_EQ(entry.output, OutputDType::Same);
+        break;
+      case Group::Iota:
+        EXPECT_EQ(entry.inputs, 0);
+        EXPECT_EQ(entry.output, OutputDType::Any);
+        break;
     }
     bool accepts_any = false;
     for (DType d : allDTypes()) accepts_any |= entry.dtypes.contains(d);
@@ -294,6 +302,7 @@ std::vector<DType> operandDTypes(Opcode op, DType dtype, DType convert_to = DTyp
   // Inputs: all of `dtype`, but a select's condition (bool); the output by the table's rule.
   std::vector<DType> dtypes(entry.inputs + 1, dtype);
   if (entry.group == Group::Select) dtypes[1] = DType::kBool;
+  if (entry.group == Group::Gather) dtypes[2] = DType::kInt64;  // the index
   switch (entry.output) {
     case OutputDType::Same: break;
     case OutputDType::Bool: dtypes[0] = DType::kBool; break;
@@ -306,6 +315,11 @@ std::vector<DType> operandDTypes(Opcode op, DType dtype, DType convert_to = DTyp
 // The shapes of the operands of `op` whose output has shape [batch..., m, n]
 // (tmatmul: out [..., m, n] = a [..., m, k] @ b [..., k, n]; the others: all alike).
 std::vector<std::vector<int64_t>> operandShapes(Opcode op, std::vector<int64_t> out, int64_t k, size_t operands) {
+  if (groupOf(op) == Group::Iota) {  // a rank-1 output
+    int64_t count = 1;
+    for (int64_t size : out) count *= size;
+    return {{count}};
+  }
   std::vector<std::vector<int64_t>> shapes(operands, out);
   if (groupOf(op) == Group::Matmul && out.size() >= 2) {
     shapes[1].back() = k;
@@ -337,7 +351,9 @@ Program validProgram(Opcode op, DType dtype) {
     Operand operand = contiguousOf(static_cast<int32_t>(k), dtypes[k], shapes[k]);
     if (k > 0 && k + 1 == dtypes.size()) operand.strides[0] = 0;
     operands.push_back(operand);
-    bytes.push_back((operand.strides[0] == 0 ? 1 : operand.shape[0]) * operand.shape[1] * dtypeSize(dtypes[k]));
+    int64_t elements = 1;
+    for (int d = 0; d < operand.rank; ++d) elements *= operand.strides[d] == 0 ? 1 : operand.shape[d];
+    bytes.push_back(elements * dtypeSize(dtypes[k]));
   }
   return makeProgram(bytes, {makeInstruction(op, operands, 1.0)});
 }

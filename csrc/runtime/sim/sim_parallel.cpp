@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <condition_variable>
 #include <deque>
+#include <exception>
 #include <mutex>
 #include <thread>
 #include <vector>
@@ -73,18 +74,28 @@ void parallelFor(size_t count, size_t grain, const std::function<void(size_t, si
   std::mutex mutex;
   std::condition_variable done_cv;
   size_t remaining = chunks - 1;
+  std::exception_ptr failure;  // the first chunk that threw; rethrown on the caller
+  auto run = [&](size_t begin, size_t end) {
+    try {
+      body(begin, end);
+    } catch (...) {
+      std::lock_guard<std::mutex> lock(mutex);
+      if (!failure) failure = std::current_exception();
+    }
+  };
   for (size_t chunk = 1; chunk < chunks; ++chunk) {
     const size_t begin = chunk * step;
     const size_t end = std::min(count, begin + step);
     pool().submit([&, begin, end] {
-      body(begin, end);
+      run(begin, end);
       std::lock_guard<std::mutex> lock(mutex);
       if (--remaining == 0) done_cv.notify_one();
     });
   }
-  body(0, std::min(count, step));
+  run(0, std::min(count, step));
   std::unique_lock<std::mutex> lock(mutex);
-  done_cv.wait(lock, [&] { return remaining == 0; });
+  done_cv.wait(lock, [&] { return remaining == 0; });  // the chunks use this frame: wait for all
+  if (failure) std::rethrow_exception(failure);
 }
 
 }  // namespace pto::rt::sim

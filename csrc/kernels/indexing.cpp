@@ -1,0 +1,60 @@
+// tgather and tiota. tgather walks out, index and the input seen at out's shape
+// with stride 0 along the axis, and adds index * the axis stride per element.
+#include <cinttypes>
+#include <cstdio>
+#include <cstring>
+#include <stdexcept>
+
+#include "element_types.h"
+#include "execute.h"
+#include "strided_loop.h"
+
+namespace pto::kernels {
+
+void executeGather(const isa::Instruction& instruction, std::span<void* const> buffers) {
+  const isa::Operand& out = instruction.operands[0];
+  const isa::Operand& in = instruction.operands[1];
+  const isa::Operand& index = instruction.operands[2];
+  const int axis = static_cast<int>(instruction.immediates[0]);
+  isa::Operand row = in;  // the input at out's shape, not moving along the axis
+  for (int d = 0; d < out.rank; ++d) row.shape[d] = out.shape[d];
+  if (out.rank > 0) row.strides[axis] = 0;
+  const isa::Operand operands[] = {out, index, row};
+  const StridedLoop loop = makeLoop(operands, buffers);
+  const size_t size = isa::dtypeSize(out.dtype);
+  const int64_t extent = out.rank > 0 ? in.shape[axis] : 1;
+  const int64_t axis_stride = out.rank > 0 ? in.strides[axis] * static_cast<int64_t>(size) : 0;
+  forEachRow(loop, [&](const std::array<char*, kMaxOperands>& p, int64_t n) {
+    for (int64_t i = 0; i < n; ++i) {
+      int64_t at = 0;
+      std::memcpy(&at, p[1] + i * loop.innerStride(1), sizeof at);
+      if (at < 0 || at >= extent) {
+        char message[160];
+        std::snprintf(message, sizeof message, "index %" PRId64 " is out of bounds for dimension %d with size %" PRId64,
+                      at, axis, extent);
+        throw std::out_of_range(message);
+      }
+      std::memcpy(p[0] + i * loop.innerStride(0), p[2] + i * loop.innerStride(2) + at * axis_stride, size);
+    }
+  });
+}
+
+void executeIota(const isa::Instruction& instruction, std::span<void* const> buffers) {
+  const isa::Operand& out = instruction.operands[0];
+  const double start = instruction.immediates[0], step = instruction.immediates[1];
+  char* base = static_cast<char*>(buffers[out.buffer]);
+  dispatchDType(out.dtype, [&]<typename T>() {
+    const int64_t stride = out.strides[0] * static_cast<int64_t>(sizeof(T));
+    char* first = base + out.offset * static_cast<int64_t>(sizeof(T));
+    for (int64_t i = 0; i < out.shape[0]; ++i) {
+      // Integer ranges count in int64, as PyTorch's arange does; floats in double.
+      if constexpr (std::is_integral_v<ComputeType<T>>) {
+        store<T>(first + i * stride, static_cast<int64_t>(start) + i * static_cast<int64_t>(step));
+      } else {
+        store<T>(first + i * stride, start + static_cast<double>(i) * step);
+      }
+    }
+  });
+}
+
+}  // namespace pto::kernels

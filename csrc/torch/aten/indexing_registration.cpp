@@ -1,0 +1,144 @@
+// Indexing on pto: gather and index_select are one tgather each (embedding
+// reaches index_select); arange is tiota; nll_loss is a gather plus a few
+// elementwise instructions. Indices out of range fail the tgather kernel, and
+// the next synchronising call raises, naming it.
+#include <ATen/WrapDimUtils.h>
+#include <ATen/core/Reduction.h>
+#include <ATen/native/CPUFallback.h>
+#include <ATen/native/Resize.h>
+#include <ATen/Operators.h>
+#include <torch/library.h>
+
+#include <cmath>
+
+#include "fallback.h"
+#include "instruction_launch.h"
+
+namespace pto::backend {
+namespace {
+
+template <class Op>
+using Fallback = at::native::call_fallback_fn<&cpuFallback, Op>;
+
+// Launches tgather when torch's own rules hold; false sends the op to the CPU,
+// which raises PyTorch's message for what does not.
+bool gatherInto(const at::Tensor& out, const at::Tensor& self, int64_t dim, const at::Tensor& index) {
+  if (index.scalar_type() != at::kLong || self.dim() != index.dim() || self.dim() == 0 ||
+      out.scalar_type() != self.scalar_type() || !accepts(isa::Opcode::kGather, self.scalar_type()) ||
+      index.device() != self.device() || out.device() != self.device()) {
+    return false;
+  }
+  const int64_t axis = at::maybe_wrap_dim(dim, self.dim());
+  for (int64_t d = 0; d < self.dim(); ++d) {
+    if (d != axis && index.size(d) > self.size(d)) return false;
+  }
+  if (out.numel() > 0) launchInstruction(isa::Opcode::kGather, out, {self, index}, {static_cast<double>(axis), 0.0});
+  return true;
+}
+
+at::Tensor gather(const at::Tensor& self, int64_t dim, const at::Tensor& index, bool sparse_grad) {
+  at::Tensor out = at::empty(index.sizes(), self.options());
+  return gatherInto(out, self, dim, index) ? out : Fallback<ATEN_OP(gather)>::call(self, dim, index, sparse_grad);
+}
+
+at::Tensor& gatherOut(const at::Tensor& self, int64_t dim, const at::Tensor& index, bool sparse_grad, at::Tensor& out) {
+  if (out.device() == self.device()) at::native::resize_output(out, index.sizes());
+  if (!gatherInto(out, self, dim, index)) Fallback<ATEN_OP2(gather, out)>::call(self, dim, index, sparse_grad, out);
+  return out;
+}
+
+at::Tensor& indexSelectOut(const at::Tensor& self, int64_t dim, const at::Tensor& index, at::Tensor& out) {
+  const bool native = self.dim() > 0 && index.dim() <= 1 &&
+                      (index.scalar_type() == at::kLong || index.scalar_type() == at::kInt);
+  if (native) {
+    const int64_t axis = at::maybe_wrap_dim(dim, self.dim());
+    std::vector<int64_t> shape = self.sizes().vec();
+    shape[axis] = index.numel();
+    std::vector<int64_t> spread(self.dim(), 1);
+    spread[axis] = index.numel();
+    at::native::resize_output(out, shape);
+    const at::Tensor positions = index.to(at::kLong).reshape(spread).expand(shape);
+    if (gatherInto(out, self, axis, positions)) return out;
+  }
+  return Fallback<ATEN_OP2(index_select, out)>::call(self, dim, index, out);
+}
+
+at::Tensor indexSelect(const at::Tensor& self, int64_t dim, const at::Tensor& index) {
+  at::Tensor out = at::empty({0}, self.options());
+  return indexSelectOut(self, dim, index, out);
+}
+
+at::Tensor& arangeOut(const at::Scalar& start, const at::Scalar& end, const at::Scalar& step, at::Tensor& out) {
+  const double first = start.toDouble(), last = end.toDouble(), stride = step.toDouble();
+  const bool sane = stride != 0 && std::isfinite(first) && std::isfinite(last) &&
+                    (stride > 0 ? last >= first : last <= first) && accepts(isa::Opcode::kIota, out.scalar_type());
+  if (!sane) return Fallback<ATEN_OP2(arange, start_out)>::call(start, end, step, out);
+  const auto count = static_cast<int64_t>(std::ceil((last - first) / stride));
+  at::native::resize_output(out, {count});
+  if (count > 0) launchInstruction(isa::Opcode::kIota, out, {}, {first, stride});
+  return out;
+}
+
+// The per-sample class weights of nll_loss: weight[target], 0 where ignored.
+struct Picks {
+  at::Tensor safe_target;  // target with ignored entries replaced by class 0
+  at::Tensor weights;      // [N]
+};
+
+Picks picks(const at::Tensor& self, const at::Tensor& target, const std::optional<at::Tensor>& weight,
+            int64_t ignore_index) {
+  const at::Tensor valid = at::ne(target, ignore_index);
+  const at::Tensor safe = at::where(valid, target, at::zeros({}, target.options()));
+  const at::Tensor class_weights = weight && weight->defined() ? weight->index_select(0, safe)
+                                                               : at::ones(target.sizes(), self.options());
+  return {safe, at::where(valid, class_weights, at::zeros({}, self.options()))};
+}
+
+bool nllNative(const at::Tensor& self, const at::Tensor& target) {
+  return (self.dim() == 2 && target.dim() == 1 && target.size(0) == self.size(0)) &&
+         target.scalar_type() == at::kLong && at::isFloatingType(self.scalar_type());
+}
+
+std::tuple<at::Tensor, at::Tensor> nllLossForward(const at::Tensor& self, const at::Tensor& target,
+                                                  const std::optional<at::Tensor>& weight, int64_t reduction,
+                                                  int64_t ignore_index) {
+  if (!nllNative(self, target)) {
+    return Fallback<ATEN_OP(nll_loss_forward)>::call(self, target, weight, reduction, ignore_index);
+  }
+  const Picks p = picks(self, target, weight, ignore_index);
+  const at::Tensor picked = self.gather(1, p.safe_target.unsqueeze(1)).squeeze(1);
+  const at::Tensor losses = at::neg(at::mul(picked, p.weights));
+  const at::Tensor total = p.weights.sum();
+  if (reduction == at::Reduction::None) return {losses, total};
+  if (reduction == at::Reduction::Sum) return {losses.sum(), total};
+  return {at::div(losses.sum(), total), total};
+}
+
+at::Tensor nllLossBackward(const at::Tensor& grad_output, const at::Tensor& self, const at::Tensor& target,
+                           const std::optional<at::Tensor>& weight, int64_t reduction, int64_t ignore_index,
+                           const at::Tensor& total_weight) {
+  if (!nllNative(self, target)) {
+    return Fallback<ATEN_OP(nll_loss_backward)>::call(grad_output, self, target, weight, reduction, ignore_index,
+                                                      total_weight);
+  }
+  const Picks p = picks(self, target, weight, ignore_index);
+  at::Tensor coefficient = at::neg(at::mul(p.weights, grad_output));
+  if (reduction == at::Reduction::Mean) coefficient = at::div(coefficient, total_weight);
+  const at::Tensor classes = at::arange(self.size(1), target.options());
+  const at::Tensor chosen = at::eq(classes.unsqueeze(0), p.safe_target.unsqueeze(1));
+  return at::where(chosen, coefficient.unsqueeze(1), at::zeros({}, self.options()));
+}
+
+}  // namespace
+
+TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
+  m.impl("gather", TORCH_FN(gather));
+  m.impl("gather.out", TORCH_FN(gatherOut));
+  m.impl("index_select", TORCH_FN(indexSelect));
+  m.impl("index_select.out", TORCH_FN(indexSelectOut));
+  m.impl("arange.start_out", TORCH_FN(arangeOut));
+  m.impl("nll_loss_forward", TORCH_FN(nllLossForward));
+  m.impl("nll_loss_backward", TORCH_FN(nllLossBackward));
+}
+
+}  // namespace pto::backend

@@ -1,0 +1,62 @@
+"""Indexing on pto: gather, index_select, embedding, arange and nll_loss /
+cross_entropy run natively; an index out of range raises at the next
+synchronising call, naming tgather, and the device stays usable."""
+
+import pytest
+import torch
+from torch.testing import assert_close
+from torch.testing._internal.common_methods_invocations import op_db
+
+import pypto_torch
+from opinfo_sweep import check_forward, check_gradients
+
+NAMES = {"gather", "index_select", "nn.functional.embedding", "nn.functional.nll_loss",
+         "nn.functional.cross_entropy"}
+OPS = [op for op in op_db if op.name in NAMES and op.variant_test_name == ""]
+DTYPES = [torch.float32, torch.float16, torch.bfloat16, torch.int64, torch.bool]
+ONE_ULP = {torch.float16: {"rtol": 2e-3, "atol": 2e-3}, torch.bfloat16: {"rtol": 1.6e-2, "atol": 1.6e-2}}
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=str)
+@pytest.mark.parametrize("op", OPS, ids=lambda op: op.name)
+def test_opinfo_forward_matches_cpu(op, dtype):
+    if dtype not in op.supported_dtypes("cpu"):
+        pytest.skip(f"{op.name} does not support {dtype} on CPU either")
+    assert check_forward(op, dtype, **ONE_ULP.get(dtype, {})) > 0
+
+
+@pytest.mark.parametrize("op", [op for op in OPS if op.supports_autograd], ids=lambda op: op.name)
+def test_opinfo_gradients_match_cpu(op):
+    check_gradients(op, rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.parametrize("start,end,step,dtype", [(0, 10, 1, torch.int64), (2, 11, 3, torch.int32),
+                                                  (0.0, 1.0, 0.1, torch.float32), (5, -5, -2, torch.int64)])
+def test_arange(start, end, step, dtype):
+    assert_close(torch.arange(start, end, step, dtype=dtype, device="pto").cpu(),
+                 torch.arange(start, end, step, dtype=dtype))
+
+
+def test_classifier_training_step_is_native():
+    model = torch.nn.Sequential(torch.nn.Embedding(20, 8), torch.nn.Flatten(), torch.nn.Linear(24, 5)).to("pto")
+    tokens = torch.randint(0, 20, (4, 3), device="pto")
+    labels = torch.tensor([0, 4, -100, 2], device="pto")
+    before = pypto_torch.fallback_ops()
+    torch.nn.functional.cross_entropy(model(tokens), labels).backward()
+    assert set(pypto_torch.fallback_ops()) - set(before) <= {"aten::embedding_dense_backward"}
+
+
+def test_out_of_range_index_raises_at_the_next_sync(python):
+    result = python("""
+        import torch
+        x = torch.randn(3, 4, device="pto")
+        x.gather(1, torch.full((3, 1), 9, device="pto"))   # queued: returns at once
+        try:
+            torch.pto.synchronize()
+        except RuntimeError as error:
+            print("raised:", error)
+        print("usable:", torch.equal((x * 2).cpu(), x.cpu() * 2))
+    """, PTO_FALLBACK="silent")
+    assert result.returncode == 0, result.stderr
+    assert "tgather failed" in result.stdout and "index 9 is out of bounds for dimension 1 with size 4" in result.stdout
+    assert "usable: True" in result.stdout
