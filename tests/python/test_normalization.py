@@ -1,15 +1,18 @@
-"""layer_norm (and rms_norm, which PyTorch decomposes into native pieces) run on
-pto without the CPU fallback, forward and backward, matching CPU."""
+"""layer_norm, batch_norm (and rms_norm, which PyTorch decomposes into native
+pieces) run on pto without the CPU fallback, forward and backward, matching CPU."""
+
+import copy
 
 import pytest
 import torch
+from torch.testing import assert_close
 from torch.testing._internal.common_methods_invocations import op_db
 
 import pypto_torch
 from opinfo_sweep import check_forward, check_gradients
 
-OPS = [op for op in op_db if op.name in ("nn.functional.layer_norm", "nn.functional.rms_norm")
-       and op.variant_test_name == ""]
+OPS = [op for op in op_db if op.name in ("nn.functional.layer_norm", "nn.functional.rms_norm",
+                                        "nn.functional.batch_norm") and op.variant_test_name == ""]
 # The statistics are two-pass here and Welford on the CPU: equal maths, rounding
 # apart by a few ulps on badly scaled samples; float16/bfloat16 by one ulp.
 TOLERANCES = {torch.float32: {"rtol": 1e-5, "atol": 1e-5}, torch.float64: {},
@@ -40,3 +43,19 @@ def test_layer_norm_is_native():
 def test_normalized_shape_mismatch_is_a_clear_error():
     with pytest.raises(RuntimeError, match="expected input with shape"):
         torch.nn.functional.layer_norm(torch.ones(2, 3, device="pto"), (4,))
+
+
+@pytest.mark.parametrize("training", [True, False])
+def test_batch_norm_module_updates_running_stats_like_cpu(training):
+    torch.manual_seed(0)
+    cpu = torch.nn.BatchNorm2d(3, momentum=0.3).train(training)
+    cpu.running_mean.uniform_()
+    cpu.running_var.uniform_(0.5, 1.5)
+    pto = copy.deepcopy(cpu).to("pto")
+    x = torch.randn(4, 3, 5, 5)
+    before = pypto_torch.fallback_ops()
+    for _ in range(3):
+        assert_close(pto(x.to("pto")).cpu(), cpu(x), rtol=1e-5, atol=1e-5)
+    assert pypto_torch.fallback_ops() == before
+    assert_close(pto.running_mean.cpu(), cpu.running_mean)
+    assert_close(pto.running_var.cpu(), cpu.running_var)

@@ -1,4 +1,4 @@
-// Statistics on pto (var, std) and layer_norm, forward and backward, as short
+// Statistics on pto (var, std), layer_norm and batch_norm, forward and backward, as short
 // sequences of native instructions with two-pass formulas (sums accumulate in
 // double). float16/bfloat16 inputs compute in float32, as PyTorch's CPU kernels do.
 #include <ATen/native/CPUFallback.h>
@@ -119,9 +119,89 @@ at::Tensor& stddevOut(const at::Tensor& self, at::OptionalIntArrayRef dim, const
   return out.copy_(r.sqrt());
 }
 
+// batch_norm: statistics per channel (dim 1) over every other dim.
+std::vector<int64_t> batchDims(const at::Tensor& input) {
+  std::vector<int64_t> dims{0};
+  for (int64_t d = 2; d < input.dim(); ++d) dims.push_back(d);
+  return dims;
+}
+
+// A per-channel vector shaped to broadcast against the input: [1, C, 1, ...].
+at::Tensor perChannel(const at::Tensor& vector, const at::Tensor& input) {
+  std::vector<int64_t> shape(input.dim(), 1);
+  shape[1] = input.size(1);
+  return vector.reshape(shape);
+}
+
+std::tuple<at::Tensor, at::Tensor, at::Tensor> batchNorm(
+    const at::Tensor& input, const std::optional<at::Tensor>& weight, const std::optional<at::Tensor>& bias,
+    const std::optional<at::Tensor>& running_mean, const std::optional<at::Tensor>& running_var, bool training,
+    double momentum, double eps) {
+  TORCH_CHECK(input.dim() >= 2, "batch_norm: expected an input with at least 2 dims, got ", input.sizes());
+  const at::Tensor x = wide(input);
+  const std::vector<int64_t> dims = batchDims(input);
+  at::Tensor mean, invstd, save_mean, save_invstd;
+  if (training) {
+    mean = x.mean(dims);
+    const at::Tensor centered = x - perChannel(mean, x);
+    const at::Tensor biased = (centered * centered).mean(dims);
+    invstd = (biased + eps).rsqrt();
+    const int64_t n = input.numel() / input.size(1);
+    if (running_mean && running_mean->defined()) {
+      running_mean->copy_(*running_mean * (1 - momentum) + mean * momentum);
+    }
+    if (running_var && running_var->defined()) {
+      const at::Tensor unbiased = n > 1 ? biased * (static_cast<double>(n) / static_cast<double>(n - 1)) : biased;
+      running_var->copy_(*running_var * (1 - momentum) + unbiased * momentum);
+    }
+    save_mean = mean;
+    save_invstd = invstd;
+  } else {
+    TORCH_CHECK(running_mean && running_mean->defined() && running_var && running_var->defined(),
+                "batch_norm: running_mean and running_var must be defined in evaluation mode");
+    mean = wide(*running_mean);
+    invstd = (wide(*running_var) + eps).rsqrt();
+    save_mean = at::empty({0}, x.options());
+    save_invstd = at::empty({0}, x.options());
+  }
+  at::Tensor out = (x - perChannel(mean, x)) * perChannel(invstd, x);
+  if (weight && weight->defined()) out = out * perChannel(wide(*weight), x);
+  if (bias && bias->defined()) out = out + perChannel(wide(*bias), x);
+  return {out.to(input.scalar_type()), save_mean, save_invstd};
+}
+
+std::tuple<at::Tensor, at::Tensor, at::Tensor> batchNormBackward(
+    const at::Tensor& grad_out, const at::Tensor& input, const std::optional<at::Tensor>& weight,
+    const std::optional<at::Tensor>& running_mean, const std::optional<at::Tensor>& running_var,
+    const std::optional<at::Tensor>& save_mean, const std::optional<at::Tensor>& save_invstd, bool train,
+    double eps, std::array<bool, 3> output_mask) {
+  const at::Tensor x = wide(input), dy = wide(grad_out);
+  const std::vector<int64_t> dims = batchDims(input);
+  const at::Tensor mean = train ? wide(*save_mean) : wide(*running_mean);
+  const at::Tensor invstd = train ? wide(*save_invstd) : (wide(*running_var) + eps).rsqrt();
+  const at::Tensor normalized = (x - perChannel(mean, x)) * perChannel(invstd, x);
+  at::Tensor grad_input, grad_weight, grad_bias;
+  if (output_mask[0]) {
+    const at::Tensor g = weight && weight->defined() ? dy * perChannel(wide(*weight), x) : dy;
+    at::Tensor result = g;
+    if (train) {
+      result = g - perChannel(g.mean(dims), x) - normalized * perChannel((g * normalized).mean(dims), x);
+    }
+    grad_input = (result * perChannel(invstd, x)).to(input.scalar_type());
+  }
+  if (output_mask[1]) {
+    grad_weight = (dy * normalized).sum(dims);
+    if (weight && weight->defined()) grad_weight = grad_weight.to(weight->scalar_type());
+  }
+  if (output_mask[2]) grad_bias = dy.sum(dims).to(grad_weight.defined() ? grad_weight.scalar_type() : x.scalar_type());
+  return {grad_input, grad_weight, grad_bias};
+}
+
 }  // namespace
 
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
+  m.impl("native_batch_norm", TORCH_FN(batchNorm));
+  m.impl("native_batch_norm_backward", TORCH_FN(batchNormBackward));
   m.impl("var.correction", TORCH_FN(var));
   m.impl("var.correction_out", TORCH_FN(varOut));
   m.impl("std.correction", TORCH_FN(stddev));
