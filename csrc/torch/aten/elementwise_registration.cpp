@@ -250,6 +250,9 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
     m.impl("pow.Tensor_Tensor", TORCH_FN(F::functional));
     m.impl("pow.Tensor_Tensor_out", TORCH_FN(F::out));
     m.impl("pow_.Tensor", TORCH_FN(F::template inplace<ATEN_OP2(pow_, Tensor)>));
+    m.impl("pow.Tensor_Scalar", TORCH_FN(F::template functionalScalar<ATEN_OP2(pow, Tensor_Scalar)>));
+    m.impl("pow.Tensor_Scalar_out", TORCH_FN(F::template outScalar<ATEN_OP2(pow, Tensor_Scalar_out)>));
+    m.impl("pow_.Scalar", TORCH_FN(F::template inplaceScalar<ATEN_OP2(pow_, Scalar)>));
   }
   {
     using F = Binary<Opcode::kFmod, P::kCommon, ATEN_OP2(fmod, Tensor), ATEN_OP2(fmod, Tensor_out)>;
