@@ -2,7 +2,7 @@
 
 It shows the device, tensors moving between host and pto, a small model trained
 on pto (and checked against the same training on the CPU), streams and events,
-the caching allocator, and which ops still run through the CPU fallback.
+the caching allocator, torch.ops.pto, and which ops still run through the CPU fallback.
 """
 
 import time
@@ -127,16 +127,28 @@ def show_memory() -> None:
         print("  " + line)
 
 
+def show_pto_ops() -> None:
+    section("(f) torch.ops.pto: the operators of the project's origin")
+    x = torch.randn(4, 8, device="pto")
+    by_hand = torch.ops.pto.exp(x - torch.ops.pto.reduce_max(x, 1, True))
+    by_hand = by_hand / torch.ops.pto.reduce_sum(by_hand, 1, True)
+    fused = torch.ops.pto.softmax(x, 1)
+    torch.testing.assert_close(by_hand, fused)
+    row("by hand == pto.softmax?", "yes: reduce_max, sub, exp, reduce_sum, div vs one tsoftmax")
+    row("pto.softmax on a CPU tensor", f"works too: {torch.ops.pto.softmax(x.cpu(), 1).device}")
+
+
 def show_fallback() -> None:
-    section("(f) Ops that ran through the CPU fallback")
+    section("(g) Ops that ran through the CPU fallback")
     ops = pypto_torch.fallback_ops()
     row("distinct ops", len(ops))
     row("calls in total", sum(ops.values()))
     print("  most called:")
     for name, count in sorted(ops.items(), key=lambda item: -item[1])[:6]:
         print(f"    {name:<40} {count:>6}")
-    print("  Today only memory, copies and views are native; every other op copies its")
-    print("  tensors to the CPU, runs there and copies back. Native pto kernels come next.")
+    print("  Everything above ran as PTO instructions on the device except these ops,")
+    print("  which copied their tensors to the CPU and back (python -m pypto_torch.coverage")
+    print("  lists what is native).")
 
 
 def main() -> None:
@@ -149,6 +161,7 @@ def main() -> None:
     show_training()
     show_streams()
     show_memory()
+    show_pto_ops()
     show_fallback()
     print()
     print(f"Done in {time.perf_counter() - start:.1f} s.")
