@@ -13,8 +13,6 @@ end with torch.pto.synchronize() inside the timed region.
 
 import argparse
 import ctypes
-import os
-import platform
 import random
 import time
 
@@ -22,35 +20,9 @@ import numpy as np
 import torch
 
 import pypto_torch
+from _timing import best_time, context_header, table
 
 KiB, MiB, GiB = 2**10, 2**20, 2**30
-
-
-def best_time(fn, reps: int, warmup: int = 1) -> float:
-    """Smallest wall time of `reps` calls of fn() (after `warmup` untimed calls)."""
-    for _ in range(warmup):
-        fn()
-    best = float("inf")
-    for _ in range(reps):
-        start = time.perf_counter()
-        fn()
-        best = min(best, time.perf_counter() - start)
-    return best
-
-
-def table(title: str, header: list[str], rows: list[list[str]], text_columns: int = 1) -> None:
-    """Print rows under header: the first `text_columns` left-aligned, the numbers right-aligned."""
-    widths = [max(len(str(cell)) for cell in column) for column in zip(header, *rows)]
-    line = "  ".join("-" * w for w in widths)
-
-    def fmt(cells):
-        return "  ".join(str(c).ljust(w) if i < text_columns else str(c).rjust(w)
-                         for i, (c, w) in enumerate(zip(cells, widths))).rstrip()
-
-    print(f"\n{title}\n{line}\n{fmt(header)}\n{line}")
-    for row in rows:
-        print(fmt(row))
-    print(line)
 
 
 def size_name(count: int) -> str:
@@ -188,14 +160,7 @@ def main() -> None:
     args = parser.parse_args()
     pypto_torch.set_fallback_mode("silent")
 
-    affinity = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
-    print("pto runtime benchmark" + (" (--quick)" if args.quick else ""))
-    print(f"  torch {torch.__version__}, numpy {np.__version__}, python {platform.python_version()}")
-    print(f"  nproc {affinity} (cpu_count {os.cpu_count()}), torch threads {torch.get_num_threads()}, "
-          f"{platform.machine()}")
-    free, total = torch.pto.mem_get_info()
-    print(f"  {torch.pto.get_device_name()}: {torch.pto.device_count()} device(s), "
-          f"{total / GiB:.1f} GiB each; CPU fallback silenced")
+    context_header("pto runtime benchmark", args.quick)
     start = time.perf_counter()
     bench_launch(args.quick)
     bench_copies(args.quick)

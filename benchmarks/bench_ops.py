@@ -1,0 +1,329 @@
+"""Aten ops on the pto device, side by side with the same ops on the CPU.
+
+    python3 benchmarks/bench_ops.py [--quick]
+
+Five measurements, each printed as a plain-text table with a column saying whether
+the aim is met (✓) or not (✗):
+  1. large elementwise ops on 16M float32: time vs CPU (aim <= 1.0) and achieved
+     bandwidth vs a STREAM-style copy measured in the same run (aim >= 80%);
+  2. reductions of a 4096x4096 float32 over rows and columns: time vs CPU (aim <= 1.0);
+  3. matmul, float32 and bfloat16, square sizes: GFLOP/s vs CPU (aim >= 0.9);
+  4. softmax and layer_norm of a 4096x4096 float32: time vs CPU (aim <= 1.0);
+  5. eager overhead of small ops on 64-element tensors: us/op vs CPU (aim <= 3).
+
+Every figure is the best of several timed repetitions after warm-up. A repetition
+runs the op enough times back to back to last a few tens of milliseconds; pto
+repetitions end with torch.pto.synchronize() inside the timed region; CPU and pto
+repetitions alternate, each after the threads of the other have stopped spinning
+(torch's OpenMP workers spin ~8 ms after each op, OpenBLAS's ~100 ms after a GEMM
+on pto, taking a core from whatever runs next). A figure measured through the CPU fallback is marked
+"(CPU fallback)".
+
+The machine's cores may be shared with other processes. The column
+"cores cpu / pto / other" says how many cores this process kept busy (its CPU
+time / wall time, all threads) in the fastest CPU and pto repetitions, and how
+many other processes kept busy meanwhile; where that was above 0.25, the
+repetitions are run again (twice at most, within the time budget) and the best
+of all kept.
+"""
+
+import argparse
+import dataclasses
+import time
+
+import torch
+import torch.nn.functional as F
+
+import pypto_torch
+from _timing import OtherLoad, best_time, context_header, settle, table
+
+MiB = 2**20
+YES, NO = "✓", "✗"
+
+
+@dataclasses.dataclass
+class Pair:
+    cpu: float  # seconds per call
+    pto: float
+    fell_back: bool  # pto went through the CPU fallback
+    cpu_cores: float  # CPU time of the process / wall time, in the fastest repetition
+    pto_cores: float
+    other_cores: float | None  # cores other processes kept busy meanwhile (None: unknown)
+
+    def cores(self) -> str:
+        other = "?" if self.other_cores is None else f"{self.other_cores:.1f}"
+        return f"{self.cpu_cores:.1f} / {self.pto_cores:.1f} / {other}"
+
+
+class Bench:
+    """Timing with the run's settings, and the record of every aim checked."""
+
+    BUSY = 0.25  # cores kept busy by other processes above which a measurement is repeated
+
+    def __init__(self, quick: bool):
+        self.quick = quick
+        self.reps = 3 if quick else 5
+        self.target = 0.02 if quick else 0.05  # seconds per timed repetition
+        self.start = time.perf_counter()
+        self.budget = 30 if quick else 150  # seconds after which busy measurements are not repeated
+        self.missed: list[str] = []
+        self.checked = 0
+
+    def _calibrated(self, fn, device: str):
+        """A run of enough back-to-back calls of fn() to last about self.target, and its call count."""
+        sync = torch.pto.synchronize if device == "pto" else (lambda: None)
+        fn()
+        sync()  # warm-up: caches, allocator, lazily built kernels, thread pools
+        settle()
+        start = time.perf_counter()
+        fn()
+        sync()
+        once = time.perf_counter() - start
+        inner = max(1, min(200_000, round(self.target / max(once, 1e-9))))
+
+        def run():
+            for _ in range(inner):
+                fn()
+            sync()
+
+        if inner > 1:
+            run()  # warm-up of the loop itself
+        return run, inner
+
+    def pair(self, fn_cpu, fn_pto, reps: int | None = None) -> Pair:
+        """Seconds per call on each side, and how many cores each side kept busy.
+
+        The CPU and pto repetitions alternate, so that a passing load on the machine
+        (other processes share its cores) weighs on both sides alike."""
+        before = pypto_torch.fallback_ops()
+        run_pto, inner_pto = self._calibrated(fn_pto, "pto")
+        fell_back = pypto_torch.fallback_ops() != before
+        run_cpu, inner_cpu = self._calibrated(fn_cpu, "cpu")
+        best = {"cpu": (float("inf"), 0.0), "pto": (float("inf"), 0.0)}
+        for _ in range(3):  # a first round, and up to two more where other processes took cores
+            others = OtherLoad()
+            for _ in range(reps or self.reps):
+                for side, run, inner in (("cpu", run_cpu, inner_cpu), ("pto", run_pto, inner_pto)):
+                    settle()  # the other side's spinning threads would take a core from this one
+                    cpu_time = time.process_time()  # all threads of this process: torch's, the device's
+                    wall = best_time(run, 1, warmup=0)
+                    cores = (time.process_time() - cpu_time) / wall
+                    best[side] = min(best[side], (wall / inner, cores))
+            other = others.cores()
+            # Other processes took cores meanwhile: one more round of repetitions (best of all).
+            if other is None or other < self.BUSY or time.perf_counter() - self.start > self.budget:
+                break
+        return Pair(best["cpu"][0], best["pto"][0], fell_back, best["cpu"][1], best["pto"][1], other)
+
+    def aim(self, met: bool, what: str) -> str:
+        """The mark of a row (judged on the figure as printed), recording a missed aim."""
+        self.checked += 1
+        if not met:
+            self.missed.append(what)
+        return YES if met else NO
+
+
+def fallback_note(fell_back: bool) -> str:
+    return " (CPU fallback)" if fell_back else ""
+
+
+def ms(seconds: float) -> str:
+    return f"{seconds * 1e3:.2f}"
+
+
+# 1. Large elementwise ---------------------------------------------------------------------
+
+def bench_elementwise(b: Bench) -> None:
+    n = 16 * MiB
+    gelu_out = torch._C._nn.gelu  # F.gelu has no out=
+
+    def operands(device):
+        torch.manual_seed(0)
+        x, y = torch.randn(n), torch.randn(n)
+        return {name: t.to(device) for name, t in
+                (("a", x), ("b", y), ("o", torch.empty(n)), ("t", torch.empty(n)))}
+
+    ops = {"cpu": operands("cpu"), "pto": operands("pto")}
+    torch.pto.synchronize()
+
+    # (name, form, bytes per element of the tensors the op reads and writes, fn(tensors));
+    # a * b + a is two ops, through a temporary: 24 bytes; addcmul computes it as one op
+    # (on the CPU a single kernel): 12 bytes
+    cases = [
+        ("copy_ (STREAM copy)", "out=", 8, lambda v: v["o"].copy_(v["a"])),
+        ("add  a + b", "out=", 12, lambda v: torch.add(v["a"], v["b"], out=v["o"])),
+        ("add  a + b", "functional", 12, lambda v: v["a"] + v["b"]),
+        ("mul+add  a * b + a (2 kernels)", "out=", 24,
+         lambda v: torch.add(torch.mul(v["a"], v["b"], out=v["t"]), v["a"], out=v["o"])),
+        ("mul+add  a * b + a (2 kernels)", "functional", 24, lambda v: v["a"] * v["b"] + v["a"]),
+        ("addcmul  a + a * b (1 op)", "out=", 12,
+         lambda v: torch.addcmul(v["a"], v["a"], v["b"], out=v["o"])),
+        ("exp", "out=", 8, lambda v: torch.exp(v["a"], out=v["o"])),
+        ("exp", "functional", 8, lambda v: v["a"].exp()),
+        ("gelu (erf)", "out=", 8, lambda v: gelu_out(v["a"], out=v["o"])),
+        ("gelu (erf)", "functional", 8, lambda v: F.gelu(v["a"])),
+        ("sigmoid", "out=", 8, lambda v: torch.sigmoid(v["a"], out=v["o"])),
+        ("sigmoid", "functional", 8, lambda v: v["a"].sigmoid()),
+    ]
+    measured = [(name, form, per_element * n, b.pair(lambda: fn(ops["cpu"]), lambda: fn(ops["pto"])))
+                for name, form, per_element, fn in cases]
+    copy = measured[0][3]
+    copy_gbps = 8 * n / min(copy.cpu, copy.pto) / 1e9  # the faster of the two copies
+
+    rows = []
+    for name, form, nbytes, r in measured:
+        ratio = r.pto / r.cpu
+        cpu_gbps, pto_gbps = nbytes / r.cpu / 1e9, nbytes / r.pto / 1e9
+        share = pto_gbps / copy_gbps
+        rows.append([name, form, ms(r.cpu), ms(r.pto) + fallback_note(r.fell_back), f"{ratio:.2f}",
+                     b.aim(round(ratio, 2) <= 1.0, f"elementwise {name} {form}: pto/CPU time {ratio:.2f} > 1"),
+                     f"{cpu_gbps:.1f}", f"{pto_gbps:.1f}", f"{100 * share:.0f}%",
+                     b.aim(round(share, 2) >= 0.8,
+                           f"elementwise {name} {form}: {100 * share:.0f}% of copy bandwidth < 80%"),
+                     r.cores()])
+    table(f"1. Elementwise on 16M float32 (64 MiB per tensor), ms per op (best of {b.reps}); "
+          f"GB/s = 1e9 bytes of the tensors read and written / s",
+          ["op", "form", "cpu ms", "pto ms", "pto/CPU", "<=1", "cpu GB/s", "pto GB/s", "pto % copy", ">=80%",
+           "cores cpu / pto / other"], rows, text_columns=2)
+    print(f"100% copy bandwidth = {copy_gbps:.1f} GB/s, the faster of CPU copy_ ({8 * n / copy.cpu / 1e9:.1f}) "
+          f"and pto copy_ ({8 * n / copy.pto / 1e9:.1f}), bytes read + written;\n"
+          f"out= writes preallocated outputs (mul+add: into a preallocated temporary too), "
+          f"functional allocates one per call")
+    del ops
+    torch.pto.empty_cache()
+
+
+# 2. Reductions ----------------------------------------------------------------------------
+
+def bench_reductions(b: Bench) -> None:
+    torch.manual_seed(0)
+    x_cpu = torch.randn(4096, 4096)
+    x_pto = x_cpu.to("pto")
+    cases = [
+        ("sum   dim=1 (over rows: one per row)", lambda x: x.sum(dim=1)),
+        ("sum   dim=0 (over columns: one per column)", lambda x: x.sum(dim=0)),
+        ("amax  dim=1 (over rows)", lambda x: x.amax(dim=1)),
+        ("amax  dim=0 (over columns)", lambda x: x.amax(dim=0)),
+    ]
+    rows = []
+    nbytes = x_cpu.numel() * 4
+    for name, fn in cases:
+        r = b.pair(lambda: fn(x_cpu), lambda: fn(x_pto))
+        ratio = r.pto / r.cpu
+        short = " ".join(name.split("(")[0].split())
+        rows.append([name, ms(r.cpu), ms(r.pto) + fallback_note(r.fell_back), f"{ratio:.2f}",
+                     b.aim(round(ratio, 2) <= 1.0, f"reduction {short}: pto/CPU time {ratio:.2f} > 1"),
+                     f"{nbytes / r.cpu / 1e9:.1f}", f"{nbytes / r.pto / 1e9:.1f}", r.cores()])
+    table(f"2. Reductions of a 4096x4096 float32 (64 MiB), ms per op (best of {b.reps}); GB/s of the input read",
+          ["op", "cpu ms", "pto ms", "pto/CPU", "<=1", "cpu GB/s", "pto GB/s", "cores cpu / pto / other"], rows)
+    del x_pto
+    torch.pto.empty_cache()
+
+
+# 3. Matmul --------------------------------------------------------------------------------
+
+def bench_matmul(b: Bench) -> None:
+    sizes = [256, 512, 1024, 2048] + ([] if b.quick else [4096])
+    rows = []
+    for dtype in (torch.float32, torch.bfloat16):
+        name = str(dtype).removeprefix("torch.")
+        for size in sizes:
+            torch.manual_seed(0)
+            a_cpu, b_cpu = torch.randn(size, size).to(dtype), torch.randn(size, size).to(dtype)
+            c_cpu = torch.empty(size, size, dtype=dtype)
+            a_pto, b_pto, c_pto = a_cpu.to("pto"), b_cpu.to("pto"), c_cpu.to("pto")
+            r = b.pair(lambda: torch.mm(a_cpu, b_cpu, out=c_cpu), lambda: torch.mm(a_pto, b_pto, out=c_pto),
+                       reps=min(b.reps, 3) if size >= 2048 else b.reps)
+            flop = 2 * size**3
+            ratio = r.cpu / r.pto  # of the GFLOP/s
+            rows.append([name, str(size), ms(r.cpu), ms(r.pto) + fallback_note(r.fell_back),
+                         f"{flop / r.cpu / 1e9:.1f}", f"{flop / r.pto / 1e9:.1f}", f"{ratio:.2f}",
+                         b.aim(round(ratio, 2) >= 0.9, f"matmul {name} {size}: pto/CPU GFLOP/s {ratio:.2f} < 0.9"),
+                         r.cores()])
+            del a_pto, b_pto, c_pto
+        rows.append([""] * 9)
+    torch.pto.empty_cache()
+    table(f"3. Matmul torch.mm(a, b, out=c), n x n (best of {b.reps}, of 3 from n=2048); GFLOP/s = 2 n^3 / s",
+          ["dtype", "n", "cpu ms", "pto ms", "cpu GFLOP/s", "pto GFLOP/s", "pto/CPU", ">=0.9",
+           "cores cpu / pto / other"], rows[:-1], text_columns=2)
+
+
+# 4. Softmax, layer_norm -------------------------------------------------------------------
+
+def bench_row_ops(b: Bench) -> None:
+    torch.manual_seed(0)
+    x_cpu = torch.randn(4096, 4096)
+    w_cpu, bias_cpu = torch.randn(4096), torch.randn(4096)
+    o_cpu = torch.empty_like(x_cpu)
+    x_pto, w_pto, bias_pto, o_pto = (t.to("pto") for t in (x_cpu, w_cpu, bias_cpu, o_cpu))
+    cases = [
+        ("softmax(x, -1)", lambda x, w, bias, o: torch.softmax(x, -1)),
+        ("softmax(x, -1), out=", lambda x, w, bias, o: torch._softmax(x, -1, False, out=o)),
+        ("log_softmax(x, -1)", lambda x, w, bias, o: torch.log_softmax(x, -1)),
+        ("layer_norm(x, (4096,), w, b)", lambda x, w, bias, o: F.layer_norm(x, (4096,), w, bias)),
+    ]
+    rows = []
+    nbytes = 2 * x_cpu.numel() * 4
+    for name, fn in cases:
+        r = b.pair(lambda: fn(x_cpu, w_cpu, bias_cpu, o_cpu), lambda: fn(x_pto, w_pto, bias_pto, o_pto))
+        ratio = r.pto / r.cpu
+        rows.append([name, ms(r.cpu), ms(r.pto) + fallback_note(r.fell_back), f"{ratio:.2f}",
+                     b.aim(round(ratio, 2) <= 1.0, f"{name}: pto/CPU time {ratio:.2f} > 1"),
+                     f"{nbytes / r.cpu / 1e9:.1f}", f"{nbytes / r.pto / 1e9:.1f}", r.cores()])
+    table(f"4. Row ops on a 4096x4096 float32 (dim=-1), ms per op (best of {b.reps}); "
+          f"GB/s = input read once + output written once",
+          ["op", "cpu ms", "pto ms", "pto/CPU", "<=1", "cpu GB/s", "pto GB/s", "cores cpu / pto / other"], rows)
+    del x_pto, w_pto, bias_pto, o_pto
+    torch.pto.empty_cache()
+
+
+# 5. Eager overhead ------------------------------------------------------------------------
+
+def bench_small_ops(b: Bench) -> None:
+    torch.manual_seed(0)
+    a_cpu, b_cpu = torch.randn(64), torch.randn(64)
+    a_pto, b_pto = a_cpu.to("pto"), b_cpu.to("pto")
+    cases = [
+        ("a.add_(b)", lambda a, b_: a.add_(b_)),
+        ("a.mul(b)", lambda a, b_: a.mul(b_)),
+        ("a.exp()", lambda a, b_: a.exp()),
+        ("a.sum()", lambda a, b_: a.sum()),
+    ]
+    rows = []
+    for name, fn in cases:
+        r = b.pair(lambda: fn(a_cpu, b_cpu), lambda: fn(a_pto, b_pto))
+        ratio = r.pto / r.cpu
+        rows.append([name, f"{r.cpu * 1e6:.2f}", f"{r.pto * 1e6:.2f}" + fallback_note(r.fell_back),
+                     f"{ratio:.2f}", b.aim(round(ratio, 2) <= 3.0, f"small op {name}: pto/CPU time {ratio:.2f} > 3"),
+                     r.cores()])
+    table(f"5. Eager overhead on 64-element float32 tensors, us per op, back-to-back calls, one synchronize "
+          f"at the end (best of {b.reps})",
+          ["op", "cpu us", "pto us", "pto/CPU", "<=3", "cores cpu / pto / other"], rows)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="shorter run (no 4096 matmul, shorter repetitions)")
+    args = parser.parse_args()
+    pypto_torch.set_fallback_mode("silent")
+
+    context_header("pto op benchmark", args.quick)
+    print("  pto/CPU is the time ratio (below 1: pto faster), for matmul the GFLOP/s ratio (above 1: pto faster)")
+    bench = Bench(args.quick)
+    start = time.perf_counter()
+    fallbacks_before = pypto_torch.fallback_ops()
+    whole_run = OtherLoad()
+    for section in (bench_elementwise, bench_reductions, bench_matmul, bench_row_ops, bench_small_ops):
+        during = OtherLoad()
+        section(bench)
+        print(f"({during.describe()} during this table)")
+    fell_back = {op: calls - fallbacks_before.get(op, 0) for op, calls in pypto_torch.fallback_ops().items()
+                 if calls > fallbacks_before.get(op, 0)}
+    print(f"\nops that went through the CPU fallback: {fell_back or 'none'}")
+    print(f"aims met: {bench.checked - len(bench.missed)} of {bench.checked}; missed:")
+    print("\n".join(f"  {NO} {what}" for what in bench.missed) or "  none")
+    print(f"\ntotal time {time.perf_counter() - start:.1f} s; {whole_run.describe()}")
+
+
+if __name__ == "__main__":
+    main()
