@@ -39,3 +39,4 @@ test-python: build
 
 bench: build
 	$(PYTHON) benchmarks/bench_runtime.py
+	$(PYTHON) benchmarks/bench_ops.py

@@ -62,8 +62,10 @@ void binaryRows(const StridedLoop& loop, double alpha_value) {
   constexpr bool prescaled = !std::is_same_v<C, T> && (op == Opcode::kAdd || op == Opcode::kSub);
   const C given_alpha = castTo<C>(alpha_value);  // verified to fit; u8 takes negatives (wrapping)
   const C alpha = prescaled ? C(1) : given_alpha;
-  auto operand = [&](C b) { return scaledOperand<op, T>(b, given_alpha); };
-  forEachRow(loop, [&](const std::array<char*, kMaxOperands>& p, int64_t n) {
+  // Scalars are captured by value: by reference the compiler must assume a store
+  // through `out` may change them, reloads them per element and cannot vectorise.
+  auto operand = [given_alpha](C b) { return scaledOperand<op, T>(b, given_alpha); };
+  forEachRow(loop, [&loop, alpha, operand](const std::array<char*, kMaxOperands>& p, int64_t n) {
     const int64_t so = loop.innerStride(0), sa = loop.innerStride(1), sb = loop.innerStride(2);
     T* out = reinterpret_cast<T*>(p[0]);
     const T* a = reinterpret_cast<const T*>(p[1]);

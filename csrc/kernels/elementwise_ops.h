@@ -6,6 +6,7 @@
 #include <limits>
 #include <type_traits>
 
+#include "fast_math.h"
 #include "isa/instructions.h"
 
 namespace pto::kernels {
@@ -22,6 +23,13 @@ inline bool isNaN(C x) {
 template <typename C>
 inline C wrap(auto value) {
   return static_cast<C>(static_cast<std::make_unsigned_t<C>>(value));
+}
+
+// exp in the compute type: the vectorisable fastExp for float, libm for double.
+template <typename C>
+inline C expOf(C x) {
+  if constexpr (std::is_same_v<C, float>) return fastExp(x);
+  else return std::exp(x);
 }
 
 template <Opcode op, typename C>
@@ -42,7 +50,7 @@ inline C unaryOp(C x) {
   } else if constexpr (op == Opcode::kNot) {
     if constexpr (std::is_same_v<C, bool>) return !x;
     else return static_cast<C>(~x);
-  } else if constexpr (op == Opcode::kExp) return std::exp(x);
+  } else if constexpr (op == Opcode::kExp) return expOf(x);
   else if constexpr (op == Opcode::kExp2) return std::exp2(x);
   else if constexpr (op == Opcode::kExpm1) return std::expm1(x);
   else if constexpr (op == Opcode::kLog) return std::log(x);
@@ -55,8 +63,8 @@ inline C unaryOp(C x) {
   else if constexpr (op == Opcode::kCos) return std::cos(x);
   else if constexpr (op == Opcode::kTan) return std::tan(x);
   else if constexpr (op == Opcode::kTanh) return std::tanh(x);
-  else if constexpr (op == Opcode::kSigmoid) return C(1) / (C(1) + std::exp(-x));
-  else if constexpr (op == Opcode::kSilu) return x / (C(1) + std::exp(-x));
+  else if constexpr (op == Opcode::kSigmoid) return C(1) / (C(1) + expOf(-x));
+  else if constexpr (op == Opcode::kSilu) return x / (C(1) + expOf(-x));
   else if constexpr (op == Opcode::kGelu) {
     return C(0.5) * x * (C(1) + std::erf(x * C(0.70710678118654752440)));
   } else if constexpr (op == Opcode::kGeluTanh) {
@@ -74,7 +82,7 @@ template <Opcode op, typename C>
 inline C binaryOp(C a, C b, C alpha) {
   if constexpr (op == Opcode::kAdd || op == Opcode::kSub) {
     if constexpr (std::is_floating_point_v<C>) {
-      const C scaled = alpha == C(1) ? b : alpha * b;
+      const C scaled = alpha * b;  // exact when alpha == 1 (NaN, inf and -0.0 included): no branch
       return op == Opcode::kAdd ? a + scaled : a - scaled;
     } else {
       using U = unsigned long long;

@@ -62,8 +62,10 @@ int64_t offsetOf(const std::vector<Dim>& dims, int64_t index, bool output) {
 // The fold of each reduction: accumulator type, start, step, and result.
 template <Opcode op, typename C>
 struct Fold {
-  using Acc = std::conditional_t<std::is_floating_point_v<C>, double,
-                                 std::conditional_t<std::is_same_v<C, bool>, bool, int64_t>>;
+  // max/min are exact in the compute type; sums and products widen (double, int64).
+  static constexpr bool kExtreme = op == Opcode::kAmax || op == Opcode::kAmin;
+  using Acc = std::conditional_t<kExtreme || std::is_same_v<C, bool>, C,
+                                 std::conditional_t<std::is_floating_point_v<C>, double, int64_t>>;
   static Acc init() {
     if constexpr (op == Opcode::kSum) return Acc(0);
     else if constexpr (op == Opcode::kProd) return Acc(1);
@@ -165,7 +167,9 @@ void reduceValues(const isa::Operand& out_op, const isa::Operand& in_op, std::sp
   const Dim inner = plan.kept.back();
   std::vector<Dim> outer_kept(plan.kept.begin(), plan.kept.end() - 1);
   const int64_t outer_count = plan.kept_count / inner.size;
-  rt::sim::parallelFor(static_cast<size_t>(outer_count * inner.size), 4096, [&](size_t begin, size_t end) {
+  // Each output element folds reduced_count rows: size the chunks by that work.
+  const auto column_grain = static_cast<size_t>(std::max<int64_t>(64, 32768 / std::max<int64_t>(1, plan.reduced_count)));
+  rt::sim::parallelFor(static_cast<size_t>(outer_count * inner.size), column_grain, [&](size_t begin, size_t end) {
     std::vector<Acc> acc;
     for (size_t flat = begin; flat < end;) {
       const int64_t o = static_cast<int64_t>(flat) / inner.size;

@@ -7,6 +7,7 @@
 #include <limits>
 
 #include "element_types.h"
+#include "elementwise_ops.h"
 #include "execute.h"
 #include "runtime/sim/sim_parallel.h"
 
@@ -33,6 +34,47 @@ std::array<char*, N> rowStarts(const isa::Instruction& instruction, std::span<vo
   return starts;
 }
 
+// A contiguous float32 row: max, then exp(x - max) written to out while summing
+// (one exp per element), then one scaling pass. Eight independent partial sums
+// and maxima keep the loops vectorisable without reassociating floating point.
+void softmaxRow(float* out, const float* in, int64_t length) {
+  float maxima[8];
+  std::fill(std::begin(maxima), std::end(maxima), -std::numeric_limits<float>::infinity());
+  int64_t i = 0;
+  bool nan = false;
+  for (; i + 8 <= length; i += 8) {
+    for (int l = 0; l < 8; ++l) {
+      const float v = in[i + l];
+      nan |= v != v;
+      maxima[l] = v > maxima[l] ? v : maxima[l];
+    }
+  }
+  for (; i < length; ++i) {
+    nan |= in[i] != in[i];
+    maxima[0] = in[i] > maxima[0] ? in[i] : maxima[0];
+  }
+  float max = maxima[0];
+  for (int l = 1; l < 8; ++l) max = maxima[l] > max ? maxima[l] : max;
+  if (nan) max = std::numeric_limits<float>::quiet_NaN();
+  if (max == -std::numeric_limits<float>::infinity()) max = 0;  // a row of -inf: exp(-inf - 0) = 0
+  float sums[8] = {};
+  for (i = 0; i + 8 <= length; i += 8) {
+    for (int l = 0; l < 8; ++l) {
+      const float e = fastExp(in[i + l] - max);
+      out[i + l] = e;
+      sums[l] += e;
+    }
+  }
+  for (; i < length; ++i) {
+    out[i] = fastExp(in[i] - max);
+    sums[0] += out[i];
+  }
+  float sum = 0;
+  for (float partial : sums) sum += partial;
+  const float scale = 1.0f / sum;
+  for (i = 0; i < length; ++i) out[i] *= scale;
+}
+
 template <Opcode op, typename T>
 void rowKernel(const isa::Instruction& instruction, std::span<void* const> buffers) {
   using C = ComputeType<T>;
@@ -50,15 +92,21 @@ void rowKernel(const isa::Instruction& instruction, std::span<void* const> buffe
     for (size_t row = begin; row < end; ++row) {
       const auto p = rowStarts<N>(instruction, buffers, static_cast<int64_t>(row));
       auto at = [&](size_t k, int64_t i) { return load<T>(p[k] + i * step[k]); };
+      if constexpr (std::is_same_v<T, float> && op == Opcode::kSoftmax) {
+        if (step[0] == sizeof(float) && step[1] == sizeof(float)) {
+          softmaxRow(reinterpret_cast<float*>(p[0]), reinterpret_cast<const float*>(p[1]), length);
+          continue;
+        }
+      }
       if constexpr (op == Opcode::kSoftmax || op == Opcode::kLogSoftmax) {
         C max = -std::numeric_limits<C>::infinity();
         for (int64_t i = 0; i < length; ++i) max = std::max(max, at(1, i));
         if (std::isinf(max) && max < 0) max = 0;  // a row of -inf: exp(-inf - 0) = 0
         C sum = 0;
-        for (int64_t i = 0; i < length; ++i) sum += std::exp(at(1, i) - max);
+        for (int64_t i = 0; i < length; ++i) sum += expOf(at(1, i) - max);
         if constexpr (op == Opcode::kSoftmax) {
           const C scale = C(1) / sum;
-          for (int64_t i = 0; i < length; ++i) store<T>(p[0] + i * step[0], std::exp(at(1, i) - max) * scale);
+          for (int64_t i = 0; i < length; ++i) store<T>(p[0] + i * step[0], expOf(at(1, i) - max) * scale);
         } else {
           // (x - max) - log(sum), in this order: x - (max + log(sum)) cancels badly.
           const C log_sum = std::log(sum);
@@ -71,7 +119,7 @@ void rowKernel(const isa::Instruction& instruction, std::span<void* const> buffe
       } else {  // log_softmax: dx = dy - exp(y) * sum(dy)
         C sum = 0;
         for (int64_t i = 0; i < length; ++i) sum += at(1, i);
-        for (int64_t i = 0; i < length; ++i) store<T>(p[0] + i * step[0], at(1, i) - std::exp(at(2, i)) * sum);
+        for (int64_t i = 0; i < length; ++i) store<T>(p[0] + i * step[0], at(1, i) - expOf(at(2, i)) * sum);
       }
     }
   });
