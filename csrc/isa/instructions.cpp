@@ -37,6 +37,7 @@ std::string_view groupName(Group group) {
     case Group::Row: return "Row";
     case Group::Gather: return "Gather";
     case Group::Iota: return "Iota";
+    case Group::Scatter: return "Scatter";
   }
   return "?";
 }

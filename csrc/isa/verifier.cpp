@@ -97,7 +97,7 @@ std::string checkDTypes(const InstructionInfo& entry, const Instruction& instruc
   const Operand& out = instruction.operands[0];
   for (int i = 1; i <= entry.inputs; ++i) {
     const DType input = instruction.operands[i].dtype;
-    if (entry.group == Group::Gather && i == 2) continue;  // the index: checked by checkGather
+    if ((entry.group == Group::Gather || entry.group == Group::Scatter) && i == 2) continue;  // the index
     const bool is_condition = entry.group == Group::Select && i == 1;
     if (is_condition) {
       if (input != DType::kBool) return describe("condition operand must be bool, not ", dtypeName(input));
@@ -125,6 +125,9 @@ std::string checkDTypes(const InstructionInfo& entry, const Instruction& instruc
   }
   if (entry.group == Group::Fill && !entry.dtypes.contains(out.dtype)) {
     return describe("cannot fill dtype ", dtypeName(out.dtype));
+  }
+  if (entry.group == Group::Iota && !entry.dtypes.contains(out.dtype)) {  // no inputs to check it by
+    return describe("cannot count in dtype ", dtypeName(out.dtype));
   }
   return "";
 }
@@ -171,6 +174,30 @@ std::string checkGather(const Instruction& instruction) {
   for (int d = 0; d < out.rank; ++d) {
     if (d != static_cast<int>(axis) && in.shape[d] < out.shape[d]) {
       return describe("input ", shapeText(in), " is smaller than the output ", shapeText(out), " off the axis");
+    }
+  }
+  return "";
+}
+
+// out and in agree off the axis; index is rank 1 with in's extent on the axis.
+std::string checkScatter(const Instruction& instruction) {
+  const Operand& out = instruction.operands[0];
+  const Operand& in = instruction.operands[1];
+  const Operand& index = instruction.operands[2];
+  const double axis = instruction.immediates[0];
+  if (index.dtype != DType::kInt64) return describe("the index must be i64, not ", dtypeName(index.dtype));
+  if (in.rank != out.rank || out.rank < 1) return describe("input ", shapeText(in), " and output ", shapeText(out),
+                                                           " need one rank of at least 1");
+  if (!(axis >= 0 && axis < out.rank && axis == static_cast<int>(axis))) {
+    return describe("axis=", axis, " is not a dimension of rank ", out.rank);
+  }
+  const int a = static_cast<int>(axis);
+  if (index.rank != 1 || index.shape[0] != in.shape[a]) {
+    return describe("the index ", shapeText(index), " must be rank 1 with the input's ", in.shape[a], " entries");
+  }
+  for (int d = 0; d < out.rank; ++d) {
+    if (d != a && in.shape[d] != out.shape[d]) {
+      return describe("input ", shapeText(in), " and output ", shapeText(out), " differ off the axis");
     }
   }
   return "";
@@ -231,7 +258,8 @@ std::string verifyInstruction(const Instruction& instruction, std::span<const ui
     if (std::string error = checkOperand(instruction.operands[i], buffer_bytes); !error.empty()) {
       return describe(entry.name, ": operand ", i, " ", error);
     }
-    const bool own_shape_rule = entry.group == Group::Matmul || (entry.group == Group::Gather && i == 1);
+    const bool own_shape_rule = entry.group == Group::Matmul || (entry.group == Group::Gather && i == 1) ||
+                                entry.group == Group::Scatter;
     if (!own_shape_rule && !sameShape(instruction.operands[i], instruction.operands[0])) {
       return describe(entry.name, ": operand ", i, " has shape ", shapeText(instruction.operands[i]),
                       " but the output has ", shapeText(instruction.operands[0]));
@@ -244,6 +272,9 @@ std::string verifyInstruction(const Instruction& instruction, std::span<const ui
   }
   if (entry.group == Group::Gather) {
     if (std::string error = checkGather(instruction); !error.empty()) return describe(entry.name, ": ", error);
+  }
+  if (entry.group == Group::Scatter) {
+    if (std::string error = checkScatter(instruction); !error.empty()) return describe(entry.name, ": ", error);
   }
   if (entry.group == Group::Iota && instruction.operands[0].rank != 1) {
     return describe(entry.name, ": the output must have rank 1, not ", instruction.operands[0].rank);

@@ -15,6 +15,7 @@ void execute(const isa::Instruction& instruction, std::span<void* const> buffers
     case isa::Group::Row: return executeRow(instruction, buffers);
     case isa::Group::Gather: return executeGather(instruction, buffers);
     case isa::Group::Iota: return executeIota(instruction, buffers);
+    case isa::Group::Scatter: return executeIndexAdd(instruction, buffers);
   }
 }
 

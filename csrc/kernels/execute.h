@@ -26,5 +26,6 @@ void executeMatmul(const isa::Instruction& instruction, std::span<void* const> b
 void executeRow(const isa::Instruction& instruction, std::span<void* const> buffers);
 void executeGather(const isa::Instruction& instruction, std::span<void* const> buffers);
 void executeIota(const isa::Instruction& instruction, std::span<void* const> buffers);
+void executeIndexAdd(const isa::Instruction& instruction, std::span<void* const> buffers);
 
 }  // namespace pto::kernels

@@ -1,9 +1,10 @@
-// tgather and tiota. tgather walks out, index and the input seen at out's shape
+// tgather, tindexadd and tiota. tgather walks out, index and the input seen at out's shape
 // with stride 0 along the axis, and adds index * the axis stride per element.
 #include <cinttypes>
 #include <cstdio>
 #include <cstring>
 #include <stdexcept>
+#include <vector>
 
 #include "element_types.h"
 #include "execute.h"
@@ -35,6 +36,55 @@ void executeGather(const isa::Instruction& instruction, std::span<void* const> b
         throw std::out_of_range(message);
       }
       std::memcpy(p[0] + i * loop.innerStride(0), p[2] + i * loop.innerStride(2) + at * axis_stride, size);
+    }
+  });
+}
+
+// tindexadd: the loop runs over the positions off the axis (out and in seen with
+// extent 1 there); each position adds its whole line of in into out, so every
+// element of out belongs to one core.
+void executeIndexAdd(const isa::Instruction& instruction, std::span<void* const> buffers) {
+  const isa::Operand& out = instruction.operands[0];
+  const isa::Operand& in = instruction.operands[1];
+  const isa::Operand& index = instruction.operands[2];
+  const int axis = static_cast<int>(instruction.immediates[0]);
+  const int64_t count = in.shape[axis], extent = out.shape[axis];
+  std::vector<int64_t> positions(static_cast<size_t>(count));
+  const char* index_base = static_cast<const char*>(buffers[index.buffer]) + index.offset * 8;
+  for (int64_t i = 0; i < count; ++i) {
+    std::memcpy(&positions[i], index_base + i * index.strides[0] * 8, sizeof(int64_t));
+    if (positions[i] < 0 || positions[i] >= extent) {
+      char message[160];
+      std::snprintf(message, sizeof message, "index %" PRId64 " is out of bounds for dimension %d with size %" PRId64,
+                    positions[i], axis, extent);
+      throw std::out_of_range(message);
+    }
+  }
+  isa::Operand out_line = out, in_line = in;
+  out_line.shape[axis] = 1;
+  in_line.shape[axis] = 1;
+  const isa::Operand operands[] = {out_line, in_line};
+  const StridedLoop loop = makeLoop(operands, buffers);
+  dispatchDType(out.dtype, [&]<typename T>() {
+    if constexpr (isa::kNumericTypes.contains(dtypeOf<T>())) {
+      using C = ComputeType<T>;
+      const int64_t out_step = out.strides[axis] * static_cast<int64_t>(sizeof(T));
+      const int64_t in_step = in.strides[axis] * static_cast<int64_t>(sizeof(T));
+      forEachRow(loop, [&](const std::array<char*, kMaxOperands>& p, int64_t n) {
+        for (int64_t e = 0; e < n; ++e) {
+          char* target = p[0] + e * loop.innerStride(0);
+          const char* source = p[1] + e * loop.innerStride(1);
+          for (int64_t i = 0; i < count; ++i) {
+            char* slot = target + positions[i] * out_step;
+            if constexpr (std::is_floating_point_v<C>) {
+              store<T>(slot, load<T>(slot) + load<T>(source + i * in_step));
+            } else {
+              using U = std::make_unsigned_t<C>;  // integers wrap
+              store<T>(slot, static_cast<C>(static_cast<U>(load<T>(slot)) + static_cast<U>(load<T>(source + i * in_step))));
+            }
+          }
+        }
+      });
     }
   });
 }

@@ -62,29 +62,30 @@ int64_t offsetOf(const std::vector<Dim>& dims, int64_t index, bool output) {
 // The fold of each reduction: accumulator type, start, step, and result.
 template <Opcode op, typename C>
 struct Fold {
-  // max/min are exact in the compute type; sums and products widen (double, int64).
+  // max/min are exact in the compute type; sums and products widen (double, and
+  // for integers 64 bits, unsigned so that they wrap without signed overflow; GCC 12
+  // at -O3 miscompiled 8-bit sums folded as int64 through uint64 casts).
   static constexpr bool kExtreme = op == Opcode::kAmax || op == Opcode::kAmin;
   using Acc = std::conditional_t<kExtreme || std::is_same_v<C, bool>, C,
-                                 std::conditional_t<std::is_floating_point_v<C>, double, int64_t>>;
+                                 std::conditional_t<std::is_floating_point_v<C>, double, uint64_t>>;
   static Acc init() {
     if constexpr (op == Opcode::kSum) return Acc(0);
     else if constexpr (op == Opcode::kProd) return Acc(1);
     else if constexpr (op == Opcode::kAny) return false;
     else if constexpr (op == Opcode::kAll) return true;
+    // Floats start at an infinity, not at the finite extreme: the max of a row of -inf is -inf.
+    else if constexpr (std::numeric_limits<C>::has_infinity) {
+      return op == Opcode::kAmax ? -std::numeric_limits<C>::infinity() : std::numeric_limits<C>::infinity();
+    }
     else if constexpr (op == Opcode::kAmax) return std::numeric_limits<C>::lowest();
     else return std::numeric_limits<C>::max();  // kAmin
   }
   static Acc merge(Acc a, Acc b) {
     if constexpr (op == Opcode::kSum || op == Opcode::kProd || std::is_same_v<Acc, bool>) {
       if constexpr (op == Opcode::kSum) {
-        if constexpr (std::is_integral_v<Acc> && !std::is_same_v<Acc, bool>) {
-          return wrap<int64_t>(static_cast<uint64_t>(a) + static_cast<uint64_t>(b));
-        } else {
-          return a + b;
-        }
+        return a + b;
       } else if constexpr (op == Opcode::kProd) {
-        if constexpr (std::is_integral_v<Acc>) return wrap<int64_t>(static_cast<uint64_t>(a) * static_cast<uint64_t>(b));
-        else return a * b;
+        return a * b;
       } else {
         return step(a, static_cast<C>(b));
       }
@@ -95,13 +96,9 @@ struct Fold {
   }
 
   static Acc step(Acc acc, C x) {
-    if constexpr (op == Opcode::kSum) {
-      if constexpr (std::is_integral_v<Acc>) return wrap<int64_t>(static_cast<uint64_t>(acc) + static_cast<uint64_t>(x));
-      else return acc + x;
-    } else if constexpr (op == Opcode::kProd) {
-      if constexpr (std::is_integral_v<Acc>) return wrap<int64_t>(static_cast<uint64_t>(acc) * static_cast<uint64_t>(x));
-      else return acc * x;
-    } else if constexpr (op == Opcode::kAny) return acc || x;
+    if constexpr (op == Opcode::kSum) return acc + static_cast<Acc>(x);  // integers: sign-extended, wrapping
+    else if constexpr (op == Opcode::kProd) return acc * static_cast<Acc>(x);
+    else if constexpr (op == Opcode::kAny) return acc || x;
     else if constexpr (op == Opcode::kAll) return acc && x;
     else if constexpr (op == Opcode::kAmax) return isNaN(acc) || isNaN(x) ? Acc(NAN) : (x > acc ? Acc(x) : acc);
     else return isNaN(acc) || isNaN(x) ? Acc(NAN) : (x < acc ? Acc(x) : acc);

@@ -198,6 +198,10 @@ TEST(InstructionTable, GroupsHaveTheirArityAndOutputRule) {
         EXPECT_EQ(entry.inputs, 0);
         EXPECT_EQ(entry.output, OutputDType::Any);
         break;
+      case Group::Scatter:
+        EXPECT_EQ(entry.inputs, 2);
+        EXPECT_EQ(entry.output, OutputDType::Same);
+        break;
     }
     bool accepts_any = false;
     for (DType d : allDTypes()) accepts_any |= entry.dtypes.contains(d);
@@ -302,7 +306,7 @@ std::vector<DType> operandDTypes(Opcode op, DType dtype, DType convert_to = DTyp
   // Inputs: all of `dtype`, but a select's condition (bool); the output by the table's rule.
   std::vector<DType> dtypes(entry.inputs + 1, dtype);
   if (entry.group == Group::Select) dtypes[1] = DType::kBool;
-  if (entry.group == Group::Gather) dtypes[2] = DType::kInt64;  // the index
+  if (entry.group == Group::Gather || entry.group == Group::Scatter) dtypes[2] = DType::kInt64;  // the index
   switch (entry.output) {
     case OutputDType::Same: break;
     case OutputDType::Bool: dtypes[0] = DType::kBool; break;
@@ -324,6 +328,9 @@ std::vector<std::vector<int64_t>> operandShapes(Opcode op, std::vector<int64_t> 
   if (groupOf(op) == Group::Matmul && out.size() >= 2) {
     shapes[1].back() = k;
     shapes[2][shapes[2].size() - 2] = k;
+  }
+  if (groupOf(op) == Group::Scatter && !out.empty()) {  // index: rank 1, the input's extent on axis 1
+    shapes[2] = {out.size() > 1 ? out[1] : out[0]};
   }
   return shapes;
 }
@@ -692,6 +699,46 @@ TEST(Verifier, ChecksImmediatesAgainstIntegerDTypes) {
   EXPECT_EQ(verify(makeProgram({64}, {mul})), "");
 }
 
+TEST(Verifier, RejectsABadGather) {
+  // out [3, 4] = in [5, 4] along axis 0, by an i64 index [3, 4].
+  const Operand out = contiguousOperand(0, DType::kFloat32, {3, 4});
+  const Operand in = contiguousOperand(1, DType::kFloat32, {5, 4});
+  const Operand index = contiguousOperand(2, DType::kInt64, {3, 4});
+  auto gather = [](Operand o, Operand i, Operand x, double axis) {
+    return makeProgram({1024, 1024, 1024}, {makeInstruction(Opcode::kGather, {o, i, x}, axis)});
+  };
+  EXPECT_EQ(verify(gather(out, in, index, 0)), "");
+  EXPECT_EQ(verify(gather(out, contiguousOperand(1, DType::kFloat32, {3, 9}), index, 1)), "");  // the axis may differ
+  // The index must be i64 (not i32, nor the data's dtype).
+  expectRejected(gather(out, in, contiguousOperand(2, DType::kInt32, {3, 4}), 0), "tgather", "index must be i64, not i32");
+  expectRejected(gather(out, in, contiguousOperand(2, DType::kFloat32, {3, 4}), 0), "tgather", "index must be i64");
+  // The index has the output's shape.
+  expectRejected(gather(out, in, contiguousOperand(2, DType::kInt64, {4, 3}), 0), "tgather", "operand 2 has shape [4,3]");
+  // Off the axis, the input covers the output.
+  expectRejected(gather(out, contiguousOperand(1, DType::kFloat32, {5, 3}), index, 0), "tgather",
+                 "input [5,3] is smaller than the output [3,4] off the axis");
+  expectRejected(gather(out, contiguousOperand(1, DType::kFloat32, {2, 4}), index, 1), "tgather", "smaller");
+  expectRejected(gather(out, contiguousOperand(1, DType::kFloat32, {20}), index, 0), "tgather", "input rank 1");
+  // The axis is a dimension: an integer in [0, rank).
+  for (double axis : {2.0, -1.0, 0.5, kNaN, kInf, 1e300}) {
+    expectRejected(gather(out, in, index, axis), "tgather", "axis=");
+  }
+  // The data's dtypes agree.
+  expectRejected(gather(out, contiguousOperand(1, DType::kFloat64, {5, 4}), index, 0), "tgather", "operand 1 is f64");
+}
+
+TEST(Verifier, RejectsAnIotaNotOfRank1) {
+  auto iota = [](std::initializer_list<int64_t> shape) {
+    return makeProgram({1024}, {makeInstruction(Opcode::kIota, {contiguousOperand(0, DType::kInt64, shape)}, 1)});
+  };
+  EXPECT_EQ(verify(iota({7})), "");
+  EXPECT_EQ(verify(iota({0})), "");
+  expectRejected(iota({2, 3}), "tiota", "must have rank 1, not 2");
+  expectRejected(iota({}), "tiota", "rank 1, not 0");
+  expectRejected(makeProgram({1024}, {makeInstruction(Opcode::kIota, {contiguousOperand(0, DType::kBool, {4})}, 1)}),
+                 "tiota", "bool");
+}
+
 // ---------------------------------------------------------------------------
 // PTO-AS.
 // ---------------------------------------------------------------------------
@@ -921,7 +968,10 @@ Program randomValidProgram(std::mt19937& rng) {
     }
     const DType dtype = accepted[rng() % accepted.size()];
     const std::vector<DType> dtypes = operandDTypes(entry.opcode, dtype, static_cast<DType>(rng() % kDTypeCount));
-    const int rank = static_cast<int>(entry.group == Group::Matmul ? 2 + rng() % 3 : rng() % 5);
+    const bool has_axis = entry.group == Group::Gather || entry.group == Group::Scatter;
+    const int rank = static_cast<int>(entry.group == Group::Matmul ? 2 + rng() % 3
+                                      : entry.group == Group::Iota ? 1
+                                      : has_axis ? 2 : rng() % 5);
     std::vector<int64_t> out_shape;
     for (int d = 0; d < rank; ++d) out_shape.push_back(static_cast<int64_t>(rng() % 4));
     const auto shapes = operandShapes(entry.opcode, out_shape, static_cast<int64_t>(rng() % 4), dtypes.size());
@@ -931,11 +981,11 @@ Program randomValidProgram(std::mt19937& rng) {
       Operand operand;
       operand.buffer = static_cast<int32_t>(program.buffers.size());
       operand.dtype = dtypes[k];
-      operand.rank = rank;
+      operand.rank = static_cast<int32_t>(shapes[k].size());
       std::copy(shapes[k].begin(), shapes[k].end(), operand.shape.begin());
       const auto& shape = operand.shape;
       int64_t stride = 1 + static_cast<int64_t>(rng() % 2), low = 0, high = 0;
-      for (int d = rank - 1; d >= 0; --d) {
+      for (int d = operand.rank - 1; d >= 0; --d) {
         const int kind = static_cast<int>(rng() % 4);
         operand.strides[d] = (kind == 0 && k > 0) ? 0 : (kind == 1 ? -stride : stride);
         stride *= std::max<int64_t>(shape[d], 1);
@@ -951,6 +1001,7 @@ Program randomValidProgram(std::mt19937& rng) {
       instruction.immediates[i] = static_cast<double>(rng() % 7) - 3.0;
       if (isFloating(dtypes[0]) && rng() % 2) instruction.immediates[i] = 0.1;
     }
+    if (has_axis) instruction.immediates[0] = 1.0;  // operandShapes put the index on axis 1
     program.instructions.push_back(instruction);
   }
   return program;

@@ -1,6 +1,6 @@
 // Indexing on pto: gather and index_select are one tgather each (embedding
-// reaches index_select); arange is tiota; nll_loss is a gather plus a few
-// elementwise instructions. Indices out of range fail the tgather kernel, and
+// reaches index_select); index_add and embedding's backward are one tindexadd;
+// arange is tiota; nll_loss is a gather plus a few elementwise instructions. Indices out of range fail the tgather kernel, and
 // the next synchronising call raises, naming it.
 #include <ATen/WrapDimUtils.h>
 #include <ATen/core/Reduction.h>
@@ -79,6 +79,68 @@ at::Tensor& arangeOut(const at::Scalar& start, const at::Scalar& end, const at::
   return out;
 }
 
+// out = self, then out[..., index[i], ...] += alpha * source[..., i, ...].
+bool indexAddInto(at::Tensor& out, const at::Tensor& self, int64_t dim, const at::Tensor& index,
+                  const at::Tensor& source, const at::Scalar& alpha) {
+  if (self.dim() == 0 || index.dim() > 1 || source.dim() != self.dim() || source.scalar_type() != self.scalar_type() ||
+      (index.scalar_type() != at::kLong && index.scalar_type() != at::kInt) ||
+      !accepts(isa::Opcode::kIndexAdd, self.scalar_type()) || index.device() != self.device() ||
+      source.device() != self.device() || out.device() != self.device()) {
+    return false;
+  }
+  const int64_t axis = at::maybe_wrap_dim(dim, self.dim());
+  if (source.size(axis) != index.numel()) return false;
+  for (int64_t d = 0; d < self.dim(); ++d) {
+    if (d != axis && source.size(d) != self.size(d)) return false;
+  }
+  if (!out.is_same(self)) {
+    at::native::resize_output(out, self.sizes());
+    out.copy_(self);
+  }
+  if (index.numel() == 0) return true;
+  const at::Tensor scaled = alpha.toDouble() == 1.0 ? source : at::mul(source, alpha);
+  launchInstruction(isa::Opcode::kIndexAdd, out, {scaled, index.to(at::kLong).reshape({-1})},
+                    {static_cast<double>(axis), 0.0});
+  return true;
+}
+
+at::Tensor& indexAddOut(const at::Tensor& self, int64_t dim, const at::Tensor& index, const at::Tensor& source,
+                        const at::Scalar& alpha, at::Tensor& out) {
+  if (!indexAddInto(out, self, dim, index, source, alpha)) {
+    Fallback<ATEN_OP2(index_add, out)>::call(self, dim, index, source, alpha, out);
+  }
+  return out;
+}
+
+at::Tensor indexAdd(const at::Tensor& self, int64_t dim, const at::Tensor& index, const at::Tensor& source,
+                    const at::Scalar& alpha) {
+  at::Tensor out = at::empty({0}, self.options());
+  return indexAddOut(self, dim, index, source, alpha, out);
+}
+
+at::Tensor& indexAddInplace(at::Tensor& self, int64_t dim, const at::Tensor& index, const at::Tensor& source,
+                            const at::Scalar& alpha) {
+  if (!indexAddInto(self, self, dim, index, source, alpha)) {
+    Fallback<ATEN_OP(index_add_)>::call(self, dim, index, source, alpha);
+  }
+  return self;
+}
+
+// embedding's gradient: each token's gradient row added into its weight row.
+at::Tensor embeddingDenseBackward(const at::Tensor& grad_output, const at::Tensor& indices, c10::SymInt num_weights,
+                                  c10::SymInt padding_idx, bool scale_grad_by_freq) {
+  if (scale_grad_by_freq || !at::isFloatingType(grad_output.scalar_type())) {
+    return at::native::call_fallback_fn_symint<&cpuFallback, ATEN_OP(embedding_dense_backward)>::call(
+        grad_output, indices, num_weights, padding_idx, scale_grad_by_freq);
+  }
+  const int64_t rows = num_weights.expect_int(), padding = padding_idx.expect_int();
+  const at::Tensor flat_indices = indices.reshape({-1});
+  at::Tensor flat_grad = grad_output.reshape({flat_indices.numel(), grad_output.size(-1)});
+  if (padding >= 0) flat_grad = at::mul(flat_grad, at::ne(flat_indices, padding).unsqueeze(1).to(flat_grad.scalar_type()));
+  at::Tensor grad_weight = at::zeros({rows, grad_output.size(-1)}, grad_output.options());
+  return indexAddInplace(grad_weight, 0, flat_indices, flat_grad, 1);
+}
+
 // The per-sample class weights of nll_loss: weight[target], 0 where ignored.
 struct Picks {
   at::Tensor safe_target;  // target with ignored entries replaced by class 0
@@ -137,6 +199,10 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("index_select", TORCH_FN(indexSelect));
   m.impl("index_select.out", TORCH_FN(indexSelectOut));
   m.impl("arange.start_out", TORCH_FN(arangeOut));
+  m.impl("index_add", TORCH_FN(indexAdd));
+  m.impl("index_add_", TORCH_FN(indexAddInplace));
+  m.impl("index_add.out", TORCH_FN(indexAddOut));
+  m.impl("embedding_dense_backward", TORCH_FN(embeddingDenseBackward));
   m.impl("nll_loss_forward", TORCH_FN(nllLossForward));
   m.impl("nll_loss_backward", TORCH_FN(nllLossBackward));
 }
