@@ -1,7 +1,12 @@
 """Running PyTorch's OpInfo samples on pto and on the CPU, and comparing."""
 
+import pytest
 import torch
 from torch.testing import assert_close
+
+# One unit in the last place of float16/bfloat16 near 1: where pto rounds once and
+# PyTorch's CPU kernels round an intermediate too, or the other way round.
+ONE_ULP = {torch.float16: {"rtol": 2e-3, "atol": 2e-3}, torch.bfloat16: {"rtol": 1.6e-2, "atol": 1.6e-2}}
 
 
 def to_device(value, device):
@@ -73,3 +78,29 @@ def check_gradients(op, **tolerances) -> int:
                 assert_close(to_cpu(got), want, equal_nan=True, **tolerances)
         count += 1
     return count
+
+
+def op_id(op) -> str:
+    return f"{op.name}.{op.variant_test_name}" if op.variant_test_name else op.name
+
+
+def opinfo_tests(ops, dtypes, tolerance=lambda op, dtype: {}, gradient_tolerance=None):
+    """The two tests every OpInfo sweep runs, for a test module to bind to its names:
+
+        test_opinfo_forward_matches_cpu, test_opinfo_gradients_match_cpu = opinfo_tests(OPS, DTYPES)
+
+    `tolerance(op, dtype)` gives assert_close's tolerances for a forward check.
+    """
+
+    @pytest.mark.parametrize("dtype", dtypes, ids=str)
+    @pytest.mark.parametrize("op", ops, ids=op_id)
+    def forward(op, dtype):
+        if dtype not in op.supported_dtypes("cpu"):
+            pytest.skip(f"{op.name} does not support {dtype} on CPU either")
+        assert check_forward(op, dtype, **tolerance(op, dtype)) > 0
+
+    @pytest.mark.parametrize("op", [op for op in ops if op.supports_autograd], ids=op_id)
+    def gradients(op):
+        check_gradients(op, **(gradient_tolerance or {}))
+
+    return forward, gradients

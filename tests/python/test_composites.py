@@ -7,7 +7,7 @@ import torch
 from torch.testing._internal.common_methods_invocations import op_db
 
 import pypto_torch
-from opinfo_sweep import check_forward, check_gradients
+from opinfo_sweep import opinfo_tests
 
 NAMES = {"cat", "stack", "clamp", "masked_fill", "var", "std", "logsumexp", "nn.functional.leaky_relu",
          "nn.functional.softplus", "fmod", "remainder", "atan2", "nn.functional.scaled_dot_product_attention"}
@@ -23,20 +23,14 @@ def test_the_sweep_covers_every_composite():
     assert {op.name for op in OPS} == NAMES
 
 
-@pytest.mark.parametrize("dtype", DTYPES, ids=str)
-@pytest.mark.parametrize("op", OPS, ids=lambda op: op.name)
-def test_opinfo_forward_matches_cpu(op, dtype):
-    if dtype not in op.supported_dtypes("cpu"):
-        pytest.skip(f"{op.name} does not support {dtype} on CPU either")
-    tolerance = TOLERANCES.get(dtype, {})
+def _tolerance(op, dtype):
     if op.name == "nn.functional.scaled_dot_product_attention" and dtype == torch.float32:
-        tolerance = {"rtol": 1e-4, "atol": 1e-4}  # two matmuls: BLAS's summation order
-    assert check_forward(op, dtype, **tolerance) > 0
+        return {"rtol": 1e-4, "atol": 1e-4}  # two matmuls: BLAS's summation order
+    return TOLERANCES.get(dtype, {})
 
 
-@pytest.mark.parametrize("op", [op for op in OPS if op.supports_autograd], ids=lambda op: op.name)
-def test_opinfo_gradients_match_cpu(op):
-    check_gradients(op, rtol=1e-4, atol=1e-4)
+test_opinfo_forward_matches_cpu, test_opinfo_gradients_match_cpu = opinfo_tests(
+    OPS, DTYPES, tolerance=_tolerance, gradient_tolerance={"rtol": 1e-4, "atol": 1e-4})
 
 
 def test_attention_block_stays_native():

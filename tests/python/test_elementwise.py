@@ -7,7 +7,7 @@ from torch.testing import assert_close
 from torch.testing._internal.common_methods_invocations import op_db
 
 import pypto_torch
-from opinfo_sweep import check_forward, check_gradients
+from opinfo_sweep import opinfo_tests
 
 NATIVE = {
     "add", "sub", "mul", "div", "maximum", "minimum", "pow", "bitwise_and", "bitwise_or",
@@ -26,17 +26,8 @@ def test_the_sweep_covers_every_native_family():
     assert {op.name for op in OPS} == NATIVE
 
 
-@pytest.mark.parametrize("dtype", DTYPES, ids=str)
-@pytest.mark.parametrize("op", OPS, ids=lambda op: op.name)
-def test_opinfo_forward_matches_cpu(op, dtype):
-    if dtype not in op.supported_dtypes("cpu"):
-        pytest.skip(f"{op.name} does not support {dtype} on CPU either")
-    assert check_forward(op, dtype) > 0
-
-
-@pytest.mark.parametrize("op", [op for op in OPS if op.supports_autograd], ids=lambda op: op.name)
-def test_opinfo_gradients_match_cpu(op):
-    check_gradients(op)
+test_opinfo_forward_matches_cpu, test_opinfo_gradients_match_cpu = opinfo_tests(
+    OPS, DTYPES)
 
 
 @pytest.mark.parametrize("expression", [

@@ -8,26 +8,17 @@ from torch.testing import assert_close
 from torch.testing._internal.common_methods_invocations import op_db
 
 import pypto_torch
-from opinfo_sweep import check_forward, check_gradients
+from opinfo_sweep import ONE_ULP, opinfo_tests
 
 NAMES = {"gather", "index_select", "index_add", "nn.functional.embedding", "nn.functional.nll_loss",
          "nn.functional.cross_entropy"}
 OPS = [op for op in op_db if op.name in NAMES and op.variant_test_name == ""]
 DTYPES = [torch.float32, torch.float16, torch.bfloat16, torch.int64, torch.bool]
-ONE_ULP = {torch.float16: {"rtol": 2e-3, "atol": 2e-3}, torch.bfloat16: {"rtol": 1.6e-2, "atol": 1.6e-2}}
 
 
-@pytest.mark.parametrize("dtype", DTYPES, ids=str)
-@pytest.mark.parametrize("op", OPS, ids=lambda op: op.name)
-def test_opinfo_forward_matches_cpu(op, dtype):
-    if dtype not in op.supported_dtypes("cpu"):
-        pytest.skip(f"{op.name} does not support {dtype} on CPU either")
-    assert check_forward(op, dtype, **ONE_ULP.get(dtype, {})) > 0
-
-
-@pytest.mark.parametrize("op", [op for op in OPS if op.supports_autograd], ids=lambda op: op.name)
-def test_opinfo_gradients_match_cpu(op):
-    check_gradients(op, rtol=1e-4, atol=1e-4)
+test_opinfo_forward_matches_cpu, test_opinfo_gradients_match_cpu = opinfo_tests(
+    OPS, DTYPES, tolerance=lambda op, dtype: ONE_ULP.get(dtype, {}),
+    gradient_tolerance={"rtol": 1e-4, "atol": 1e-4})
 
 
 @pytest.mark.parametrize("start,end,step,dtype", [(0, 10, 1, torch.int64), (2, 11, 3, torch.int32),

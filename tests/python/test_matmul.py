@@ -7,7 +7,7 @@ from torch.testing import assert_close
 from torch.testing._internal.common_methods_invocations import op_db
 
 import pypto_torch
-from opinfo_sweep import check_forward, check_gradients
+from opinfo_sweep import opinfo_tests
 
 NATIVE = {"mm", "bmm", "addmm", "baddbmm", "matmul", "nn.functional.linear", "mv", "addmv"}
 OPS = [op for op in op_db if op.name in NATIVE and op.variant_test_name == ""]
@@ -21,17 +21,9 @@ def test_the_sweep_covers_every_native_product():
     assert {op.name for op in OPS} == NATIVE
 
 
-@pytest.mark.parametrize("dtype", list(TOLERANCES), ids=str)
-@pytest.mark.parametrize("op", OPS, ids=lambda op: op.name)
-def test_opinfo_forward_matches_cpu(op, dtype):
-    if dtype not in op.supported_dtypes("cpu"):
-        pytest.skip(f"{op.name} does not support {dtype} on CPU either")
-    assert check_forward(op, dtype, **TOLERANCES[dtype]) > 0
-
-
-@pytest.mark.parametrize("op", OPS, ids=lambda op: op.name)
-def test_opinfo_gradients_match_cpu(op):
-    check_gradients(op, rtol=1e-4, atol=1e-4)
+test_opinfo_forward_matches_cpu, test_opinfo_gradients_match_cpu = opinfo_tests(
+    OPS, list(TOLERANCES), tolerance=lambda op, dtype: TOLERANCES[dtype],
+    gradient_tolerance={"rtol": 1e-4, "atol": 1e-4})
 
 
 @pytest.mark.parametrize("layout", ["contiguous", "a transposed", "b transposed", "both transposed",

@@ -9,7 +9,7 @@ from torch.testing import assert_close
 from torch.testing._internal.common_methods_invocations import op_db
 
 import pypto_torch
-from opinfo_sweep import check_forward, check_gradients
+from opinfo_sweep import opinfo_tests
 
 OPS = [op for op in op_db if op.name in ("nn.functional.layer_norm", "nn.functional.rms_norm",
                                         "nn.functional.batch_norm") and op.variant_test_name == ""]
@@ -19,17 +19,9 @@ TOLERANCES = {torch.float32: {"rtol": 1e-5, "atol": 1e-5}, torch.float64: {},
               torch.float16: {"rtol": 2e-3, "atol": 2e-3}, torch.bfloat16: {"rtol": 1.6e-2, "atol": 1.6e-2}}
 
 
-@pytest.mark.parametrize("dtype", list(TOLERANCES), ids=str)
-@pytest.mark.parametrize("op", OPS, ids=lambda op: op.name)
-def test_opinfo_forward_matches_cpu(op, dtype):
-    if dtype not in op.supported_dtypes("cpu"):
-        pytest.skip(f"{op.name} does not support {dtype} on CPU either")
-    assert check_forward(op, dtype, **TOLERANCES[dtype]) > 0
-
-
-@pytest.mark.parametrize("op", OPS, ids=lambda op: op.name)
-def test_opinfo_gradients_match_cpu(op):
-    check_gradients(op, rtol=1e-4, atol=1e-4)
+test_opinfo_forward_matches_cpu, test_opinfo_gradients_match_cpu = opinfo_tests(
+    OPS, list(TOLERANCES), tolerance=lambda op, dtype: TOLERANCES[dtype],
+    gradient_tolerance={"rtol": 1e-4, "atol": 1e-4})
 
 
 def test_layer_norm_is_native():

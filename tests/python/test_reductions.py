@@ -7,7 +7,7 @@ from torch.testing import assert_close
 from torch.testing._internal.common_methods_invocations import op_db
 
 import pypto_torch
-from opinfo_sweep import check_forward, check_gradients
+from opinfo_sweep import opinfo_tests
 
 NATIVE = {("sum", ""), ("mean", ""), ("amax", ""), ("amin", ""), ("argmax", ""), ("argmin", ""),
           ("any", ""), ("all", ""), ("max", "reduction_no_dim"), ("max", "reduction_with_dim"),
@@ -24,17 +24,8 @@ def _id(op):
     return f"{op.name}.{op.variant_test_name}" if op.variant_test_name else op.name
 
 
-@pytest.mark.parametrize("dtype", DTYPES, ids=str)
-@pytest.mark.parametrize("op", OPS, ids=_id)
-def test_opinfo_forward_matches_cpu(op, dtype):
-    if dtype not in op.supported_dtypes("cpu"):
-        pytest.skip(f"{op.name} does not support {dtype} on CPU either")
-    assert check_forward(op, dtype, **REDUCED_PRECISION.get(dtype, {})) > 0
-
-
-@pytest.mark.parametrize("op", [op for op in OPS if op.supports_autograd], ids=_id)
-def test_opinfo_gradients_match_cpu(op):
-    check_gradients(op)
+test_opinfo_forward_matches_cpu, test_opinfo_gradients_match_cpu = opinfo_tests(
+    OPS, DTYPES, tolerance=lambda op, dtype: REDUCED_PRECISION.get(dtype, {}))
 
 
 @pytest.mark.parametrize("expression", [

@@ -7,28 +7,18 @@ from torch.testing import assert_close
 from torch.testing._internal.common_methods_invocations import op_db
 
 import pypto_torch
-from opinfo_sweep import check_forward, check_gradients
+from opinfo_sweep import ONE_ULP, opinfo_tests
 
 NATIVE = {("softmax", ""), ("log_softmax", ""), ("_softmax_backward_data", ""),
           ("nn.functional.softmin", ""), ("nn.functional.log_softmax", "")}
 OPS = [op for op in op_db if (op.name, op.variant_test_name) in NATIVE]
 DTYPES = [torch.float32, torch.float16, torch.bfloat16, torch.float64]
 # pto computes a float16/bfloat16 row in float32 and rounds once; PyTorch's CPU
-# kernel rounds some intermediates to the storage type: up to one ulp apart.
-ONE_ULP = {torch.float16: {"atol": 2e-3, "rtol": 2e-3}, torch.bfloat16: {"atol": 1.6e-2, "rtol": 1.6e-2}}
+# kernel rounds some intermediates to the storage type: up to one ulp apart (ONE_ULP).
 
 
-@pytest.mark.parametrize("dtype", DTYPES, ids=str)
-@pytest.mark.parametrize("op", OPS, ids=lambda op: op.name)
-def test_opinfo_forward_matches_cpu(op, dtype):
-    if dtype not in op.supported_dtypes("cpu"):
-        pytest.skip(f"{op.name} does not support {dtype} on CPU either")
-    assert check_forward(op, dtype, **ONE_ULP.get(dtype, {})) > 0
-
-
-@pytest.mark.parametrize("op", [op for op in OPS if op.supports_autograd], ids=lambda op: op.name)
-def test_opinfo_gradients_match_cpu(op):
-    check_gradients(op)
+test_opinfo_forward_matches_cpu, test_opinfo_gradients_match_cpu = opinfo_tests(
+    OPS, DTYPES, tolerance=lambda op, dtype: ONE_ULP.get(dtype, {}))
 
 
 @pytest.mark.parametrize("dim", [0, 1, -1])
