@@ -138,7 +138,7 @@ std::string checkDTypes(const InstructionInfo& entry, const Instruction& instruc
 // undefined behaviour. Unsigned types also take negatives down to -max, which
 // wrap (two's complement), as PyTorch allows for its integer scalars.
 std::string checkImmediates(const InstructionInfo& entry, const Instruction& instruction) {
-  if (entry.group != Group::Binary && entry.group != Group::Fill) return "";
+  if (entry.group != Group::Binary && entry.group != Group::Fill && entry.group != Group::Iota) return "";
   const DType dtype = instruction.operands[0].dtype;
   if (!isIntegral(dtype)) return "";
   double low = 0, high = 0;  // the truncated value's exclusive bounds

@@ -97,9 +97,12 @@ void executeIota(const isa::Instruction& instruction, std::span<void* const> buf
     const int64_t stride = out.strides[0] * static_cast<int64_t>(sizeof(T));
     char* first = base + out.offset * static_cast<int64_t>(sizeof(T));
     for (int64_t i = 0; i < out.shape[0]; ++i) {
-      // Integer ranges count in int64, as PyTorch's arange does; floats in double.
+      // Integer ranges count in int64 (wrapping, never undefined), as PyTorch's
+      // arange does; floats in double. The verifier bounded start and step.
       if constexpr (std::is_integral_v<ComputeType<T>>) {
-        store<T>(first + i * stride, static_cast<int64_t>(start) + i * static_cast<int64_t>(step));
+        const uint64_t value = static_cast<uint64_t>(static_cast<int64_t>(start)) +
+                               static_cast<uint64_t>(i) * static_cast<uint64_t>(static_cast<int64_t>(step));
+        store<T>(first + i * stride, static_cast<int64_t>(value));
       } else {
         store<T>(first + i * stride, start + static_cast<double>(i) * step);
       }

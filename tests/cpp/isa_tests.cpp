@@ -739,6 +739,16 @@ TEST(Verifier, RejectsAnIotaNotOfRank1) {
                  "tiota", "bool");
 }
 
+TEST(Verifier, RejectsIotaImmediatesAnIntegerCannotHold) {
+  auto iota = [](DType dtype, double start) {
+    return makeProgram({1024}, {makeInstruction(Opcode::kIota, {contiguousOperand(0, dtype, {4})}, start)});
+  };
+  EXPECT_EQ(verify(iota(DType::kInt64, -5.0)), "");
+  EXPECT_EQ(verify(iota(DType::kFloat32, 1e300)), "");  // floats count in double
+  expectRejected(iota(DType::kInt64, std::nan("")), "tiota", "does not fit i64");
+  expectRejected(iota(DType::kInt32, 1e300), "tiota", "does not fit i32");
+}
+
 // ---------------------------------------------------------------------------
 // PTO-AS.
 // ---------------------------------------------------------------------------
