@@ -66,7 +66,8 @@ inline C unaryOp(C x) {
   else if constexpr (op == Opcode::kSigmoid) return C(1) / (C(1) + expOf(-x));
   else if constexpr (op == Opcode::kSilu) return x / (C(1) + expOf(-x));
   else if constexpr (op == Opcode::kGelu) {
-    return C(0.5) * x * (C(1) + std::erf(x * C(0.70710678118654752440)));
+    if constexpr (std::is_same_v<C, float>) return x * fastNormalCdf(x);
+    else return C(0.5) * x * (C(1) + std::erf(x * C(0.70710678118654752440)));
   } else if constexpr (op == Opcode::kGeluTanh) {
     const C inner = C(0.79788456080286535588) * (x + C(0.044715) * x * x * x);
     return C(0.5) * x * (C(1) + std::tanh(inner));
@@ -108,8 +109,10 @@ inline C binaryOp(C a, C b, C alpha) {
   } else if constexpr (op == Opcode::kAtan2) return std::atan2(a, b);
   else if constexpr (op == Opcode::kReluGrad) return b > alpha ? a : C(0);  // alpha: the threshold
   else if constexpr (op == Opcode::kGeluGrad) {
-    const C cdf = C(0.5) * (C(1) + std::erf(b * C(0.70710678118654752440)));
-    const C pdf = std::exp(C(-0.5) * b * b) * C(0.39894228040143267794);
+    C cdf;
+    if constexpr (std::is_same_v<C, float>) cdf = fastNormalCdf(b);
+    else cdf = C(0.5) * (C(1) + std::erf(b * C(0.70710678118654752440)));
+    const C pdf = expOf(C(-0.5) * b * b) * C(0.39894228040143267794);
     return a * (cdf + b * pdf);
   } else if constexpr (op == Opcode::kGeluTanhGrad) {
     const C k = C(0.79788456080286535588), c = C(0.044715);

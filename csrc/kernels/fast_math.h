@@ -1,4 +1,4 @@
-// Branch-free float32 exp the compiler can vectorise (std::exp is an opaque
+// Branch-free float32 exp and the normal CDF the compiler can vectorise (std::exp is an opaque
 // libm call per element). Cephes' polynomial on r = x - n ln2, |r| <= ln2/2,
 // scaled by 2^n in two steps so that results down to the subnormals are right;
 // within 2 ulp of the correctly rounded result. NaN, +-inf and overflow follow expf.
@@ -32,6 +32,31 @@ inline float fastExp(float x) {
   const int32_t half = k / 2;  // two factors, each a normal power of two
   const float result = poly * exp2Int(half) * exp2Int(k - half);
   return x != x ? x : (x > 88.72283905206835f ? __builtin_inff() : (x < -103.972077f ? 0.0f : result));
+}
+
+// erfc(a) for a >= 0, Numerical Recipes' Chebyshev fit: relative error below
+// 1.2e-7 everywhere, so 1 - erfc is fine wherever an absolute error is (the CDF).
+inline float fastErfcNonNegative(float a) {
+  const float t = 1.0f / (1.0f + 0.5f * a);
+  float p = 0.17087277f;
+  p = p * t - 0.82215223f;
+  p = p * t + 1.48851587f;
+  p = p * t - 1.13520398f;
+  p = p * t + 0.27886807f;
+  p = p * t - 0.18628806f;
+  p = p * t + 0.09678418f;
+  p = p * t + 0.37409196f;
+  p = p * t + 1.00002368f;
+  p = p * t - 1.26551223f;
+  return t * fastExp(-a * a + p);
+}
+
+// The standard normal CDF, 0.5 * (1 + erf(x / sqrt(2))), with its relative error
+// bounded on both tails (erfc for x < 0, 1 - erfc/2 for x >= 0): what gelu needs.
+inline float fastNormalCdf(float x) {
+  const float z = x * 0.70710678118654752440f;
+  const float tail = 0.5f * fastErfcNonNegative(z < 0 ? -z : z);
+  return x < 0 ? tail : 1.0f - tail;
 }
 
 }  // namespace pto::kernels
