@@ -81,6 +81,8 @@ GROUPS = {
     "Gather": "`out = in[..., index[...], ...]` along dimension `axis` (torch.gather): the i64 "
               "index has out's shape; an index out of range fails the kernel at the next sync.",
     "Iota": "`out[i] = start + i * step` over a rank-1 output (torch.arange).",
+    "Triangle": "The lower (`ttril`) or upper (`ttriu`) triangle of the matrices in the last two "
+                "dimensions, from `diagonal` on; the other elements become 0 (torch.tril, torch.triu).",
     "Scatter": "`out[..., index[i], ...] += in[..., i, ...]` along dimension `axis` (torch.index_add_), "
                "accumulating in place; each element of out is owned by one core, so there are no races.",
 }

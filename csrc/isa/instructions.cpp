@@ -38,6 +38,7 @@ std::string_view groupName(Group group) {
     case Group::Gather: return "Gather";
     case Group::Iota: return "Iota";
     case Group::Scatter: return "Scatter";
+    case Group::Triangle: return "Triangle";
   }
   return "?";
 }

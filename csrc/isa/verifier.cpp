@@ -276,6 +276,9 @@ std::string verifyInstruction(const Instruction& instruction, std::span<const ui
   if (entry.group == Group::Scatter) {
     if (std::string error = checkScatter(instruction); !error.empty()) return describe(entry.name, ": ", error);
   }
+  if (entry.group == Group::Triangle && instruction.operands[0].rank < 2) {
+    return describe(entry.name, ": the operands must have rank 2 or more, not ", instruction.operands[0].rank);
+  }
   if (entry.group == Group::Iota && instruction.operands[0].rank != 1) {
     return describe(entry.name, ": the output must have rank 1, not ", instruction.operands[0].rank);
   }

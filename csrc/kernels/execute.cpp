@@ -16,6 +16,7 @@ void execute(const isa::Instruction& instruction, std::span<void* const> buffers
     case isa::Group::Gather: return executeGather(instruction, buffers);
     case isa::Group::Iota: return executeIota(instruction, buffers);
     case isa::Group::Scatter: return executeIndexAdd(instruction, buffers);
+    case isa::Group::Triangle: return executeTriangle(instruction, buffers);
   }
 }
 

@@ -27,5 +27,6 @@ void executeRow(const isa::Instruction& instruction, std::span<void* const> buff
 void executeGather(const isa::Instruction& instruction, std::span<void* const> buffers);
 void executeIota(const isa::Instruction& instruction, std::span<void* const> buffers);
 void executeIndexAdd(const isa::Instruction& instruction, std::span<void* const> buffers);
+void executeTriangle(const isa::Instruction& instruction, std::span<void* const> buffers);
 
 }  // namespace pto::kernels

@@ -1,5 +1,6 @@
-// tgather, tindexadd and tiota. tgather walks out, index and the input seen at out's shape
+// tgather, tindexadd, tiota and the triangles (ttril, ttriu). tgather walks out, index and the input seen at out's shape
 // with stride 0 along the axis, and adds index * the axis stride per element.
+#include <algorithm>
 #include <cinttypes>
 #include <cstdio>
 #include <cstring>
@@ -8,6 +9,7 @@
 
 #include "element_types.h"
 #include "execute.h"
+#include "runtime/sim/sim_parallel.h"
 #include "strided_loop.h"
 
 namespace pto::kernels {
@@ -85,6 +87,42 @@ void executeIndexAdd(const isa::Instruction& instruction, std::span<void* const>
           }
         }
       });
+    }
+  });
+}
+
+// Matrix row by matrix row, in parallel: each row of the last two dims keeps the
+// columns on its side of the diagonal and zeroes the rest.
+void executeTriangle(const isa::Instruction& instruction, std::span<void* const> buffers) {
+  const isa::Operand& out = instruction.operands[0];
+  const isa::Operand& in = instruction.operands[1];
+  const bool lower = instruction.opcode == isa::Opcode::kTril;
+  const double diagonal = instruction.immediates[0];
+  const int r = out.rank;
+  const int64_t rows = out.shape[r - 2], cols = out.shape[r - 1];
+  if (out.numel() == 0) return;
+  const auto size = static_cast<int64_t>(isa::dtypeSize(out.dtype));
+  char* const out_base = static_cast<char*>(buffers[out.buffer]) + out.offset * size;
+  const char* const in_base = static_cast<const char*>(buffers[in.buffer]) + in.offset * size;
+  const int64_t matrix_rows = out.numel() / cols;
+  rt::sim::parallelFor(static_cast<size_t>(matrix_rows), static_cast<size_t>(std::max<int64_t>(1, 16384 / cols)),
+                       [&](size_t begin, size_t end) {
+    for (size_t flat = begin; flat < end; ++flat) {
+      int64_t out_offset = 0, in_offset = 0;
+      for (int64_t rest = static_cast<int64_t>(flat), d = r - 2; d >= 0; --d) {
+        const int64_t index = rest % out.shape[d];
+        rest /= out.shape[d];
+        out_offset += index * out.strides[d];
+        in_offset += index * in.strides[d];
+      }
+      const int64_t row = static_cast<int64_t>(flat) % rows;
+      for (int64_t column = 0; column < cols; ++column) {
+        const double distance = static_cast<double>(column - row);
+        const bool keep = lower ? distance <= diagonal : distance >= diagonal;
+        char* target = out_base + (out_offset + column * out.strides[r - 1]) * size;
+        if (keep) std::memcpy(target, in_base + (in_offset + column * in.strides[r - 1]) * size, static_cast<size_t>(size));
+        else std::memset(target, 0, static_cast<size_t>(size));
+      }
     }
   });
 }

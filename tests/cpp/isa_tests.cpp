@@ -202,6 +202,10 @@ TEST(InstructionTable, GroupsHaveTheirArityAndOutputRule) {
         EXPECT_EQ(entry.inputs, 2);
         EXPECT_EQ(entry.output, OutputDType::Same);
         break;
+      case Group::Triangle:
+        EXPECT_EQ(entry.inputs, 1);
+        EXPECT_EQ(entry.output, OutputDType::Same);
+        break;
     }
     bool accepts_any = false;
     for (DType d : allDTypes()) accepts_any |= entry.dtypes.contains(d);
@@ -979,7 +983,7 @@ Program randomValidProgram(std::mt19937& rng) {
     const DType dtype = accepted[rng() % accepted.size()];
     const std::vector<DType> dtypes = operandDTypes(entry.opcode, dtype, static_cast<DType>(rng() % kDTypeCount));
     const bool has_axis = entry.group == Group::Gather || entry.group == Group::Scatter;
-    const int rank = static_cast<int>(entry.group == Group::Matmul ? 2 + rng() % 3
+    const int rank = static_cast<int>(entry.group == Group::Matmul || entry.group == Group::Triangle ? 2 + rng() % 3
                                       : entry.group == Group::Iota ? 1
                                       : has_axis ? 2 : rng() % 5);
     std::vector<int64_t> out_shape;

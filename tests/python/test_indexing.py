@@ -1,5 +1,5 @@
 """Indexing on pto: gather, index_select, index_add, embedding (and its
-backward), arange and nll_loss / cross_entropy run natively; an index out of range raises at the next
+backward), arange, tril/triu and nll_loss / cross_entropy run natively; an index out of range raises at the next
 synchronising call, naming tgather, and the device stays usable."""
 
 import pytest
@@ -11,7 +11,7 @@ import pypto_torch
 from opinfo_sweep import ONE_ULP, opinfo_tests
 
 NAMES = {"gather", "index_select", "index_add", "nn.functional.embedding", "nn.functional.nll_loss",
-         "nn.functional.cross_entropy"}
+         "nn.functional.cross_entropy", "tril", "triu"}
 OPS = [op for op in op_db if op.name in NAMES and op.variant_test_name == ""]
 DTYPES = [torch.float32, torch.float16, torch.bfloat16, torch.int64, torch.bool]
 
@@ -51,3 +51,14 @@ def test_out_of_range_index_raises_at_the_next_sync(python):
     assert result.returncode == 0, result.stderr
     assert "tgather failed" in result.stdout and "index 9 is out of bounds for dimension 1 with size 4" in result.stdout
     assert "usable: True" in result.stdout
+
+
+def test_causal_mask_is_native():
+    scores = torch.randn(2, 5, 5).to("pto")
+    before = pypto_torch.fallback_ops()
+    mask = torch.ones(5, 5, device="pto", dtype=torch.bool).tril()
+    scores = scores.masked_fill(~mask, float("-inf")).triu(-2)
+    assert pypto_torch.fallback_ops() == before
+    reference = torch.ones(5, 5, dtype=torch.bool).tril()
+    assert torch.equal(mask.cpu(), reference)
+    assert torch.isfinite(scores.cpu()).sum() > 0

@@ -1,5 +1,6 @@
 // Indexing on pto: gather and index_select are one tgather each (embedding
 // reaches index_select); index_add and embedding's backward are one tindexadd;
+// tril/triu are one ttril/ttriu;
 // arange is tiota; nll_loss is a gather plus a few elementwise instructions. Indices out of range fail the tgather kernel, and
 // the next synchronising call raises, naming it.
 #include <ATen/WrapDimUtils.h>
@@ -141,6 +142,30 @@ at::Tensor embeddingDenseBackward(const at::Tensor& grad_output, const at::Tenso
   return indexAddInplace(grad_weight, 0, flat_indices, flat_grad, 1);
 }
 
+// tril/triu: one ttril/ttriu; out may be self (in place: each element is read
+// before it is written, at the same position).
+template <isa::Opcode opcode, class Out>
+at::Tensor& triangleOut(const at::Tensor& self, int64_t diagonal, at::Tensor& out) {
+  if (self.dim() < 2 || out.device() != self.device() || out.scalar_type() != self.scalar_type() ||
+      !accepts(opcode, self.scalar_type())) {
+    return Fallback<Out>::call(self, diagonal, out);
+  }
+  if (!out.is_same(self)) at::native::resize_output(out, self.sizes());
+  if (out.numel() > 0) launchInstruction(opcode, out, {self}, {static_cast<double>(diagonal), 0.0});
+  return out;
+}
+
+template <isa::Opcode opcode, class Out>
+at::Tensor triangle(const at::Tensor& self, int64_t diagonal) {
+  at::Tensor out = at::empty_like(self, at::MemoryFormat::Contiguous);
+  return triangleOut<opcode, Out>(self, diagonal, out);
+}
+
+template <isa::Opcode opcode, class Out>
+at::Tensor& triangleInplace(at::Tensor& self, int64_t diagonal) {
+  return triangleOut<opcode, Out>(self, diagonal, self);
+}
+
 // The per-sample class weights of nll_loss: weight[target], 0 where ignored.
 struct Picks {
   at::Tensor safe_target;  // target with ignored entries replaced by class 0
@@ -199,6 +224,12 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("index_select", TORCH_FN(indexSelect));
   m.impl("index_select.out", TORCH_FN(indexSelectOut));
   m.impl("arange.start_out", TORCH_FN(arangeOut));
+  m.impl("tril", TORCH_FN((triangle<isa::Opcode::kTril, ATEN_OP2(tril, out)>)));
+  m.impl("tril.out", TORCH_FN((triangleOut<isa::Opcode::kTril, ATEN_OP2(tril, out)>)));
+  m.impl("tril_", TORCH_FN((triangleInplace<isa::Opcode::kTril, ATEN_OP2(tril, out)>)));
+  m.impl("triu", TORCH_FN((triangle<isa::Opcode::kTriu, ATEN_OP2(triu, out)>)));
+  m.impl("triu.out", TORCH_FN((triangleOut<isa::Opcode::kTriu, ATEN_OP2(triu, out)>)));
+  m.impl("triu_", TORCH_FN((triangleInplace<isa::Opcode::kTriu, ATEN_OP2(triu, out)>)));
   m.impl("index_add", TORCH_FN(indexAdd));
   m.impl("index_add_", TORCH_FN(indexAddInplace));
   m.impl("index_add.out", TORCH_FN(indexAddOut));
