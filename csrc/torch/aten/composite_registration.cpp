@@ -1,30 +1,17 @@
 // aten ops that pto runs as short sequences of native instructions, with the
 // same formulas as PyTorch's CPU kernels (optimizer updates, losses). Each step
 // dispatches to pto's own kernels, so nothing leaves the device.
-#include <ATen/native/Resize.h>
+#include <ATen/core/Reduction.h>
 #include <torch/library.h>
 
-#include <ATen/core/Reduction.h>
+#include "composite.h"
 
 namespace pto::backend {
 namespace {
 
-// float16/bfloat16 compositions run in float32 and round once at the end, as
-// PyTorch's fused CPU kernels do; other dtypes compute as they are.
-bool reduced(const at::Tensor& t) {
-  return t.scalar_type() == at::kHalf || t.scalar_type() == at::kBFloat16;
-}
-
-at::Tensor widened(const at::Tensor& t) { return reduced(t) ? t.to(at::kFloat) : t; }
-
-// Writes `value` (computed wide) into `out`, resized to its shape, in out's dtype.
+// The dtype addcmul/addcdiv return: their three inputs promoted together.
 at::ScalarType resultOf(const at::Tensor& self, const at::Tensor& tensor1, const at::Tensor& tensor2) {
   return at::promote_types(at::result_type(self, tensor1), at::result_type(tensor1, tensor2));
-}
-
-at::Tensor& assign(at::Tensor& out, const at::Tensor& value) {
-  at::native::resize_output(out, value.sizes());
-  return out.copy_(value);
 }
 
 // out = self + value * tensor1 * tensor2
@@ -110,9 +97,7 @@ at::Tensor mseLoss(const at::Tensor& self, const at::Tensor& target, int64_t red
 }
 
 at::Tensor& mseLossOut(const at::Tensor& self, const at::Tensor& target, int64_t reduction, at::Tensor& out) {
-  const at::Tensor loss = mseLoss(self, target, reduction);
-  at::native::resize_output(out, loss.sizes());
-  return out.copy_(loss);
+  return assign(out, mseLoss(self, target, reduction));
 }
 
 at::Tensor mseLossBackward(const at::Tensor& grad, const at::Tensor& self, const at::Tensor& target,
@@ -123,9 +108,7 @@ at::Tensor mseLossBackward(const at::Tensor& grad, const at::Tensor& self, const
 
 at::Tensor& mseLossBackwardOut(const at::Tensor& grad, const at::Tensor& self, const at::Tensor& target,
                                int64_t reduction, at::Tensor& grad_input) {
-  const at::Tensor result = mseLossBackward(grad, self, target, reduction);
-  at::native::resize_output(grad_input, result.sizes());
-  return grad_input.copy_(result);
+  return assign(grad_input, mseLossBackward(grad, self, target, reduction));
 }
 
 // NaN is the one value unequal to itself; integers and bool have none.

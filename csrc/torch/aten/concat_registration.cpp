@@ -1,7 +1,6 @@
 // cat on pto (and stack, which PyTorch builds on it): each input is one tmov
 // (or tcvt, when promoted) into its slice of the output.
 #include <ATen/WrapDimUtils.h>
-#include <ATen/native/CPUFallback.h>
 #include <ATen/native/Resize.h>
 #include <ATen/Operators.h>
 #include <torch/library.h>
@@ -59,7 +58,7 @@ at::ScalarType catType(const at::ITensorListRef& tensors) {
 
 at::Tensor& catOut(const at::ITensorListRef& tensors, int64_t dim, at::Tensor& out) {
   if (!catNative(tensors, dim, out)) {
-    at::native::call_fallback_fn<&cpuFallback, ATEN_OP2(cat, out)>::call(tensors, dim, out);
+    Fallback<ATEN_OP2(cat, out)>::call(tensors, dim, out);
   }
   return out;
 }

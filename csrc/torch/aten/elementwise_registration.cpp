@@ -2,7 +2,6 @@
 // templates. An op whose dtypes PTO lacks falls back to the CPU, counted as any
 // fallback is.
 #include <ATen/native/BinaryOps.h>
-#include <ATen/native/CPUFallback.h>
 #include <ATen/Operators.h>
 #include <torch/library.h>
 
@@ -14,9 +13,6 @@ namespace {
 
 using isa::Opcode;
 using P = Promotion;
-
-template <class Op>
-using Fallback = at::native::call_fallback_fn<&cpuFallback, Op>;
 
 at::Tensor wrapped(const at::Scalar& value) {
   at::Tensor tensor = c10::scalar_to_tensor(value);

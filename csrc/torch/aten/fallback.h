@@ -6,6 +6,7 @@
 #pragma once
 
 #include <ATen/core/dispatch/Dispatcher.h>
+#include <ATen/native/CPUFallback.h>
 
 #include <cstdint>
 #include <map>
@@ -16,6 +17,11 @@ namespace pto::backend {
 enum class FallbackMode { kWarn, kSilent, kError };
 
 void cpuFallback(const c10::OperatorHandle& op, torch::jit::Stack* stack);
+
+// Runs one op through cpuFallback from a native kernel that cannot take its
+// arguments: Fallback<ATEN_OP(mm)>::call(self, mat2).
+template <class Op>
+using Fallback = at::native::call_fallback_fn<&cpuFallback, Op>;
 // Every CPU-computed op passes here: it enforces the mode, counts and warns.
 void enterCpuFallback(const std::string& op);
 

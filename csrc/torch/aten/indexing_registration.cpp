@@ -5,7 +5,6 @@
 // the next synchronising call raises, naming it.
 #include <ATen/WrapDimUtils.h>
 #include <ATen/core/Reduction.h>
-#include <ATen/native/CPUFallback.h>
 #include <ATen/native/Resize.h>
 #include <ATen/Operators.h>
 #include <torch/library.h>
@@ -17,9 +16,6 @@
 
 namespace pto::backend {
 namespace {
-
-template <class Op>
-using Fallback = at::native::call_fallback_fn<&cpuFallback, Op>;
 
 // Launches tgather when torch's own rules hold; false sends the op to the CPU,
 // which raises PyTorch's message for what does not.

@@ -1,6 +1,5 @@
 // The matrix-product aten ops pto runs natively; others (mv, dot, complex ...)
 // and mismatched inputs go to the CPU fallback.
-#include <ATen/native/CPUFallback.h>
 #include <ATen/native/Resize.h>
 #include <ATen/Operators.h>
 #include <torch/library.h>
@@ -10,9 +9,6 @@
 
 namespace pto::backend {
 namespace {
-
-template <class Op>
-using Fallback = at::native::call_fallback_fn<&cpuFallback, Op>;
 
 at::Tensor mm(const at::Tensor& self, const at::Tensor& mat2) {
   at::Tensor r = matmulOp(self, mat2, {}, 0.0, 1.0, {}, false);

@@ -1,11 +1,10 @@
 // Statistics on pto (var, std), layer_norm and batch_norm, forward and backward, as short
 // sequences of native instructions with two-pass formulas (sums accumulate in
 // double). float16/bfloat16 inputs compute in float32, as PyTorch's CPU kernels do.
-#include <ATen/native/CPUFallback.h>
-#include <ATen/native/Resize.h>
 #include <ATen/Operators.h>
 #include <torch/library.h>
 
+#include "composite.h"
 #include "fallback.h"
 #include "reduction.h"
 
@@ -28,22 +27,18 @@ Layout layoutOf(const at::Tensor& input, c10::SymIntArrayRef normalized_shape) {
   return layout;
 }
 
-at::Tensor wide(const at::Tensor& t) {
-  return t.defined() && (t.scalar_type() == at::kHalf || t.scalar_type() == at::kBFloat16) ? t.to(at::kFloat) : t;
-}
-
 std::tuple<at::Tensor, at::Tensor, at::Tensor> layerNorm(const at::Tensor& input, c10::SymIntArrayRef normalized_shape,
                                                          const std::optional<at::Tensor>& weight,
                                                          const std::optional<at::Tensor>& bias, double eps) {
   const Layout layout = layoutOf(input, normalized_shape);
-  const at::Tensor x = wide(input);
+  const at::Tensor x = widened(input);
   const at::Tensor mean = x.mean(layout.normalized, /*keepdim=*/true);
   const at::Tensor centered = x - mean;
   const at::Tensor variance = (centered * centered).mean(layout.normalized, /*keepdim=*/true);
   const at::Tensor rstd = (variance + eps).rsqrt();
   at::Tensor out = centered * rstd;
-  if (weight && weight->defined()) out = out * wide(*weight);
-  if (bias && bias->defined()) out = out + wide(*bias);
+  if (weight && weight->defined()) out = out * widened(*weight);
+  if (bias && bias->defined()) out = out + widened(*bias);
   return {out.to(input.scalar_type()), mean.to(input.scalar_type()), rstd.to(input.scalar_type())};
 }
 
@@ -52,11 +47,11 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> layerNormBackward(
     const at::Tensor& mean, const at::Tensor& rstd, const std::optional<at::Tensor>& weight,
     const std::optional<at::Tensor>& bias, std::array<bool, 3> output_mask) {
   const Layout layout = layoutOf(input, normalized_shape);
-  const at::Tensor x = wide(input), dy = wide(grad_out), mu = wide(mean), inv = wide(rstd);
+  const at::Tensor x = widened(input), dy = widened(grad_out), mu = widened(mean), inv = widened(rstd);
   const at::Tensor normalized = (x - mu) * inv;
   at::Tensor grad_input, grad_weight, grad_bias;
   if (output_mask[0]) {
-    const at::Tensor g = weight && weight->defined() ? dy * wide(*weight) : dy;
+    const at::Tensor g = weight && weight->defined() ? dy * widened(*weight) : dy;
     const at::Tensor g_mean = g.mean(layout.normalized, /*keepdim=*/true);
     const at::Tensor gx_mean = (g * normalized).mean(layout.normalized, /*keepdim=*/true);
     grad_input = ((g - g_mean - normalized * gx_mean) * inv).to(input.scalar_type());
@@ -76,7 +71,7 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> layerNormBackward(
 at::Tensor variance(const at::Tensor& self, at::OptionalIntArrayRef dim, const std::optional<at::Scalar>& correction,
                     bool keepdim) {
   if (!at::isFloatingType(self.scalar_type())) return {};
-  const at::Tensor x = wide(self);
+  const at::Tensor x = widened(self);
   const int64_t count = reducedCount(self, dim);
   const double divisor = static_cast<double>(count) - (correction ? correction->toDouble() : 1.0);
   const at::OptionalIntArrayRef dims = dim && !dim->empty() ? dim : std::nullopt;
@@ -89,34 +84,32 @@ at::Tensor var(const at::Tensor& self, at::OptionalIntArrayRef dim, const std::o
                bool keepdim) {
   at::Tensor r = variance(self, dim, correction, keepdim);
   return r.defined() ? r
-                     : at::native::call_fallback_fn<&cpuFallback, ATEN_OP2(var, correction)>::call(self, dim, correction, keepdim);
+                     : Fallback<ATEN_OP2(var, correction)>::call(self, dim, correction, keepdim);
 }
 
 at::Tensor& varOut(const at::Tensor& self, at::OptionalIntArrayRef dim, const std::optional<at::Scalar>& correction,
                    bool keepdim, at::Tensor& out) {
   at::Tensor r = variance(self, dim, correction, keepdim);
   if (!r.defined()) {
-    return at::native::call_fallback_fn<&cpuFallback, ATEN_OP2(var, correction_out)>::call(self, dim, correction, keepdim, out);
+    return Fallback<ATEN_OP2(var, correction_out)>::call(self, dim, correction, keepdim, out);
   }
-  at::native::resize_output(out, r.sizes());
-  return out.copy_(r);
+  return assign(out, r);
 }
 
 at::Tensor stddev(const at::Tensor& self, at::OptionalIntArrayRef dim, const std::optional<at::Scalar>& correction,
                   bool keepdim) {
   at::Tensor r = variance(self, dim, correction, keepdim);
   return r.defined() ? r.sqrt()
-                     : at::native::call_fallback_fn<&cpuFallback, ATEN_OP2(std, correction)>::call(self, dim, correction, keepdim);
+                     : Fallback<ATEN_OP2(std, correction)>::call(self, dim, correction, keepdim);
 }
 
 at::Tensor& stddevOut(const at::Tensor& self, at::OptionalIntArrayRef dim, const std::optional<at::Scalar>& correction,
                       bool keepdim, at::Tensor& out) {
   at::Tensor r = variance(self, dim, correction, keepdim);
   if (!r.defined()) {
-    return at::native::call_fallback_fn<&cpuFallback, ATEN_OP2(std, correction_out)>::call(self, dim, correction, keepdim, out);
+    return Fallback<ATEN_OP2(std, correction_out)>::call(self, dim, correction, keepdim, out);
   }
-  at::native::resize_output(out, r.sizes());
-  return out.copy_(r.sqrt());
+  return assign(out, r.sqrt());
 }
 
 // batch_norm: statistics per channel (dim 1) over every other dim.
@@ -138,7 +131,7 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> batchNorm(
     const std::optional<at::Tensor>& running_mean, const std::optional<at::Tensor>& running_var, bool training,
     double momentum, double eps) {
   TORCH_CHECK(input.dim() >= 2, "batch_norm: expected an input with at least 2 dims, got ", input.sizes());
-  const at::Tensor x = wide(input);
+  const at::Tensor x = widened(input);
   const std::vector<int64_t> dims = batchDims(input);
   at::Tensor mean, invstd, save_mean, save_invstd;
   if (training) {
@@ -159,14 +152,14 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> batchNorm(
   } else {
     TORCH_CHECK(running_mean && running_mean->defined() && running_var && running_var->defined(),
                 "batch_norm: running_mean and running_var must be defined in evaluation mode");
-    mean = wide(*running_mean);
-    invstd = (wide(*running_var) + eps).rsqrt();
+    mean = widened(*running_mean);
+    invstd = (widened(*running_var) + eps).rsqrt();
     save_mean = at::empty({0}, x.options());
     save_invstd = at::empty({0}, x.options());
   }
   at::Tensor out = (x - perChannel(mean, x)) * perChannel(invstd, x);
-  if (weight && weight->defined()) out = out * perChannel(wide(*weight), x);
-  if (bias && bias->defined()) out = out + perChannel(wide(*bias), x);
+  if (weight && weight->defined()) out = out * perChannel(widened(*weight), x);
+  if (bias && bias->defined()) out = out + perChannel(widened(*bias), x);
   return {out.to(input.scalar_type()), save_mean, save_invstd};
 }
 
@@ -175,14 +168,14 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> batchNormBackward(
     const std::optional<at::Tensor>& running_mean, const std::optional<at::Tensor>& running_var,
     const std::optional<at::Tensor>& save_mean, const std::optional<at::Tensor>& save_invstd, bool train,
     double eps, std::array<bool, 3> output_mask) {
-  const at::Tensor x = wide(input), dy = wide(grad_out);
+  const at::Tensor x = widened(input), dy = widened(grad_out);
   const std::vector<int64_t> dims = batchDims(input);
-  const at::Tensor mean = train ? wide(*save_mean) : wide(*running_mean);
-  const at::Tensor invstd = train ? wide(*save_invstd) : (wide(*running_var) + eps).rsqrt();
+  const at::Tensor mean = train ? widened(*save_mean) : widened(*running_mean);
+  const at::Tensor invstd = train ? widened(*save_invstd) : (widened(*running_var) + eps).rsqrt();
   const at::Tensor normalized = (x - perChannel(mean, x)) * perChannel(invstd, x);
   at::Tensor grad_input, grad_weight, grad_bias;
   if (output_mask[0]) {
-    const at::Tensor g = weight && weight->defined() ? dy * perChannel(wide(*weight), x) : dy;
+    const at::Tensor g = weight && weight->defined() ? dy * perChannel(widened(*weight), x) : dy;
     at::Tensor result = g;
     if (train) {
       result = g - perChannel(g.mean(dims), x) - normalized * perChannel((g * normalized).mean(dims), x);

@@ -1,10 +1,11 @@
 // Pointwise aten ops pto runs as one or two native instructions: clamp,
 // masked_fill, leaky_relu, softplus, isposinf/isneginf, the logical ops. Same formulas and NaN
 // behaviour as PyTorch's CPU kernels.
-#include <ATen/native/Resize.h>
 #include <torch/library.h>
 
 #include <limits>
+
+#include "composite.h"
 
 namespace pto::backend {
 namespace {
@@ -20,11 +21,6 @@ at::Tensor clampWith(const at::Tensor& self, const std::optional<at::Scalar>& lo
   if (low) result = at::maximum(result, scalarLike(self, *low));
   if (high) result = at::minimum(result, scalarLike(self, *high));
   return result.is_same(self) ? self.clone() : result;
-}
-
-at::Tensor& assign(at::Tensor& out, const at::Tensor& value) {
-  at::native::resize_output(out, value.sizes());
-  return out.copy_(value);
 }
 
 at::Tensor clamp(const at::Tensor& self, const std::optional<at::Scalar>& min, const std::optional<at::Scalar>& max) {

@@ -1,7 +1,6 @@
 // The reduction aten ops pto runs natively. Dtypes and cases PTO does not cover
 // (complex, mean of integers, max of an empty tensor ...) fall back to the CPU,
 // which also raises PyTorch's own errors for them.
-#include <ATen/native/CPUFallback.h>
 #include <ATen/Operators.h>
 #include <torch/library.h>
 
@@ -12,9 +11,6 @@ namespace pto::backend {
 namespace {
 
 using isa::Opcode;
-
-template <class Op>
-using Fallback = at::native::call_fallback_fn<&cpuFallback, Op>;
 
 // sum/prod: integers (and bool) accumulate into int64 unless a dtype is given.
 at::ScalarType sumType(const at::Tensor& self, std::optional<at::ScalarType> dtype) {

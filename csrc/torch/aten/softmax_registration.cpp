@@ -1,7 +1,6 @@
 // softmax and log_softmax on pto, forward and backward: one fused row
 // instruction each, over the softmax dimension moved last (a view, no copy).
 #include <ATen/WrapDimUtils.h>
-#include <ATen/native/CPUFallback.h>
 #include <ATen/native/Resize.h>
 #include <ATen/Operators.h>
 #include <torch/library.h>
@@ -13,9 +12,6 @@ namespace pto::backend {
 namespace {
 
 using isa::Opcode;
-
-template <class Op>
-using Fallback = at::native::call_fallback_fn<&cpuFallback, Op>;
 
 // Runs a row instruction with `dim` moved last in every operand. False: not native.
 bool rowOp(Opcode opcode, const at::Tensor& out, std::initializer_list<at::Tensor> inputs, int64_t dim) {
