@@ -83,6 +83,10 @@ GROUPS = {
     "Iota": "`out[i] = start + i * step` over a rank-1 output (torch.arange).",
     "Triangle": "The lower (`ttril`) or upper (`ttriu`) triangle of the matrices in the last two "
                 "dimensions, from `diagonal` on; the other elements become 0 (torch.tril, torch.triu).",
+    "Random": "Random numbers from Philox4x32-10, counter-based: the seed is the key (`key0`, `key1`, "
+              "two 32-bit words) and element i of the output, in row-major order, comes from block "
+              "`counter + i/4` (`counter + i/2` for two-word draws), so a draw is the same whatever the "
+              "cores do and never overlaps the next one (torch.rand, randn, randint, bernoulli, dropout).",
     "Scatter": "`out[..., index[i], ...] += in[..., i, ...]` along dimension `axis` (torch.index_add_), "
                "accumulating in place; each element of out is owned by one core, so there are no races.",
 }

@@ -39,6 +39,7 @@ std::string_view groupName(Group group) {
     case Group::Iota: return "Iota";
     case Group::Scatter: return "Scatter";
     case Group::Triangle: return "Triangle";
+    case Group::Random: return "Random";
   }
   return "?";
 }

@@ -12,7 +12,7 @@
 namespace pto::isa {
 
 // Families of instructions: what a kernel family implements and the verifier checks.
-enum class Group : uint8_t { Unary, Binary, Compare, Select, Convert, Fill, Reduce, Matmul, Row, Gather, Iota, Scatter, Triangle };
+enum class Group : uint8_t { Unary, Binary, Compare, Select, Convert, Fill, Reduce, Matmul, Row, Gather, Iota, Scatter, Triangle, Random };
 
 enum class OutputDType : uint8_t { Same, Bool, Any, Index };
 
@@ -22,7 +22,7 @@ enum class Opcode : uint16_t {
 #undef PTO_INSTRUCTION
 };
 
-constexpr int kMaxImmediates = 2;
+constexpr int kMaxImmediates = 5;  // the random draws' parameters, key and counter
 
 struct InstructionInfo {
   Opcode opcode;

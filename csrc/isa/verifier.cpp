@@ -129,6 +129,9 @@ std::string checkDTypes(const InstructionInfo& entry, const Instruction& instruc
   if (entry.group == Group::Iota && !entry.dtypes.contains(out.dtype)) {  // no inputs to check it by
     return describe("cannot count in dtype ", dtypeName(out.dtype));
   }
+  if (entry.group == Group::Random && !entry.dtypes.contains(out.dtype)) {
+    return describe("cannot draw dtype ", dtypeName(out.dtype));
+  }
   return "";
 }
 
@@ -158,6 +161,47 @@ std::string checkImmediates(const InstructionInfo& entry, const Instruction& ins
     }
   }
   return "";
+}
+
+bool isWhole(double value) { return std::isfinite(value) && value == std::floor(value); }
+
+// A draw's Philox key is two 32-bit words and its counter a block number below
+// 2^53 (exact in a double); the distribution's parameters must make sense.
+std::string checkRandom(const Instruction& instruction) {
+  const Opcode opcode = instruction.opcode;
+  const auto& imm = instruction.immediates;
+  const int key = opcode == Opcode::kBernoulli ? 1 : 2;
+  for (int i = key; i < key + 2; ++i) {
+    if (!isWhole(imm[i]) || imm[i] < 0 || imm[i] >= 4294967296.0) {
+      return describe(info(opcode).immediates[i], "=", imm[i], " is not a 32-bit key word");
+    }
+  }
+  const double counter = imm[key + 2];
+  if (!isWhole(counter) || counter < 0 || counter > 9007199254740992.0) {
+    return describe("counter=", counter, " is not a block number in [0, 2^53]");
+  }
+  switch (opcode) {
+    case Opcode::kUniform:
+      if (!(std::isfinite(imm[0]) && std::isfinite(imm[1]) && imm[0] <= imm[1])) {
+        return describe("needs finite low <= high, not low=", imm[0], " high=", imm[1]);
+      }
+      return "";
+    case Opcode::kNormal:
+      if (!(std::isfinite(imm[0]) && std::isfinite(imm[1]) && imm[1] >= 0)) {
+        return describe("needs a finite mean and std >= 0, not mean=", imm[0], " std=", imm[1]);
+      }
+      return "";
+    case Opcode::kRandInt: {
+      constexpr double kTwo63 = 9223372036854775808.0;
+      if (!(isWhole(imm[0]) && isWhole(imm[1]) && imm[0] < imm[1] && imm[0] >= -kTwo63 && imm[1] <= kTwo63)) {
+        return describe("needs whole low < high in [-2^63, 2^63], not low=", imm[0], " high=", imm[1]);
+      }
+      return "";
+    }
+    default:
+      if (!(imm[0] >= 0 && imm[0] <= 1)) return describe("p=", imm[0], " is not a probability");
+      return "";
+  }
 }
 
 // out and index share a shape; in has their rank and covers them off the axis.
@@ -278,6 +322,9 @@ std::string verifyInstruction(const Instruction& instruction, std::span<const ui
   }
   if (entry.group == Group::Triangle && instruction.operands[0].rank < 2) {
     return describe(entry.name, ": the operands must have rank 2 or more, not ", instruction.operands[0].rank);
+  }
+  if (entry.group == Group::Random) {
+    if (std::string error = checkRandom(instruction); !error.empty()) return describe(entry.name, ": ", error);
   }
   if (entry.group == Group::Iota && instruction.operands[0].rank != 1) {
     return describe(entry.name, ": the output must have rank 1, not ", instruction.operands[0].rank);

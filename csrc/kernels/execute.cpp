@@ -17,6 +17,7 @@ void execute(const isa::Instruction& instruction, std::span<void* const> buffers
     case isa::Group::Iota: return executeIota(instruction, buffers);
     case isa::Group::Scatter: return executeIndexAdd(instruction, buffers);
     case isa::Group::Triangle: return executeTriangle(instruction, buffers);
+    case isa::Group::Random: return executeRandom(instruction, buffers);
   }
 }
 

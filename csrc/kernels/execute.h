@@ -28,5 +28,6 @@ void executeGather(const isa::Instruction& instruction, std::span<void* const> b
 void executeIota(const isa::Instruction& instruction, std::span<void* const> buffers);
 void executeIndexAdd(const isa::Instruction& instruction, std::span<void* const> buffers);
 void executeTriangle(const isa::Instruction& instruction, std::span<void* const> buffers);
+void executeRandom(const isa::Instruction& instruction, std::span<void* const> buffers);
 
 }  // namespace pto::kernels

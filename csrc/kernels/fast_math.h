@@ -1,5 +1,5 @@
-// Branch-free float32 exp and the normal CDF the compiler can vectorise (std::exp is an opaque
-// libm call per element). Cephes' polynomial on r = x - n ln2, |r| <= ln2/2,
+// Branch-free float32 exp, log, sin/cos and the normal CDF the compiler can vectorise
+// (std::exp is an opaque libm call per element). Cephes' polynomial on r = x - n ln2, |r| <= ln2/2,
 // scaled by 2^n in two steps so that results down to the subnormals are right;
 // within 2 ulp of the correctly rounded result. NaN, +-inf and overflow follow expf.
 #pragma once
@@ -57,6 +57,49 @@ inline float fastNormalCdf(float x) {
   const float z = x * 0.70710678118654752440f;
   const float tail = 0.5f * fastErfcNonNegative(z < 0 ? -z : z);
   return x < 0 ? tail : 1.0f - tail;
+}
+
+// log(x) for positive, normal, finite x (what Box-Muller takes: uniforms in (0, 1]):
+// Cephes' logf, x = m * 2^e with m in [sqrt(1/2), sqrt(2)), a polynomial in m - 1.
+// Within 2 ulp of the correctly rounded result.
+inline float fastLog(float x) {
+  uint32_t bits;
+  std::memcpy(&bits, &x, sizeof bits);
+  int32_t e = static_cast<int32_t>(bits >> 23) - 126;
+  bits = (bits & 0x007fffffu) | 0x3f000000u;  // m in [0.5, 1)
+  float m;
+  std::memcpy(&m, &bits, sizeof m);
+  const bool small = m < 0.707106781186547524f;
+  e -= small ? 1 : 0;
+  const float f = small ? m + m - 1.0f : m - 1.0f;
+  const float z = f * f;
+  float p = 7.0376836292e-2f;
+  p = p * f - 1.1514610310e-1f;
+  p = p * f + 1.1676998740e-1f;
+  p = p * f - 1.2420140846e-1f;
+  p = p * f + 1.4249322787e-1f;
+  p = p * f - 1.6668057665e-1f;
+  p = p * f + 2.0000714765e-1f;
+  p = p * f - 2.4999993993e-1f;
+  p = p * f + 3.3333331174e-1f;
+  const auto n = static_cast<float>(e);
+  float y = p * f * z + n * -2.12194440e-4f - 0.5f * z;
+  return f + y + n * 0.693359375f;
+}
+
+// sin and cos of 2 pi * turns for turns in [0, 1): reduced exactly to r in
+// [-1/8, 1/8] turn around the nearest quarter, Cephes' sinf/cosf polynomials on
+// 2 pi r, then the quarter's rotation. Absolute error below 1e-7.
+inline void fastSinCosTurns(float turns, float* sine, float* cosine) {
+  const float quarter = __builtin_floorf(turns * 4.0f + 0.5f);  // 0 .. 4
+  const float x = (turns - quarter * 0.25f) * 6.28318530717958648f;
+  const float z = x * x;
+  const float s = ((-1.9515295891e-4f * z + 8.3321608736e-3f) * z - 1.6666654611e-1f) * z * x + x;
+  const float c = ((2.443315711809948e-5f * z - 1.388731625493765e-3f) * z + 4.166664568298827e-2f) * z * z -
+                  0.5f * z + 1.0f;
+  const int q = static_cast<int>(quarter) & 3;
+  *sine = q == 0 ? s : q == 1 ? c : q == 2 ? -s : -c;
+  *cosine = q == 0 ? c : q == 1 ? -s : q == 2 ? -c : s;
 }
 
 }  // namespace pto::kernels

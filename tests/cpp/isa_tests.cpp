@@ -206,6 +206,11 @@ TEST(InstructionTable, GroupsHaveTheirArityAndOutputRule) {
         EXPECT_EQ(entry.inputs, 1);
         EXPECT_EQ(entry.output, OutputDType::Same);
         break;
+      case Group::Random:
+        EXPECT_EQ(entry.inputs, 0);
+        EXPECT_EQ(entry.output, OutputDType::Any);
+        EXPECT_EQ(entry.immediates[entry.immediateCount() - 1], "counter");
+        break;
     }
     bool accepts_any = false;
     for (DType d : allDTypes()) accepts_any |= entry.dtypes.contains(d);
@@ -353,6 +358,17 @@ Operand contiguousOf(int32_t buffer, DType dtype, const std::vector<int64_t>& sh
 
 // A valid [4,16] instruction of `op` over one buffer per operand; the last input
 // broadcasts along dimension 0 (stride 0) where there are inputs.
+// Parameters a random draw accepts: a distribution that makes sense, any key and counter.
+std::array<double, kMaxImmediates> validRandomImmediates(Opcode op, std::mt19937& rng) {
+  const double key0 = static_cast<double>(rng()), key1 = static_cast<double>(rng()), counter = rng() % 1000;
+  switch (op) {
+    case Opcode::kBernoulli: return {(rng() % 5) / 4.0, key0, key1, counter};
+    case Opcode::kRandInt: return {-2, 3, key0, key1, counter};
+    case Opcode::kNormal: return {0.5, 2, key0, key1, counter};
+    default: return {-1, 1, key0, key1, counter};
+  }
+}
+
 Program validProgram(Opcode op, DType dtype) {
   const std::vector<DType> dtypes = operandDTypes(op, dtype);
   const auto shapes = operandShapes(op, {4, 16}, 8, dtypes.size());
@@ -366,7 +382,12 @@ Program validProgram(Opcode op, DType dtype) {
     for (int d = 0; d < operand.rank; ++d) elements *= operand.strides[d] == 0 ? 1 : operand.shape[d];
     bytes.push_back(elements * dtypeSize(dtypes[k]));
   }
-  return makeProgram(bytes, {makeInstruction(op, operands, 1.0)});
+  Instruction instruction = makeInstruction(op, operands, 1.0);
+  if (groupOf(op) == Group::Random) {
+    std::mt19937 rng(1);
+    instruction.immediates = validRandomImmediates(op, rng);
+  }
+  return makeProgram(bytes, {instruction});
 }
 
 // ---------------------------------------------------------------------------
@@ -753,6 +774,29 @@ TEST(Verifier, RejectsIotaImmediatesAnIntegerCannotHold) {
   expectRejected(iota(DType::kInt32, 1e300), "tiota", "does not fit i32");
 }
 
+TEST(Verifier, RejectsRandomDrawsWithoutSense) {
+  auto draw = [](Opcode op, DType dtype, std::array<double, kMaxImmediates> immediates) {
+    Instruction instruction = makeInstruction(op, {contiguousOperand(0, dtype, {4, 4})});
+    instruction.immediates = immediates;
+    return makeProgram({1024}, {instruction});
+  };
+  EXPECT_EQ(verify(draw(Opcode::kUniform, DType::kBFloat16, {0, 1, 4294967295.0, 0, 9007199254740992.0})), "");
+  EXPECT_EQ(verify(draw(Opcode::kBernoulli, DType::kBool, {1, 7, 7, 0})), "");
+  EXPECT_EQ(verify(draw(Opcode::kRandInt, DType::kInt64, {-9223372036854775808.0, 9223372036854775808.0, 1, 2, 3})), "");
+  expectRejected(draw(Opcode::kUniform, DType::kInt32, {0, 1, 1, 2, 3}), "tuniform", "cannot draw dtype i32");
+  expectRejected(draw(Opcode::kUniform, DType::kFloat32, {2, 1, 1, 2, 3}), "tuniform", "low <= high");
+  expectRejected(draw(Opcode::kUniform, DType::kFloat32, {0, kInf, 1, 2, 3}), "tuniform", "finite");
+  expectRejected(draw(Opcode::kNormal, DType::kFloat32, {0, -1, 1, 2, 3}), "tnormal", "std >= 0");
+  expectRejected(draw(Opcode::kRandInt, DType::kInt64, {3, 3, 1, 2, 3}), "trandint", "low < high");
+  expectRejected(draw(Opcode::kRandInt, DType::kInt64, {0.5, 3, 1, 2, 3}), "trandint", "whole");
+  expectRejected(draw(Opcode::kBernoulli, DType::kFloat32, {1.5, 1, 2, 3}), "tbernoulli", "p=1.5 is not a probability");
+  expectRejected(draw(Opcode::kBernoulli, DType::kFloat32, {kNaN, 1, 2, 3}), "tbernoulli", "not a probability");
+  expectRejected(draw(Opcode::kNormal, DType::kFloat32, {0, 1, -1, 2, 3}), "tnormal", "key0=-1 is not a 32-bit key word");
+  expectRejected(draw(Opcode::kNormal, DType::kFloat32, {0, 1, 1, 4294967296.0, 3}), "tnormal", "key1=");
+  expectRejected(draw(Opcode::kNormal, DType::kFloat32, {0, 1, 1, 2, 0.5}), "tnormal", "counter=0.5");
+  expectRejected(draw(Opcode::kNormal, DType::kFloat32, {0, 1, 1, 2, 1e17}), "tnormal", "2^53");
+}
+
 // ---------------------------------------------------------------------------
 // PTO-AS.
 // ---------------------------------------------------------------------------
@@ -1016,6 +1060,7 @@ Program randomValidProgram(std::mt19937& rng) {
       if (isFloating(dtypes[0]) && rng() % 2) instruction.immediates[i] = 0.1;
     }
     if (has_axis) instruction.immediates[0] = 1.0;  // operandShapes put the index on axis 1
+    if (entry.group == Group::Random) instruction.immediates = validRandomImmediates(entry.opcode, rng);
     program.instructions.push_back(instruction);
   }
   return program;
