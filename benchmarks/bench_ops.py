@@ -9,7 +9,9 @@ the aim is met (✓) or not (✗):
   2. reductions of a 4096x4096 float32 over rows and columns: time vs CPU (aim <= 1.0);
   3. matmul, float32 and bfloat16, square sizes: GFLOP/s vs CPU (aim >= 0.9);
   4. softmax and layer_norm of a 4096x4096 float32: time vs CPU (aim <= 1.0);
-  5. eager overhead of small ops on 64-element tensors: us/op vs CPU (aim <= 3).
+  5. eager overhead of small ops on 64-element tensors: us/op vs CPU (aim <= 3);
+  6. random draws filling 16M float32 (normal_, uniform_, bernoulli_, dropout, random_):
+     time vs CPU (aim <= 1.0; the generators differ, the work is the same).
 
 Every figure is the best of several timed repetitions after warm-up. A repetition
 runs the op enough times back to back to last a few tens of milliseconds; pto
@@ -301,6 +303,30 @@ def bench_small_ops(b: Bench) -> None:
           ["op", "cpu us", "pto us", "pto/CPU", "<=3", "cores cpu / pto / other"], rows)
 
 
+# 6. Random draws ---------------------------------------------------------------------------
+
+def bench_random(b: Bench) -> None:
+    x_cpu = torch.empty(16 * MiB)
+    x_pto = torch.empty(16 * MiB, device="pto")
+    cases = [
+        ("x.normal_()", lambda x: x.normal_()),
+        ("x.uniform_()", lambda x: x.uniform_()),
+        ("x.bernoulli_(0.5)", lambda x: x.bernoulli_(0.5)),
+        ("dropout(x, 0.5)", lambda x: F.dropout(x, 0.5)),
+        ("x.random_(0, 10)", lambda x: x.random_(0, 10)),
+    ]
+    rows = []
+    for name, fn in cases:
+        r = b.pair(lambda: fn(x_cpu), lambda: fn(x_pto))
+        ratio = r.pto / r.cpu
+        rows.append([name, ms(r.cpu), ms(r.pto) + fallback_note(r.fell_back), f"{ratio:.2f}",
+                     b.aim(round(ratio, 2) <= 1.0, f"random {name}: pto/CPU time {ratio:.2f} > 1"), r.cores()])
+    table(f"6. Random draws filling 16M float32, ms per op (best of {b.reps}); pto: Philox4x32-10, "
+          f"CPU: mt19937", ["op", "cpu ms", "pto ms", "pto/CPU", "<=1", "cores cpu / pto / other"], rows)
+    del x_pto
+    torch.pto.empty_cache()
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="shorter run (no 4096 matmul, shorter repetitions)")
@@ -313,7 +339,8 @@ def main() -> None:
     start = time.perf_counter()
     fallbacks_before = pypto_torch.fallback_ops()
     whole_run = OtherLoad()
-    for section in (bench_elementwise, bench_reductions, bench_matmul, bench_row_ops, bench_small_ops):
+    for section in (bench_elementwise, bench_reductions, bench_matmul, bench_row_ops, bench_small_ops,
+                    bench_random):
         during = OtherLoad()
         section(bench)
         print(f"({during.describe()} during this table)")

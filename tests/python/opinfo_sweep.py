@@ -37,10 +37,19 @@ def to_cpu(value):
     return value
 
 
+def draws_random_numbers(sample) -> bool:
+    """Whether the sample's result depends on the random generator (attention with
+    dropout): pto's Philox draws differ from the CPU's Mersenne Twister by design, as
+    CUDA's do, so such samples are compared in test_random.py by their statistics."""
+    return sample.kwargs.get("dropout_p", 0.0) > 0
+
+
 def check_forward(op, dtype, **tolerances) -> int:
     """Every CPU sample of `op` at `dtype`, run on pto, equals the CPU result."""
     count = 0
     for sample in op.sample_inputs("cpu", dtype, requires_grad=False):
+        if draws_random_numbers(sample):
+            continue
         expected = op(to_device(sample.input, "cpu"), *sample.args, **sample.kwargs)  # a copy: ops may be in-place
         actual = op(to_device(sample.input, "pto"), *to_device(sample.args, "pto"),
                     **to_device(sample.kwargs, "pto"))
@@ -59,6 +68,8 @@ def check_gradients(op, **tolerances) -> int:
     tolerances = {**GRADIENT_TOLERANCE, **tolerances}
     count = 0
     for sample in op.sample_inputs("cpu", torch.float32, requires_grad=True):
+        if draws_random_numbers(sample):
+            continue
         expected = op(sample.input, *sample.args, **sample.kwargs)
         if isinstance(expected, (tuple, list)):
             expected = expected[0]

@@ -1,7 +1,13 @@
-"""Random numbers on pto: seeded per device, reproducible, CPU-identical draws."""
+"""Random numbers on pto: native Philox draws (tuniform, tnormal, trandint,
+tbernoulli), seeded per device and reproducible under torch.pto.manual_seed whatever
+the cores do. As on CUDA, the values differ from the CPU generator's, so the tests
+check reproducibility, ranges and moments rather than equality with the CPU."""
 
 import pytest
 import torch
+from torch.testing import assert_close
+
+import pypto_torch
 
 
 def test_manual_seed_makes_draws_reproducible():
@@ -14,10 +20,40 @@ def test_manual_seed_makes_draws_reproducible():
 
 def test_draws_use_the_pto_generator_not_the_cpu_one():
     torch.pto.manual_seed(7)
-    torch.default_generator.manual_seed(99)  # the CPU generator alone
+    torch.default_generator.manual_seed(99)
     x = torch.rand(10, device="pto")
-    torch.default_generator.manual_seed(7)
-    assert torch.equal(x.cpu(), torch.rand(10))  # same engine as CPU, seeded by torch.pto
+    torch.pto.manual_seed(7)
+    torch.default_generator.manual_seed(1)  # the CPU generator alone changes nothing
+    assert torch.equal(torch.rand(10, device="pto").cpu(), x.cpu())
+    torch.pto.manual_seed(8)
+    assert not torch.equal(torch.rand(10, device="pto").cpu(), x.cpu())
+
+
+def test_successive_draws_differ_and_replay_in_order():
+    torch.pto.manual_seed(3)
+    first, second = torch.randn(1001, device="pto"), torch.randn(7, device="pto")
+    torch.pto.manual_seed(3)
+    assert torch.equal(torch.randn(1001, device="pto").cpu(), first.cpu())
+    assert torch.equal(torch.randn(7, device="pto").cpu(), second.cpu())
+    assert not torch.equal(second.cpu(), first[:7].cpu())
+
+
+def test_the_same_seed_draws_the_same_on_every_device():
+    torch.pto.manual_seed_all(11)
+    on_zero = torch.randn(100, device="pto:0")
+    on_one = torch.randn(100, device="pto:1")
+    assert torch.equal(on_zero.cpu(), on_one.cpu())
+
+
+def test_rng_state_is_seed_and_offset():
+    torch.pto.manual_seed(5)
+    state = torch.pto.get_rng_state()
+    assert state.dtype == torch.uint8 and state.numel() == 16
+    assert int.from_bytes(bytes(state[:8].tolist()), "little") == 5
+    torch.rand(10, device="pto")
+    assert torch.pto.get_rng_state()[8:].tolist() != state[8:].tolist()  # the offset moved on
+    with pytest.raises(RuntimeError, match="16 bytes"):
+        torch.pto.set_rng_state(torch.zeros(5, dtype=torch.uint8))
 
 
 def test_rng_state_round_trip():
@@ -48,8 +84,95 @@ def test_devices_have_their_own_generators():
 
 
 def test_dropout_and_fork_rng():
-    with torch.random.fork_rng(device_type="pto"):
+    with torch.random.fork_rng(devices=[0], device_type="pto"):
         torch.pto.manual_seed(0)
         mask = torch.nn.functional.dropout(torch.ones(1000, device="pto"), 0.5)
     kept = (mask.cpu() > 0).float().mean().item()
     assert kept == pytest.approx(0.5, abs=0.1)
+
+
+FLOATS = [torch.float32, torch.float16, torch.bfloat16, torch.float64]
+
+
+@pytest.mark.parametrize("dtype", FLOATS)
+def test_uniform_and_normal_have_their_range_and_moments(dtype):
+    x = torch.empty(200_000, device="pto", dtype=dtype).uniform_(-1, 3).cpu().double()
+    assert x.min() >= -1 and x.max() <= 3
+    assert x.mean().item() == pytest.approx(1.0, abs=0.02)
+    assert x.var().item() == pytest.approx(16 / 12, abs=0.03)
+    y = torch.empty(200_000, device="pto", dtype=dtype).normal_(2, 0.5).cpu().double()
+    assert y.mean().item() == pytest.approx(2.0, abs=0.01)
+    assert y.std().item() == pytest.approx(0.5, abs=0.01)
+
+
+def test_rand_randn_randint_and_bernoulli_draw_on_the_device():
+    before = pypto_torch.fallback_ops()
+    u = torch.rand(4, 5, device="pto")
+    n = torch.randn(3, 3, device="pto", dtype=torch.bfloat16)
+    i = torch.randint(-3, 4, (10_000,), device="pto")
+    b = torch.bernoulli(torch.full((10_000,), 0.25, device="pto"))
+    coin = torch.empty(10_000, device="pto").bernoulli_(0.75)
+    m = torch.normal(torch.zeros(100, device="pto"), torch.ones(100, device="pto"))
+    assert pypto_torch.fallback_ops() == before
+    assert u.device.type == n.device.type == "pto" and n.dtype == torch.bfloat16
+    assert set(i.unique().cpu().tolist()) == set(range(-3, 4))
+    assert b.mean().item() == pytest.approx(0.25, abs=0.02)
+    assert coin.mean().item() == pytest.approx(0.75, abs=0.02)
+    assert m.shape == (100,)
+
+
+@pytest.mark.parametrize("dtype", [torch.uint8, torch.int8, torch.int16, torch.int32, torch.int64,
+                                   torch.bool, torch.float16, torch.float32])
+def test_random_fills_the_dtype_range(dtype):
+    x = torch.empty(20_000, device="pto", dtype=dtype).random_().cpu()
+    digits = {torch.float16: 11, torch.float32: 24}.get(dtype)  # PyTorch draws [0, 2^digits] for floats
+    high = 2 ** digits + 1 if digits else (2 if dtype == torch.bool else torch.iinfo(dtype).max + 1)
+    values = x.double()
+    assert values.min() >= 0 and values.max() < high and values.max() >= (high - 1) * 0.9
+    assert torch.equal(values, values.floor())
+    y = torch.empty(20_000, device="pto", dtype=dtype).random_(0, 2).cpu()
+    assert set(y.double().unique().tolist()) == {0.0, 1.0}
+
+
+def test_strided_outputs_receive_draws():
+    torch.pto.manual_seed(2)
+    flat = torch.empty(20, device="pto").normal_()
+    torch.pto.manual_seed(2)
+    transposed = torch.empty(5, 4, device="pto").t().normal_()  # row-major positions as flat
+    assert torch.equal(transposed.cpu().reshape(-1), flat.cpu())
+
+
+def test_dropout_trains_natively_and_its_gradient_is_the_mask():
+    x = torch.randn(64, 100, device="pto", requires_grad=True)
+    before = pypto_torch.fallback_ops()
+    y = torch.nn.functional.dropout(x, 0.3, training=True)
+    y.sum().backward()
+    assert pypto_torch.fallback_ops() == before
+    kept = y.detach().cpu() != 0
+    assert kept.float().mean().item() == pytest.approx(0.7, abs=0.03)
+    assert_close(y.detach().cpu()[kept], x.detach().cpu()[kept] / 0.7)
+    assert_close(x.grad.cpu(), kept.float() / 0.7)
+    assert torch.equal(torch.nn.functional.dropout(x, 0.3, training=False).cpu(), x.detach().cpu())
+    assert torch.equal(torch.nn.functional.dropout(x, 1.0).cpu(), torch.zeros(64, 100))
+
+
+def test_fallback_random_ops_are_reproducible_too():
+    torch.pto.manual_seed(4)
+    first = torch.randperm(50, device="pto")
+    torch.pto.manual_seed(4)
+    assert torch.equal(torch.randperm(50, device="pto").cpu(), first.cpu())
+    assert sorted(first.cpu().tolist()) == list(range(50))
+
+
+@pytest.mark.parametrize("call,message", [
+    (lambda x: x.uniform_(2, 1), "uniform_ expects to return a \\[from, to\\) range"),
+    (lambda x: x.normal_(0, -1), "normal expects std >= 0.0"),
+    (lambda x: x.bernoulli_(1.5), "bernoulli_ expects p to be in \\[0, 1\\]"),
+    (lambda x: x.random_(5, 5), "random_ expects 'from' to be less than 'to'"),
+    (lambda x: torch.ops.aten.native_dropout(x, 1.5, True), "dropout probability has to be between 0 and 1"),
+])
+def test_bad_parameters_raise_pytorchs_message(call, message):
+    x = torch.empty(8, device="pto")
+    with pytest.raises(RuntimeError, match=message):
+        call(x)
+    assert torch.rand(3, device="pto").cpu().max() < 1  # still usable

@@ -79,7 +79,8 @@ std::optional<c10::Device> checkDevices(const c10::OperatorHandle& op, torch::ji
   return pto_device;
 }
 
-// Random ops draw from the pto device's generator (torch.pto.manual_seed), not the CPU's.
+// Random ops draw from the pto device's generator (torch.pto.manual_seed), not the
+// CPU's: from a CPU generator it seeds, advancing its state.
 void useDeviceGenerators(const c10::OperatorHandle& op, torch::jit::Stack* stack,
                          c10::DeviceIndex device) {
   const auto& arguments = op.schema().arguments();
@@ -90,10 +91,11 @@ void useDeviceGenerators(const c10::OperatorHandle& op, torch::jit::Stack* stack
         (optional && optional->getElementType()->kind() == c10::TypeKind::GeneratorType);
     if (!is_generator) continue;
     c10::IValue& value = (*stack)[first + i];
-    if (value.isNone()) {
-      value = defaultGenerator(device).get<PtoGeneratorImpl>()->engine();
-    } else if (value.toGenerator().device().type() == c10::kPrivateUse1) {
-      value = value.toGenerator().get<PtoGeneratorImpl>()->engine();
+    const bool own = !value.isNone() && value.toGenerator().device().type() == c10::kPrivateUse1;
+    if (value.isNone() || own) {
+      at::Generator generator = own ? value.toGenerator() : defaultGenerator(device);
+      std::lock_guard<std::mutex> lock(generator.mutex());
+      value = generator.get<PtoGeneratorImpl>()->forkCpuGenerator();
     }
   }
 }
