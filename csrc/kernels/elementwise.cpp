@@ -71,17 +71,17 @@ void binaryRows(const StridedLoop& loop, double alpha_value) {
     const T* a = reinterpret_cast<const T*>(p[1]);
     const T* b = reinterpret_cast<const T*>(p[2]);
     if (so == sizeof(T) && sa == sizeof(T) && sb == sizeof(T)) {
-      for (int64_t i = 0; i < n; ++i) out[i] = castTo<T>(binaryOp<op, C>(widen(a[i]), operand(widen(b[i])), alpha));
+      for (int64_t i = 0; i < n; ++i) out[i] = castTo<T>(binaryOp<op, C, T>(widen(a[i]), operand(widen(b[i])), alpha));
     } else if (so == sizeof(T) && sa == sizeof(T) && sb == 0) {
       const C scalar = operand(widen(*b));
-      for (int64_t i = 0; i < n; ++i) out[i] = castTo<T>(binaryOp<op, C>(widen(a[i]), scalar, alpha));
+      for (int64_t i = 0; i < n; ++i) out[i] = castTo<T>(binaryOp<op, C, T>(widen(a[i]), scalar, alpha));
     } else if (so == sizeof(T) && sa == 0 && sb == sizeof(T)) {
       const C scalar = widen(*a);
-      for (int64_t i = 0; i < n; ++i) out[i] = castTo<T>(binaryOp<op, C>(scalar, operand(widen(b[i])), alpha));
+      for (int64_t i = 0; i < n; ++i) out[i] = castTo<T>(binaryOp<op, C, T>(scalar, operand(widen(b[i])), alpha));
     } else {
       for (int64_t i = 0; i < n; ++i) {
         store<T>(p[0] + i * so,
-                 binaryOp<op, C>(load<T>(p[1] + i * sa), operand(load<T>(p[2] + i * sb)), alpha));
+                 binaryOp<op, C, T>(load<T>(p[1] + i * sa), operand(load<T>(p[2] + i * sb)), alpha));
       }
     }
   });

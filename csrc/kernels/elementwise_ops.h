@@ -4,8 +4,10 @@
 
 #include <cmath>
 #include <limits>
+#include <stdexcept>
 #include <type_traits>
 
+#include "element_types.h"
 #include "fast_math.h"
 #include "isa/instructions.h"
 
@@ -79,7 +81,47 @@ inline C unaryOp(C x) {
   else static_assert(op == Opcode::kAbs, "not a unary instruction");
 }
 
-template <Opcode op, typename C>
+// The integer divisions check for zero, as PyTorch's CPU kernels do, and take
+// b == -1 apart: the lowest value divided by it would trap (it wraps, as negation does).
+template <typename C>
+inline void checkDivisor(C b) {
+  if (b == C(0)) throw std::domain_error("ZeroDivisionError");
+}
+
+// Storage: the dtype's own type. PyTorch's CPU kernels round float16/bfloat16
+// divisions to it after every step (Half arithmetic), so these do too.
+template <Opcode op, typename C, typename Storage>
+inline C divisionOp(C a, C b) {
+  if constexpr (std::is_floating_point_v<C>) {
+    auto round = [](C x) { return static_cast<C>(widen(castTo<Storage>(x))); };
+    if constexpr (op == Opcode::kFmod) return std::fmod(a, b);
+    if constexpr (op == Opcode::kTruncDiv) return std::trunc(round(a / b));
+    const C mod = std::fmod(a, b);
+    if constexpr (op == Opcode::kRemainder) return mod != C(0) && ((mod < C(0)) != (b < C(0))) ? mod + b : mod;
+    // kFloorDiv, as c10::div_floor_floating: exact where floor(a / b) would round wrongly.
+    if (b == C(0)) return a / b;
+    C quotient = round(round(a - mod) / b);
+    if (mod != C(0) && (b < C(0)) != (mod < C(0))) quotient = round(quotient - C(1));
+    if (quotient == C(0)) return std::copysign(C(0), round(a / b));
+    C floored = std::floor(quotient);
+    if (round(quotient - floored) > C(0.5)) floored = round(floored + C(1));
+    return floored;
+  } else {
+    checkDivisor(b);
+    if (std::is_signed_v<C> && b == C(-1)) {
+      if constexpr (op == Opcode::kFmod || op == Opcode::kRemainder) return C(0);
+      else return wrap<C>(0ull - static_cast<unsigned long long>(a));
+    }
+    if constexpr (op == Opcode::kFmod) return static_cast<C>(a % b);
+    if constexpr (op == Opcode::kTruncDiv) return static_cast<C>(a / b);
+    const C mod = static_cast<C>(a % b);
+    if constexpr (op == Opcode::kRemainder) return mod != 0 && ((mod < 0) != (b < 0)) ? static_cast<C>(mod + b) : mod;
+    const C quotient = static_cast<C>(a / b);  // kFloorDiv: one less where the signs differ and b does not divide a
+    return mod != 0 && ((a < 0) != (b < 0)) ? static_cast<C>(quotient - 1) : quotient;
+  }
+}
+
+template <Opcode op, typename C, typename Storage = C>
 inline C binaryOp(C a, C b, C alpha) {
   if constexpr (op == Opcode::kAdd || op == Opcode::kSub) {
     if constexpr (std::is_floating_point_v<C>) {
@@ -102,10 +144,9 @@ inline C binaryOp(C a, C b, C alpha) {
     if (isNaN(a) || isNaN(b)) return std::numeric_limits<C>::quiet_NaN();
     return a < b ? a : b;
   } else if constexpr (op == Opcode::kPow) return std::pow(a, b);
-  else if constexpr (op == Opcode::kFmod) return std::fmod(a, b);
-  else if constexpr (op == Opcode::kRemainder) {
-    const C r = std::fmod(a, b);
-    return r != C(0) && ((r < C(0)) != (b < C(0))) ? r + b : r;
+  else if constexpr (op == Opcode::kFmod || op == Opcode::kRemainder || op == Opcode::kFloorDiv ||
+                     op == Opcode::kTruncDiv) {
+    return divisionOp<op, C, Storage>(a, b);
   } else if constexpr (op == Opcode::kAtan2) return std::atan2(a, b);
   else if constexpr (op == Opcode::kReluGrad) return b > alpha ? a : C(0);  // alpha: the threshold
   else if constexpr (op == Opcode::kGeluGrad) {

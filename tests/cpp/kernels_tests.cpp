@@ -440,7 +440,15 @@ Harness binaryHarness(double alpha) {
   const bool has_alpha = isa::info(op).immediateCount() > 0;
   h.immediates[0] = has_alpha ? alpha : 0.0;
   h.dtypes = {kernels::dtypeOf<T>(), kernels::dtypeOf<T>(), kernels::dtypeOf<T>()};
-  h.random_input = [](int, std::mt19937_64& rng, char* p) { writeValue(p, randomValue<T>(rng)); };
+  constexpr bool integer_division = !kIsFloat<T> && (op == Opcode::kFmod || op == Opcode::kRemainder ||
+                                                     op == Opcode::kFloorDiv || op == Opcode::kTruncDiv);
+  h.random_input = [](int operand, std::mt19937_64& rng, char* p) {
+    T value = randomValue<T>(rng);
+    if constexpr (integer_division) {
+      if (operand == 2 && value == T(0)) value = T(1);  // zero fails the kernel
+    }
+    writeValue(p, value);
+  };
   const C scale = refCast<C>(has_alpha ? alpha : 1.0);
   // float16/bfloat16 add/sub round alpha * b to the storage type first (as PyTorch's CPU kernels).
   constexpr bool prescaled = !std::is_same_v<C, T> && (op == Opcode::kAdd || op == Opcode::kSub);
@@ -454,7 +462,7 @@ Harness binaryHarness(double alpha) {
       }
       alpha = C(1);
     }
-    refStore<T>(p[0], kernels::binaryOp<op, C>(refLoad<T>(p[1]), b, alpha));
+    refStore<T>(p[0], kernels::binaryOp<op, C, T>(refLoad<T>(p[1]), b, alpha));
   };
   setOutputType<T>(h);
   h.label = std::string(isa::info(op).name) + " " + typeName<T>() + (has_alpha ? " alpha=" + std::to_string(alpha) : "");
@@ -487,6 +495,31 @@ TEST(Kernels, BinaryLarge) {
   runCases(binaryHarness<Opcode::kSub, uint8_t>(-1.0), largeCases(), 12);
   runCases(binaryHarness<Opcode::kAdd, BFloat16>(0.3), largeCases(), 13);
   runCases(binaryHarness<Opcode::kMax, double>(1.0), largeCases(), 14);
+}
+
+// Python's // and %, C's trunc division and fmod, on the signs' four cases, the
+// lowest value over -1 (wraps, never traps) and a zero divisor (fails the kernel).
+TEST(Kernels, IntegerDivisionsKnownValues) {
+  const std::vector<int8_t> a = {7, -7, 7, -7, -128, -128, 6};
+  const std::vector<int8_t> b = {2, 2, -2, -2, -1, 3, 3};
+  auto run = [&](Opcode op, const std::vector<int8_t>& divisors) {
+    std::vector<int8_t> lhs = a, rhs = divisors, out(a.size());
+    const auto n = static_cast<int64_t>(a.size());
+    Instruction instruction;
+    instruction.opcode = op;
+    instruction.operands = {isa::contiguousOperand(0, DType::kInt8, {n}), isa::contiguousOperand(1, DType::kInt8, {n}),
+                            isa::contiguousOperand(2, DType::kInt8, {n})};
+    std::vector<void*> buffers = {out.data(), lhs.data(), rhs.data()};
+    kernels::execute(instruction, buffers);
+    return out;
+  };
+  EXPECT_EQ(run(Opcode::kFloorDiv, b), (std::vector<int8_t>{3, -4, -4, 3, -128, -43, 2}));
+  EXPECT_EQ(run(Opcode::kTruncDiv, b), (std::vector<int8_t>{3, -3, -3, 3, -128, -42, 2}));
+  EXPECT_EQ(run(Opcode::kRemainder, b), (std::vector<int8_t>{1, 1, -1, -1, 0, 1, 0}));
+  EXPECT_EQ(run(Opcode::kFmod, b), (std::vector<int8_t>{1, -1, 1, -1, 0, -2, 0}));
+  std::vector<int8_t> zero = b;
+  zero[3] = 0;
+  EXPECT_THROW(run(Opcode::kFloorDiv, zero), std::domain_error);
 }
 
 TEST(Kernels, BinaryKnownValues) {

@@ -15,10 +15,10 @@ NATIVE = {
     "exp2", "expm1", "log", "log2", "log1p", "sqrt", "rsqrt", "reciprocal", "sin", "cos", "tan",
     "tanh", "sigmoid", "erf", "floor", "ceil", "round", "trunc", "nn.functional.silu",
     "nn.functional.relu", "nn.functional.gelu", "where", "fill", "zero_", "addcmul", "addcdiv",
-    "lerp", "nn.functional.mse_loss",
+    "lerp", "nn.functional.mse_loss", "floor_divide",
 }
 OPS = [op for op in op_db
-       if op.name in NATIVE and op.variant_test_name in ("", "no_rounding_mode")]
+       if op.name in NATIVE and op.variant_test_name in ("", "no_rounding_mode", "trunc_rounding", "floor_rounding")]
 DTYPES = [torch.float32, torch.float16, torch.bfloat16, torch.int64, torch.bool]
 
 
@@ -90,3 +90,34 @@ def test_nan_inf_and_negative_zero():
                torch.sigmoid, lambda t: torch.maximum(t, t.flip(0)), lambda t: t * 0]:
         assert_close(fn(p).cpu(), fn(x), equal_nan=True)
     assert torch.equal(torch.signbit(p.neg().cpu()), torch.signbit(x.neg()))
+
+
+@pytest.mark.parametrize("dtype", [torch.int64, torch.int32, torch.int8, torch.uint8, torch.float32])
+def test_integer_division_family_matches_cpu_at_the_edges(dtype):
+    info = torch.iinfo(dtype) if not dtype.is_floating_point else None
+    values = [-7, -1, 0, 1, 7, 5, -6] + ([info.min, info.max] if info else [float("inf"), -0.0, float("nan")])
+    a = torch.tensor(values, dtype=dtype).repeat_interleave(3)
+    # Not the lowest value over -1: PyTorch's CPU floor division traps on it (pto wraps, as for trunc).
+    b = torch.tensor([3, -2, -5], dtype=dtype).repeat(len(values)) if dtype != torch.uint8 else \
+        torch.tensor([3, 2, 255], dtype=dtype).repeat(len(values))
+    before = pypto_torch.fallback_ops()
+    for op in (lambda x, y: torch.div(x, y, rounding_mode="floor"), lambda x, y: torch.div(x, y, rounding_mode="trunc"),
+               torch.fmod, torch.remainder, lambda x, y: x // y):
+        assert_close(op(a.to("pto"), b.to("pto")).cpu(), op(a, b), equal_nan=True)
+    assert pypto_torch.fallback_ops() == before
+
+
+def test_integer_division_by_zero_raises_at_the_next_sync(python):
+    result = python("""
+        import torch
+        x = torch.arange(6, device="pto")
+        y = x // torch.zeros(6, dtype=torch.int64, device="pto")   # queued: returns at once
+        try:
+            torch.pto.synchronize()
+        except RuntimeError as error:
+            print("raised:", error)
+        print("usable:", torch.equal((x // 2).cpu(), torch.arange(6) // 2))
+    """, PTO_FALLBACK="silent")
+    assert result.returncode == 0, result.stderr
+    assert "tfloordiv failed" in result.stdout and "ZeroDivisionError" in result.stdout
+    assert "usable: True" in result.stdout

@@ -214,6 +214,41 @@ at::Tensor& zero(at::Tensor& self) { return fill(self, 0); }
     m.impl(#name "_.Scalar", TORCH_FN(F::template inplaceScalar<ATEN_OP2(name##_, Scalar)>));         \
   }
 
+// div with a rounding mode: none is true division; "trunc" and "floor" are
+// ttruncdiv and tfloordiv, which keep integer dtypes as PyTorch does. Another
+// mode reaches the CPU, which names it in its error.
+std::optional<Opcode> roundingOpcode(std::optional<c10::string_view> mode) {
+  if (mode == "trunc") return Opcode::kTruncDiv;
+  if (mode == "floor") return Opcode::kFloorDiv;
+  return std::nullopt;
+}
+
+at::Tensor divMode(const at::Tensor& self, const at::Tensor& other, std::optional<c10::string_view> mode) {
+  if (!mode) return at::div(self, other);
+  const auto opcode = roundingOpcode(mode);
+  at::Tensor r = opcode ? binaryOp(*opcode, P::kCommon, self, other, {}) : at::Tensor();
+  return r.defined() ? r : Fallback<ATEN_OP2(div, Tensor_mode)>::call(self, other, mode);
+}
+
+at::Tensor& divModeInplace(at::Tensor& self, const at::Tensor& other, std::optional<c10::string_view> mode) {
+  if (!mode) return self.div_(other);
+  const auto opcode = roundingOpcode(mode);
+  if (!opcode || !binaryOp(*opcode, P::kCommon, self, other, self).defined()) {
+    Fallback<ATEN_OP2(div_, Tensor_mode)>::call(self, other, mode);
+  }
+  return self;
+}
+
+at::Tensor& divModeOut(const at::Tensor& self, const at::Tensor& other, std::optional<c10::string_view> mode,
+                       at::Tensor& out) {
+  if (!mode) return at::div_out(out, self, other);
+  const auto opcode = roundingOpcode(mode);
+  if (!opcode || !binaryOp(*opcode, P::kCommon, self, other, out).defined()) {
+    Fallback<ATEN_OP2(div, out_mode)>::call(self, other, mode, out);
+  }
+  return out;
+}
+
 // Registers op / op_ / op.out of a unary op.
 #define PTO_UNARY(m, name, opcode, promotion)                                                         \
   {                                                                                                   \
@@ -261,6 +296,15 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
     m.impl("remainder.Tensor", TORCH_FN(F::functional));
     m.impl("remainder.Tensor_out", TORCH_FN(F::out));
     m.impl("remainder_.Tensor", TORCH_FN(F::template inplace<ATEN_OP2(remainder_, Tensor)>));
+  }
+  m.impl("div.Tensor_mode", TORCH_FN(divMode));
+  m.impl("div_.Tensor_mode", TORCH_FN(divModeInplace));
+  m.impl("div.out_mode", TORCH_FN(divModeOut));
+  {
+    using F = Binary<Opcode::kFloorDiv, P::kCommon, ATEN_OP(floor_divide), ATEN_OP2(floor_divide, out)>;
+    m.impl("floor_divide", TORCH_FN(F::functional));
+    m.impl("floor_divide.out", TORCH_FN(F::out));
+    m.impl("floor_divide_.Tensor", TORCH_FN(F::template inplace<ATEN_OP2(floor_divide_, Tensor)>));
   }
   {
     using F = Binary<Opcode::kAtan2, P::kIntToFloat, ATEN_OP(atan2), ATEN_OP2(atan2, out)>;
