@@ -48,28 +48,54 @@ isa::Operand operandOf(const at::Tensor& tensor, int32_t buffer) {
   return operand;
 }
 
-}  // namespace
-
-void launchInstruction(isa::Opcode opcode, const at::Tensor& out,
-                       std::initializer_list<at::Tensor> inputs,
-                       std::array<double, isa::kMaxImmediates> immediates) {
+// An instruction under construction: its operands and the buffers behind them.
+struct Launch {
   isa::Instruction instruction;
-  instruction.opcode = opcode;
-  instruction.immediates = immediates;
   std::vector<void*> buffers;
   std::vector<uint64_t> sizes;
-  auto bind = [&](const at::Tensor& tensor) {
-    TORCH_CHECK(tensor.device() == out.device(), isa::info(opcode).name, ": operand on ",
+
+  Launch(isa::Opcode opcode, std::array<double, isa::kMaxImmediates> immediates) {
+    instruction.opcode = opcode;
+    instruction.immediates = immediates;
+  }
+
+  isa::Operand& bind(const at::Tensor& tensor, const at::Tensor& out) {
+    TORCH_CHECK(tensor.device() == out.device(), isa::info(instruction.opcode).name, ": operand on ",
                 tensor.device(), " but the output is on ", out.device());
     const auto buffer = static_cast<int32_t>(buffers.size());
     instruction.operands.push_back(operandOf(tensor, buffer));
     buffers.push_back(tensor.storage().mutable_data());
     sizes.push_back(tensor.storage().nbytes());
-  };
-  bind(out);
-  for (const at::Tensor& input : inputs) bind(input);
-  const ptoStream stream = nativeStream(currentStream(out.device().index()));
-  PTO_CHECK(kernels::launch(stream, instruction, buffers, sizes));
+    return instruction.operands.back();
+  }
+
+  void onStreamOf(const at::Tensor& out) {
+    const ptoStream stream = nativeStream(currentStream(out.device().index()));
+    PTO_CHECK(kernels::launch(stream, instruction, buffers, sizes));
+  }
+};
+
+}  // namespace
+
+void launchInstruction(isa::Opcode opcode, const at::Tensor& out,
+                       std::initializer_list<at::Tensor> inputs,
+                       std::array<double, isa::kMaxImmediates> immediates) {
+  Launch launch(opcode, immediates);
+  launch.bind(out, out);
+  for (const at::Tensor& input : inputs) launch.bind(input, out);
+  launch.onStreamOf(out);
+}
+
+void launchReversedMove(const at::Tensor& out, const at::Tensor& in, std::bitset<isa::kMaxRank> reversed) {
+  Launch launch(isa::Opcode::kMove, {});
+  launch.bind(out, out);
+  isa::Operand& source = launch.bind(in, out);
+  for (int d = 0; d < source.rank; ++d) {
+    if (!reversed.test(static_cast<size_t>(d)) || source.shape[d] == 0) continue;
+    source.offset += (source.shape[d] - 1) * source.strides[d];
+    source.strides[d] = -source.strides[d];
+  }
+  launch.onStreamOf(out);
 }
 
 }  // namespace pto::backend

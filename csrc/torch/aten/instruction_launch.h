@@ -5,6 +5,7 @@
 #include <ATen/ATen.h>
 
 #include <array>
+#include <bitset>
 #include <initializer_list>
 #include <optional>
 
@@ -24,5 +25,10 @@ bool accepts(isa::Opcode opcode, at::ScalarType type);
 void launchInstruction(isa::Opcode opcode, const at::Tensor& out,
                        std::initializer_list<at::Tensor> inputs,
                        std::array<double, isa::kMaxImmediates> immediates = {});
+
+// out = in read backwards along the dimensions set in `reversed` (torch.flip): one
+// tmov whose input views in's storage with those strides negated, from their last
+// element on: no copy of the input.
+void launchReversedMove(const at::Tensor& out, const at::Tensor& in, std::bitset<isa::kMaxRank> reversed);
 
 }  // namespace pto::backend
