@@ -10,7 +10,9 @@ import pypto_torch
 from opinfo_sweep import opinfo_tests
 
 NAMES = {"cat", "stack", "clamp", "masked_fill", "var", "std", "logsumexp", "nn.functional.leaky_relu",
-         "nn.functional.softplus", "fmod", "remainder", "atan2", "nn.functional.scaled_dot_product_attention"}
+         "nn.functional.softplus", "fmod", "remainder", "atan2", "nn.functional.scaled_dot_product_attention",
+         "nn.functional.hardtanh", "nn.functional.relu6", "nn.functional.smooth_l1_loss", "nn.functional.huber_loss",
+         "nn.functional.binary_cross_entropy", "nn.functional.binary_cross_entropy_with_logits"}
 OPS = [op for op in op_db if op.name in NAMES and op.variant_test_name == ""]
 DTYPES = [torch.float32, torch.float16, torch.bfloat16, torch.int64, torch.bool]
 # Compositions round at each step in float16/bfloat16 where CPU kernels fuse:
@@ -39,3 +41,21 @@ def test_attention_block_stays_native():
     out = torch.nn.functional.scaled_dot_product_attention(q, k, v)
     torch.cat([out, out.clamp(-1, 1)], -1).var(-1).sum().backward()
     assert pypto_torch.fallback_ops() == before
+
+
+def test_losses_norms_and_hardtanh_train_without_fallback():
+    x = torch.rand(8, 5, device="pto", requires_grad=True)
+    target = torch.rand(8, 5, device="pto")
+    before = pypto_torch.fallback_ops()
+    loss = (torch.nn.functional.smooth_l1_loss(x, target, beta=0.5) + torch.nn.functional.huber_loss(x, target)
+            + torch.nn.functional.binary_cross_entropy(x, target) + torch.nn.functional.relu6(x * 9).sum()
+            + torch.linalg.vector_norm(x, 3, dim=1).sum() + x.norm() + x.prod(1).sum()
+            + torch.nn.functional.hardtanh(x, -0.5, 0.5).sum())
+    loss.backward()
+    assert pypto_torch.fallback_ops() == before
+    assert x.grad.device.type == "pto"
+
+
+def test_binary_cross_entropy_checks_its_input_is_a_probability():
+    with pytest.raises(RuntimeError, match="all elements of input should be between 0 and 1"):
+        torch.nn.functional.binary_cross_entropy(torch.full((3,), 1.5, device="pto"), torch.ones(3, device="pto"))

@@ -12,7 +12,8 @@ from opinfo_sweep import opinfo_tests
 NATIVE = {("sum", ""), ("mean", ""), ("amax", ""), ("amin", ""), ("argmax", ""), ("argmin", ""),
           ("any", ""), ("all", ""), ("max", "reduction_no_dim"), ("max", "reduction_with_dim"),
           ("min", "reduction_no_dim"), ("min", "reduction_with_dim"), ("max", "binary"),
-          ("min", "binary")}
+          ("min", "binary"), ("prod", ""), ("linalg.vector_norm", ""), ("norm", ""), ("norm", "inf"),
+          ("nn.functional.normalize", "")}
 OPS = [op for op in op_db if (op.name, op.variant_test_name) in NATIVE]
 DTYPES = [torch.float32, torch.float16, torch.bfloat16, torch.int64, torch.bool]
 # float16/bfloat16 sums: torch's CPU accumulates in float32, pto in double, so the

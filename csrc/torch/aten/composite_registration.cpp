@@ -1,7 +1,6 @@
 // aten ops that pto runs as short sequences of native instructions, with the
-// same formulas as PyTorch's CPU kernels (optimizer updates, losses). Each step
+// same formulas as PyTorch's CPU kernels (the optimizers' updates). Each step
 // dispatches to pto's own kernels, so nothing leaves the device.
-#include <ATen/core/Reduction.h>
 #include <torch/library.h>
 
 #include "composite.h"
@@ -87,30 +86,6 @@ at::Tensor& lerpInplace(at::Tensor& self, const at::Tensor& end, const at::Scala
   return self.copy_(lerpWide(self, end, weight));
 }
 
-// Mean squared error and its gradient, as (self - target)^2 reduced.
-at::Tensor mseLoss(const at::Tensor& self, const at::Tensor& target, int64_t reduction) {
-  const at::Tensor difference = at::sub(self, target);
-  const at::Tensor squares = at::mul(difference, difference);
-  if (reduction == at::Reduction::Mean) return squares.mean();
-  if (reduction == at::Reduction::Sum) return squares.sum();
-  return squares;
-}
-
-at::Tensor& mseLossOut(const at::Tensor& self, const at::Tensor& target, int64_t reduction, at::Tensor& out) {
-  return assign(out, mseLoss(self, target, reduction));
-}
-
-at::Tensor mseLossBackward(const at::Tensor& grad, const at::Tensor& self, const at::Tensor& target,
-                           int64_t reduction) {
-  const double norm = reduction == at::Reduction::Mean ? 2.0 / static_cast<double>(self.numel()) : 2.0;
-  return at::mul(at::sub(self, target), grad).mul_(norm);
-}
-
-at::Tensor& mseLossBackwardOut(const at::Tensor& grad, const at::Tensor& self, const at::Tensor& target,
-                               int64_t reduction, at::Tensor& grad_input) {
-  return assign(grad_input, mseLossBackward(grad, self, target, reduction));
-}
-
 // NaN is the one value unequal to itself; integers and bool have none.
 at::Tensor isnan(const at::Tensor& self) {
   if (!at::isFloatingType(self.scalar_type())) return at::zeros(self.sizes(), self.options().dtype(at::kBool));
@@ -130,10 +105,6 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("lerp.Scalar", TORCH_FN(lerp));
   m.impl("lerp_.Scalar", TORCH_FN(lerpInplace));
   m.impl("lerp.Scalar_out", TORCH_FN(lerpOut));
-  m.impl("mse_loss", TORCH_FN(mseLoss));
-  m.impl("mse_loss.out", TORCH_FN(mseLossOut));
-  m.impl("mse_loss_backward", TORCH_FN(mseLossBackward));
-  m.impl("mse_loss_backward.grad_input", TORCH_FN(mseLossBackwardOut));
 }
 
 }  // namespace pto::backend

@@ -45,6 +45,26 @@ at::Tensor& clampMaxOut(const at::Tensor& self, const at::Scalar& max, at::Tenso
 at::Tensor& clampMaxInplace(at::Tensor& self, const at::Scalar& max) { return self.copy_(clampWith(self, std::nullopt, max)); }
 
 // masked_fill_: tsel(mask, value, self) written over self.
+// hardtanh is a clamp (relu6 included); its gradient passes strictly inside the range.
+at::Tensor hardtanh(const at::Tensor& self, const at::Scalar& min, const at::Scalar& max) {
+  return clampWith(self, min, max);
+}
+at::Tensor& hardtanhOut(const at::Tensor& self, const at::Scalar& min, const at::Scalar& max, at::Tensor& out) {
+  return assign(out, clampWith(self, min, max));
+}
+at::Tensor& hardtanhInplace(at::Tensor& self, const at::Scalar& min, const at::Scalar& max) {
+  return self.copy_(clampWith(self, min, max));
+}
+at::Tensor hardtanhBackward(const at::Tensor& grad, const at::Tensor& self, const at::Scalar& min,
+                            const at::Scalar& max) {
+  const at::Tensor outside = at::logical_or(at::le(self, min), at::ge(self, max));
+  return at::where(outside, scalarLike(grad, 0), grad);
+}
+at::Tensor& hardtanhBackwardOut(const at::Tensor& grad, const at::Tensor& self, const at::Scalar& min,
+                                const at::Scalar& max, at::Tensor& grad_input) {
+  return assign(grad_input, hardtanhBackward(grad, self, min, max));
+}
+
 at::Tensor& maskedFillScalar(at::Tensor& self, const at::Tensor& mask, const at::Scalar& value) {
   TORCH_CHECK(mask.scalar_type() == at::kBool, "masked_fill_ only supports boolean masks, but got mask with dtype ",
               mask.scalar_type());
@@ -119,6 +139,11 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("clamp_max", TORCH_FN(clampMax));
   m.impl("clamp_max.out", TORCH_FN(clampMaxOut));
   m.impl("clamp_max_", TORCH_FN(clampMaxInplace));
+  m.impl("hardtanh", TORCH_FN(hardtanh));
+  m.impl("hardtanh.out", TORCH_FN(hardtanhOut));
+  m.impl("hardtanh_", TORCH_FN(hardtanhInplace));
+  m.impl("hardtanh_backward", TORCH_FN(hardtanhBackward));
+  m.impl("hardtanh_backward.grad_input", TORCH_FN(hardtanhBackwardOut));
   m.impl("masked_fill_.Scalar", TORCH_FN(maskedFillScalar));
   m.impl("masked_fill_.Tensor", TORCH_FN(maskedFillTensor));
   m.impl("leaky_relu", TORCH_FN(leakyReluOf));

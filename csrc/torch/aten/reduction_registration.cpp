@@ -4,6 +4,9 @@
 #include <ATen/Operators.h>
 #include <torch/library.h>
 
+#include <cmath>
+
+#include "composite.h"
 #include "fallback.h"
 #include "reduction.h"
 
@@ -65,6 +68,53 @@ at::Tensor& meanOut(const at::Tensor& self, at::OptionalIntArrayRef dim, bool ke
 
 at::Tensor meanAll(const at::Tensor& self, std::optional<at::ScalarType> dtype) {
   return meanDim(self, std::nullopt, false, dtype);
+}
+
+at::Tensor prodDim(const at::Tensor& self, int64_t dim, bool keepdim, std::optional<at::ScalarType> dtype) {
+  const auto type = sumType(self, dtype);
+  at::Tensor r = reduce(Opcode::kProd, self, at::IntArrayRef(dim), keepdim, type, type, {});
+  return r.defined() ? r : Fallback<ATEN_OP2(prod, dim_int)>::call(self, dim, keepdim, dtype);
+}
+
+at::Tensor& prodOut(const at::Tensor& self, int64_t dim, bool keepdim, std::optional<at::ScalarType> dtype,
+                    at::Tensor& out) {
+  const auto type = dtype ? *dtype : out.scalar_type();
+  if (!reduce(Opcode::kProd, self, at::IntArrayRef(dim), keepdim, type, type, out).defined()) {
+    Fallback<ATEN_OP2(prod, int_out)>::call(self, dim, keepdim, dtype, out);
+  }
+  return out;
+}
+
+at::Tensor prodAll(const at::Tensor& self, std::optional<at::ScalarType> dtype) {
+  const auto type = sumType(self, dtype);
+  at::Tensor r = reduce(Opcode::kProd, self, std::nullopt, false, type, type, {});
+  return r.defined() ? r : Fallback<ATEN_OP(prod)>::call(self, dtype);
+}
+
+// The vector p-norm from native pieces (|x|, powers, tsum, tamax), in float32 for
+// float16/bfloat16 as PyTorch's CPU kernel computes it. Integer inputs, and the
+// infinity norms of empty reductions, go to the CPU, which raises PyTorch's errors.
+at::Tensor vectorNorm(const at::Tensor& self, const at::Scalar& ord, at::OptionalIntArrayRef dim, bool keepdim,
+                      std::optional<at::ScalarType> dtype) {
+  const at::ScalarType type = dtype.value_or(self.scalar_type());
+  const double p = ord.toDouble();
+  const bool native = at::isFloatingType(self.scalar_type()) && at::isFloatingType(type) &&
+                      !(std::isinf(p) && (self.numel() == 0 || reducedCount(self, dim) == 0));
+  if (!native) return Fallback<ATEN_OP(linalg_vector_norm)>::call(self, ord, dim, keepdim, dtype);
+  const at::Tensor x = widened(self.to(type)).abs();
+  at::Tensor norm;
+  if (std::isinf(p)) norm = p > 0 ? at::amax(x, dim.value_or(at::IntArrayRef{}), keepdim)
+                                  : at::amin(x, dim.value_or(at::IntArrayRef{}), keepdim);
+  else if (p == 0) norm = at::sum(at::ne(x, 0).to(x.scalar_type()), dim, keepdim);
+  else if (p == 1) norm = at::sum(x, dim, keepdim);
+  else if (p == 2) norm = at::sum(at::mul(x, x), dim, keepdim).sqrt_();
+  else norm = at::sum(at::pow(x, p), dim, keepdim).pow_(1.0 / p);
+  return norm.to(type);
+}
+
+at::Tensor& vectorNormOut(const at::Tensor& self, const at::Scalar& ord, at::OptionalIntArrayRef dim, bool keepdim,
+                          std::optional<at::ScalarType> dtype, at::Tensor& out) {
+  return assign(out, vectorNorm(self, ord, dim, keepdim, dtype));
 }
 
 template <Opcode opcode, class Op, class Out>
@@ -146,6 +196,11 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("sum", TORCH_FN(sumAll));
   m.impl("sum.dim_IntList", TORCH_FN(sumDim));
   m.impl("sum.IntList_out", TORCH_FN(sumOut));
+  m.impl("prod", TORCH_FN(prodAll));
+  m.impl("prod.dim_int", TORCH_FN(prodDim));
+  m.impl("prod.int_out", TORCH_FN(prodOut));
+  m.impl("linalg_vector_norm", TORCH_FN(vectorNorm));
+  m.impl("linalg_vector_norm.out", TORCH_FN(vectorNormOut));
   m.impl("mean", TORCH_FN(meanAll));
   m.impl("mean.dim", TORCH_FN(meanDim));
   m.impl("mean.out", TORCH_FN(meanOut));
