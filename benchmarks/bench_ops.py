@@ -11,7 +11,9 @@ the aim is met (✓) or not (✗):
   4. softmax and layer_norm of a 4096x4096 float32: time vs CPU (aim <= 1.0);
   5. eager overhead of small ops on 64-element tensors: us/op vs CPU (aim <= 3);
   6. random draws filling 16M float32 (normal_, uniform_, bernoulli_, dropout, random_):
-     time vs CPU (aim <= 1.0; the generators differ, the work is the same).
+     time vs CPU (aim <= 1.0; the generators differ, the work is the same);
+  7. conv2d (a ResNet-style 3x3 layer), forward and forward + backward: time vs CPU's
+     oneDNN (aim <= 1.0).
 
 Every figure is the best of several timed repetitions after warm-up. A repetition
 runs the op enough times back to back to last a few tens of milliseconds; pto
@@ -327,6 +329,30 @@ def bench_random(b: Bench) -> None:
     torch.pto.empty_cache()
 
 
+# 7. Convolution --------------------------------------------------------------------------
+
+def bench_convolution(b: Bench) -> None:
+    torch.manual_seed(0)
+    x_cpu, w_cpu = torch.randn(32, 64, 32, 32), torch.randn(64, 64, 3, 3)
+    x_pto, w_pto = x_cpu.to("pto").requires_grad_(), w_cpu.to("pto").requires_grad_()
+    x_cpu.requires_grad_()
+    w_cpu.requires_grad_()
+    cases = [
+        ("conv2d 32x64x32x32, 3x3, pad 1", lambda x, w: F.conv2d(x.detach(), w.detach(), padding=1)),
+        ("  forward + backward", lambda x, w: F.conv2d(x, w, padding=1).sum().backward()),
+    ]
+    rows = []
+    for name, fn in cases:
+        r = b.pair(lambda: fn(x_cpu, w_cpu), lambda: fn(x_pto, w_pto))
+        ratio = r.pto / r.cpu
+        rows.append([name, ms(r.cpu), ms(r.pto) + fallback_note(r.fell_back), f"{ratio:.2f}",
+                     b.aim(round(ratio, 2) <= 1.0, f"{name.strip()}: pto/CPU time {ratio:.2f} > 1"), r.cores()])
+    table(f"7. Convolution, ms per call (best of {b.reps}); pto: im2col + GEMM, CPU: oneDNN",
+          ["op", "cpu ms", "pto ms", "pto/CPU", "<=1", "cores cpu / pto / other"], rows)
+    del x_pto, w_pto
+    torch.pto.empty_cache()
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="shorter run (no 4096 matmul, shorter repetitions)")
@@ -340,7 +366,7 @@ def main() -> None:
     fallbacks_before = pypto_torch.fallback_ops()
     whole_run = OtherLoad()
     for section in (bench_elementwise, bench_reductions, bench_matmul, bench_row_ops, bench_small_ops,
-                    bench_random):
+                    bench_random, bench_convolution):
         during = OtherLoad()
         section(bench)
         print(f"({during.describe()} during this table)")

@@ -7,9 +7,8 @@ still falling back, so the next kernels to write are the ones that matter.
 
 An aten operator is, for a PrivateUse1 (pto) tensor:
   native              a kernel registered for PrivateUse1 (for the dtypes its PTO
-                      instructions accept; other dtypes take the fallback inside it);
-  round trip          registered for PrivateUse1, but its kernel computes on the CPU
-                      (CPU_ROUND_TRIPS: ops that the boxed fallback cannot reach);
+                      instructions accept; other dtypes take the fallback inside it,
+                      and CPU_CASES names the cases a native kernel sends to the CPU);
   composite           CompositeImplicitAutograd: it decomposes into other ops, and is
                       native when its pieces are;
   composite explicit  a backend-agnostic kernel (CompositeExplicitAutograd[NonFunctional])
@@ -28,14 +27,14 @@ import pypto_torch  # noqa: F401  (registers the pto kernels the dispatcher is a
 
 _has_kernel = torch._C._dispatch_has_kernel_for_dispatch_key
 
-# Registered for PrivateUse1 because aten routes convolutions of out-of-tree devices
-# to *_overrideable, which has no CPU kernel for the boxed fallback to call; the
-# kernels (csrc/torch/aten/convolution.cpp) copy to the CPU and back.
-# tests/python/test_coverage.py checks that running them still records a fallback.
-CPU_ROUND_TRIPS = frozenset({
-    "aten::convolution_overrideable",
-    "aten::convolution_backward_overrideable",
-})
+# Native kernels that compute some cases on the CPU themselves, because aten routes
+# convolutions of out-of-tree devices to *_overrideable, which the boxed fallback
+# cannot reach (csrc/torch/aten/convolution.cpp). tests/python/test_coverage.py
+# checks that these cases still record a fallback and the others do not.
+CPU_CASES = {
+    "aten::convolution_overrideable": "transposed convolutions",
+    "aten::convolution_backward_overrideable": "transposed convolutions",
+}
 
 # Common ops by family, named by the overload that does the work on a backend: where
 # a functional op is a composite over its out= form, the out= form (cumsum ->
@@ -86,13 +85,13 @@ COMMON = {
         "aten::arange.start_out", "aten::fill_.Scalar", "aten::zero_", "aten::empty.memory_format"),
 }
 
-KINDS = ("native", "round_trip", "composite", "composite_explicit", "fallback", "unsupported")
+KINDS = ("native", "composite", "composite_explicit", "fallback", "unsupported")
 
 
 def classify(name: str) -> str:
     """One of KINDS for an operator name such as "aten::add.Tensor" (see the module doc)."""
     if _has_kernel(name, "PrivateUse1"):
-        return "round_trip" if name in CPU_ROUND_TRIPS else "native"
+        return "native"
     if _has_kernel(name, "CompositeImplicitAutograd"):
         return "composite"
     if (_has_kernel(name, "CompositeExplicitAutograd")
@@ -103,8 +102,7 @@ def classify(name: str) -> str:
 
 def report() -> dict:
     """Every aten operator sorted into KINDS (one sorted list each), and the COMMON ops:
-    native_common, fallback_common (round trips included: they compute on the CPU),
-    composite_common (decompose, so neither) and common_kind (name -> kind)."""
+    native_common, fallback_common, composite_common (decompose, so neither) and common_kind (name -> kind)."""
     names = sorted(n for n in torch._C._dispatch_get_all_op_names() if n.startswith("aten::"))
     result = {kind: [] for kind in KINDS}
     for name in names:
@@ -119,7 +117,7 @@ def report() -> dict:
         total=len(names),
         common_kind=kinds,
         native_common=[n for n in common if kinds[n] == "native"],
-        fallback_common=[n for n in common if kinds[n] in ("round_trip", "fallback", "unsupported")],
+        fallback_common=[n for n in common if kinds[n] in ("fallback", "unsupported")],
         composite_common=[n for n in common if kinds[n] in ("composite", "composite_explicit")],
     )
     return result
@@ -135,7 +133,6 @@ def format_report(result: dict) -> str:
         "native when their pieces are",
         f"  composite (explicit)   {count['composite_explicit']:5d}  backend-agnostic kernels "
         "that call other ops",
-        f"  CPU round trip         {count['round_trip']:5d}  registered, but compute on the CPU",
         f"  CPU fallback           {count['fallback']:5d}  copied to the CPU and back",
         f"  no kernel for pto/CPU  {count['unsupported']:5d}  CUDA, MKLDNN, sparse or quantized only",
         "",
@@ -147,14 +144,13 @@ def format_report(result: dict) -> str:
                  "still on the CPU:")
     fallback = set(result["fallback_common"])
     for family, names in COMMON.items():
-        slow = [name.removeprefix("aten::") + ("*" if name in CPU_ROUND_TRIPS else "")
-                for name in names if name in fallback]
+        slow = [name.removeprefix("aten::") for name in names if name in fallback]
         if slow:
             lines.append(textwrap.fill(", ".join(slow), width=100, break_on_hyphens=False,
                                        initial_indent=f"  {family + ':':23s}",
                                        subsequent_indent=" " * 25))
-    if fallback & CPU_ROUND_TRIPS:
-        lines.append("  * registered for pto, but computes on the CPU")
+    lines.append("Native, but with cases on the CPU: " + ", ".join(
+        f"{name.removeprefix('aten::')} ({cases})" for name, cases in CPU_CASES.items()))
     if result["composite_common"]:
         lines.append("Common ops that decompose (native when their pieces are): "
                      + ", ".join(result["composite_common"]))

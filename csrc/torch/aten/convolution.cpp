@@ -1,20 +1,97 @@
 #include "convolution.h"
 
+#include <vector>
+
 #include "fallback.h"
 
 namespace pto::backend {
 namespace {
 
+// The geometry of one convolution: N, C, spatial sizes, and per spatial dimension
+// the kernel, stride, padding and dilation, as torch passes them.
+struct Geometry {
+  int64_t batch, channels, groups;
+  std::vector<int64_t> kernel, stride, padding, dilation, output;
+
+  int64_t spatial() const { return static_cast<int64_t>(kernel.size()); }
+  int64_t kernelVolume() const {
+    int64_t volume = 1;
+    for (int64_t k : kernel) volume *= k;
+    return volume;
+  }
+  int64_t outputVolume() const {
+    int64_t volume = 1;
+    for (int64_t o : output) volume *= o;
+    return volume;
+  }
+};
+
+Geometry geometryOf(const at::Tensor& input, const at::Tensor& weight, c10::IntArrayRef stride,
+                    c10::IntArrayRef padding, c10::IntArrayRef dilation, int64_t groups) {
+  Geometry g{input.size(0), input.size(1), groups, {}, {}, {}, {}, {}};
+  for (int64_t d = 0; d < input.dim() - 2; ++d) {
+    g.kernel.push_back(weight.size(d + 2));
+    g.stride.push_back(stride[d]);
+    g.padding.push_back(padding[d]);
+    g.dilation.push_back(dilation[d]);
+    g.output.push_back((input.size(d + 2) + 2 * padding[d] - dilation[d] * (weight.size(d + 2) - 1) - 1) / stride[d] + 1);
+  }
+  return g;
+}
+
+// The input, zero-padded, contiguous.
+at::Tensor padded(const at::Tensor& input, const Geometry& g) {
+  std::vector<int64_t> pads;
+  for (int64_t d = g.spatial() - 1; d >= 0; --d) pads.insert(pads.end(), {g.padding[d], g.padding[d]});
+  return at::constant_pad_nd(input, pads, 0).contiguous();
+}
+
+// im2col as a view: [C, k1..kd, N, o1..od] over the padded input, overlapping
+// windows and all (a strided operand may repeat elements); one tmov materialises
+// it as columns [G, C/G * K, N * L], so that each group is ONE large GEMM (the
+// batch folded into its columns), which BLAS spreads over every core.
+at::Tensor columns(const at::Tensor& xp, const Geometry& g) {
+  std::vector<int64_t> sizes{g.channels}, strides{xp.stride(1)};
+  for (int64_t d = 0; d < g.spatial(); ++d) {
+    sizes.push_back(g.kernel[d]);
+    strides.push_back(g.dilation[d] * xp.stride(d + 2));
+  }
+  sizes.push_back(g.batch);
+  strides.push_back(xp.stride(0));
+  for (int64_t d = 0; d < g.spatial(); ++d) {
+    sizes.push_back(g.output[d]);
+    strides.push_back(g.stride[d] * xp.stride(d + 2));
+  }
+  at::Tensor cols = at::empty(sizes, xp.options());
+  cols.copy_(xp.as_strided(sizes, strides, xp.storage_offset()));
+  return cols.view({g.groups, g.channels / g.groups * g.kernelVolume(), g.batch * g.outputVolume()});
+}
+
+// [N, Cout, o...] <-> the GEMMs' [G, Cout/G, N * L].
+at::Tensor toGemmLayout(const at::Tensor& t, const Geometry& g) {
+  return t.reshape({g.batch, g.groups, t.size(1) / g.groups, g.outputVolume()}).permute({1, 2, 0, 3})
+      .reshape({g.groups, t.size(1) / g.groups, g.batch * g.outputVolume()});
+}
+
+at::Tensor fromGemmLayout(const at::Tensor& t, const Geometry& g, int64_t channels) {
+  std::vector<int64_t> shape{g.batch, channels};
+  shape.insert(shape.end(), g.output.begin(), g.output.end());
+  return t.view({channels, g.batch, g.outputVolume()}).transpose(0, 1).contiguous().view(shape);
+}
+
+// Which convolutions run natively: plain (not transposed), floating, 1 to 3 spatial dims.
+bool native(const at::Tensor& input, const at::Tensor& weight, bool transposed) {
+  return !transposed && input.dim() >= 3 && input.dim() <= 5 && at::isFloatingType(input.scalar_type()) &&
+         weight.scalar_type() == input.scalar_type() && input.numel() > 0;
+}
+
 at::Tensor backTo(const at::Tensor& result, const c10::Device& device) {
   return result.defined() ? result.to(device) : result;
 }
 
-}  // namespace
-
-at::Tensor convolutionOverrideable(const at::Tensor& input, const at::Tensor& weight,
-                                   const std::optional<at::Tensor>& bias, c10::IntArrayRef stride,
-                                   c10::IntArrayRef padding, c10::IntArrayRef dilation,
-                                   bool transposed, c10::IntArrayRef output_padding, int64_t groups) {
+at::Tensor convolutionOnCpu(const at::Tensor& input, const at::Tensor& weight, const std::optional<at::Tensor>& bias,
+                            c10::IntArrayRef stride, c10::IntArrayRef padding, c10::IntArrayRef dilation,
+                            bool transposed, c10::IntArrayRef output_padding, int64_t groups) {
   enterCpuFallback("aten::convolution_overrideable");
   std::optional<at::Tensor> bias_cpu;
   if (bias && bias->defined()) bias_cpu = bias->cpu();
@@ -23,20 +100,92 @@ at::Tensor convolutionOverrideable(const at::Tensor& input, const at::Tensor& we
   return output.to(input.device());
 }
 
+}  // namespace
+
+at::Tensor convolutionOverrideable(const at::Tensor& input, const at::Tensor& weight,
+                                   const std::optional<at::Tensor>& bias, c10::IntArrayRef stride,
+                                   c10::IntArrayRef padding, c10::IntArrayRef dilation,
+                                   bool transposed, c10::IntArrayRef output_padding, int64_t groups) {
+  if (!native(input, weight, transposed)) {
+    return convolutionOnCpu(input, weight, bias, stride, padding, dilation, transposed, output_padding, groups);
+  }
+  const Geometry g = geometryOf(input, weight, stride, padding, dilation, groups);
+  const int64_t out_channels = weight.size(0);
+  const at::Tensor cols = columns(padded(input, g), g);
+  const at::Tensor w = weight.reshape({groups, out_channels / groups, -1});
+  at::Tensor out = fromGemmLayout(at::matmul(w, cols), g, out_channels);
+  if (bias && bias->defined()) {
+    std::vector<int64_t> spread(static_cast<size_t>(input.dim()), 1);
+    spread[1] = out_channels;
+    out.add_(bias->view(spread));
+  }
+  return out;
+}
+
 std::tuple<at::Tensor, at::Tensor, at::Tensor> convolutionBackwardOverrideable(
     const at::Tensor& grad_output, const at::Tensor& input, const at::Tensor& weight,
     c10::IntArrayRef stride, c10::IntArrayRef padding, c10::IntArrayRef dilation, bool transposed,
     c10::IntArrayRef output_padding, int64_t groups, std::array<bool, 3> output_mask) {
-  enterCpuFallback("aten::convolution_backward_overrideable");
-  const int64_t bias_size = transposed ? weight.size(1) * groups : weight.size(0);
-  const std::vector<c10::SymInt> bias_sizes{c10::SymInt(bias_size)};
-  auto [grad_input, grad_weight, grad_bias] = at::convolution_backward_symint(
-      grad_output.cpu(), input.cpu(), weight.cpu(), c10::SymIntArrayRef(bias_sizes),
-      c10::fromIntArrayRefSlow(stride), c10::fromIntArrayRefSlow(padding),
-      c10::fromIntArrayRefSlow(dilation), transposed, c10::fromIntArrayRefSlow(output_padding),
-      c10::SymInt(groups), output_mask);
-  const c10::Device device = input.device();
-  return {backTo(grad_input, device), backTo(grad_weight, device), backTo(grad_bias, device)};
+  if (!native(input, weight, transposed)) {
+    enterCpuFallback("aten::convolution_backward_overrideable");
+    const int64_t bias_size = transposed ? weight.size(1) * groups : weight.size(0);
+    const std::vector<c10::SymInt> bias_sizes{c10::SymInt(bias_size)};
+    auto [grad_input, grad_weight, grad_bias] = at::convolution_backward_symint(
+        grad_output.cpu(), input.cpu(), weight.cpu(), c10::SymIntArrayRef(bias_sizes),
+        c10::fromIntArrayRefSlow(stride), c10::fromIntArrayRefSlow(padding),
+        c10::fromIntArrayRefSlow(dilation), transposed, c10::fromIntArrayRefSlow(output_padding),
+        c10::SymInt(groups), output_mask);
+    const c10::Device device = input.device();
+    return {backTo(grad_input, device), backTo(grad_weight, device), backTo(grad_bias, device)};
+  }
+  const Geometry g = geometryOf(input, weight, stride, padding, dilation, groups);
+  const int64_t out_channels = weight.size(0);
+  const at::Tensor grad = toGemmLayout(grad_output, g);  // [G, Cout/G, N * L]
+  at::Tensor grad_input, grad_weight, grad_bias;
+  if (output_mask[2]) {
+    std::vector<int64_t> dims{0};
+    for (int64_t d = 2; d < grad_output.dim(); ++d) dims.push_back(d);
+    grad_bias = grad_output.sum(dims);
+  }
+  if (output_mask[1]) {  // grad @ columns^T, the batch summed inside the GEMM
+    const at::Tensor cols = columns(padded(input, g), g);
+    grad_weight = at::matmul(grad, cols.transpose(-1, -2)).view(weight.sizes());
+  }
+  if (output_mask[0]) {
+    // col2im: the columns' gradient, W^T @ grad, added back window offset by window
+    // offset; for one offset the windows' elements are distinct, so each add is a
+    // plain strided tadd into the padded input's gradient.
+    const at::Tensor w = weight.reshape({groups, out_channels / groups, -1}).transpose(-1, -2);
+    std::vector<int64_t> window{g.channels};
+    window.insert(window.end(), g.kernel.begin(), g.kernel.end());
+    window.push_back(g.batch);
+    window.insert(window.end(), g.output.begin(), g.output.end());
+    const at::Tensor grad_cols = at::matmul(w, grad).view(window);  // [C, k.., N, o..]
+    std::vector<int64_t> padded_shape{g.batch, g.channels};
+    for (int64_t d = 0; d < g.spatial(); ++d) padded_shape.push_back(input.size(d + 2) + 2 * g.padding[d]);
+    at::Tensor grad_padded = at::zeros(padded_shape, input.options());
+    std::vector<int64_t> sizes{g.batch, g.channels}, strides{grad_padded.stride(0), grad_padded.stride(1)};
+    for (int64_t d = 0; d < g.spatial(); ++d) {
+      sizes.push_back(g.output[d]);
+      strides.push_back(g.stride[d] * grad_padded.stride(d + 2));
+    }
+    for (int64_t k = 0; k < g.kernelVolume(); ++k) {
+      int64_t rest = k, offset = 0;
+      std::vector<at::indexing::TensorIndex> at_offset{at::indexing::Slice()};
+      std::vector<int64_t> position(static_cast<size_t>(g.spatial()));
+      for (int64_t d = g.spatial() - 1; d >= 0; --d) {
+        position[d] = rest % g.kernel[d];
+        rest /= g.kernel[d];
+        offset += position[d] * g.dilation[d] * grad_padded.stride(d + 2);
+      }
+      for (int64_t d = 0; d < g.spatial(); ++d) at_offset.emplace_back(position[d]);
+      grad_padded.as_strided(sizes, strides, offset).add_(grad_cols.index(at_offset).transpose(0, 1));
+    }
+    grad_input = grad_padded;
+    for (int64_t d = 0; d < g.spatial(); ++d) grad_input = grad_input.narrow(d + 2, g.padding[d], input.size(d + 2));
+    grad_input = grad_input.contiguous();
+  }
+  return {grad_input, grad_weight, grad_bias};
 }
 
 }  // namespace pto::backend

@@ -1,0 +1,64 @@
+"""Convolutions on pto: plain ones (1 to 3 spatial dims, stride, padding, dilation,
+groups) run natively as im2col (one tmov from an overlapping strided view of the
+padded input) and tmatmul, backward included; transposed ones compute on the CPU."""
+
+import pytest
+import torch
+import torch.nn.functional as F
+from torch.testing import assert_close
+from torch.testing._internal.common_methods_invocations import op_db
+
+import pypto_torch
+from opinfo_sweep import ONE_ULP, opinfo_tests
+
+NAMES = {"nn.functional.conv1d", "nn.functional.conv2d", "nn.functional.conv3d"}
+OPS = [op for op in op_db if op.name in NAMES and op.variant_test_name == ""]
+DTYPES = [torch.float32, torch.float16, torch.bfloat16]
+# GEMMs sum in another order than oneDNN's direct convolution.
+TOLERANCE = {torch.float32: {"rtol": 1e-4, "atol": 1e-4}, **ONE_ULP}
+
+test_opinfo_forward_matches_cpu, test_opinfo_gradients_match_cpu = opinfo_tests(
+    OPS, DTYPES, tolerance=lambda op, dtype: TOLERANCE.get(dtype, {}),
+    gradient_tolerance={"rtol": 1e-4, "atol": 1e-4})
+
+
+def test_the_sweep_covers_every_op():
+    assert {op.name for op in OPS} == NAMES
+
+
+@pytest.mark.parametrize("stride,padding,dilation,groups", [(1, 1, 1, 1), (2, 0, 1, 2), (1, 2, 2, 3), (3, 1, 1, 6)])
+def test_conv2d_trains_natively(stride, padding, dilation, groups):
+    x = torch.randn(2, 6, 11, 9, requires_grad=True)
+    w = torch.randn(6, 6 // groups, 3, 3, requires_grad=True)
+    b = torch.randn(6, requires_grad=True)
+    xp, wp, bp = (t.detach().to("pto").requires_grad_() for t in (x, w, b))
+    before = pypto_torch.fallback_ops()
+    out = F.conv2d(xp, wp, bp, stride, padding, dilation, groups)
+    grad = torch.randn(out.shape)
+    out.backward(grad.to("pto"))
+    assert pypto_torch.fallback_ops() == before
+    expected = F.conv2d(x, w, b, stride, padding, dilation, groups)
+    expected.backward(grad)
+    assert_close(out.detach().cpu(), expected.detach(), rtol=1e-4, atol=1e-4)
+    for got, want in ((xp, x), (wp, w), (bp, b)):
+        assert_close(got.grad.cpu(), want.grad, rtol=1e-4, atol=1e-4)
+
+
+def test_a_small_cnn_matches_cpu():
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Conv2d(3, 8, 3, padding=1), torch.nn.ReLU(),
+                                torch.nn.Conv2d(8, 4, 3, stride=2), torch.nn.Flatten(), torch.nn.Linear(4 * 7 * 7, 5))
+    x = torch.randn(4, 3, 16, 16)
+    expected = model(x)
+    assert_close(model.to("pto")(x.to("pto")).cpu(), expected, rtol=1e-4, atol=1e-4)
+
+
+def test_transposed_convolution_still_works_through_the_cpu():
+    x, w = torch.randn(1, 2, 5, 5), torch.randn(2, 3, 3, 3)
+    assert_close(F.conv_transpose2d(x.to("pto"), w.to("pto"), stride=2).cpu(), F.conv_transpose2d(x, w, stride=2))
+
+
+def test_a_channel_mismatch_raises_pytorchs_message():
+    with pytest.raises(RuntimeError, match="expected input.* to have 3 channels, but got 2 channels"):
+        F.conv2d(torch.randn(1, 2, 5, 5, device="pto"), torch.randn(4, 3, 3, 3, device="pto"))
+    assert F.conv2d(torch.ones(1, 1, 3, 3, device="pto"), torch.ones(1, 1, 3, 3, device="pto")).item() == 9.0
