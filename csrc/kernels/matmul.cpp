@@ -5,11 +5,13 @@
 #include <cblas.h>
 
 #include <algorithm>
+#include <cstring>
 
 #include <vector>
 
 #include "element_types.h"
 #include "execute.h"
+#include "gemm_bf16.h"
 
 namespace pto::kernels {
 namespace {
@@ -62,10 +64,43 @@ void gemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, double alpha, const
               alpha, a, lda, b, ldb, beta, c, ldc);
 }
 
+#if defined(PTO_BF16_GEMM)
+// A bfloat16 operand as gemmBf16 reads it: as it is when BLAS could, else packed.
+const uint16_t* bf16Operand(const char* base, int64_t rows, int64_t cols, const int64_t strides[2],
+                            std::vector<uint16_t>& packed, int64_t* ld, bool* transposed) {
+  if (blasLayout(rows, cols, strides[0], strides[1], ld, transposed)) return reinterpret_cast<const uint16_t*>(base);
+  packed.resize(static_cast<size_t>(rows * cols));
+  for (int64_t i = 0; i < rows; ++i) {
+    for (int64_t j = 0; j < cols; ++j) std::memcpy(&packed[i * cols + j], base + (i * strides[0] + j * strides[1]) * 2, 2);
+  }
+  *ld = std::max<int64_t>(1, cols);
+  *transposed = false;
+  return packed.data();
+}
+
+// bfloat16 with the CPU's dot product: the products summed in float32, then
+// C = alpha * (A @ B) + beta * C rounded once to bfloat16, tile by tile.
+void matmulBf16(const char* a, const int64_t a_strides[2], const char* b, const int64_t b_strides[2], char* c,
+                const int64_t c_strides[2], int64_t m, int64_t n, int64_t k, double alpha, double beta) {
+  std::vector<uint16_t> a_packed, b_packed;
+  int64_t lda = 1, ldb = 1;
+  bool ta = false, tb = false;
+  const uint16_t* a_bits = bf16Operand(a, m, k, a_strides, a_packed, &lda, &ta);
+  const uint16_t* b_bits = bf16Operand(b, k, n, b_strides, b_packed, &ldb, &tb);
+  gemmBf16(ta, tb, m, n, k, a_bits, lda, b_bits, ldb, static_cast<float>(alpha), static_cast<float>(beta), c,
+           c_strides);
+}
+#endif
+
 // One batch entry: C[m, n] = alpha * A[m, k] @ B[k, n] + beta * C.
 template <typename T>
 void matmulOne(const char* a, const int64_t a_strides[2], const char* b, const int64_t b_strides[2],
                char* c, const int64_t c_strides[2], int64_t m, int64_t n, int64_t k, double alpha, double beta) {
+#if defined(PTO_BF16_GEMM)
+  if constexpr (std::is_same_v<T, BFloat16>) {
+    if (hasBf16DotProduct()) return matmulBf16(a, a_strides, b, b_strides, c, c_strides, m, n, k, alpha, beta);
+  }
+#endif
   using F = std::conditional_t<std::is_same_v<T, double>, double, float>;
   constexpr bool native = std::is_same_v<T, F>;
   std::vector<F> a_packed, b_packed, c_packed;

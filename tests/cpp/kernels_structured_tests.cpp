@@ -700,6 +700,8 @@ const std::vector<MatmulCase>& matmulCases() {
       {{2, 3}, 4, 5, 6, M::kStrided, M::kPadded, M::kRowMajor, {0, 1}, {}},
       {{3}, 4, 5, 6, M::kPadded, M::kTransposed, M::kStrided, {}, {0}},
       {{2}, 33, 17, 29, M::kRowMajor, M::kTransposed, M::kRowMajor},  // past BLAS's small-matrix kernels
+      // Past the bfloat16 kernel's 6x32 tiles and its 512-pair depth blocks, odd k included.
+      {{}, 13, 70, 1101, M::kRowMajor, M::kTransposed, M::kStrided},
   };
   return cases;
 }
