@@ -60,8 +60,8 @@ COMMON = {
         "aten::sum.IntList_out", "aten::mean.out", "aten::amax.out", "aten::prod.int_out",
         "aten::var.correction", "aten::std.correction", "aten::linalg_vector_norm.out"),
     "softmax & losses": (
-        "aten::_softmax.out", "aten::_log_softmax.out", "aten::nll_loss_forward.output",
-        "aten::nll_loss_backward.grad_input", "aten::mse_loss.out",
+        "aten::_softmax.out", "aten::_log_softmax.out", "aten::nll_loss_forward",
+        "aten::nll_loss_backward", "aten::mse_loss.out",
         "aten::binary_cross_entropy", "aten::smooth_l1_loss.out"),
     "random": (
         "aten::native_dropout", "aten::native_dropout_backward", "aten::normal_",
