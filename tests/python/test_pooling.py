@@ -13,7 +13,7 @@ from opinfo_sweep import ONE_ULP, opinfo_tests
 
 NAMES = {"nn.functional.max_pool2d", "nn.functional.avg_pool2d", "nn.functional.adaptive_avg_pool2d",
          "nn.functional.interpolate"}
-OPS = [op for op in op_db if op.name in NAMES and op.variant_test_name in ("", "nearest")]
+OPS = [op for op in op_db if op.name in NAMES and op.variant_test_name in ("", "nearest", "bilinear")]
 DTYPES = [torch.float32, torch.float16, torch.bfloat16]
 
 test_opinfo_forward_matches_cpu, test_opinfo_gradients_match_cpu = opinfo_tests(
@@ -67,6 +67,21 @@ def test_global_pooling_and_upsampling_run_natively():
     assert_close(pooled.cpu(), F.adaptive_avg_pool2d(x, 1))
     assert torch.equal(up.cpu(), F.interpolate(x, scale_factor=2, mode="nearest"))
     assert torch.equal(odd.cpu(), F.interpolate(x, size=(7, 5), mode="nearest"))
+
+
+@pytest.mark.parametrize("align_corners", [False, True])
+@pytest.mark.parametrize("size,scale", [((9, 13), None), (None, 2.0), (None, 0.6)])
+def test_bilinear_upsampling_and_gradient_run_natively(align_corners, size, scale):
+    x = torch.randn(2, 3, 6, 8, requires_grad=True)
+    xp = x.detach().to("pto").requires_grad_()
+    before = pypto_torch.fallback_ops()
+    out = F.interpolate(xp, size=size, scale_factor=scale, mode="bilinear", align_corners=align_corners)
+    out.sum().backward()
+    assert pypto_torch.fallback_ops() == before
+    want = F.interpolate(x, size=size, scale_factor=scale, mode="bilinear", align_corners=align_corners)
+    want.sum().backward()
+    assert_close(out.detach().cpu(), want.detach())
+    assert_close(xp.grad.cpu(), x.grad)
 
 
 def test_bad_pooling_arguments_raise_pytorchs_message():

@@ -1,4 +1,4 @@
-// 2-D pooling and nearest upsampling on pto. A pooling window is a strided view:
+// 2-D pooling and upsampling (nearest, bilinear) on pto. A pooling window is a strided view:
 // the padded input seen as [N, C, oh, ow, kh, kw] (overlapping windows and all), so
 // max pooling is one tamax and one targmax over its last two dims, average pooling
 // one tsum. Backward adds each kernel offset's share into a strided view of the
@@ -285,6 +285,76 @@ at::Tensor upsampleNearestBackward(const at::Tensor& grad, at::IntArrayRef outpu
   return at::zeros({in[0], in[1], in[2], in[3]}, wide.options()).index_add_(3, cols, by_rows).to(grad.scalar_type());
 }
 
+// Bilinear upsampling: output row i reads rows h0 = floor(src) and h1 = h0 + 1 (the
+// last row at the edge) with weights 1 - (src - h0) and src - h0, src computed as
+// PyTorch's area_pixel_compute_source_index does; columns likewise. The blend is
+// gathers (index_select) and multiply-adds; the backward, index_adds.
+struct LinearAxis {
+  at::Tensor low, high, low_weight, high_weight;  // [out] indices (int64) and weights
+};
+
+LinearAxis linearAxis(int64_t input, int64_t output, bool align_corners, std::optional<double> scale,
+                      const at::TensorOptions& options) {
+  const float ratio = align_corners ? (output > 1 ? static_cast<float>(input - 1) / static_cast<float>(output - 1) : 0.0f)
+                      : scale.has_value() && *scale > 0 ? static_cast<float>(1.0 / *scale)
+                                                        : static_cast<float>(input) / static_cast<float>(output);
+  std::vector<int64_t> low(static_cast<size_t>(output)), high(low.size());
+  std::vector<float> low_weight(low.size()), high_weight(low.size());
+  for (int64_t i = 0; i < output; ++i) {
+    const float source = align_corners ? ratio * static_cast<float>(i)
+                                       : std::max(ratio * (static_cast<float>(i) + 0.5f) - 0.5f, 0.0f);
+    low[i] = std::min(static_cast<int64_t>(source), input - 1);
+    high[i] = std::min(low[i] + 1, input - 1);
+    high_weight[i] = std::min(std::max(source - static_cast<float>(low[i]), 0.0f), 1.0f);
+    low_weight[i] = 1.0f - high_weight[i];
+  }
+  const auto device = options.device();
+  const auto weights = options.dtype(at::isReducedFloatingType(options.dtype().toScalarType())
+                                         ? at::kFloat : options.dtype().toScalarType());
+  return {at::tensor(low, at::kLong).to(device), at::tensor(high, at::kLong).to(device),
+          at::tensor(low_weight).to(weights), at::tensor(high_weight).to(weights)};
+}
+
+bool bilinearNative(const at::Tensor& t) { return at::isFloatingType(t.scalar_type()) && t.dim() == 4; }
+
+at::Tensor upsampleBilinear(const at::Tensor& self, at::IntArrayRef output_size, bool align_corners,
+                            std::optional<double> scales_h, std::optional<double> scales_w) {
+  const at::Tensor meta = at::upsample_bilinear2d(metaTwin(self), output_size, align_corners, scales_h, scales_w);
+  if (!bilinearNative(self) || self.numel() == 0) {
+    return Fallback<ATEN_OP(upsample_bilinear2d)>::call(self, output_size, align_corners, scales_h, scales_w);
+  }
+  const at::Tensor x = widened(self);
+  const LinearAxis h = linearAxis(self.size(2), meta.size(2), align_corners, scales_h, x.options());
+  const LinearAxis w = linearAxis(self.size(3), meta.size(3), align_corners, scales_w, x.options());
+  auto columns = [&](const at::Tensor& rows) {
+    return at::index_select(rows, 3, w.low).mul_(w.low_weight)
+        .add_(at::index_select(rows, 3, w.high).mul_(w.high_weight));
+  };
+  const at::Tensor top = columns(at::index_select(x, 2, h.low)), bottom = columns(at::index_select(x, 2, h.high));
+  return top.mul_(h.low_weight.view({-1, 1})).add_(bottom.mul_(h.high_weight.view({-1, 1}))).to(self.scalar_type());
+}
+
+at::Tensor& upsampleBilinearOut(const at::Tensor& self, at::IntArrayRef output_size, bool align_corners,
+                                std::optional<double> scales_h, std::optional<double> scales_w, at::Tensor& out) {
+  return assign(out, upsampleBilinear(self, output_size, align_corners, scales_h, scales_w));
+}
+
+at::Tensor upsampleBilinearBackward(const at::Tensor& grad, at::IntArrayRef output_size, at::IntArrayRef input_size,
+                                    bool align_corners, std::optional<double> scales_h, std::optional<double> scales_w) {
+  if (!bilinearNative(grad)) {
+    return Fallback<ATEN_OP(upsample_bilinear2d_backward)>::call(grad, output_size, input_size, align_corners,
+                                                                 scales_h, scales_w);
+  }
+  const at::Tensor g = widened(grad);
+  const LinearAxis h = linearAxis(input_size[2], grad.size(2), align_corners, scales_h, g.options());
+  const LinearAxis w = linearAxis(input_size[3], grad.size(3), align_corners, scales_w, g.options());
+  at::Tensor by_rows = at::zeros({input_size[0], input_size[1], input_size[2], grad.size(3)}, g.options());
+  by_rows.index_add_(2, h.low, g.mul(h.low_weight.view({-1, 1}))).index_add_(2, h.high, g.mul(h.high_weight.view({-1, 1})));
+  at::Tensor out = at::zeros({input_size[0], input_size[1], input_size[2], input_size[3]}, g.options());
+  out.index_add_(3, w.low, by_rows.mul(w.low_weight)).index_add_(3, w.high, by_rows.mul(w.high_weight));
+  return out.to(grad.scalar_type());
+}
+
 }  // namespace
 
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
@@ -301,6 +371,9 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("upsample_nearest2d", TORCH_FN(upsampleNearest));
   m.impl("upsample_nearest2d.out", TORCH_FN(upsampleNearestOut));
   m.impl("upsample_nearest2d_backward", TORCH_FN(upsampleNearestBackward));
+  m.impl("upsample_bilinear2d", TORCH_FN(upsampleBilinear));
+  m.impl("upsample_bilinear2d.out", TORCH_FN(upsampleBilinearOut));
+  m.impl("upsample_bilinear2d_backward", TORCH_FN(upsampleBilinearBackward));
 }
 
 }  // namespace pto::backend
