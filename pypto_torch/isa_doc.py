@@ -89,6 +89,14 @@ GROUPS = {
               "cores do and never overlaps the next one (torch.rand, randn, randint, bernoulli, dropout).",
     "Scatter": "`out[..., index[i], ...] += in[..., i, ...]` along dimension `axis` (torch.index_add_), "
                "accumulating in place; each element of out is owned by one core, so there are no races.",
+    "Sort": "Sorting along dimension `axis`, as i64 positions into each line of the input; a `tgather` "
+            "with them moves the values (torch.sort, torch.topk). NaN is greater than every number and "
+            "-0.0 equals 0.0. `targsort` orders each whole line, stably (`descending` 0 or 1); `ttopk` "
+            "picks the `out.shape[axis]` largest (`largest=1`) or smallest elements, best first, choosing "
+            "among equal ones as torch.topk on the CPU does.",
+    "Scan": "Inclusive scans along dimension `axis` (torch.cumsum, torch.cumprod), accumulating as "
+            "PyTorch's CPU does: float32 and float64 in double, float16/bfloat16 in float, integers in "
+            "64 bits, wrapping.",
 }
 
 

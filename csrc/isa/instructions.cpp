@@ -40,6 +40,8 @@ std::string_view groupName(Group group) {
     case Group::Scatter: return "Scatter";
     case Group::Triangle: return "Triangle";
     case Group::Random: return "Random";
+    case Group::Sort: return "Sort";
+    case Group::Scan: return "Scan";
   }
   return "?";
 }

@@ -247,6 +247,38 @@ std::string checkScatter(const Instruction& instruction) {
   return "";
 }
 
+// An axis immediate names a dimension: an integer in [0, rank), or 0 for a scalar.
+std::string checkAxis(double axis, int rank) {
+  if (!(axis >= 0 && axis < std::max(rank, 1) && axis == static_cast<int>(axis))) {
+    return describe("axis=", axis, " is not a dimension of rank ", rank);
+  }
+  return "";
+}
+
+// in has out's rank and shape, except that ttopk's out may be shorter on the axis;
+// the order flag (descending, largest) is 0 or 1.
+std::string checkSort(const InstructionInfo& entry, const Instruction& instruction) {
+  const Operand& out = instruction.operands[0];
+  const Operand& in = instruction.operands[1];
+  if (in.rank != out.rank) return describe("input rank ", in.rank, " differs from the output's ", out.rank);
+  if (std::string error = checkAxis(instruction.immediates[0], out.rank); !error.empty()) return error;
+  const double flag = instruction.immediates[1];
+  if (flag != 0 && flag != 1) return describe(entry.immediates[1], "=", flag, " is neither 0 nor 1");
+  const int axis = static_cast<int>(instruction.immediates[0]);
+  for (int d = 0; d < out.rank; ++d) {
+    if (d == axis && entry.opcode == Opcode::kTopk) {
+      if (out.shape[d] > in.shape[d]) {
+        return describe("selects ", out.shape[d], " of the ", in.shape[d], " elements along the axis: output ",
+                        shapeText(out), ", input ", shapeText(in));
+      }
+    } else if (out.shape[d] != in.shape[d]) {
+      return describe("input ", shapeText(in), " and output ", shapeText(out), " differ",
+                      d == axis ? " along the axis" : " off the axis");
+    }
+  }
+  return "";
+}
+
 // out[..., M, N], a[..., M, K], b[..., K, N] with equal batch dimensions.
 std::string checkMatmulShapes(const Instruction& instruction) {
   const Operand& out = instruction.operands[0];
@@ -302,8 +334,8 @@ std::string verifyInstruction(const Instruction& instruction, std::span<const ui
     if (std::string error = checkOperand(instruction.operands[i], buffer_bytes); !error.empty()) {
       return describe(entry.name, ": operand ", i, " ", error);
     }
-    const bool own_shape_rule = entry.group == Group::Matmul || (entry.group == Group::Gather && i == 1) ||
-                                entry.group == Group::Scatter;
+    const bool own_shape_rule = entry.group == Group::Matmul || entry.group == Group::Scatter ||
+                                ((entry.group == Group::Gather || entry.group == Group::Sort) && i == 1);
     if (!own_shape_rule && !sameShape(instruction.operands[i], instruction.operands[0])) {
       return describe(entry.name, ": operand ", i, " has shape ", shapeText(instruction.operands[i]),
                       " but the output has ", shapeText(instruction.operands[0]));
@@ -325,6 +357,14 @@ std::string verifyInstruction(const Instruction& instruction, std::span<const ui
   }
   if (entry.group == Group::Random) {
     if (std::string error = checkRandom(instruction); !error.empty()) return describe(entry.name, ": ", error);
+  }
+  if (entry.group == Group::Sort) {
+    if (std::string error = checkSort(entry, instruction); !error.empty()) return describe(entry.name, ": ", error);
+  }
+  if (entry.group == Group::Scan) {
+    if (std::string error = checkAxis(instruction.immediates[0], instruction.operands[0].rank); !error.empty()) {
+      return describe(entry.name, ": ", error);
+    }
   }
   if (entry.group == Group::Iota && instruction.operands[0].rank != 1) {
     return describe(entry.name, ": the output must have rank 1, not ", instruction.operands[0].rank);

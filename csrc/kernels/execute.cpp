@@ -18,6 +18,8 @@ void execute(const isa::Instruction& instruction, std::span<void* const> buffers
     case isa::Group::Scatter: return executeIndexAdd(instruction, buffers);
     case isa::Group::Triangle: return executeTriangle(instruction, buffers);
     case isa::Group::Random: return executeRandom(instruction, buffers);
+    case isa::Group::Sort: return executeSort(instruction, buffers);
+    case isa::Group::Scan: return executeScan(instruction, buffers);
   }
 }
 

@@ -29,5 +29,7 @@ void executeIota(const isa::Instruction& instruction, std::span<void* const> buf
 void executeIndexAdd(const isa::Instruction& instruction, std::span<void* const> buffers);
 void executeTriangle(const isa::Instruction& instruction, std::span<void* const> buffers);
 void executeRandom(const isa::Instruction& instruction, std::span<void* const> buffers);
+void executeSort(const isa::Instruction& instruction, std::span<void* const> buffers);
+void executeScan(const isa::Instruction& instruction, std::span<void* const> buffers);
 
 }  // namespace pto::kernels

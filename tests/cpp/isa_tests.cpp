@@ -211,6 +211,18 @@ TEST(InstructionTable, GroupsHaveTheirArityAndOutputRule) {
         EXPECT_EQ(entry.output, OutputDType::Any);
         EXPECT_EQ(entry.immediates[entry.immediateCount() - 1], "counter");
         break;
+      case Group::Sort:
+        EXPECT_EQ(entry.inputs, 1);
+        EXPECT_EQ(entry.output, OutputDType::Index);
+        EXPECT_EQ(entry.immediates[0], "axis");
+        EXPECT_EQ(entry.immediateCount(), 2);
+        break;
+      case Group::Scan:
+        EXPECT_EQ(entry.inputs, 1);
+        EXPECT_EQ(entry.output, OutputDType::Same);
+        EXPECT_EQ(entry.immediates[0], "axis");
+        EXPECT_EQ(entry.immediateCount(), 1);
+        break;
     }
     bool accepts_any = false;
     for (DType d : allDTypes()) accepts_any |= entry.dtypes.contains(d);
@@ -797,6 +809,67 @@ TEST(Verifier, RejectsRandomDrawsWithoutSense) {
   expectRejected(draw(Opcode::kNormal, DType::kFloat32, {0, 1, 1, 2, 1e17}), "tnormal", "2^53");
 }
 
+TEST(Verifier, RejectsABadSort) {
+  // targsort: out (i64) has in's shape; ttopk: out may be shorter on the axis.
+  const Operand in = contiguousOperand(1, DType::kFloat32, {3, 5});
+  auto sort = [](Opcode opcode, Operand out, Operand input, double axis, double flag) {
+    Instruction instruction = makeInstruction(opcode, {out, input}, axis);
+    instruction.immediates[1] = flag;
+    return makeProgram({1024, 1024}, {instruction});
+  };
+  const Operand positions = contiguousOperand(0, DType::kInt64, {3, 5});
+  EXPECT_EQ(verify(sort(Opcode::kArgsort, positions, in, 1, 0)), "");
+  EXPECT_EQ(verify(sort(Opcode::kArgsort, positions, withStrides(in, {0, 1}), 0, 1)), "");  // a broadcast input
+  EXPECT_EQ(verify(sort(Opcode::kTopk, contiguousOperand(0, DType::kInt64, {3, 2}), in, 1, 1)), "");
+  EXPECT_EQ(verify(sort(Opcode::kTopk, contiguousOperand(0, DType::kInt64, {0, 5}), in, 0, 0)), "");  // k = 0
+  EXPECT_EQ(verify(sort(Opcode::kArgsort, contiguousOperand(0, DType::kInt64, {}),
+                        contiguousOperand(1, DType::kBool, {}), 0, 0)), "");  // a scalar: axis 0
+  // The positions are i64; ttopk takes no bool (torch.topk does not either).
+  expectRejected(sort(Opcode::kArgsort, contiguousOperand(0, DType::kInt32, {3, 5}), in, 1, 0), "targsort",
+                 "output must be i64");
+  expectRejected(sort(Opcode::kTopk, contiguousOperand(0, DType::kInt64, {3, 2}),
+                      contiguousOperand(1, DType::kBool, {3, 5}), 1, 1), "ttopk", "bool, which ttopk does not take");
+  // Shapes: targsort keeps the line's length; ttopk selects no more than it has; both agree off the axis.
+  expectRejected(sort(Opcode::kArgsort, contiguousOperand(0, DType::kInt64, {3, 4}), in, 1, 0), "targsort",
+                 "input [3,5] and output [3,4] differ along the axis");
+  expectRejected(sort(Opcode::kTopk, contiguousOperand(0, DType::kInt64, {3, 6}), in, 1, 1), "ttopk",
+                 "selects 6 of the 5 elements along the axis");
+  expectRejected(sort(Opcode::kTopk, contiguousOperand(0, DType::kInt64, {2, 5}), in, 1, 1), "ttopk",
+                 "differ off the axis");
+  expectRejected(sort(Opcode::kTopk, contiguousOperand(0, DType::kInt64, {3, 5, 1}), in, 1, 1), "ttopk",
+                 "input rank 2 differs from the output's 3");
+  // The axis is a dimension; the order flag is 0 or 1.
+  for (double axis : {2.0, -1.0, 0.5, kNaN, kInf}) {
+    expectRejected(sort(Opcode::kArgsort, positions, in, axis, 0), "targsort", "axis=");
+  }
+  for (double flag : {2.0, -1.0, 0.5, kNaN}) {
+    expectRejected(sort(Opcode::kArgsort, positions, in, 1, flag), "targsort", "descending=");
+    expectRejected(sort(Opcode::kTopk, positions, in, 1, flag), "ttopk", "largest=");
+  }
+  // The output writes each position once.
+  expectRejected(sort(Opcode::kArgsort, withStrides(positions, {0, 1}), in, 1, 0), "targsort", "repeats elements");
+}
+
+TEST(Verifier, RejectsABadScan) {
+  const Operand out = contiguousOperand(0, DType::kInt64, {4, 6});
+  auto scan = [](Opcode opcode, Operand o, Operand i, double axis) {
+    return makeProgram({1024, 1024}, {makeInstruction(opcode, {o, i}, axis)});
+  };
+  EXPECT_EQ(verify(scan(Opcode::kCumsum, out, contiguousOperand(1, DType::kInt64, {4, 6}), 0)), "");
+  EXPECT_EQ(verify(scan(Opcode::kCumprod, out, withStrides(contiguousOperand(1, DType::kInt64, {4, 6}), {0, 1}), 1)), "");
+  EXPECT_EQ(verify(scan(Opcode::kCumsum, contiguousOperand(0, DType::kFloat16, {}),
+                        contiguousOperand(1, DType::kFloat16, {}), 0)), "");  // a scalar: axis 0
+  expectRejected(scan(Opcode::kCumsum, out, contiguousOperand(1, DType::kInt64, {6, 4}), 0), "tcumsum",
+                 "operand 1 has shape [6,4]");
+  expectRejected(scan(Opcode::kCumsum, out, contiguousOperand(1, DType::kInt32, {4, 6}), 0), "tcumsum",
+                 "operand 1 is i32 but the output is i64");
+  expectRejected(scan(Opcode::kCumprod, contiguousOperand(0, DType::kBool, {4, 6}), contiguousOperand(1, DType::kBool, {4, 6}), 0),
+                 "tcumprod", "bool, which tcumprod does not take");
+  for (double axis : {2.0, -1.0, 1.5, kNaN, -kInf}) {
+    expectRejected(scan(Opcode::kCumsum, out, contiguousOperand(1, DType::kInt64, {4, 6}), axis), "tcumsum", "axis=");
+  }
+}
+
 // ---------------------------------------------------------------------------
 // PTO-AS.
 // ---------------------------------------------------------------------------
@@ -1026,7 +1099,8 @@ Program randomValidProgram(std::mt19937& rng) {
     }
     const DType dtype = accepted[rng() % accepted.size()];
     const std::vector<DType> dtypes = operandDTypes(entry.opcode, dtype, static_cast<DType>(rng() % kDTypeCount));
-    const bool has_axis = entry.group == Group::Gather || entry.group == Group::Scatter;
+    const bool has_axis = entry.group == Group::Gather || entry.group == Group::Scatter || entry.group == Group::Sort ||
+                          entry.group == Group::Scan;
     const int rank = static_cast<int>(entry.group == Group::Matmul || entry.group == Group::Triangle ? 2 + rng() % 3
                                       : entry.group == Group::Iota ? 1
                                       : has_axis ? 2 : rng() % 5);
@@ -1061,6 +1135,7 @@ Program randomValidProgram(std::mt19937& rng) {
     }
     if (has_axis) instruction.immediates[0] = 1.0;  // operandShapes put the index on axis 1
     if (entry.group == Group::Random) instruction.immediates = validRandomImmediates(entry.opcode, rng);
+    if (entry.group == Group::Sort) instruction.immediates[1] = static_cast<double>(rng() % 2);  // a 0/1 flag
     program.instructions.push_back(instruction);
   }
   return program;

@@ -1,12 +1,15 @@
 // The structured kernels (csrc/kernels): the reductions, tmatmul, the fused row
-// ops, tgather and tiota, each against a naive reference loop written here that
-// computes in double (integer sums and products: wrapping in 64 bits). Reductions
+// ops, tgather, tiota, the sorts and the scans, each against a naive reference
+// loop written here that computes in double (integer sums and products: wrapping
+// in 64 bits; the scans: in PyTorch's accumulator types). Reductions
 // over the inner, outer, several and all dimensions of strided inputs, on both
 // strategies (rows and columns) and their parallel splits; matmul over
 // transposed, padded, batched, broadcast and packed operands with alpha and beta;
 // softmax and its gradients over strided rows, rows of -inf, NaN and large
 // values; gather along each axis and its out-of-bounds failure, from execute()
-// and from a launch on a runtime stream; tiota's ranges.
+// and from a launch on a runtime stream; tiota's ranges; targsort against
+// std::stable_sort and ttopk's picks, with NaNs and ties, on short lines and on
+// radix-sorted long ones; the scans by whole lines, by blocks of lines and in place.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -15,6 +18,7 @@
 #include <cstdint>
 #include <cstring>
 #include <limits>
+#include <numeric>
 #include <random>
 #include <sstream>
 #include <stdexcept>
@@ -1156,6 +1160,313 @@ TEST(Iota, Ranges) {
   for (int i = 0; i < 100; ++i) ASSERT_EQ(tenths[i], static_cast<float>(1 + i * 0.1)) << i;
   const auto halves = iota<Half>(-1, 0.1, 21);
   for (int i = 0; i < 21; ++i) ASSERT_EQ(halves[i].bits, kernels::toHalf(static_cast<float>(-1 + i * 0.1)).bits) << i;
+}
+
+// ---------------------------------------------------------------------------
+// Sorting: targsort against std::stable_sort of each line; ttopk's picks against
+// the first k of that order (which of several equal values it picks is torch's
+// business: tests/python/test_sort_scan.py compares it with torch.topk).
+// ---------------------------------------------------------------------------
+
+struct SortCase {
+  std::vector<int64_t> shape;
+  int axis;
+  Layout in = Layout::kContiguous, out = Layout::kContiguous;
+  int64_t k = -1;  // ttopk's count; -1: targsort
+
+  std::vector<int64_t> outShape() const {
+    std::vector<int64_t> out_shape = shape;
+    if (k >= 0 && !shape.empty()) out_shape[axis] = k;
+    return out_shape;
+  }
+};
+
+template <typename C>
+bool isNaNValue(C x) {
+  if constexpr (std::is_floating_point_v<C>) return std::isnan(x);
+  else return false;
+}
+
+// PyTorch's order: NaN after every number, ascending; before every number, descending.
+template <typename C>
+bool sortsBefore(C a, C b, bool descending) {
+  const bool a_nan = isNaNValue(a), b_nan = isNaNValue(b);
+  return descending ? (a_nan && !b_nan) || a > b : (!a_nan && b_nan) || a < b;
+}
+
+template <typename C>
+bool sameValue(C a, C b) {
+  return (isNaNValue(a) && isNaNValue(b)) || a == b;  // -0.0 == 0.0: sorting does not tell them apart
+}
+
+// `pool`: values from poolValue (ties, NaNs, infinities, signed zeros), else randomValue.
+template <typename T>
+void runSort(const SortCase& c, bool descending, bool pool, uint64_t seed) {
+  const bool topk = c.k >= 0;
+  SCOPED_TRACE(std::string(topk ? "ttopk k=" + std::to_string(c.k) : "targsort") + " " + typeName<T>() + " " +
+               shapeText(c.shape) + " axis=" + std::to_string(c.axis) + (descending ? " descending" : "") + " in " +
+               layoutName(c.in) + ", out " + layoutName(c.out) + (pool ? ", pooled values" : ""));
+  int64_t elements[2] = {};
+  const Operand out = makeOperand(0, DType::kInt64, c.outShape(), c.out, &elements[0]);
+  const Operand in = makeOperand(1, kernels::dtypeOf<T>(), c.shape, c.in, &elements[1]);
+  std::vector<Bytes> memory = {bufferFor(out, elements[0]), bufferFor(in, elements[1])};
+  std::mt19937_64 rng(seed);
+  fillSlots<T>(memory[1], [&] { return pool ? poolValue<T>(rng) : randomValue<T>(rng); });
+  Instruction instruction;
+  instruction.opcode = topk ? Opcode::kTopk : Opcode::kArgsort;
+  instruction.operands = {out, in};
+  instruction.immediates = {static_cast<double>(c.axis), descending ? 1.0 : 0.0};
+  const Bytes before = memory[0];
+  verifyAndRun(instruction, memory);
+  if (::testing::Test::HasFatalFailure()) return;
+  EXPECT_TRUE(gapsUntouched(before, memory[0], out));
+
+  const bool scalar = c.shape.empty();
+  const int64_t n = scalar ? 1 : c.shape[c.axis];
+  const int64_t selected = scalar ? 1 : out.shape[c.axis];
+  Operand lines = out;  // one index per line: the axis collapsed
+  if (!scalar) lines.shape[c.axis] = 1;
+  forEachIndex(lines, [&](const Index& line) {
+    if (::testing::Test::HasFailure()) return;
+    std::vector<ComputeType<T>> values;
+    for (int64_t i = 0; i < n; ++i) {
+      Index at = line;
+      if (!scalar) at[c.axis] = i;
+      values.push_back(refLoad<T>(elementAt(memory[1], in, at)));
+    }
+    std::vector<int64_t> order(static_cast<size_t>(n));
+    std::iota(order.begin(), order.end(), 0);
+    std::stable_sort(order.begin(), order.end(), [&](int64_t a, int64_t b) {
+      return sortsBefore(values[a], values[b], descending);
+    });
+    std::vector<bool> picked(static_cast<size_t>(n), false);
+    for (int64_t j = 0; j < selected; ++j) {
+      Index at = line;
+      if (!scalar) at[c.axis] = j;
+      int64_t got = 0;
+      std::memcpy(&got, elementAt(memory[0], out, at), sizeof got);
+      if (!topk) {
+        ASSERT_EQ(got, order[j]) << "position " << j << " of line " << elementOf(lines, line);
+        continue;
+      }
+      ASSERT_TRUE(got >= 0 && got < n && !picked[got]) << "pick " << j << " is " << got;
+      picked[got] = true;
+      EXPECT_TRUE(sameValue(values[got], values[order[j]]))
+          << "pick " << j << " of line " << elementOf(lines, line) << " is element " << got << ", which is "
+          << static_cast<double>(values[got]) << ", not " << static_cast<double>(values[order[j]]);
+    }
+  });
+}
+
+TEST(Sort, ArgsortEachAxisDTypeAndLayout) {
+  const std::vector<SortCase> cases = {
+      {{5, 6, 7}, 0},
+      {{5, 6, 7}, 1, L::kTransposed, L::kPadded},
+      {{5, 6, 7}, 2, L::kReversed, L::kTransposed},
+      {{4, 9}, 1, L::kBroadcastInner},                // one value repeated along each line: all ties
+      {{4, 9}, 0, L::kBroadcastOuter, L::kReversed},
+      {{300, 3}, 0, L::kPadded},                      // long strided lines: the radix sort
+      {{2, 1000}, 1, L::kReversedInner, L::kTransposed},
+      {{}, 0},
+      {{1}, 0},
+      {{0, 4}, 1},
+      {{3, 0}, 1},
+  };
+  uint64_t seed = 7000;
+  for (const SortCase& c : cases) {
+    forEachType([&]<typename T>() {
+      for (bool descending : {false, true}) {
+        for (bool pool : {false, true}) runSort<T>(c, descending, pool, seed++);
+      }
+    });
+    if (::testing::Test::HasFailure()) return;
+  }
+}
+
+TEST(Sort, ArgsortLargeParallel) {
+  runSort<float>({{2000, 300}, 1}, false, false, 71);  // 600000 elements, radix-sorted lines on every core
+  runSort<BFloat16>({{400, 500}, 0, L::kTransposed}, true, true, 72);
+  runSort<int64_t>({{20000}, 0, L::kReversed}, false, false, 73);  // one long line of 8-byte keys
+}
+
+TEST(Sort, TopkEachAxisDTypeAndK) {
+  const std::vector<SortCase> cases = {
+      {{5, 10, 5}, 1, L::kContiguous, L::kContiguous, 3},
+      {{5, 10, 5}, 0, L::kTransposed, L::kPadded, 5},   // the whole line
+      {{5, 10, 5}, 2, L::kReversed, L::kTransposed, 1},
+      {{2, 1000}, 1, L::kContiguous, L::kContiguous, 5},  // k * 64 <= n: the partial sort
+      {{1000, 2}, 0, L::kPadded, L::kReversed, 600},      // else nth_element and a sort
+      {{4, 9}, 1, L::kBroadcastInner, L::kContiguous, 4},
+      {{5, 6}, 0, L::kContiguous, L::kContiguous, 0},
+      {{}, 0, L::kContiguous, L::kContiguous, 1},
+      {{0, 6}, 1, L::kContiguous, L::kContiguous, 2},
+  };
+  uint64_t seed = 8000;
+  for (const SortCase& c : cases) {
+    forEachType([&]<typename T>() {
+      if constexpr (!std::is_same_v<T, bool>) {
+        for (bool largest : {false, true}) {
+          for (bool pool : {false, true}) runSort<T>(c, largest, pool, seed++);
+        }
+      }
+    });
+    if (::testing::Test::HasFailure()) return;
+  }
+  runSort<float>({{3000, 200}, 1, L::kContiguous, L::kContiguous, 7}, true, false, 81);  // parallel
+}
+
+TEST(Sort, KnownOrders) {
+  // NaN last ascending and first descending; -0.0 and 0.0 tie, and ties keep their order.
+  const std::vector<float> in = {2.0f, kNaNF, -0.0f, 1.0f, 0.0f, -kInfF, kNaNF, 1.0f};
+  auto sorted = [&](Opcode opcode, bool flag, int64_t count) {
+    std::vector<int64_t> out(static_cast<size_t>(count));
+    Instruction sort;
+    sort.opcode = opcode;
+    sort.operands = {isa::contiguousOperand(0, DType::kInt64, {count}), isa::contiguousOperand(1, DType::kFloat32, {8})};
+    sort.immediates = {0, flag ? 1.0 : 0.0};
+    std::vector<void*> buffers = {out.data(), const_cast<float*>(in.data())};
+    kernels::execute(sort, buffers);
+    return out;
+  };
+  EXPECT_EQ(sorted(Opcode::kArgsort, false, 8), (std::vector<int64_t>{5, 2, 4, 3, 7, 0, 1, 6}));
+  EXPECT_EQ(sorted(Opcode::kArgsort, true, 8), (std::vector<int64_t>{1, 6, 0, 3, 7, 2, 4, 5}));
+  // ttopk: the two NaNs, then 2.0; -inf, then either zero.
+  const std::vector<int64_t> largest = sorted(Opcode::kTopk, true, 3);
+  EXPECT_TRUE((largest == std::vector<int64_t>{1, 6, 0} || largest == std::vector<int64_t>{6, 1, 0}));
+  const std::vector<int64_t> smallest = sorted(Opcode::kTopk, false, 2);
+  EXPECT_EQ(smallest[0], 5);
+  EXPECT_TRUE(smallest[1] == 2 || smallest[1] == 4) << smallest[1];
+}
+
+// ---------------------------------------------------------------------------
+// Scans: tcumsum and tcumprod against a running fold in PyTorch's accumulator
+// types (double for float32/float64, float for float16/bfloat16, wrapping 64-bit
+// integers), bit for bit.
+// ---------------------------------------------------------------------------
+
+template <typename T>
+using ScanAccumulator = std::conditional_t<std::is_integral_v<T>, uint64_t,
+                                           std::conditional_t<kIsFloat<T> && sizeof(T) == 2, float, double>>;
+
+struct ScanCase {
+  std::vector<int64_t> shape;
+  int axis;
+  Layout in = Layout::kContiguous, out = Layout::kContiguous;
+};
+
+template <typename T>
+void runScan(Opcode op, const ScanCase& c, uint64_t seed, bool in_place = false) {
+  SCOPED_TRACE(std::string(isa::info(op).name) + " " + typeName<T>() + " " + shapeText(c.shape) + " axis=" +
+               std::to_string(c.axis) + " in " + layoutName(c.in) + ", out " + layoutName(c.out) +
+               (in_place ? ", in place" : ""));
+  using Acc = ScanAccumulator<T>;
+  int64_t elements[2] = {};
+  const Operand out = makeOperand(0, kernels::dtypeOf<T>(), c.shape, c.out, &elements[0]);
+  Operand in = makeOperand(1, kernels::dtypeOf<T>(), c.shape, c.in, &elements[1]);
+  std::vector<Bytes> memory = {bufferFor(out, elements[0]), bufferFor(in, elements[1])};
+  std::mt19937_64 rng(seed);
+  // Products of values near 1 stay finite along long lines; sums take anything.
+  fillSlots<T>(memory[1], [&] {
+    return op == Opcode::kCumprod && kIsFloat<T> ? uniformValue<T>(rng, 0.5, 1.5) : reduceInput<T>(rng, true);
+  });
+  const Bytes input = memory[1];
+  if (in_place) {
+    in = out;
+    memory[0] = memory[1];
+  }
+  Instruction instruction;
+  instruction.opcode = op;
+  instruction.operands = {out, in};
+  instruction.immediates[0] = c.axis;
+  const Bytes before = memory[0];
+  verifyAndRun(instruction, memory);
+  if (::testing::Test::HasFatalFailure()) return;
+  EXPECT_TRUE(gapsUntouched(before, memory[0], out));
+
+  const bool scalar = c.shape.empty();
+  const int64_t n = scalar ? 1 : c.shape[c.axis];
+  Operand lines = out;
+  if (!scalar) lines.shape[c.axis] = 1;
+  const Operand& source = in_place ? out : in;
+  Bytes original = input;
+  forEachIndex(lines, [&](const Index& line) {
+    if (::testing::Test::HasFailure()) return;
+    Acc acc = op == Opcode::kCumsum ? Acc(0) : Acc(1);
+    for (int64_t i = 0; i < n; ++i) {
+      Index at = line;
+      if (!scalar) at[c.axis] = i;
+      const auto x = refLoad<T>(elementAt(original, source, at));
+      Acc value;
+      if constexpr (std::is_integral_v<T>) value = static_cast<uint64_t>(static_cast<int64_t>(x));
+      else value = static_cast<Acc>(x);
+      acc = op == Opcode::kCumsum ? acc + value : acc * value;
+      T want;
+      if constexpr (std::is_integral_v<T>) want = refCast<T>(static_cast<int64_t>(acc));
+      else want = refCast<T>(acc);
+      const char* got = elementAt(memory[0], out, at);
+      ASSERT_TRUE(elementsEqual<T>(got, reinterpret_cast<const char*>(&want)))
+          << "element " << i << " of line " << elementOf(lines, line) << ": expected "
+          << elementText<T>(reinterpret_cast<const char*>(&want)) << ", got " << elementText<T>(got);
+    }
+  });
+}
+
+TEST(Scan, EveryOpcodeDTypeAndLayout) {
+  const std::vector<ScanCase> cases = {
+      {{5, 6, 7}, 0},                                     // blocks of neighbouring lines
+      {{5, 6, 7}, 2},                                     // whole lines
+      {{5, 6, 7}, 1, L::kTransposed, L::kPadded},
+      {{5, 6, 7}, 2, L::kReversed, L::kTransposed},
+      {{5, 6, 7}, 0, L::kBroadcastOuter, L::kReversedInner},
+      {{4, 9}, 1, L::kBroadcastInner},
+      {{4, 9}, 0, L::kBroadcastAll, L::kTransposed},
+      {{3, 1, 4}, 1},
+      {{2, 600}, 0, L::kPadded},                          // a row wider than a block of accumulators
+      {{}, 0},
+      {{0, 5}, 0},
+      {{5, 0}, 0},
+  };
+  uint64_t seed = 9000;
+  for (Opcode op : {Opcode::kCumsum, Opcode::kCumprod}) {
+    for (const ScanCase& c : cases) {
+      forEachType([&]<typename T>() {
+        if constexpr (!std::is_same_v<T, bool>) runScan<T>(op, c, seed++);
+      });
+      if (::testing::Test::HasFailure()) return;
+    }
+  }
+}
+
+TEST(Scan, LargeParallelAndInPlace) {
+  runScan<float>(Opcode::kCumsum, {{600, 700}, 0}, 91);                  // row by row, blocks on every core
+  runScan<float>(Opcode::kCumsum, {{700, 600}, 1}, 92);                  // line by line on every core
+  runScan<double>(Opcode::kCumprod, {{600, 700}, 0, L::kTransposed, L::kTransposed}, 93);
+  runScan<Half>(Opcode::kCumsum, {{300, 400}, 1, L::kReversed, L::kPadded}, 94);
+  runScan<int32_t>(Opcode::kCumsum, {{600, 700}, 0}, 95, true);
+  runScan<float>(Opcode::kCumprod, {{600, 700}, 1}, 96, true);
+}
+
+TEST(Scan, KnownValues) {
+  // float32 accumulates in double, as PyTorch's CPU does: the ones are not lost.
+  std::vector<float> in(101, 1.0f), out(101);
+  in[0] = 1e8f;
+  Instruction cumsum;
+  cumsum.opcode = Opcode::kCumsum;
+  cumsum.operands = {isa::contiguousOperand(0, DType::kFloat32, {101}), isa::contiguousOperand(1, DType::kFloat32, {101})};
+  std::vector<void*> buffers = {out.data(), in.data()};
+  kernels::execute(cumsum, buffers);
+  EXPECT_EQ(out.back(), 100000096.0f);
+  // int8 wraps: 100 + 100 and 100 * 100.
+  std::vector<int8_t> small = {100, 100}, result(2);
+  Instruction scan;
+  scan.opcode = Opcode::kCumsum;
+  scan.operands = {isa::contiguousOperand(0, DType::kInt8, {2}), isa::contiguousOperand(1, DType::kInt8, {2})};
+  buffers = {result.data(), small.data()};
+  kernels::execute(scan, buffers);
+  EXPECT_EQ(result, (std::vector<int8_t>{100, -56}));
+  scan.opcode = Opcode::kCumprod;
+  kernels::execute(scan, buffers);
+  EXPECT_EQ(result, (std::vector<int8_t>{100, 16}));
 }
 
 }  // namespace
