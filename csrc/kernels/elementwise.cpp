@@ -130,6 +130,15 @@ void convertRows(const StridedLoop& loop) {
       }
       return;
     }
+    if (so == sizeof(To) && si == -static_cast<int64_t>(sizeof(From))) {  // a run read backwards (flip)
+      To* out = reinterpret_cast<To*>(p[0]);
+      const From* in = reinterpret_cast<const From*>(p[1]);
+      for (int64_t i = 0; i < n; ++i) {
+        if constexpr (std::is_same_v<To, From>) out[i] = in[-i];
+        else out[i] = castTo<To>(widen(in[-i]));
+      }
+      return;
+    }
     for (int64_t i = 0; i < n; ++i) {
       if constexpr (std::is_same_v<To, From>) {
         // A move copies the bits, as the contiguous path does: a round trip through
