@@ -36,8 +36,8 @@ constexpr int64_t kLanes = 8;
 template <isa::Opcode op, typename T>
 struct Scan {
   using C = ComputeType<T>;
-  using Acc = std::conditional_t<std::is_integral_v<C>, uint64_t,
-                                 std::conditional_t<std::is_same_v<T, Half> || std::is_same_v<T, BFloat16>, float, double>>;
+  static constexpr bool kHalfWidth = std::is_same_v<T, Half> || std::is_same_v<T, BFloat16>;
+  using Acc = std::conditional_t<std::is_integral_v<C>, uint64_t, std::conditional_t<kHalfWidth, float, double>>;
   static constexpr Acc kStart = op == isa::Opcode::kCumsum ? Acc(0) : Acc(1);
 
   static Acc step(Acc acc, C x) {
@@ -144,7 +144,8 @@ void scan(const isa::Operand& out, const isa::Operand& in, int axis, std::span<v
   const LinePositions outer = positionsOff(out, in, axis, inner);
   const int64_t blocks = (width + kBlock - 1) / kBlock;  // per outer position
   const int64_t grain = std::max<int64_t>(1, kScanGrain / (n * std::min(width, kBlock)));  // blocks per chunk
-  rt::sim::parallelFor(static_cast<size_t>(outer.count * blocks), static_cast<size_t>(grain), [&](size_t begin, size_t end) {
+  rt::sim::parallelFor(static_cast<size_t>(outer.count * blocks), static_cast<size_t>(grain),
+                       [&](size_t begin, size_t end) {
     for (size_t task = begin; task < end; ++task) {
       const auto [out_offset, in_offset] = outer.offsets(static_cast<int64_t>(task) / blocks);
       const int64_t first = static_cast<int64_t>(task) % blocks * kBlock;

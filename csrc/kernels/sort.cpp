@@ -49,12 +49,48 @@ UnsignedOf<sizeof(T)> sortKey(const char* p) {
   } else if constexpr (std::is_integral_v<T>) {
     return bits ^ (U{1} << (8 * sizeof(T) - 1));  // the sign bit flipped: negatives first
   } else {
+    // Selects rather than branches, so that a loop over a line vectorises.
     constexpr U sign = U{1} << (8 * sizeof(T) - 1);
     const U magnitude = bits & static_cast<U>(~sign);
-    if (magnitude > kInfinityBits<T>) return static_cast<U>(~U{0});
-    if (magnitude == 0) return sign;
-    return (bits & sign) ? static_cast<U>(~bits) : static_cast<U>(bits | sign);
+    const U ordered = (bits & sign) ? static_cast<U>(~bits) : static_cast<U>(bits | sign);
+    const U zeroed = magnitude == 0 ? sign : ordered;
+    return magnitude > kInfinityBits<T> ? static_cast<U>(~U{0}) : zeroed;
   }
+}
+
+// Calls emit(i, key ^ flip) for the n elements of a line `step` bytes apart, in
+// order; a contiguous line takes a loop of its own, which the compiler vectorises.
+template <typename T, typename Emit>
+void forEachKey(const char* line, int64_t n, int64_t step, UnsignedOf<sizeof(T)> flip, Emit emit) {
+  using K = UnsignedOf<sizeof(T)>;
+  if (step == sizeof(T)) {
+    for (int64_t i = 0; i < n; ++i) emit(i, static_cast<K>(sortKey<T>(line + i * sizeof(T)) ^ flip));
+  } else {
+    for (int64_t i = 0; i < n; ++i) emit(i, static_cast<K>(sortKey<T>(line + i * step) ^ flip));
+  }
+}
+
+// Runs the lines along the axis in parallel: each chunk of lines gets its own
+// worker from makeWorker() (with its scratch), called as worker(source, step,
+// target) with a line's n elements `step` bytes apart from source, and its output
+// at target.
+template <typename T, typename MakeWorker>
+void forEachLine(const isa::Operand& out, const isa::Operand& in, int axis, std::span<void* const> buffers,
+                 MakeWorker makeWorker) {
+  constexpr auto size = static_cast<int64_t>(sizeof(T));
+  const LinePositions lines = positionsOff(out, in, axis);
+  const int64_t n = in.rank > 0 ? in.shape[axis] : 1;
+  const int64_t step = in.rank > 0 ? in.strides[axis] * size : size;
+  const char* const in_base = static_cast<const char*>(buffers[in.buffer]) + in.offset * size;
+  char* const out_base = static_cast<char*>(buffers[out.buffer]) + out.offset * static_cast<int64_t>(sizeof(int64_t));
+  const int64_t grain = std::max<int64_t>(1, kSortGrain / std::max<int64_t>(n, 1));  // lines per chunk
+  rt::sim::parallelFor(static_cast<size_t>(lines.count), static_cast<size_t>(grain), [&](size_t begin, size_t end) {
+    auto worker = makeWorker();
+    for (size_t line = begin; line < end; ++line) {
+      const auto [out_offset, in_offset] = lines.offsets(static_cast<int64_t>(line));
+      worker(in_base + in_offset * size, step, out_base + out_offset * static_cast<int64_t>(sizeof(int64_t)));
+    }
+  });
 }
 
 // Sorts keys ascending with positions alongside, stably: least significant byte
@@ -87,39 +123,29 @@ template <typename T>
 void argsortLines(const isa::Operand& out, const isa::Operand& in, int axis, bool descending,
                   std::span<void* const> buffers) {
   using K = UnsignedOf<sizeof(T)>;
-  const LinePositions lines = positionsOff(out, in, axis);
-  const int64_t n = out.rank > 0 ? out.shape[axis] : 1;
-  const int64_t in_step = out.rank > 0 ? in.strides[axis] * static_cast<int64_t>(sizeof(T)) : 0;
+  const auto n = static_cast<size_t>(out.rank > 0 ? out.shape[axis] : 1);
   const int64_t out_step = out.rank > 0 ? out.strides[axis] * static_cast<int64_t>(sizeof(int64_t)) : 0;
-  const char* const in_base = static_cast<const char*>(buffers[in.buffer]) + in.offset * static_cast<int64_t>(sizeof(T));
-  char* const out_base = static_cast<char*>(buffers[out.buffer]) + out.offset * static_cast<int64_t>(sizeof(int64_t));
-  rt::sim::parallelFor(static_cast<size_t>(lines.count), static_cast<size_t>(std::max<int64_t>(1, kSortGrain / n)),
-                       [&](size_t begin, size_t end) {
-    const auto length = static_cast<size_t>(n);
-    const bool radix = length >= kRadixMinimum;
-    std::vector<K> keys(radix ? length : 0), key_buffer(radix ? length : 0);
-    std::vector<int64_t> positions(radix ? length : 0), position_buffer(radix ? length : 0);
-    std::vector<std::pair<K, int64_t>> pairs(radix ? 0 : length);
-    const K flip = descending ? static_cast<K>(~K{0}) : K{0};  // complemented keys sort descending
-    for (size_t line = begin; line < end; ++line) {
-      const auto [out_offset, in_offset] = lines.offsets(static_cast<int64_t>(line));
-      const char* source = in_base + in_offset * static_cast<int64_t>(sizeof(T));
-      char* target = out_base + out_offset * static_cast<int64_t>(sizeof(int64_t));
-      const auto keyAt = [&](size_t i) { return static_cast<K>(sortKey<T>(source + i * in_step) ^ flip); };
+  const K flip = descending ? static_cast<K>(~K{0}) : K{0};  // complemented keys sort descending
+  const bool radix = n >= kRadixMinimum;
+  forEachLine<T>(out, in, axis, buffers, [&] {
+    return [&, keys = std::vector<K>(radix ? n : 0), key_buffer = std::vector<K>(radix ? n : 0),
+            positions = std::vector<int64_t>(radix ? n : 0), position_buffer = std::vector<int64_t>(radix ? n : 0),
+            pairs = std::vector<std::pair<K, int64_t>>(radix ? 0 : n)](const char* source, int64_t step,
+                                                                       char* target) mutable {
       if (!radix) {
         // Positions are unique, so ordering (key, position) pairs is a stable sort by key.
-        for (size_t i = 0; i < length; ++i) pairs[i] = {keyAt(i), static_cast<int64_t>(i)};
+        forEachKey<T>(source, n, step, flip, [&](int64_t i, K key) { pairs[i] = {key, i}; });
         std::sort(pairs.begin(), pairs.end());
-        for (size_t i = 0; i < length; ++i) std::memcpy(target + i * out_step, &pairs[i].second, sizeof(int64_t));
+        for (size_t i = 0; i < n; ++i) std::memcpy(target + i * out_step, &pairs[i].second, sizeof(int64_t));
       } else {
-        for (size_t i = 0; i < length; ++i) {
-          keys[i] = keyAt(i);
-          positions[i] = static_cast<int64_t>(i);
-        }
+        forEachKey<T>(source, n, step, flip, [&](int64_t i, K key) {
+          keys[i] = key;
+          positions[i] = i;
+        });
         radixSort(keys, positions, key_buffer, position_buffer);
-        for (size_t i = 0; i < length; ++i) std::memcpy(target + i * out_step, &positions[i], sizeof(int64_t));
+        for (size_t i = 0; i < n; ++i) std::memcpy(target + i * out_step, &positions[i], sizeof(int64_t));
       }
-    }
+    };
   });
 }
 
@@ -145,39 +171,30 @@ template <typename T>
 void topkLines(const isa::Operand& out, const isa::Operand& in, int axis, bool largest,
                std::span<void* const> buffers) {
   using K = UnsignedOf<sizeof(T)>;
-  const LinePositions lines = positionsOff(out, in, axis);
+  using Pair = std::pair<K, int64_t>;
   const int64_t n = in.rank > 0 ? in.shape[axis] : 1;
   const int64_t k = out.rank > 0 ? out.shape[axis] : 1;
-  const int64_t in_step = in.rank > 0 ? in.strides[axis] * static_cast<int64_t>(sizeof(T)) : 0;
   const int64_t out_step = out.rank > 0 ? out.strides[axis] * static_cast<int64_t>(sizeof(int64_t)) : 0;
-  const char* const in_base = static_cast<const char*>(buffers[in.buffer]) + in.offset * static_cast<int64_t>(sizeof(T));
-  char* const out_base = static_cast<char*>(buffers[out.buffer]) + out.offset * static_cast<int64_t>(sizeof(int64_t));
   const K flip = largest ? static_cast<K>(~K{0}) : K{0};
   const bool packed = sizeof(K) <= 4 && n <= int64_t{UINT32_MAX};
-  rt::sim::parallelFor(static_cast<size_t>(lines.count), static_cast<size_t>(std::max<int64_t>(1, kSortGrain / n)),
-                       [&](size_t begin, size_t end) {
-    std::vector<uint64_t> words(packed ? static_cast<size_t>(n) : 0);
-    std::vector<std::pair<K, int64_t>> pairs(packed ? 0 : static_cast<size_t>(n));
-    for (size_t line = begin; line < end; ++line) {
-      const auto [out_offset, in_offset] = lines.offsets(static_cast<int64_t>(line));
-      const char* source = in_base + in_offset * static_cast<int64_t>(sizeof(T));
-      char* target = out_base + out_offset * static_cast<int64_t>(sizeof(int64_t));
-      const auto keyAt = [&](int64_t i) { return static_cast<K>(sortKey<T>(source + i * in_step) ^ flip); };
+  forEachLine<T>(out, in, axis, buffers, [&] {
+    return [&, words = std::vector<uint64_t>(packed ? n : 0),
+            pairs = std::vector<Pair>(packed ? 0 : n)](const char* source, int64_t step, char* target) mutable {
       if (packed) {
-        for (int64_t i = 0; i < n; ++i) words[i] = uint64_t{keyAt(i)} << 32 | static_cast<uint64_t>(i);
+        forEachKey<T>(source, n, step, flip, [&](int64_t i, K key) {
+          words[i] = uint64_t{key} << 32 | static_cast<uint64_t>(i);
+        });
         selectBest(words, k, [](uint64_t a, uint64_t b) { return a >> 32 < b >> 32; });
         for (int64_t i = 0; i < k; ++i) {
           const auto position = static_cast<int64_t>(words[i] & 0xffffffff);
           std::memcpy(target + i * out_step, &position, sizeof position);
         }
       } else {
-        for (int64_t i = 0; i < n; ++i) pairs[i] = {keyAt(i), i};
-        selectBest(pairs, k, [](const std::pair<K, int64_t>& a, const std::pair<K, int64_t>& b) {
-          return a.first < b.first;
-        });
+        forEachKey<T>(source, n, step, flip, [&](int64_t i, K key) { pairs[i] = {key, i}; });
+        selectBest(pairs, k, [](const Pair& a, const Pair& b) { return a.first < b.first; });
         for (int64_t i = 0; i < k; ++i) std::memcpy(target + i * out_step, &pairs[i].second, sizeof(int64_t));
       }
-    }
+    };
   });
 }
 
