@@ -169,6 +169,18 @@ inline C binaryOp(C a, C b, C alpha) {
   else if constexpr (op == Opcode::kAnd) return static_cast<C>(a & b);
   else if constexpr (op == Opcode::kOr) return static_cast<C>(a | b);
   else if constexpr (op == Opcode::kXor) return static_cast<C>(a ^ b);
+  else if constexpr (op == Opcode::kShiftLeft || op == Opcode::kShiftRight) {
+    constexpr int kBits = static_cast<int>(sizeof(C) * 8);
+    const bool negative = static_cast<std::make_signed_t<C>>(b) < 0;
+    if constexpr (op == Opcode::kShiftLeft) {
+      if (negative || b >= C(kBits - 1) + 1) return C(0);
+      return static_cast<C>(static_cast<std::make_unsigned_t<C>>(a) << b);
+    } else {
+      constexpr int kWidest = kBits - (std::is_signed_v<C> ? 1 : 0);
+      if (negative || b >= static_cast<C>(kWidest)) return static_cast<C>(a >> kWidest);
+      return static_cast<C>(a >> b);
+    }
+  }
   else static_assert(op == Opcode::kAdd, "not a binary instruction");
 }
 

@@ -15,7 +15,7 @@ NATIVE = {
     "exp2", "expm1", "log", "log2", "log1p", "sqrt", "rsqrt", "reciprocal", "sin", "cos", "tan",
     "tanh", "sigmoid", "erf", "floor", "ceil", "round", "trunc", "nn.functional.silu",
     "nn.functional.relu", "nn.functional.gelu", "where", "fill", "zero_", "addcmul", "addcdiv",
-    "lerp", "nn.functional.mse_loss", "floor_divide",
+    "lerp", "nn.functional.mse_loss", "floor_divide", "bitwise_left_shift", "bitwise_right_shift",
 }
 OPS = [op for op in op_db
        if op.name in NATIVE and op.variant_test_name in ("", "no_rounding_mode", "trunc_rounding", "floor_rounding")]
@@ -121,3 +121,18 @@ def test_integer_division_by_zero_raises_at_the_next_sync(python):
     assert result.returncode == 0, result.stderr
     assert "tfloordiv failed" in result.stdout and "ZeroDivisionError" in result.stdout
     assert "usable: True" in result.stdout
+
+
+@pytest.mark.parametrize("dtype", [torch.int8, torch.uint8, torch.int32, torch.int64])
+def test_shifts_past_the_width_match_cpu(dtype):
+    bits = torch.iinfo(dtype).bits
+    a = torch.tensor([1, 5, 100, -8 if dtype.is_signed else 200, torch.iinfo(dtype).min], dtype=dtype)
+    b = torch.tensor([0, 3, bits - 1, bits, bits + 3], dtype=dtype)
+    before = pypto_torch.fallback_ops()
+    for op in (lambda x, y: x << y, lambda x, y: x >> y, lambda x, y: x << 2, lambda x, y: x >> 1,
+               torch.bitwise_left_shift, torch.bitwise_right_shift):
+        assert torch.equal(op(a.to("pto"), b.to("pto")).cpu(), op(a, b))
+    x = a.to("pto")
+    x <<= 1
+    assert torch.equal(x.cpu(), a << 1)
+    assert pypto_torch.fallback_ops() == before

@@ -249,6 +249,19 @@ at::Tensor& divModeOut(const at::Tensor& self, const at::Tensor& other, std::opt
   return out;
 }
 
+// Registers a shift's operators (x << y, x <<= y) and its bitwise_*_shift forms.
+#define PTO_SHIFT(m, dunder, name, opcode)                                                            \
+  {                                                                                                   \
+    using F = Binary<opcode, P::kCommon, ATEN_OP2(name, Tensor), ATEN_OP2(name, Tensor_out)>;         \
+    m.impl(#name ".Tensor", TORCH_FN(F::functional));                                                 \
+    m.impl(#name ".Tensor_out", TORCH_FN(F::out));                                                    \
+    m.impl(#name "_.Tensor", TORCH_FN(F::template inplace<ATEN_OP2(name##_, Tensor)>));               \
+    m.impl("__" #dunder "__.Tensor", TORCH_FN(F::functional));                                         \
+    m.impl("__" #dunder "__.Scalar", TORCH_FN(F::template functionalScalar<ATEN_OP2(__##dunder##__, Scalar)>)); \
+    m.impl("__i" #dunder "__.Tensor", TORCH_FN(F::template inplace<ATEN_OP2(__i##dunder##__, Tensor)>)); \
+    m.impl("__i" #dunder "__.Scalar", TORCH_FN(F::template inplaceScalar<ATEN_OP2(__i##dunder##__, Scalar)>)); \
+  }
+
 // Registers op / op_ / op.out of a unary op.
 #define PTO_UNARY(m, name, opcode, promotion)                                                         \
   {                                                                                                   \
@@ -266,6 +279,8 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   PTO_BINARY(m, bitwise_and, Tensor_out, Opcode::kAnd, P::kCommon)
   PTO_BINARY(m, bitwise_or, Tensor_out, Opcode::kOr, P::kCommon)
   PTO_BINARY(m, bitwise_xor, Tensor_out, Opcode::kXor, P::kCommon)
+  PTO_SHIFT(m, lshift, bitwise_left_shift, Opcode::kShiftLeft)
+  PTO_SHIFT(m, rshift, bitwise_right_shift, Opcode::kShiftRight)
   {
     using F = Binary<Opcode::kMax, P::kCommon, ATEN_OP(maximum), ATEN_OP2(maximum, out)>;
     m.impl("maximum", TORCH_FN(F::functional));
