@@ -12,7 +12,9 @@ from opinfo_sweep import opinfo_tests
 NAMES = {"cat", "stack", "clamp", "masked_fill", "var", "std", "logsumexp", "nn.functional.leaky_relu",
          "nn.functional.softplus", "fmod", "remainder", "atan2", "nn.functional.scaled_dot_product_attention",
          "nn.functional.hardtanh", "nn.functional.relu6", "nn.functional.smooth_l1_loss", "nn.functional.huber_loss",
-         "nn.functional.binary_cross_entropy", "nn.functional.binary_cross_entropy_with_logits"}
+         "nn.functional.binary_cross_entropy", "nn.functional.binary_cross_entropy_with_logits",
+         "nn.functional.elu", "nn.functional.selu", "nn.functional.celu", "nn.functional.hardswish",
+         "nn.functional.hardsigmoid", "nn.functional.mish"}
 OPS = [op for op in op_db if op.name in NAMES and op.variant_test_name == ""]
 DTYPES = [torch.float32, torch.float16, torch.bfloat16, torch.int64, torch.bool]
 # Compositions round at each step in float16/bfloat16 where CPU kernels fuse:
@@ -43,14 +45,16 @@ def test_attention_block_stays_native():
     assert pypto_torch.fallback_ops() == before
 
 
-def test_losses_norms_and_hardtanh_train_without_fallback():
+def test_losses_norms_and_activations_train_without_fallback():
     x = torch.rand(8, 5, device="pto", requires_grad=True)
     target = torch.rand(8, 5, device="pto")
     before = pypto_torch.fallback_ops()
     loss = (torch.nn.functional.smooth_l1_loss(x, target, beta=0.5) + torch.nn.functional.huber_loss(x, target)
             + torch.nn.functional.binary_cross_entropy(x, target) + torch.nn.functional.relu6(x * 9).sum()
             + torch.linalg.vector_norm(x, 3, dim=1).sum() + x.norm() + x.prod(1).sum()
-            + torch.nn.functional.hardtanh(x, -0.5, 0.5).sum())
+            + torch.nn.functional.hardtanh(x, -0.5, 0.5).sum() + torch.nn.functional.elu(x - 0.5).sum()
+            + torch.nn.functional.hardswish(x * 8 - 4).sum() + torch.nn.functional.mish(x).sum()
+            + torch.nn.functional.hardsigmoid(x * 8 - 4).sum() + torch.nn.functional.selu(x - 0.5).sum())
     loss.backward()
     assert pypto_torch.fallback_ops() == before
     assert x.grad.device.type == "pto"
