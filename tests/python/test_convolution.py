@@ -11,7 +11,7 @@ from torch.testing._internal.common_methods_invocations import op_db
 import pypto_torch
 from opinfo_sweep import ONE_ULP, opinfo_tests
 
-NAMES = {"nn.functional.conv1d", "nn.functional.conv2d", "nn.functional.conv3d"}
+NAMES = {"nn.functional.conv1d", "nn.functional.conv2d", "nn.functional.conv3d", "nn.functional.unfold"}
 OPS = [op for op in op_db if op.name in NAMES and op.variant_test_name == ""]
 DTYPES = [torch.float32, torch.float16, torch.bfloat16]
 # GEMMs sum in another order than oneDNN's direct convolution.
@@ -51,6 +51,23 @@ def test_a_small_cnn_matches_cpu():
     x = torch.randn(4, 3, 16, 16)
     expected = model(x)
     assert_close(model.to("pto")(x.to("pto")).cpu(), expected, rtol=1e-4, atol=1e-4)
+
+
+def test_unfold_and_fold_run_natively():
+    x = torch.randn(2, 3, 7, 8, requires_grad=True)
+    xp = x.detach().to("pto").requires_grad_()
+    before = pypto_torch.fallback_ops()
+    cols = F.unfold(xp, (3, 2), dilation=(1, 2), padding=1, stride=(2, 1))
+    back = F.fold(cols, (7, 8), (3, 2), dilation=(1, 2), padding=1, stride=(2, 1))
+    back.sum().backward()
+    assert pypto_torch.fallback_ops() == before
+    want_cols = F.unfold(x, (3, 2), dilation=(1, 2), padding=1, stride=(2, 1))
+    want = F.fold(want_cols, (7, 8), (3, 2), dilation=(1, 2), padding=1, stride=(2, 1))
+    want.sum().backward()
+    assert torch.equal(cols.detach().cpu(), want_cols.detach())
+    assert_close(back.detach().cpu(), want.detach())
+    assert_close(xp.grad.cpu(), x.grad)
+    assert F.fold(F.unfold(xp[0], 2), (7, 8), 2).shape == (3, 7, 8)  # unbatched
 
 
 def test_transposed_convolution_still_works_through_the_cpu():

@@ -26,17 +26,22 @@ struct Geometry {
   }
 };
 
-Geometry geometryOf(const at::Tensor& input, const at::Tensor& weight, c10::IntArrayRef stride,
+Geometry geometryOf(const at::Tensor& input, c10::IntArrayRef kernel, c10::IntArrayRef stride,
                     c10::IntArrayRef padding, c10::IntArrayRef dilation, int64_t groups) {
   Geometry g{input.size(0), input.size(1), groups, {}, {}, {}, {}, {}};
   for (int64_t d = 0; d < input.dim() - 2; ++d) {
-    g.kernel.push_back(weight.size(d + 2));
+    g.kernel.push_back(kernel[d]);
     g.stride.push_back(stride[d]);
     g.padding.push_back(padding[d]);
     g.dilation.push_back(dilation[d]);
-    g.output.push_back((input.size(d + 2) + 2 * padding[d] - dilation[d] * (weight.size(d + 2) - 1) - 1) / stride[d] + 1);
+    g.output.push_back((input.size(d + 2) + 2 * padding[d] - dilation[d] * (kernel[d] - 1) - 1) / stride[d] + 1);
   }
   return g;
+}
+
+Geometry geometryOf(const at::Tensor& input, const at::Tensor& weight, c10::IntArrayRef stride,
+                    c10::IntArrayRef padding, c10::IntArrayRef dilation, int64_t groups) {
+  return geometryOf(input, weight.sizes().slice(2), stride, padding, dilation, groups);
 }
 
 // The input, zero-padded, contiguous.
@@ -77,6 +82,35 @@ at::Tensor fromGemmLayout(const at::Tensor& t, const Geometry& g, int64_t channe
   std::vector<int64_t> shape{g.batch, channels};
   shape.insert(shape.end(), g.output.begin(), g.output.end());
   return t.view({channels, g.batch, g.outputVolume()}).transpose(0, 1).contiguous().view(shape);
+}
+
+// col2im: `windows` [N, C, k1..kd, o1..od] added back onto the input they were taken
+// from, kernel offset by kernel offset; for one offset the windows' elements are
+// distinct, so each add is a plain strided tadd into the padded input. Returns the
+// sum at the input's spatial sizes [N, C, S1..Sd], the padding cut away.
+at::Tensor addWindows(const at::Tensor& windows, const Geometry& g, at::IntArrayRef spatial) {
+  std::vector<int64_t> padded_shape{g.batch, g.channels};
+  for (int64_t d = 0; d < g.spatial(); ++d) padded_shape.push_back(spatial[d] + 2 * g.padding[d]);
+  at::Tensor sum = at::zeros(padded_shape, windows.options());
+  std::vector<int64_t> sizes{g.batch, g.channels}, strides{sum.stride(0), sum.stride(1)};
+  for (int64_t d = 0; d < g.spatial(); ++d) {
+    sizes.push_back(g.output[d]);
+    strides.push_back(g.stride[d] * sum.stride(d + 2));
+  }
+  for (int64_t k = 0; k < g.kernelVolume(); ++k) {
+    int64_t rest = k, offset = 0;
+    std::vector<at::indexing::TensorIndex> at_offset{at::indexing::Slice(), at::indexing::Slice()};
+    std::vector<int64_t> position(static_cast<size_t>(g.spatial()));
+    for (int64_t d = g.spatial() - 1; d >= 0; --d) {
+      position[d] = rest % g.kernel[d];
+      rest /= g.kernel[d];
+      offset += position[d] * g.dilation[d] * sum.stride(d + 2);
+    }
+    for (int64_t d = 0; d < g.spatial(); ++d) at_offset.emplace_back(position[d]);
+    sum.as_strided(sizes, strides, offset).add_(windows.index(at_offset));
+  }
+  for (int64_t d = 0; d < g.spatial(); ++d) sum = sum.narrow(d + 2, g.padding[d], spatial[d]);
+  return sum.contiguous();
 }
 
 // Which convolutions run natively: plain (not transposed), floating, 1 to 3 spatial dims.
@@ -152,40 +186,68 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> convolutionBackwardOverrideable(
     grad_weight = at::matmul(grad, cols.transpose(-1, -2)).view(weight.sizes());
   }
   if (output_mask[0]) {
-    // col2im: the columns' gradient, W^T @ grad, added back window offset by window
-    // offset; for one offset the windows' elements are distinct, so each add is a
-    // plain strided tadd into the padded input's gradient.
+    // The columns' gradient, W^T @ grad, laid out [C, k.., N, o..], added back by col2im.
     const at::Tensor w = weight.reshape({groups, out_channels / groups, -1}).transpose(-1, -2);
     std::vector<int64_t> window{g.channels};
     window.insert(window.end(), g.kernel.begin(), g.kernel.end());
     window.push_back(g.batch);
     window.insert(window.end(), g.output.begin(), g.output.end());
-    const at::Tensor grad_cols = at::matmul(w, grad).view(window);  // [C, k.., N, o..]
-    std::vector<int64_t> padded_shape{g.batch, g.channels};
-    for (int64_t d = 0; d < g.spatial(); ++d) padded_shape.push_back(input.size(d + 2) + 2 * g.padding[d]);
-    at::Tensor grad_padded = at::zeros(padded_shape, input.options());
-    std::vector<int64_t> sizes{g.batch, g.channels}, strides{grad_padded.stride(0), grad_padded.stride(1)};
-    for (int64_t d = 0; d < g.spatial(); ++d) {
-      sizes.push_back(g.output[d]);
-      strides.push_back(g.stride[d] * grad_padded.stride(d + 2));
+    std::vector<int64_t> batch_first{g.spatial() + 1, 0};
+    for (int64_t d = 1; d < 2 * g.spatial() + 2; ++d) {
+      if (d != g.spatial() + 1) batch_first.push_back(d);
     }
-    for (int64_t k = 0; k < g.kernelVolume(); ++k) {
-      int64_t rest = k, offset = 0;
-      std::vector<at::indexing::TensorIndex> at_offset{at::indexing::Slice()};
-      std::vector<int64_t> position(static_cast<size_t>(g.spatial()));
-      for (int64_t d = g.spatial() - 1; d >= 0; --d) {
-        position[d] = rest % g.kernel[d];
-        rest /= g.kernel[d];
-        offset += position[d] * g.dilation[d] * grad_padded.stride(d + 2);
-      }
-      for (int64_t d = 0; d < g.spatial(); ++d) at_offset.emplace_back(position[d]);
-      grad_padded.as_strided(sizes, strides, offset).add_(grad_cols.index(at_offset).transpose(0, 1));
-    }
-    grad_input = grad_padded;
-    for (int64_t d = 0; d < g.spatial(); ++d) grad_input = grad_input.narrow(d + 2, g.padding[d], input.size(d + 2));
-    grad_input = grad_input.contiguous();
+    const at::Tensor grad_cols = at::matmul(w, grad).view(window).permute(batch_first);  // [N, C, k.., o..]
+    grad_input = addWindows(grad_cols, g, input.sizes().slice(2));
   }
   return {grad_input, grad_weight, grad_bias};
+}
+
+namespace {
+
+at::Tensor metaTwin(const at::Tensor& t) {
+  return at::empty_strided(t.sizes(), t.strides(), t.options().device(at::kMeta));
+}
+
+// torch.nn.functional.unfold: the windows of a batch of images as columns
+// [N, C*kh*kw, L], one tmov from the strided view of the padded input.
+at::Tensor im2col(const at::Tensor& self, at::IntArrayRef kernel, at::IntArrayRef dilation, at::IntArrayRef padding,
+                  at::IntArrayRef stride) {
+  const at::Tensor meta = at::im2col(metaTwin(self), kernel, dilation, padding, stride);  // PyTorch's checks
+  const bool batched = self.dim() == 4;
+  const at::Tensor input = batched ? self : self.unsqueeze(0);
+  const Geometry g = geometryOf(input, kernel, stride, padding, dilation, 1);
+  const at::Tensor xp = padded(input, g);
+  std::vector<int64_t> sizes{g.batch, g.channels}, strides{xp.stride(0), xp.stride(1)};
+  for (int64_t d = 0; d < 2; ++d) {
+    sizes.push_back(g.kernel[d]);
+    strides.push_back(g.dilation[d] * xp.stride(d + 2));
+  }
+  for (int64_t d = 0; d < 2; ++d) {
+    sizes.push_back(g.output[d]);
+    strides.push_back(g.stride[d] * xp.stride(d + 2));
+  }
+  at::Tensor cols = at::empty(sizes, self.options());
+  cols.copy_(xp.as_strided(sizes, strides, xp.storage_offset()));
+  return cols.view(meta.sizes());
+}
+
+// torch.nn.functional.fold: columns [N, C*kh*kw, L] summed back into images.
+at::Tensor col2im(const at::Tensor& self, at::IntArrayRef output_size, at::IntArrayRef kernel,
+                  at::IntArrayRef dilation, at::IntArrayRef padding, at::IntArrayRef stride) {
+  const at::Tensor meta = at::col2im(metaTwin(self), output_size, kernel, dilation, padding, stride);
+  const bool batched = self.dim() == 3;
+  const at::Tensor image = batched ? meta : meta.unsqueeze(0);
+  const Geometry g = geometryOf(image, kernel, stride, padding, dilation, 1);
+  const at::Tensor windows = self.reshape({g.batch, g.channels, g.kernel[0], g.kernel[1], g.output[0], g.output[1]});
+  const at::Tensor sum = addWindows(windows, g, output_size);
+  return batched ? sum : sum.squeeze(0);
+}
+
+}  // namespace
+
+TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
+  m.impl("im2col", TORCH_FN(im2col));
+  m.impl("col2im", TORCH_FN(col2im));
 }
 
 }  // namespace pto::backend
