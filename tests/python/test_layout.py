@@ -1,23 +1,27 @@
 """Reordering on pto: flip reads its input backwards (one tmov over negative
 strides, no copy of the input), roll moves two slices per dimension; fliplr,
-flipud and rot90 come through them. All match CPU on PyTorch's OpInfo samples."""
+flipud and rot90 come through them; reflection and replication padding gather
+each padded dimension. All match CPU on PyTorch's OpInfo samples. linspace counts
+from both ends, as the CPU does."""
 
 import pytest
 import torch
+import torch.nn.functional as F
+from torch.testing import assert_close
 from torch.testing._internal.common_methods_invocations import op_db
 
 import pypto_torch
 from opinfo_sweep import opinfo_tests
 
-NAMES = {"flip", "fliplr", "flipud", "roll", "rot90"}
-OPS = [op for op in op_db if op.name in NAMES and op.variant_test_name == ""]
+NAMES = {"flip", "fliplr", "flipud", "roll", "rot90", "nn.functional.pad"}
+OPS = [op for op in op_db if op.name in NAMES and op.variant_test_name in ("", "reflect", "replicate", "circular")]
 DTYPES = [torch.float32, torch.float16, torch.bfloat16, torch.int64, torch.bool]
 
 test_opinfo_forward_matches_cpu, test_opinfo_gradients_match_cpu = opinfo_tests(OPS, DTYPES)
 
 
 def test_the_sweep_covers_every_op():
-    assert {op.name for op in OPS} == NAMES
+    assert {op.name for op in OPS} == NAMES and len(OPS) == len(NAMES) + 2  # pad: three modes
 
 
 def test_flip_and_roll_of_views_run_natively():
@@ -36,6 +40,35 @@ def test_flip_and_roll_of_views_run_natively():
     for fn, what in cases:
         assert torch.equal(fn(p).cpu(), fn(x)), what
     assert pypto_torch.fallback_ops() == before
+
+
+@pytest.mark.parametrize("mode,pad", [("reflect", (2, 1, 3, 0)), ("replicate", (1, 2, 0, 3)), ("reflect", (1, 1)),
+                                      ("replicate", (1, 0, 2, 1, 0, 2)), ("circular", (1, 2, 1, 1))])
+def test_padding_modes_and_their_gradients_run_natively(mode, pad):
+    x = torch.randn(2, 3, 4, 5, 6)
+    x = (x[0] if len(pad) == 4 else x[0, 0] if len(pad) == 2 else x).requires_grad_()
+    xp = x.detach().to("pto").requires_grad_()
+    before = pypto_torch.fallback_ops()
+    got = F.pad(xp, pad, mode=mode)
+    grad = torch.randn(got.shape)
+    got.backward(grad.to("pto"))
+    assert pypto_torch.fallback_ops() == before
+    want = F.pad(x, pad, mode=mode)
+    want.backward(grad)
+    assert torch.equal(got.detach().cpu(), want.detach())
+    assert_close(xp.grad.cpu(), x.grad)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+@pytest.mark.parametrize("start,end,steps", [(-3.3, 7.1, 1001), (0, 1, 5), (2, -2, 4), (1, 5, 1), (0, 1, 0)])
+def test_linspace_matches_cpu(dtype, start, end, steps):
+    before = pypto_torch.fallback_ops()
+    got = torch.linspace(start, end, steps, device="pto", dtype=dtype)
+    assert pypto_torch.fallback_ops() == before
+    want = torch.linspace(start, end, steps, dtype=dtype)
+    assert_close(got.cpu(), want)  # within an ulp: CPU's vector lanes round their own way
+    if steps > 1:
+        assert got[0].item() == want[0].item() and got[-1].item() == want[-1].item()
 
 
 def test_empty_and_zero_dim_tensors():

@@ -1,7 +1,7 @@
 // Indexing on pto: gather and index_select are one tgather each (embedding
 // reaches index_select); index_add and embedding's backward are one tindexadd;
 // tril/triu are one ttril/ttriu;
-// arange is tiota; nll_loss is a gather plus a few elementwise instructions. Indices out of range fail the tgather kernel, and
+// arange is tiota, linspace two counts from its ends; nll_loss is a gather plus a few elementwise instructions. Indices out of range fail the tgather kernel, and
 // the next synchronising call raises, naming it.
 #include <ATen/WrapDimUtils.h>
 #include <ATen/core/Reduction.h>
@@ -74,6 +74,28 @@ at::Tensor& arangeOut(const at::Scalar& start, const at::Scalar& end, const at::
   at::native::resize_output(out, {count});
   if (count > 0) launchInstruction(isa::Opcode::kIota, out, {}, {first, stride});
   return out;
+}
+
+// linspace as PyTorch's CPU kernel computes it: a step in the output's precision,
+// the first half counted up from start and the second down from end, so that both
+// ends are exact. float32 and float64 only: for float16/bfloat16 the CPU rounds the
+// index itself to the dtype, a different sequence, which the fallback keeps.
+at::Tensor& linspaceOut(const at::Scalar& start, const at::Scalar& end, int64_t steps, at::Tensor& out) {
+  TORCH_CHECK(steps >= 0, "number of steps must be non-negative");
+  if (out.scalar_type() != at::kFloat && out.scalar_type() != at::kDouble) {
+    return Fallback<ATEN_OP2(linspace, out)>::call(start, end, steps, out);
+  }
+  at::native::resize_output(out, {steps});
+  if (steps <= 1) return steps == 1 ? out.fill_(start) : out;
+  const bool wide = out.scalar_type() == at::kDouble;
+  const double first = start.toDouble(), last = end.toDouble();
+  const double step = wide ? (last - first) / static_cast<double>(steps - 1)
+                           : static_cast<double>((static_cast<float>(last) - static_cast<float>(first)) /
+                                                 static_cast<float>(steps - 1));
+  const at::Tensor index = at::arange(steps, out.options().dtype(wide ? at::kDouble : at::kFloat));
+  const at::Tensor up = at::mul(index, step).add_(first);
+  const at::Tensor down = at::rsub(at::rsub(index, steps - 1).mul_(step), last);
+  return out.copy_(at::where(at::lt(index, steps / 2), up, down));
 }
 
 // out = self, then out[..., index[i], ...] += alpha * source[..., i, ...].
@@ -220,6 +242,7 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("index_select", TORCH_FN(indexSelect));
   m.impl("index_select.out", TORCH_FN(indexSelectOut));
   m.impl("arange.start_out", TORCH_FN(arangeOut));
+  m.impl("linspace.out", TORCH_FN(linspaceOut));
   m.impl("tril", TORCH_FN((triangle<isa::Opcode::kTril, ATEN_OP2(tril, out)>)));
   m.impl("tril.out", TORCH_FN((triangleOut<isa::Opcode::kTril, ATEN_OP2(tril, out)>)));
   m.impl("tril_", TORCH_FN((triangleInplace<isa::Opcode::kTril, ATEN_OP2(tril, out)>)));

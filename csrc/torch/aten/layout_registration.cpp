@@ -1,9 +1,15 @@
 // Reordering elements on pto without arithmetic: flip is one tmov reading its input
-// backwards (negative strides), roll two tmovs per rolled dimension between slices.
+// backwards (negative strides), roll two tmovs per rolled dimension between slices,
+// reflection and replication padding one gather (index_select) per padded dimension
+// (their gradients one index_add each).
 #include <ATen/ATen.h>
 #include <ATen/Operators.h>
 #include <ATen/WrapDimUtilsMulti.h>
+#include <ATen/native/Resize.h>
 #include <torch/library.h>
+
+#include <algorithm>
+#include <vector>
 
 #include "fallback.h"
 #include "instruction_launch.h"
@@ -55,11 +61,96 @@ at::Tensor roll(const at::Tensor& self, at::IntArrayRef shifts, at::IntArrayRef 
   return out;
 }
 
+at::Tensor metaTwin(const at::Tensor& t) {
+  return at::empty_strided(t.sizes(), t.strides(), t.options().device(at::kMeta));
+}
+
+enum class PadMode { kReflect, kReplicate };
+
+// The input position each output position of a padded dimension reads.
+at::Tensor padSources(PadMode mode, int64_t size, int64_t before, int64_t after, const at::Device& device) {
+  std::vector<int64_t> sources;
+  for (int64_t i = -before; i < size + after; ++i) {
+    int64_t j = i;
+    if (mode == PadMode::kReplicate) j = std::clamp<int64_t>(i, 0, size - 1);
+    else if (i < 0) j = -i;
+    else if (i >= size) j = 2 * (size - 1) - i;
+    sources.push_back(j);
+  }
+  return at::tensor(sources, at::kLong).to(device);
+}
+
+// PyTorch's padding list names the last dimension first: (left, right, top, bottom, ...).
+template <PadMode mode, int spatial>
+struct Pad {
+  static at::Tensor forward(const at::Tensor& self, at::IntArrayRef padding) {
+    at::Tensor result = self;
+    for (int i = 0; i < spatial; ++i) {
+      const int64_t dim = self.dim() - 1 - i;
+      result = at::index_select(result, dim, padSources(mode, self.size(dim), padding[2 * i], padding[2 * i + 1],
+                                                        self.device()));
+    }
+    return result;
+  }
+
+  template <class Op>
+  static at::Tensor functional(const at::Tensor& self, at::IntArrayRef padding) {
+    const at::Tensor meta = Op::call(metaTwin(self), c10::fromIntArrayRefSlow(padding));  // PyTorch's checks
+    if (!accepts(isa::Opcode::kGather, self.scalar_type()) || self.numel() == 0) {
+      return Fallback<Op>::call(self, padding);
+    }
+    return forward(self, padding);
+  }
+
+  template <class Op>
+  static at::Tensor& out(const at::Tensor& self, at::IntArrayRef padding, at::Tensor& result) {
+    at::Tensor value = functional<Op>(self, padding);
+    at::native::resize_output(result, value.sizes());
+    return result.copy_(value);
+  }
+
+  // Each padded dimension's gradient summed back onto the positions it read.
+  static at::Tensor backward(const at::Tensor& grad, const at::Tensor& self, at::IntArrayRef padding) {
+    at::Tensor result = grad;
+    for (int i = spatial - 1; i >= 0; --i) {
+      const int64_t dim = self.dim() - 1 - i;
+      std::vector<int64_t> shape = result.sizes().vec();
+      shape[dim] = self.size(dim);
+      result = at::zeros(shape, grad.options()).index_add_(dim, padSources(mode, self.size(dim), padding[2 * i],
+                                                                           padding[2 * i + 1], grad.device()), result);
+    }
+    return result;
+  }
+
+  template <class Op>
+  static at::Tensor& backwardOut(const at::Tensor& grad, const at::Tensor& self, at::IntArrayRef padding,
+                                 at::Tensor& grad_input) {
+    at::Tensor value = backward(grad, self, padding);
+    at::native::resize_output(grad_input, value.sizes());
+    return grad_input.copy_(value);
+  }
+};
+
 }  // namespace
 
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("flip", TORCH_FN(flip));
   m.impl("roll", TORCH_FN(roll));
+#define PTO_PAD(name, mode, spatial)                                                                  \
+  {                                                                                                   \
+    using F = Pad<mode, spatial>;                                                                     \
+    m.impl(#name, TORCH_FN(F::template functional<ATEN_OP(name)>));                                   \
+    m.impl(#name ".out", TORCH_FN(F::template out<ATEN_OP(name)>));                                   \
+    m.impl(#name "_backward", TORCH_FN(F::backward));                                                 \
+    m.impl(#name "_backward.grad_input", TORCH_FN(F::template backwardOut<ATEN_OP(name)>));           \
+  }
+  PTO_PAD(reflection_pad1d, PadMode::kReflect, 1)
+  PTO_PAD(reflection_pad2d, PadMode::kReflect, 2)
+  PTO_PAD(reflection_pad3d, PadMode::kReflect, 3)
+  PTO_PAD(replication_pad1d, PadMode::kReplicate, 1)
+  PTO_PAD(replication_pad2d, PadMode::kReplicate, 2)
+  PTO_PAD(replication_pad3d, PadMode::kReplicate, 3)
+#undef PTO_PAD
 }
 
 }  // namespace pto::backend
