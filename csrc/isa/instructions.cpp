@@ -42,6 +42,9 @@ std::string_view groupName(Group group) {
     case Group::Random: return "Random";
     case Group::Sort: return "Sort";
     case Group::Scan: return "Scan";
+    case Group::ScatterElements: return "ScatterElements";
+    case Group::WrapIndex: return "WrapIndex";
+    case Group::Nonzero: return "Nonzero";
   }
   return "?";
 }

@@ -12,7 +12,10 @@
 namespace pto::isa {
 
 // Families of instructions: what a kernel family implements and the verifier checks.
-enum class Group : uint8_t { Unary, Binary, Compare, Select, Convert, Fill, Reduce, Matmul, Row, Gather, Iota, Scatter, Triangle, Random, Sort, Scan };
+enum class Group : uint8_t {
+  Unary, Binary, Compare, Select, Convert, Fill, Reduce, Matmul, Row, Gather, Iota, Scatter, Triangle,
+  Random, Sort, Scan, ScatterElements, WrapIndex, Nonzero
+};
 
 enum class OutputDType : uint8_t { Same, Bool, Any, Index };
 

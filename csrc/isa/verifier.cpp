@@ -97,7 +97,9 @@ std::string checkDTypes(const InstructionInfo& entry, const Instruction& instruc
   const Operand& out = instruction.operands[0];
   for (int i = 1; i <= entry.inputs; ++i) {
     const DType input = instruction.operands[i].dtype;
-    if ((entry.group == Group::Gather || entry.group == Group::Scatter) && i == 2) continue;  // the index
+    const bool is_index = entry.group == Group::Gather || entry.group == Group::Scatter ||
+                          entry.group == Group::ScatterElements;
+    if (is_index && i == 2) continue;
     const bool is_condition = entry.group == Group::Select && i == 1;
     if (is_condition) {
       if (input != DType::kBool) return describe("condition operand must be bool, not ", dtypeName(input));
@@ -279,6 +281,40 @@ std::string checkSort(const InstructionInfo& entry, const Instruction& instructi
   return "";
 }
 
+// tgather's mirror: index has in's shape; out has their rank and covers them off the axis.
+std::string checkScatterElements(const Instruction& instruction) {
+  const Operand& out = instruction.operands[0];
+  const Operand& in = instruction.operands[1];
+  const Operand& index = instruction.operands[2];
+  const double axis = instruction.immediates[0];
+  if (index.dtype != DType::kInt64) return describe("the index must be i64, not ", dtypeName(index.dtype));
+  if (!sameShape(index, in)) {
+    return describe("the index ", shapeText(index), " and the input ", shapeText(in), " differ in shape");
+  }
+  if (in.rank != out.rank) return describe("input rank ", in.rank, " differs from the output's ", out.rank);
+  if (!(axis >= 0 && axis < std::max(out.rank, 1) && axis == static_cast<int>(axis))) {
+    return describe("axis=", axis, " is not a dimension of rank ", out.rank);
+  }
+  for (int d = 0; d < out.rank; ++d) {
+    if (d != static_cast<int>(axis) && in.shape[d] > out.shape[d]) {
+      return describe("input ", shapeText(in), " is larger than the output ", shapeText(out), " off the axis");
+    }
+  }
+  return "";
+}
+
+// twrapindex: the extent is a count and the dimension a dimension (it names it in messages).
+std::string checkWrapIndex(const Instruction& instruction) {
+  const double extent = instruction.immediates[0], dimension = instruction.immediates[1];
+  if (!(extent >= 0 && extent < 9223372036854775808.0 && extent == std::floor(extent))) {
+    return describe("extent=", extent, " is not a size");
+  }
+  if (!(dimension >= 0 && dimension < kMaxRank && dimension == std::floor(dimension))) {
+    return describe("dimension=", dimension, " is not a dimension of rank ", kMaxRank, " or less");
+  }
+  return "";
+}
+
 // out[..., M, N], a[..., M, K], b[..., K, N] with equal batch dimensions.
 std::string checkMatmulShapes(const Instruction& instruction) {
   const Operand& out = instruction.operands[0];
@@ -335,7 +371,8 @@ std::string verifyInstruction(const Instruction& instruction, std::span<const ui
       return describe(entry.name, ": operand ", i, " ", error);
     }
     const bool own_shape_rule = entry.group == Group::Matmul || entry.group == Group::Scatter ||
-                                ((entry.group == Group::Gather || entry.group == Group::Sort) && i == 1);
+                                ((entry.group == Group::Gather || entry.group == Group::Sort) && i == 1) ||
+                                entry.group == Group::ScatterElements || entry.group == Group::Nonzero;
     if (!own_shape_rule && !sameShape(instruction.operands[i], instruction.operands[0])) {
       return describe(entry.name, ": operand ", i, " has shape ", shapeText(instruction.operands[i]),
                       " but the output has ", shapeText(instruction.operands[0]));
@@ -351,6 +388,20 @@ std::string verifyInstruction(const Instruction& instruction, std::span<const ui
   }
   if (entry.group == Group::Scatter) {
     if (std::string error = checkScatter(instruction); !error.empty()) return describe(entry.name, ": ", error);
+  }
+  if (entry.group == Group::ScatterElements) {
+    if (std::string error = checkScatterElements(instruction); !error.empty()) return describe(entry.name, ": ", error);
+  }
+  if (entry.group == Group::WrapIndex) {
+    if (std::string error = checkWrapIndex(instruction); !error.empty()) return describe(entry.name, ": ", error);
+  }
+  if (entry.group == Group::Nonzero) {
+    const Operand& out = instruction.operands[0];
+    const Operand& in = instruction.operands[1];
+    if (out.rank != 2 || out.shape[1] != in.rank) {
+      return describe(entry.name, ": the output ", shapeText(out), " must be [count, ", in.rank,
+                      "]: one row of coordinates per nonzero element of the input ", shapeText(in));
+    }
   }
   if (entry.group == Group::Triangle && instruction.operands[0].rank < 2) {
     return describe(entry.name, ": the operands must have rank 2 or more, not ", instruction.operands[0].rank);

@@ -20,6 +20,9 @@ void execute(const isa::Instruction& instruction, std::span<void* const> buffers
     case isa::Group::Random: return executeRandom(instruction, buffers);
     case isa::Group::Sort: return executeSort(instruction, buffers);
     case isa::Group::Scan: return executeScan(instruction, buffers);
+    case isa::Group::ScatterElements: return executeScatterElements(instruction, buffers);
+    case isa::Group::WrapIndex: return executeWrapIndex(instruction, buffers);
+    case isa::Group::Nonzero: return executeNonzero(instruction, buffers);
   }
 }
 

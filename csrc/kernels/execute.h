@@ -31,5 +31,8 @@ void executeTriangle(const isa::Instruction& instruction, std::span<void* const>
 void executeRandom(const isa::Instruction& instruction, std::span<void* const> buffers);
 void executeSort(const isa::Instruction& instruction, std::span<void* const> buffers);
 void executeScan(const isa::Instruction& instruction, std::span<void* const> buffers);
+void executeScatterElements(const isa::Instruction& instruction, std::span<void* const> buffers);
+void executeWrapIndex(const isa::Instruction& instruction, std::span<void* const> buffers);
+void executeNonzero(const isa::Instruction& instruction, std::span<void* const> buffers);
 
 }  // namespace pto::kernels

@@ -1,5 +1,5 @@
-// tgather, tindexadd, tiota and the triangles (ttril, ttriu). tgather walks out, index and the input seen at out's shape
-// with stride 0 along the axis, and adds index * the axis stride per element.
+// tgather, tindexadd, tiota, the triangles (ttril, ttriu), twrapindex and tnonzero. tgather walks out, index and the
+// input seen at out's shape with stride 0 along the axis, and adds index * the axis stride per element.
 #include <algorithm>
 #include <cinttypes>
 #include <cstdio>
@@ -124,6 +124,105 @@ void executeTriangle(const isa::Instruction& instruction, std::span<void* const>
         else std::memset(target, 0, static_cast<size_t>(size));
       }
     }
+  });
+}
+
+void executeWrapIndex(const isa::Instruction& instruction, std::span<void* const> buffers) {
+  const isa::Operand operands[] = {instruction.operands[0], instruction.operands[1]};
+  const auto extent = static_cast<int64_t>(instruction.immediates[0]);
+  const auto dimension = static_cast<int>(instruction.immediates[1]);
+  const StridedLoop loop = makeLoop(operands, buffers);
+  dispatchDType(operands[1].dtype, [&]<typename T>() {
+    if constexpr (isa::kIntTypes.contains(dtypeOf<T>())) {
+      forEachRow(loop, [&](const std::array<char*, kMaxOperands>& p, int64_t n) {
+        for (int64_t i = 0; i < n; ++i) {
+          int64_t at = static_cast<int64_t>(load<T>(p[1] + i * loop.innerStride(1)));
+          if (at < -extent || at >= extent) {
+            char message[160];
+            std::snprintf(message, sizeof message,
+                          "index %" PRId64 " is out of bounds for dimension %d with size %" PRId64, at, dimension,
+                          extent);
+            throw std::out_of_range(message);
+          }
+          if (at < 0) at += extent;
+          std::memcpy(p[0] + i * loop.innerStride(0), &at, sizeof at);
+        }
+      });
+    }
+  });
+}
+
+namespace {
+
+// Calls fn(element, coordinates) for the elements [begin, end) of `in` in row-major order.
+template <typename Fn>
+void walkRowMajor(const isa::Operand& in, const char* base, int64_t begin, int64_t end, Fn&& fn) {
+  std::array<int64_t, isa::kMaxRank> coordinates{};
+  const char* element = base;
+  for (int64_t rest = begin, d = in.rank - 1; d >= 0; --d) {
+    coordinates[d] = rest % in.shape[d];
+    rest /= in.shape[d];
+    element += coordinates[d] * in.strides[d] * static_cast<int64_t>(isa::dtypeSize(in.dtype));
+  }
+  const auto size = static_cast<int64_t>(isa::dtypeSize(in.dtype));
+  for (int64_t flat = begin; flat < end; ++flat) {
+    fn(element, coordinates);
+    for (int d = in.rank - 1; d >= 0; --d) {  // the next coordinates, as an odometer turns
+      element += in.strides[d] * size;
+      if (++coordinates[d] < in.shape[d]) break;
+      element -= coordinates[d] * in.strides[d] * size;
+      coordinates[d] = 0;
+    }
+  }
+}
+
+}  // namespace
+
+// tnonzero in two passes over row-major chunks of the input, each in parallel: count
+// every chunk's nonzero elements, then let each chunk write its rows of coordinates
+// from the sum of the counts before it.
+void executeNonzero(const isa::Instruction& instruction, std::span<void* const> buffers) {
+  const isa::Operand& out = instruction.operands[0];
+  const isa::Operand& in = instruction.operands[1];
+  constexpr int64_t kChunk = 65536;
+  const int64_t total = in.numel(), rows = out.shape[0];
+  const int64_t chunks = (total + kChunk - 1) / kChunk;
+  std::vector<int64_t> starts(static_cast<size_t>(chunks) + 1, 0);
+  const char* in_base = total == 0 ? nullptr
+                                   : static_cast<const char*>(buffers[in.buffer]) +
+                                         in.offset * static_cast<int64_t>(isa::dtypeSize(in.dtype));
+  dispatchDType(in.dtype, [&]<typename T>() {
+    const auto nonzero = [](const char* element) { return load<T>(element) != ComputeType<T>(0); };  // NaN is nonzero
+    rt::sim::parallelFor(static_cast<size_t>(chunks), 1, [&](size_t begin, size_t end) {
+      for (size_t c = begin; c < end; ++c) {
+        int64_t found = 0;
+        walkRowMajor(in, in_base, static_cast<int64_t>(c) * kChunk, std::min(total, static_cast<int64_t>(c + 1) * kChunk),
+                     [&](const char* element, const auto&) { found += nonzero(element); });
+        starts[c + 1] = found;
+      }
+    });
+    for (size_t c = 0; c < static_cast<size_t>(chunks); ++c) starts[c + 1] += starts[c];
+    if (starts.back() != rows) {
+      char message[160];
+      std::snprintf(message, sizeof message, "the input has %" PRId64 " nonzero elements, but the output has %" PRId64 " rows",
+                    starts.back(), rows);
+      throw std::length_error(message);
+    }
+    if (out.numel() == 0) return;
+    char* const out_base = static_cast<char*>(buffers[out.buffer]) + out.offset * 8;
+    rt::sim::parallelFor(static_cast<size_t>(chunks), 1, [&](size_t begin, size_t end) {
+      for (size_t c = begin; c < end; ++c) {
+        int64_t row = starts[c];
+        walkRowMajor(in, in_base, static_cast<int64_t>(c) * kChunk, std::min(total, static_cast<int64_t>(c + 1) * kChunk),
+                     [&](const char* element, const std::array<int64_t, isa::kMaxRank>& coordinates) {
+          if (!nonzero(element)) return;
+          for (int d = 0; d < in.rank; ++d) {
+            std::memcpy(out_base + (row * out.strides[0] + d * out.strides[1]) * 8, &coordinates[d], 8);
+          }
+          ++row;
+        });
+      }
+    });
   });
 }
 

@@ -34,6 +34,11 @@ StridedLoop makeLoop(std::span<const isa::Operand> operands, std::span<void* con
 template <typename Row>
 void forEachRow(const StridedLoop& loop, Row row);
 
+// The same over elements [begin, end) of the loop only, on the calling thread: for
+// kernels whose work per element varies, which split it over the cores themselves.
+template <typename Row>
+void forEachRowIn(const StridedLoop& loop, int64_t begin, int64_t end, Row row);
+
 }  // namespace pto::kernels
 
 #include "strided_loop_impl.h"

@@ -35,6 +35,11 @@ void runRange(const StridedLoop& loop, int64_t begin, int64_t end, Row& row) {
 }  // namespace detail
 
 template <typename Row>
+void forEachRowIn(const StridedLoop& loop, int64_t begin, int64_t end, Row row) {
+  detail::runRange(loop, begin, end, row);
+}
+
+template <typename Row>
 void forEachRow(const StridedLoop& loop, Row row) {
   const int64_t total = loop.numel();
   if (total == 0) return;

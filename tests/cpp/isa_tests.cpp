@@ -223,6 +223,15 @@ TEST(InstructionTable, GroupsHaveTheirArityAndOutputRule) {
         EXPECT_EQ(entry.immediates[0], "axis");
         EXPECT_EQ(entry.immediateCount(), 1);
         break;
+      case Group::ScatterElements:
+        EXPECT_EQ(entry.inputs, 2);
+        EXPECT_EQ(entry.output, OutputDType::Same);
+        break;
+      case Group::WrapIndex:
+      case Group::Nonzero:
+        EXPECT_EQ(entry.inputs, 1);
+        EXPECT_EQ(entry.output, OutputDType::Index);
+        break;
     }
     bool accepts_any = false;
     for (DType d : allDTypes()) accepts_any |= entry.dtypes.contains(d);
@@ -327,7 +336,9 @@ std::vector<DType> operandDTypes(Opcode op, DType dtype, DType convert_to = DTyp
   // Inputs: all of `dtype`, but a select's condition (bool); the output by the table's rule.
   std::vector<DType> dtypes(entry.inputs + 1, dtype);
   if (entry.group == Group::Select) dtypes[1] = DType::kBool;
-  if (entry.group == Group::Gather || entry.group == Group::Scatter) dtypes[2] = DType::kInt64;  // the index
+  if (entry.group == Group::Gather || entry.group == Group::Scatter || entry.group == Group::ScatterElements) {
+    dtypes[2] = DType::kInt64;  // the index
+  }
   switch (entry.output) {
     case OutputDType::Same: break;
     case OutputDType::Bool: dtypes[0] = DType::kBool; break;
@@ -338,7 +349,9 @@ std::vector<DType> operandDTypes(Opcode op, DType dtype, DType convert_to = DTyp
 }
 
 // The shapes of the operands of `op` whose output has shape [batch..., m, n]
-// (tmatmul: out [..., m, n] = a [..., m, k] @ b [..., k, n]; the others: all alike).
+// (tmatmul: out [..., m, n] = a [..., m, k] @ b [..., k, n]; tscatter: in and index
+// k long on axis 1; tnonzero: `out` is the input's shape and the output [k, its rank];
+// the others: all alike).
 std::vector<std::vector<int64_t>> operandShapes(Opcode op, std::vector<int64_t> out, int64_t k, size_t operands) {
   if (groupOf(op) == Group::Iota) {  // a rank-1 output
     int64_t count = 1;
@@ -353,6 +366,8 @@ std::vector<std::vector<int64_t>> operandShapes(Opcode op, std::vector<int64_t> 
   if (groupOf(op) == Group::Scatter && !out.empty()) {  // index: rank 1, the input's extent on axis 1
     shapes[2] = {out.size() > 1 ? out[1] : out[0]};
   }
+  if (groupOf(op) == Group::ScatterElements && out.size() > 1) shapes[1][1] = shapes[2][1] = k;
+  if (groupOf(op) == Group::Nonzero) shapes[0] = {k, static_cast<int64_t>(out.size())};
   return shapes;
 }
 
@@ -764,6 +779,69 @@ TEST(Verifier, RejectsABadGather) {
   expectRejected(gather(out, contiguousOperand(1, DType::kFloat64, {5, 4}), index, 0), "tgather", "operand 1 is f64");
 }
 
+TEST(Verifier, RejectsABadScatter) {
+  // out [5, 4] gets in [3, 4] along axis 0, by an i64 index [3, 4].
+  const Operand out = contiguousOperand(0, DType::kFloat32, {5, 4});
+  const Operand in = contiguousOperand(1, DType::kFloat32, {3, 4});
+  const Operand index = contiguousOperand(2, DType::kInt64, {3, 4});
+  auto scatter = [](Opcode opcode, Operand o, Operand i, Operand x, double axis) {
+    return makeProgram({1024, 1024, 1024}, {makeInstruction(opcode, {o, i, x}, axis)});
+  };
+  for (Opcode opcode : {Opcode::kScatter, Opcode::kScatterAdd}) {
+    const std::string_view name = info(opcode).name;
+    EXPECT_EQ(verify(scatter(opcode, out, in, index, 0)), "");
+    // Along the axis the input may be longer than the output; off it, no larger.
+    EXPECT_EQ(verify(scatter(opcode, out, contiguousOperand(1, DType::kFloat32, {9, 2}),
+                             contiguousOperand(2, DType::kInt64, {9, 2}), 0)), "");
+    EXPECT_EQ(verify(scatter(opcode, contiguousOperand(0, DType::kBool, {}), contiguousOperand(1, DType::kBool, {}),
+                             contiguousOperand(2, DType::kInt64, {}), 0)), "");  // scalars: index 0
+    expectRejected(scatter(opcode, out, contiguousOperand(1, DType::kFloat32, {3, 5}),
+                           contiguousOperand(2, DType::kInt64, {3, 5}), 0), name,
+                   "input [3,5] is larger than the output [5,4] off the axis");
+    // The index is i64 with the input's shape.
+    expectRejected(scatter(opcode, out, in, contiguousOperand(2, DType::kInt32, {3, 4}), 0), name,
+                   "index must be i64, not i32");
+    expectRejected(scatter(opcode, out, in, contiguousOperand(2, DType::kInt64, {3, 3}), 0), name,
+                   "the index [3,3] and the input [3,4] differ in shape");
+    expectRejected(scatter(opcode, out, contiguousOperand(1, DType::kFloat32, {12}), contiguousOperand(2, DType::kInt64, {12}),
+                           0), name, "input rank 1");
+    for (double axis : {2.0, -1.0, 0.5, kNaN, kInf}) expectRejected(scatter(opcode, out, in, index, axis), name, "axis=");
+    expectRejected(scatter(opcode, out, contiguousOperand(1, DType::kFloat64, {3, 4}), index, 0), name, "operand 1 is f64");
+    // out is written in place: it may not repeat an element.
+    expectRejected(scatter(opcode, withStrides(out, {0, 1}), in, index, 0), name, "repeats elements");
+  }
+}
+
+TEST(Verifier, RejectsABadWrapIndex) {
+  auto wrap = [](DType from, double extent, double dimension, DType to = DType::kInt64) {
+    Instruction instruction = makeInstruction(Opcode::kWrapIndex, {contiguousOperand(0, to, {6}),
+                                                                   contiguousOperand(1, from, {6})});
+    instruction.immediates = {extent, dimension};
+    return makeProgram({48, 48}, {instruction});
+  };
+  EXPECT_EQ(verify(wrap(DType::kInt64, 5, 0)), "");
+  EXPECT_EQ(verify(wrap(DType::kInt32, 0, 7)), "");  // an empty dimension: every index fails at run time
+  EXPECT_EQ(verify(wrap(DType::kUInt8, 0x1p62, 3)), "");
+  expectRejected(wrap(DType::kInt64, 5, 0, DType::kInt32), "twrapindex", "output must be i64");
+  expectRejected(wrap(DType::kFloat32, 5, 0), "twrapindex", "operand 1 has dtype f32");
+  expectRejected(wrap(DType::kBool, 5, 0), "twrapindex", "operand 1 has dtype bool");
+  for (double extent : {-1.0, 2.5, kNaN, kInf, 0x1p63}) expectRejected(wrap(DType::kInt64, extent, 0), "twrapindex", "extent=");
+  for (double dimension : {-1.0, 0.5, kNaN, 64.0}) expectRejected(wrap(DType::kInt64, 5, dimension), "twrapindex", "dimension=");
+}
+
+TEST(Verifier, RejectsANonzeroOutputNotOfOneRowPerElement) {
+  auto nonzero = [](std::initializer_list<int64_t> out, std::initializer_list<int64_t> in, DType dtype = DType::kInt64) {
+    return makeProgram({1024, 1024}, {makeInstruction(Opcode::kNonzero, {contiguousOperand(0, dtype, out),
+                                                                          contiguousOperand(1, DType::kFloat32, in)})});
+  };
+  EXPECT_EQ(verify(nonzero({7, 3}, {2, 3, 4})), "");
+  EXPECT_EQ(verify(nonzero({0, 2}, {5, 5})), "");
+  EXPECT_EQ(verify(nonzero({1, 0}, {})), "");  // a nonzero scalar: one row of no coordinates
+  expectRejected(nonzero({7, 2}, {2, 3, 4}), "tnonzero", "must be [count, 3]");
+  expectRejected(nonzero({7}, {7}), "tnonzero", "must be [count, 1]");
+  expectRejected(nonzero({7, 3}, {2, 3, 4}, DType::kInt32), "tnonzero", "output must be i64");
+}
+
 TEST(Verifier, RejectsAnIotaNotOfRank1) {
   auto iota = [](std::initializer_list<int64_t> shape) {
     return makeProgram({1024}, {makeInstruction(Opcode::kIota, {contiguousOperand(0, DType::kInt64, shape)}, 1)});
@@ -1100,7 +1178,7 @@ Program randomValidProgram(std::mt19937& rng) {
     const DType dtype = accepted[rng() % accepted.size()];
     const std::vector<DType> dtypes = operandDTypes(entry.opcode, dtype, static_cast<DType>(rng() % kDTypeCount));
     const bool has_axis = entry.group == Group::Gather || entry.group == Group::Scatter || entry.group == Group::Sort ||
-                          entry.group == Group::Scan;
+                          entry.group == Group::Scan || entry.group == Group::ScatterElements;
     const int rank = static_cast<int>(entry.group == Group::Matmul || entry.group == Group::Triangle ? 2 + rng() % 3
                                       : entry.group == Group::Iota ? 1
                                       : has_axis ? 2 : rng() % 5);
@@ -1136,6 +1214,7 @@ Program randomValidProgram(std::mt19937& rng) {
     if (has_axis) instruction.immediates[0] = 1.0;  // operandShapes put the index on axis 1
     if (entry.group == Group::Random) instruction.immediates = validRandomImmediates(entry.opcode, rng);
     if (entry.group == Group::Sort) instruction.immediates[1] = static_cast<double>(rng() % 2);  // a 0/1 flag
+    if (entry.group == Group::WrapIndex) instruction.immediates = {static_cast<double>(rng() % 4), 1.0};
     program.instructions.push_back(instruction);
   }
   return program;

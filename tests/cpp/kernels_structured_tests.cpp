@@ -1,15 +1,18 @@
 // The structured kernels (csrc/kernels): the reductions, tmatmul, the fused row
-// ops, tgather, tiota, the sorts and the scans, each against a naive reference
-// loop written here that computes in double (integer sums and products: wrapping
-// in 64 bits; the scans: in PyTorch's accumulator types). Reductions
+// ops, tgather, tscatter/tscatteradd, twrapindex, tnonzero, tiota, the sorts and
+// the scans, each against a naive reference loop written here that computes in
+// double (integer sums and products: wrapping in 64 bits; the scans: in PyTorch's
+// accumulator types). Reductions
 // over the inner, outer, several and all dimensions of strided inputs, on both
 // strategies (rows and columns) and their parallel splits; matmul over
 // transposed, padded, batched, broadcast and packed operands with alpha and beta;
 // softmax and its gradients over strided rows, rows of -inf, NaN and large
-// values; gather along each axis and its out-of-bounds failure, from execute()
-// and from a launch on a runtime stream; tiota's ranges; targsort against
-// std::stable_sort and ttopk's picks, with NaNs and ties, on short lines and on
-// radix-sorted long ones; the scans by whole lines, by blocks of lines and in place.
+// values; gather and scatter along each axis (duplicate indices: the last write
+// wins, sums in index order) and their out-of-bounds failures, from execute() and
+// from a launch on a runtime stream; index wrapping; nonzero's coordinates over
+// strided inputs; tiota's ranges; targsort against std::stable_sort and ttopk's
+// picks, with NaNs and ties, on short lines and on radix-sorted long ones; the
+// scans by whole lines, by blocks of lines and in place.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -1117,6 +1120,285 @@ TEST(Gather, AnIndexOutOfBoundsFailsTheStreamUntilReported) {
   EXPECT_EQ(PTO_ERROR_INVALID_VALUE, kernels::launch(stream.get(), gather, buffers, bytes));
   EXPECT_TRUE(contains(ptoGetRecentErrMsg(), "axis=1")) << ptoGetRecentErrMsg();
   EXPECT_PTO_OK(ptoStreamSynchronize(stream.get()));
+}
+
+// ---------------------------------------------------------------------------
+// Scatter (tscatter, tscatteradd), twrapindex and tnonzero.
+// ---------------------------------------------------------------------------
+
+struct ScatterCase {
+  std::vector<int64_t> out_shape, in_shape;  // the index has the input's shape
+  int axis;
+  Layout out = Layout::kContiguous, in = Layout::kContiguous, index = Layout::kContiguous;
+};
+
+// The reference: every element of in, in row-major order, into out in place. Along
+// the axis that is index order, so the last write wins and each sum runs in order;
+// sums round to T at each step (integers wrap, bools or), as PyTorch's CPU kernel does.
+template <typename T>
+void referenceScatter(bool add, const ScatterCase& c, std::vector<Bytes>& memory, const Operand& out,
+                      const Operand& in, const Operand& index) {
+  forEachIndex(in, [&](const Index& at) {
+    Index target = at;
+    if (!c.in_shape.empty()) std::memcpy(&target[c.axis], elementAt(memory[2], index, at), sizeof(int64_t));
+    char* slot = elementAt(memory[0], out, target);
+    const char* source = elementAt(memory[1], in, at);
+    if (!add) {
+      std::memcpy(slot, source, sizeof(T));
+    } else if constexpr (std::is_integral_v<T> && !std::is_same_v<T, bool>) {
+      const uint64_t sum = static_cast<uint64_t>(static_cast<int64_t>(refLoad<T>(slot))) +
+                           static_cast<uint64_t>(static_cast<int64_t>(refLoad<T>(source)));
+      refStore<T>(slot, static_cast<int64_t>(sum));
+    } else {
+      refStore<T>(slot, refLoad<T>(slot) + refLoad<T>(source));
+    }
+  });
+}
+
+template <typename T>
+void runScatter(Opcode opcode, const ScatterCase& c, uint64_t seed) {
+  SCOPED_TRACE(std::string(isa::info(opcode).name) + " " + typeName<T>() + " " + shapeText(c.in_shape) + " -> " +
+               shapeText(c.out_shape) + " axis=" + std::to_string(c.axis) + " out " + layoutName(c.out) + ", in " +
+               layoutName(c.in) + ", index " + layoutName(c.index));
+  int64_t elements[3] = {};
+  const Operand out = makeOperand(0, kernels::dtypeOf<T>(), c.out_shape, c.out, &elements[0]);
+  const Operand in = makeOperand(1, kernels::dtypeOf<T>(), c.in_shape, c.in, &elements[1]);
+  const Operand index = makeOperand(2, DType::kInt64, c.in_shape, c.index, &elements[2]);
+  std::vector<Bytes> memory = {bufferFor(out, elements[0]), bufferFor(in, elements[1]), bufferFor(index, elements[2])};
+  std::mt19937_64 rng(seed);
+  forEachIndex(out, [&](const Index& at) { writeValue(elementAt(memory[0], out, at), randomValue<T>(rng)); });
+  fillSlots<T>(memory[1], [&] { return randomValue<T>(rng); });
+  const int64_t extent = c.out_shape.empty() ? 1 : c.out_shape[c.axis];
+  fillSlots<int64_t>(memory[2], [&] { return extent > 0 ? static_cast<int64_t>(rng() % extent) : 0; });
+  std::vector<Bytes> expected = memory;
+  referenceScatter<T>(opcode == Opcode::kScatterAdd, c, expected, out, in, index);
+
+  Instruction instruction;
+  instruction.opcode = opcode;
+  instruction.operands = {out, in, index};
+  instruction.immediates[0] = c.axis;
+  const Bytes before = memory[0];
+  verifyAndRun(instruction, memory);
+  if (::testing::Test::HasFatalFailure()) return;
+  forEachIndex(out, [&](const Index& at) {
+    if (::testing::Test::HasFailure()) return;
+    const char* want = elementAt(expected[0], out, at);
+    const char* got = elementAt(memory[0], out, at);
+    EXPECT_TRUE(elementsEqual<T>(want, got)) << "at output element " << elementOf(out, at) << ": expected "
+                                             << elementText<T>(want) << ", got " << elementText<T>(got);
+  });
+  EXPECT_TRUE(gapsUntouched(before, memory[0], out));
+}
+
+TEST(Scatter, EachAxisDTypeAndLayout) {
+  // Along the axis the input may be longer (duplicate indices) or shorter than the output; off it, no larger.
+  const std::vector<ScatterCase> cases = {
+      {{8, 7, 7}, {5, 6, 7}, 0},
+      {{5, 6, 7}, {3, 10, 5}, 1, L::kTransposed, L::kReversed, L::kPadded},
+      {{5, 6, 7}, {2, 6, 3}, 2, L::kPadded, L::kTransposed, L::kReversedInner},
+      {{5, 6, 7}, {5, 6, 7}, 2, L::kReversed, L::kBroadcastOuter, L::kTransposed},
+      {{5, 6, 7}, {5, 6, 9}, 2, L::kContiguous, L::kContiguous, L::kBroadcastInner},  // one index per line: the last wins
+      {{9, 2}, {6, 2}, 0, L::kContiguous, L::kBroadcastInner, L::kBroadcastOuter},     // a repeated input and index
+      {{4}, {25}, 0, L::kReversed},                                                   // many duplicates
+      {{}, {}, 0},                                                                    // a scalar: index 0
+      {{4, 3}, {0, 3}, 0},                                                            // nothing to scatter
+      {{0, 3}, {0, 2}, 0},
+      {{2, 3, 2, 5}, {2, 3, 2, 2}, 3, L::kTransposed, L::kPadded, L::kReversed},
+  };
+  uint64_t seed = 6000;
+  for (const ScatterCase& c : cases) {
+    for (Opcode opcode : {Opcode::kScatter, Opcode::kScatterAdd}) {
+      runScatter<float>(opcode, c, seed++);
+      runScatter<double>(opcode, c, seed++);
+      runScatter<Half>(opcode, c, seed++);
+      runScatter<BFloat16>(opcode, c, seed++);
+      runScatter<int8_t>(opcode, c, seed++);
+      runScatter<int64_t>(opcode, c, seed++);
+      runScatter<bool>(opcode, c, seed++);
+      if (::testing::Test::HasFailure()) return;
+    }
+  }
+}
+
+TEST(Scatter, LargeParallel) {
+  for (Opcode opcode : {Opcode::kScatter, Opcode::kScatterAdd}) {
+    runScatter<float>(opcode, {{700, 500}, {600, 500}, 0, L::kTransposed}, 90);        // many positions
+    runScatter<int32_t>(opcode, {{500, 70}, {500, 700}, 1, L::kContiguous, L::kPadded}, 91);  // many duplicates
+    runScatter<float>(opcode, {{100000}, {300000}, 0}, 92);                           // one position: slices of out
+    runScatter<Half>(opcode, {{3, 50000}, {3, 70000}, 1, L::kPadded, L::kReversed}, 93);
+  }
+}
+
+TEST(Scatter, KnownValues) {
+  // torch.zeros(2, 4).scatter_(1, index, src) and scatter_add_: row 0 hits column 1 twice.
+  const std::vector<float> src = {1, 2, 3, 4, 5, 6};    // [2, 3]
+  const std::vector<int64_t> index = {1, 3, 1, 0, 2, 3};  // [2, 3]
+  Instruction scatter;
+  scatter.operands = {isa::contiguousOperand(0, DType::kFloat32, {2, 4}), isa::contiguousOperand(1, DType::kFloat32, {2, 3}),
+                      isa::contiguousOperand(2, DType::kInt64, {2, 3})};
+  scatter.immediates[0] = 1;
+  for (Opcode opcode : {Opcode::kScatter, Opcode::kScatterAdd}) {
+    scatter.opcode = opcode;
+    std::vector<float> out(8, 0.0f);
+    ASSERT_EQ(isa::verifyInstruction(scatter, std::vector<uint64_t>{32, 24, 48}), "");
+    std::vector<void*> buffers = {out.data(), const_cast<float*>(src.data()), const_cast<int64_t*>(index.data())};
+    kernels::execute(scatter, buffers);
+    EXPECT_EQ(out, opcode == Opcode::kScatter ? (std::vector<float>{0, 3, 0, 2, 4, 0, 5, 6})
+                                               : (std::vector<float>{0, 4, 0, 2, 4, 0, 5, 6}));
+  }
+}
+
+// execute() on an index outside [0, extent): std::out_of_range naming the index and the dimension.
+std::string scatterFailure(Opcode opcode, int64_t bad, int64_t count, int64_t at, int64_t extent = 5) {
+  std::vector<float> in(static_cast<size_t>(count) * 2, 1.0f), out(static_cast<size_t>(extent) * 2);
+  std::vector<int64_t> index(static_cast<size_t>(count) * 2, 0);
+  index[static_cast<size_t>(at)] = bad;
+  Instruction scatter;
+  scatter.opcode = opcode;
+  scatter.operands = {isa::contiguousOperand(0, DType::kFloat32, {extent, 2}),
+                      isa::contiguousOperand(1, DType::kFloat32, {count, 2}),
+                      isa::contiguousOperand(2, DType::kInt64, {count, 2})};
+  std::vector<void*> buffers = {out.data(), in.data(), index.data()};
+  try {
+    kernels::execute(scatter, buffers);
+  } catch (const std::out_of_range& error) {
+    return error.what();
+  }
+  return "no exception";
+}
+
+TEST(Scatter, AnIndexOutOfBoundsThrows) {
+  for (Opcode opcode : {Opcode::kScatter, Opcode::kScatterAdd}) {
+    EXPECT_EQ(scatterFailure(opcode, 5, 3, 4), "index 5 is out of bounds for dimension 0 with size 5");
+    EXPECT_EQ(scatterFailure(opcode, -1, 3, 0), "index -1 is out of bounds for dimension 0 with size 5");
+    EXPECT_EQ(scatterFailure(opcode, 7, 3, 0, 0), "index 7 is out of bounds for dimension 0 with size 0");
+    // From a chunk on another core: the exception comes back to the caller.
+    EXPECT_EQ(scatterFailure(opcode, std::numeric_limits<int64_t>::min(), 200000, 399999),
+              "index -9223372036854775808 is out of bounds for dimension 0 with size 5");
+  }
+}
+
+TEST(Scatter, AnIndexOutOfBoundsFailsTheStreamUntilReported) {
+  Stream stream;
+  std::vector<float> in = {10, 11, 12}, out(4, 0.0f);
+  std::vector<int64_t> index = {3, 4, 0};  // 4 is past the end
+  Instruction scatter;
+  scatter.opcode = Opcode::kScatterAdd;
+  scatter.operands = {isa::contiguousOperand(0, DType::kFloat32, {4}), isa::contiguousOperand(1, DType::kFloat32, {3}),
+                      isa::contiguousOperand(2, DType::kInt64, {3})};
+  const std::vector<void*> buffers = {out.data(), in.data(), index.data()};
+  const std::vector<uint64_t> bytes = {16, 12, 24};
+  ASSERT_PTO_OK(kernels::launch(stream.get(), scatter, buffers, bytes));
+  EXPECT_EQ(PTO_ERROR_LAUNCH_FAILED, ptoStreamSynchronize(stream.get()));
+  const std::string message = ptoGetRecentErrMsg();
+  EXPECT_TRUE(contains(message, "tscatteradd")) << message;
+  EXPECT_TRUE(contains(message, "index 4 is out of bounds for dimension 0 with size 4")) << message;
+  index[1] = 3;
+  std::fill(out.begin(), out.end(), 0.0f);
+  ASSERT_PTO_OK(kernels::launch(stream.get(), scatter, buffers, bytes));
+  EXPECT_PTO_OK(ptoStreamSynchronize(stream.get()));
+  EXPECT_EQ(out, (std::vector<float>{12, 0, 0, 21}));
+}
+
+// twrapindex over `values` of T with `extent`: the wrapped indices, or the failure's message.
+template <typename T>
+std::string wrapIndices(const std::vector<T>& values, double extent, int64_t stride = 1) {
+  const auto count = static_cast<int64_t>(values.size());
+  int64_t elements = 0;
+  const Operand in = view(1, kernels::dtypeOf<T>(), {count}, {stride}, 0, &elements);
+  std::vector<Bytes> memory = {Bytes(values.size() * 8), bufferFor(in, elements)};
+  for (int64_t i = 0; i < count; ++i) {
+    writeValue(reinterpret_cast<char*>(memory[1].data()) + (in.offset + i * stride) * sizeof(T), values[i]);
+  }
+  Instruction instruction;
+  instruction.opcode = Opcode::kWrapIndex;
+  instruction.operands = {isa::contiguousOperand(0, DType::kInt64, {count}), in};
+  instruction.immediates = {extent, 2};
+  try {
+    verifyAndRun(instruction, memory);
+  } catch (const std::out_of_range& error) {
+    return error.what();
+  }
+  std::ostringstream text;
+  for (int64_t i = 0; i < count; ++i) {
+    int64_t value = 0;
+    std::memcpy(&value, memory[0].data() + i * 8, 8);
+    text << (i ? " " : "") << value;
+  }
+  return text.str();
+}
+
+TEST(WrapIndex, NegativeIndicesCountFromTheEnd) {
+  EXPECT_EQ(wrapIndices<int64_t>({0, 4, -1, -5, 2}, 5), "0 4 4 0 2");
+  EXPECT_EQ(wrapIndices<int32_t>({-3, 1, 2}, 3, -2), "0 1 2");  // read backwards, as a flipped index is
+  EXPECT_EQ(wrapIndices<uint8_t>({255, 0}, 256), "255 0");
+  EXPECT_EQ(wrapIndices<int64_t>({}, 0), "");
+  EXPECT_EQ(wrapIndices<int64_t>({0, 5}, 5), "index 5 is out of bounds for dimension 2 with size 5");
+  EXPECT_EQ(wrapIndices<int16_t>({-6}, 5), "index -6 is out of bounds for dimension 2 with size 5");
+  EXPECT_EQ(wrapIndices<int64_t>({0}, 0), "index 0 is out of bounds for dimension 2 with size 0");
+  std::vector<int64_t> many(300000, -1);
+  many[250000] = std::numeric_limits<int64_t>::min();
+  EXPECT_EQ(wrapIndices<int64_t>(many, 7), "index -9223372036854775808 is out of bounds for dimension 2 with size 7");
+}
+
+// tnonzero of `in` against the reference: every element in row-major order, nonzero (NaN too) ones kept.
+template <typename T>
+void runNonzero(const std::vector<int64_t>& shape, Layout layout, uint64_t seed) {
+  SCOPED_TRACE("tnonzero " + typeName<T>() + " " + shapeText(shape) + " " + layoutName(layout));
+  int64_t elements = 0;
+  const Operand in = makeOperand(1, kernels::dtypeOf<T>(), shape, layout, &elements);
+  Bytes input = bufferFor(in, elements);
+  std::mt19937_64 rng(seed);
+  fillSlots<T>(input, [&] { return rng() % 3 ? refCast<T>(0.0) : poolValue<T>(rng); });
+  std::vector<int64_t> expected;
+  int64_t rows = 0;
+  forEachIndex(in, [&](const Index& at) {
+    if (refLoad<T>(elementAt(input, in, at)) == ComputeType<T>(0)) return;  // NaN != 0: kept
+    expected.insert(expected.end(), at.begin(), at.begin() + in.rank);
+    ++rows;
+  });
+  const auto rank = static_cast<int64_t>(shape.size());
+  int64_t out_elements = 0;
+  const Operand out = view(0, DType::kInt64, {rows, rank}, {1, std::max<int64_t>(rows, 1)}, 1, &out_elements);  // column-major
+  std::vector<Bytes> memory = {bufferFor(out, out_elements), input};
+  Instruction instruction;
+  instruction.opcode = Opcode::kNonzero;
+  instruction.operands = {out, in};
+  const Bytes before = memory[0];
+  verifyAndRun(instruction, memory);
+  std::vector<int64_t> got;
+  forEachIndex(out, [&](const Index& at) {
+    int64_t value = 0;
+    std::memcpy(&value, elementAt(memory[0], out, at), 8);
+    got.push_back(value);
+  });
+  EXPECT_EQ(got, expected);
+  EXPECT_TRUE(gapsUntouched(before, memory[0], out));
+  // Another row count fails before anything is written.
+  instruction.operands[0].shape[0] = rows + 1;
+  memory[0] = Bytes(static_cast<size_t>(rows + 2) * static_cast<size_t>(rank + 1) * 8, 0xa5);
+  instruction.operands[0].strides = {1, rows + 1};
+  const Bytes untouched = memory[0];
+  std::vector<void*> buffers = {memory[0].data(), memory[1].data()};
+  EXPECT_THROW(kernels::execute(instruction, buffers), std::length_error);
+  EXPECT_EQ(memory[0], untouched);
+}
+
+TEST(Nonzero, EachShapeDTypeAndLayout) {
+  const std::vector<std::pair<std::vector<int64_t>, Layout>> cases = {
+      {{5, 6, 7}, L::kContiguous}, {{5, 6, 7}, L::kTransposed}, {{4, 9}, L::kReversed}, {{4, 9}, L::kBroadcastOuter},
+      {{3, 2, 2, 5}, L::kPadded}, {{17}, L::kReversedInner},    {{0, 4}, L::kContiguous}, {{}, L::kContiguous},
+      {{600, 300}, L::kTransposed},  // 180000 elements: chunks on several cores
+  };
+  uint64_t seed = 7000;
+  for (const auto& [shape, layout] : cases) {
+    runNonzero<float>(shape, layout, seed++);
+    runNonzero<Half>(shape, layout, seed++);
+    runNonzero<int32_t>(shape, layout, seed++);
+    runNonzero<bool>(shape, layout, seed++);
+    runNonzero<double>(shape, layout, seed++);
+    if (::testing::Test::HasFailure()) return;
+  }
 }
 
 // ---------------------------------------------------------------------------
