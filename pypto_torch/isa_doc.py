@@ -79,7 +79,8 @@ GROUPS = {
     "Row": "Fused row ops over the last dimension, one pass per row; the gradients "
            "take the forward's output `y` as their second input.",
     "Gather": "`out = in[..., index[...], ...]` along dimension `axis` (torch.gather): the i64 "
-              "index has out's shape; an index out of range fails the kernel at the next sync.",
+              "index has out's shape; an index out of range fails the kernel at the next sync. "
+              "With `wrap=1`, negative indices count from the end (x[index]).",
     "Iota": "`out[i] = start + i * step` over a rank-1 output (torch.arange).",
     "Triangle": "The lower (`ttril`) or upper (`ttriu`) triangle of the matrices in the last two "
                 "dimensions, from `diagonal` on; the other elements become 0 (torch.tril, torch.triu).",
@@ -101,7 +102,8 @@ GROUPS = {
                        "(`tscatteradd`) along dimension `axis` (torch.scatter_, torch.scatter_add_), in place; "
                        "the i64 index has in's shape, out covers it off the axis. Each element of out is "
                        "written by one core, in index order: the last write wins, sums are deterministic; "
-                       "an index out of range fails the kernel at the next sync.",
+                       "an index out of range fails the kernel at the next sync. With `wrap=1`, negative "
+                       "indices count from the end (x[index] = in).",
     "WrapIndex": "`out = in < 0 ? in + extent : in` as i64 for an integer index in `[-extent, extent)` "
                  "(advanced indexing `x[index]`); any other index fails the kernel at the next sync, "
                  "naming it, `dimension` and `extent`.",

@@ -206,6 +206,12 @@ std::string checkRandom(const Instruction& instruction) {
   }
 }
 
+// tgather's and tscatter's second immediate is a switch.
+std::string checkWrap(const Instruction& instruction) {
+  const double wrap = instruction.immediates[1];
+  return wrap == 0 || wrap == 1 ? "" : describe("wrap=", wrap, " is neither 0 nor 1");
+}
+
 // out and index share a shape; in has their rank and covers them off the axis.
 std::string checkGather(const Instruction& instruction) {
   const Operand& out = instruction.operands[0];
@@ -217,6 +223,7 @@ std::string checkGather(const Instruction& instruction) {
   if (!(axis >= 0 && axis < std::max(out.rank, 1) && axis == static_cast<int>(axis))) {
     return describe("axis=", axis, " is not a dimension of rank ", out.rank);
   }
+  if (std::string error = checkWrap(instruction); !error.empty()) return error;
   for (int d = 0; d < out.rank; ++d) {
     if (d != static_cast<int>(axis) && in.shape[d] < out.shape[d]) {
       return describe("input ", shapeText(in), " is smaller than the output ", shapeText(out), " off the axis");
@@ -295,6 +302,7 @@ std::string checkScatterElements(const Instruction& instruction) {
   if (!(axis >= 0 && axis < std::max(out.rank, 1) && axis == static_cast<int>(axis))) {
     return describe("axis=", axis, " is not a dimension of rank ", out.rank);
   }
+  if (std::string error = checkWrap(instruction); !error.empty()) return error;
   for (int d = 0; d < out.rank; ++d) {
     if (d != static_cast<int>(axis) && in.shape[d] > out.shape[d]) {
       return describe("input ", shapeText(in), " is larger than the output ", shapeText(out), " off the axis");

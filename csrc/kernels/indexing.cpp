@@ -26,19 +26,25 @@ void executeGather(const isa::Instruction& instruction, std::span<void* const> b
   const StridedLoop loop = makeLoop(operands, buffers);
   const size_t size = isa::dtypeSize(out.dtype);
   const int64_t extent = out.rank > 0 ? in.shape[axis] : 1;
+  const int64_t lowest = instruction.immediates[1] != 0 ? -extent : 0;  // wrap=1: negatives count from the end
   const int64_t axis_stride = out.rank > 0 ? in.strides[axis] * static_cast<int64_t>(size) : 0;
-  forEachRow(loop, [&](const std::array<char*, kMaxOperands>& p, int64_t n) {
-    for (int64_t i = 0; i < n; ++i) {
-      int64_t at = 0;
-      std::memcpy(&at, p[1] + i * loop.innerStride(1), sizeof at);
-      if (at < 0 || at >= extent) {
-        char message[160];
-        std::snprintf(message, sizeof message, "index %" PRId64 " is out of bounds for dimension %d with size %" PRId64,
-                      at, axis, extent);
-        throw std::out_of_range(message);
+  // Per element size, so that each copy is one load and one store rather than a call.
+  dispatchDType(out.dtype, [&]<typename T>() {
+    forEachRow(loop, [&](const std::array<char*, kMaxOperands>& p, int64_t n) {
+      const int64_t out_stride = loop.innerStride(0), index_stride = loop.innerStride(1), in_stride = loop.innerStride(2);
+      for (int64_t i = 0; i < n; ++i) {
+        int64_t at = 0;
+        std::memcpy(&at, p[1] + i * index_stride, sizeof at);
+        if (at < lowest || at >= extent) {
+          char message[160];
+          std::snprintf(message, sizeof message,
+                        "index %" PRId64 " is out of bounds for dimension %d with size %" PRId64, at, axis, extent);
+          throw std::out_of_range(message);
+        }
+        if (at < 0) at += extent;
+        std::memcpy(p[0] + i * out_stride, p[2] + i * in_stride + at * axis_stride, sizeof(T));
       }
-      std::memcpy(p[0] + i * loop.innerStride(0), p[2] + i * loop.innerStride(2) + at * axis_stride, size);
-    }
+    });
   });
 }
 
@@ -157,14 +163,14 @@ namespace {
 // Calls fn(element, coordinates) for the elements [begin, end) of `in` in row-major order.
 template <typename Fn>
 void walkRowMajor(const isa::Operand& in, const char* base, int64_t begin, int64_t end, Fn&& fn) {
+  const auto size = static_cast<int64_t>(isa::dtypeSize(in.dtype));
   std::array<int64_t, isa::kMaxRank> coordinates{};
   const char* element = base;
   for (int64_t rest = begin, d = in.rank - 1; d >= 0; --d) {
     coordinates[d] = rest % in.shape[d];
     rest /= in.shape[d];
-    element += coordinates[d] * in.strides[d] * static_cast<int64_t>(isa::dtypeSize(in.dtype));
+    element += coordinates[d] * in.strides[d] * size;
   }
-  const auto size = static_cast<int64_t>(isa::dtypeSize(in.dtype));
   for (int64_t flat = begin; flat < end; ++flat) {
     fn(element, coordinates);
     for (int d = in.rank - 1; d >= 0; --d) {  // the next coordinates, as an odometer turns
@@ -188,15 +194,15 @@ void executeNonzero(const isa::Instruction& instruction, std::span<void* const> 
   const int64_t total = in.numel(), rows = out.shape[0];
   const int64_t chunks = (total + kChunk - 1) / kChunk;
   std::vector<int64_t> starts(static_cast<size_t>(chunks) + 1, 0);
-  const char* in_base = total == 0 ? nullptr
-                                   : static_cast<const char*>(buffers[in.buffer]) +
-                                         in.offset * static_cast<int64_t>(isa::dtypeSize(in.dtype));
+  const auto size = static_cast<int64_t>(isa::dtypeSize(in.dtype));
+  const char* in_base = total == 0 ? nullptr : static_cast<const char*>(buffers[in.buffer]) + in.offset * size;
   dispatchDType(in.dtype, [&]<typename T>() {
     const auto nonzero = [](const char* element) { return load<T>(element) != ComputeType<T>(0); };  // NaN is nonzero
     rt::sim::parallelFor(static_cast<size_t>(chunks), 1, [&](size_t begin, size_t end) {
       for (size_t c = begin; c < end; ++c) {
         int64_t found = 0;
-        walkRowMajor(in, in_base, static_cast<int64_t>(c) * kChunk, std::min(total, static_cast<int64_t>(c + 1) * kChunk),
+        const auto first = static_cast<int64_t>(c) * kChunk;
+        walkRowMajor(in, in_base, first, std::min(total, first + kChunk),
                      [&](const char* element, const auto&) { found += nonzero(element); });
         starts[c + 1] = found;
       }
@@ -204,8 +210,9 @@ void executeNonzero(const isa::Instruction& instruction, std::span<void* const> 
     for (size_t c = 0; c < static_cast<size_t>(chunks); ++c) starts[c + 1] += starts[c];
     if (starts.back() != rows) {
       char message[160];
-      std::snprintf(message, sizeof message, "the input has %" PRId64 " nonzero elements, but the output has %" PRId64 " rows",
-                    starts.back(), rows);
+      std::snprintf(message, sizeof message,
+                    "the input has %" PRId64 " nonzero elements, but the output has %" PRId64 " rows", starts.back(),
+                    rows);
       throw std::length_error(message);
     }
     if (out.numel() == 0) return;
@@ -213,7 +220,8 @@ void executeNonzero(const isa::Instruction& instruction, std::span<void* const> 
     rt::sim::parallelFor(static_cast<size_t>(chunks), 1, [&](size_t begin, size_t end) {
       for (size_t c = begin; c < end; ++c) {
         int64_t row = starts[c];
-        walkRowMajor(in, in_base, static_cast<int64_t>(c) * kChunk, std::min(total, static_cast<int64_t>(c + 1) * kChunk),
+        const auto first = static_cast<int64_t>(c) * kChunk;
+        walkRowMajor(in, in_base, first, std::min(total, first + kChunk),
                      [&](const char* element, const std::array<int64_t, isa::kMaxRank>& coordinates) {
           if (!nonzero(element)) return;
           for (int d = 0; d < in.rank; ++d) {

@@ -5,12 +5,14 @@
 // busy (a 1-D scatter has one), the cores also split out's axis into slices, each
 // reading every index of its positions and writing only those that land in its slice.
 // Either way each element of out is written by one core, in index order: the last
-// write wins and sums are exact and deterministic.
+// write wins and sums are exact and deterministic. float16/bfloat16 sums accumulate
+// in a float32 copy of out and round once at the end, as PyTorch's CPU kernel does.
 #include <algorithm>
 #include <cinttypes>
 #include <cstdio>
 #include <cstring>
 #include <stdexcept>
+#include <vector>
 
 #include "element_types.h"
 #include "execute.h"
@@ -30,18 +32,19 @@ constexpr int64_t kGrain = 32768;
   throw std::out_of_range(message);
 }
 
-template <typename T, bool kAdd>
+// out = in (tscatter) or out += in (tscatteradd), out held as Out and in as In.
+template <typename Out, typename In, bool kAdd>
 void combine(char* slot, const char* source) {
-  using C = ComputeType<T>;
+  using C = ComputeType<Out>;
   if constexpr (!kAdd) {
-    std::memcpy(slot, source, sizeof(T));
-  } else if constexpr (std::is_same_v<T, bool>) {
-    store<T>(slot, load<T>(slot) || load<T>(source));  // torch's bool sum: or
+    std::memcpy(slot, source, sizeof(Out));
+  } else if constexpr (std::is_same_v<Out, bool>) {
+    store<Out>(slot, load<Out>(slot) || load<In>(source));  // torch's bool sum: or
   } else if constexpr (std::is_floating_point_v<C>) {
-    store<T>(slot, load<T>(slot) + load<T>(source));  // float16/bfloat16 round at each step, as on the CPU
+    store<Out>(slot, load<Out>(slot) + load<In>(source));
   } else {
     using U = std::make_unsigned_t<C>;  // integers wrap
-    store<T>(slot, static_cast<C>(static_cast<U>(load<T>(slot)) + static_cast<U>(load<T>(source))));
+    store<Out>(slot, static_cast<C>(static_cast<U>(load<Out>(slot)) + static_cast<U>(load<In>(source))));
   }
 }
 
@@ -49,25 +52,114 @@ struct ScatterPlan {
   StridedLoop loop;  // over the positions off the axis: out, in, index
   int axis = 0;
   int64_t count = 1, extent = 1;                       // index entries per line, out's extent on the axis
+  int64_t lowest = 0;                                  // the lowest index: -extent with wrap=1
   int64_t out_step = 0, in_step = 0, index_step = 0;  // byte strides along the axis
 };
 
-// Runs of positions from `p` on, `n` long: out[at] (op)= in[i] for at = index[i] in [low, high).
-template <typename T, bool kAdd>
+ScatterPlan makePlan(const isa::Operand& out, const isa::Operand& in, const isa::Operand& index,
+                     const std::array<double, isa::kMaxImmediates>& immediates, std::span<void* const> buffers) {
+  ScatterPlan plan;
+  const double axis = immediates[0];
+  isa::Operand out_line = out, in_line = in, index_line = index;
+  for (int d = 0; d < out.rank; ++d) out_line.shape[d] = in.shape[d];
+  if (out.rank > 0) {
+    plan.axis = static_cast<int>(axis);
+    plan.count = in.shape[plan.axis];
+    plan.extent = out.shape[plan.axis];
+    plan.out_step = out.strides[plan.axis] * static_cast<int64_t>(isa::dtypeSize(out.dtype));
+    plan.in_step = in.strides[plan.axis] * static_cast<int64_t>(isa::dtypeSize(in.dtype));
+    plan.index_step = index.strides[plan.axis] * static_cast<int64_t>(sizeof(int64_t));
+    out_line.shape[plan.axis] = in_line.shape[plan.axis] = index_line.shape[plan.axis] = 1;
+  }
+  if (immediates[1] != 0) plan.lowest = -plan.extent;
+  const isa::Operand operands[] = {out_line, in_line, index_line};
+  plan.loop = makeLoop(operands, buffers);
+  return plan;
+}
+
+// Runs of positions from `p` on, `n` long: apply(&out[at], &in[i]) for at = index[i] in [low, high).
+template <typename Apply>
 void scatterRun(const ScatterPlan& plan, const std::array<char*, kMaxOperands>& p, int64_t n, int64_t low,
-                int64_t high) {
+                int64_t high, const Apply& apply) {
+  // Locals, not plan's fields: the stores through char* could alias those, and the loop would reload them.
   const int64_t out_stride = plan.loop.innerStride(0), in_stride = plan.loop.innerStride(1);
   const int64_t index_stride = plan.loop.innerStride(2);
-  for (int64_t i = 0; i < plan.count; ++i) {
-    const char* index = p[2] + i * plan.index_step;
-    const char* in = p[1] + i * plan.in_step;
+  const int64_t count = plan.count, extent = plan.extent, lowest = plan.lowest, out_step = plan.out_step;
+  const int64_t in_step = plan.in_step, index_step = plan.index_step;
+  char* const out = p[0];
+  for (int64_t i = 0; i < count; ++i) {
+    const char* index = p[2] + i * index_step;
+    const char* in = p[1] + i * in_step;
     for (int64_t e = 0; e < n; ++e) {
       int64_t at = 0;
       std::memcpy(&at, index + e * index_stride, sizeof at);
-      if (at < 0 || at >= plan.extent) outOfBounds(at, plan.axis, plan.extent);
-      if (at >= low && at < high) combine<T, kAdd>(p[0] + e * out_stride + at * plan.out_step, in + e * in_stride);
+      if (at < lowest || at >= extent) outOfBounds(at, plan.axis, extent);
+      if (at < 0) at += extent;
+      if (at >= low && at < high) apply(out + e * out_stride + at * out_step, in + e * in_stride);
     }
   }
+}
+
+template <typename Apply>
+void scatter(const ScatterPlan& plan, const Apply& apply) {
+  const int64_t positions = plan.loop.numel();
+  const auto cores = static_cast<int64_t>(rt::sim::parallelism());
+  const int64_t slices = positions >= cores || positions * plan.count < 2 * kGrain
+                             ? 1 : std::min(plan.extent, (cores + positions - 1) / positions);
+  // Work item k is position k % positions of slice k / positions.
+  rt::sim::parallelFor(static_cast<size_t>(positions * slices),
+                       static_cast<size_t>(std::max<int64_t>(1, kGrain / plan.count)), [&](size_t begin, size_t end) {
+    for (auto item = static_cast<int64_t>(begin); item < static_cast<int64_t>(end);) {
+      const int64_t slice = item / positions, first = item % positions;
+      const int64_t last = std::min(positions, first + static_cast<int64_t>(end) - item);
+      const int64_t low = slice * plan.extent / slices, high = (slice + 1) * plan.extent / slices;
+      forEachRowIn(plan.loop, first, last, [&](const std::array<char*, kMaxOperands>& p, int64_t n) {
+        scatterRun(plan, p, n, low, high, apply);
+      });
+      item += last - first;
+    }
+  });
+}
+
+// tscatteradd of float16/bfloat16 T: out widened into a float32 copy, the sums made
+// there, and the elements that received any rounded back once. Only those are written
+// back: out may view one element more than once (index_put's folded view does), and
+// an untouched alias must not undo a sum.
+template <typename T>
+void scatterAddWide(const isa::Instruction& instruction, std::span<void* const> buffers) {
+  const isa::Operand& out = instruction.operands[0];
+  std::vector<float> wide(static_cast<size_t>(out.numel()));
+  std::vector<char> touched(wide.size(), 0);
+  const char* const wide_base = reinterpret_cast<const char*>(wide.data());
+  std::vector<void*> all(buffers.begin(), buffers.end());
+  all.push_back(wide.data());
+  isa::Operand wide_out = out;
+  wide_out.buffer = static_cast<int32_t>(buffers.size());
+  wide_out.dtype = isa::DType::kFloat32;
+  wide_out.offset = 0;
+  for (int64_t d = out.rank - 1, stride = 1; d >= 0; stride *= out.shape[d--]) wide_out.strides[d] = stride;
+  const isa::Operand pair[] = {wide_out, out};
+  const StridedLoop widen_loop = makeLoop(pair, all);
+  forEachRow(widen_loop, [&](const std::array<char*, kMaxOperands>& p, int64_t n) {
+    for (int64_t i = 0; i < n; ++i) {
+      store<float>(p[0] + i * widen_loop.innerStride(0), load<T>(p[1] + i * widen_loop.innerStride(1)));
+    }
+  });
+  const isa::Instruction& in = instruction;
+  scatter(makePlan(wide_out, in.operands[1], in.operands[2], in.immediates, all), [&](char* slot, const char* source) {
+    combine<float, T, true>(slot, source);
+    touched[static_cast<size_t>(slot - wide_base) / sizeof(float)] = 1;
+  });
+  const isa::Operand back[] = {out, wide_out};
+  const StridedLoop narrow_loop = makeLoop(back, all);
+  forEachRow(narrow_loop, [&](const std::array<char*, kMaxOperands>& p, int64_t n) {
+    for (int64_t i = 0; i < n; ++i) {
+      const char* sum = p[1] + i * narrow_loop.innerStride(1);
+      if (touched[static_cast<size_t>(sum - wide_base) / sizeof(float)]) {
+        store<T>(p[0] + i * narrow_loop.innerStride(0), load<float>(sum));
+      }
+    }
+  });
 }
 
 }  // namespace
@@ -77,46 +169,19 @@ void executeScatterElements(const isa::Instruction& instruction, std::span<void*
   const isa::Operand& in = instruction.operands[1];
   const isa::Operand& index = instruction.operands[2];
   if (in.numel() == 0) return;
-  if (out.numel() == 0) {  // out is empty on the axis (it covers in off it): the first index is out of bounds
+  if (out.numel() == 0) {  // out is empty on the axis (it covers in off it): every index is out of bounds
     int64_t at = 0;
     std::memcpy(&at, static_cast<const char*>(buffers[index.buffer]) + index.offset * 8, sizeof at);
     outOfBounds(at, static_cast<int>(instruction.immediates[0]), 0);
   }
-  ScatterPlan plan;
-  isa::Operand out_line = out, in_line = in, index_line = index;
-  for (int d = 0; d < out.rank; ++d) out_line.shape[d] = in.shape[d];
-  if (out.rank > 0) {
-    plan.axis = static_cast<int>(instruction.immediates[0]);
-    plan.count = in.shape[plan.axis];
-    plan.extent = out.shape[plan.axis];
-    const auto size = static_cast<int64_t>(isa::dtypeSize(out.dtype));
-    plan.out_step = out.strides[plan.axis] * size;
-    plan.in_step = in.strides[plan.axis] * size;
-    plan.index_step = index.strides[plan.axis] * static_cast<int64_t>(sizeof(int64_t));
-    out_line.shape[plan.axis] = in_line.shape[plan.axis] = index_line.shape[plan.axis] = 1;
-  }
-  const isa::Operand operands[] = {out_line, in_line, index_line};
-  plan.loop = makeLoop(operands, buffers);
-  const int64_t positions = plan.loop.numel();
-  const auto cores = static_cast<int64_t>(rt::sim::parallelism());
-  const int64_t slices = positions >= cores || positions * plan.count < 2 * kGrain
-                             ? 1 : std::min(plan.extent, (cores + positions - 1) / positions);
   const bool add = instruction.opcode == isa::Opcode::kScatterAdd;
   dispatchDType(out.dtype, [&]<typename T>() {
-    const auto run = add ? &scatterRun<T, true> : &scatterRun<T, false>;
-    // Work item k is positions k % positions of slice k / positions.
-    rt::sim::parallelFor(static_cast<size_t>(positions * slices),
-                         static_cast<size_t>(std::max<int64_t>(1, kGrain / plan.count)), [&](size_t begin, size_t end) {
-      for (auto item = static_cast<int64_t>(begin); item < static_cast<int64_t>(end);) {
-        const int64_t slice = item / positions, first = item % positions;
-        const int64_t last = std::min(positions, first + static_cast<int64_t>(end) - item);
-        const int64_t low = slice * plan.extent / slices, high = (slice + 1) * plan.extent / slices;
-        forEachRowIn(plan.loop, first, last, [&](const std::array<char*, kMaxOperands>& p, int64_t n) {
-          run(plan, p, n, low, high);
-        });
-        item += last - first;
-      }
-    });
+    if constexpr (std::is_same_v<T, Half> || std::is_same_v<T, BFloat16>) {
+      if (add) return scatterAddWide<T>(instruction, buffers);
+    }
+    const ScatterPlan plan = makePlan(out, in, index, instruction.immediates, buffers);
+    if (add) scatter(plan, [](char* slot, const char* source) { combine<T, T, true>(slot, source); });
+    else scatter(plan, [](char* slot, const char* source) { combine<T, T, false>(slot, source); });
   });
 }
 

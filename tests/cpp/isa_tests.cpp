@@ -777,6 +777,13 @@ TEST(Verifier, RejectsABadGather) {
   }
   // The data's dtypes agree.
   expectRejected(gather(out, contiguousOperand(1, DType::kFloat64, {5, 4}), index, 0), "tgather", "operand 1 is f64");
+  // wrap is a switch.
+  for (double wrap : {1.0, 2.0, -1.0, 0.5, kNaN}) {
+    Program program = gather(out, in, index, 0);
+    program.instructions[0].immediates[1] = wrap;
+    if (wrap == 1.0) EXPECT_EQ(verify(program), "");
+    else expectRejected(program, "tgather", "is neither 0 nor 1");
+  }
 }
 
 TEST(Verifier, RejectsABadScatter) {
@@ -803,12 +810,20 @@ TEST(Verifier, RejectsABadScatter) {
                    "index must be i64, not i32");
     expectRejected(scatter(opcode, out, in, contiguousOperand(2, DType::kInt64, {3, 3}), 0), name,
                    "the index [3,3] and the input [3,4] differ in shape");
-    expectRejected(scatter(opcode, out, contiguousOperand(1, DType::kFloat32, {12}), contiguousOperand(2, DType::kInt64, {12}),
-                           0), name, "input rank 1");
-    for (double axis : {2.0, -1.0, 0.5, kNaN, kInf}) expectRejected(scatter(opcode, out, in, index, axis), name, "axis=");
-    expectRejected(scatter(opcode, out, contiguousOperand(1, DType::kFloat64, {3, 4}), index, 0), name, "operand 1 is f64");
+    const Operand flat_in = contiguousOperand(1, DType::kFloat32, {12});
+    expectRejected(scatter(opcode, out, flat_in, contiguousOperand(2, DType::kInt64, {12}), 0), name, "input rank 1");
+    for (double axis : {2.0, -1.0, 0.5, kNaN, kInf}) {
+      expectRejected(scatter(opcode, out, in, index, axis), name, "axis=");
+    }
+    const Operand f64_in = contiguousOperand(1, DType::kFloat64, {3, 4});
+    expectRejected(scatter(opcode, out, f64_in, index, 0), name, "operand 1 is f64");
     // out is written in place: it may not repeat an element.
     expectRejected(scatter(opcode, withStrides(out, {0, 1}), in, index, 0), name, "repeats elements");
+    Program wrapped = scatter(opcode, out, in, index, 0);
+    wrapped.instructions[0].immediates[1] = 1;
+    EXPECT_EQ(verify(wrapped), "");
+    wrapped.instructions[0].immediates[1] = 3;
+    expectRejected(wrapped, name, "wrap=3 is neither 0 nor 1");
   }
 }
 
@@ -825,8 +840,12 @@ TEST(Verifier, RejectsABadWrapIndex) {
   expectRejected(wrap(DType::kInt64, 5, 0, DType::kInt32), "twrapindex", "output must be i64");
   expectRejected(wrap(DType::kFloat32, 5, 0), "twrapindex", "operand 1 has dtype f32");
   expectRejected(wrap(DType::kBool, 5, 0), "twrapindex", "operand 1 has dtype bool");
-  for (double extent : {-1.0, 2.5, kNaN, kInf, 0x1p63}) expectRejected(wrap(DType::kInt64, extent, 0), "twrapindex", "extent=");
-  for (double dimension : {-1.0, 0.5, kNaN, 64.0}) expectRejected(wrap(DType::kInt64, 5, dimension), "twrapindex", "dimension=");
+  for (double extent : {-1.0, 2.5, kNaN, kInf, 0x1p63}) {
+    expectRejected(wrap(DType::kInt64, extent, 0), "twrapindex", "extent=");
+  }
+  for (double dimension : {-1.0, 0.5, kNaN, 64.0}) {
+    expectRejected(wrap(DType::kInt64, 5, dimension), "twrapindex", "dimension=");
+  }
 }
 
 TEST(Verifier, RejectsANonzeroOutputNotOfOneRowPerElement) {
@@ -1214,6 +1233,7 @@ Program randomValidProgram(std::mt19937& rng) {
     if (has_axis) instruction.immediates[0] = 1.0;  // operandShapes put the index on axis 1
     if (entry.group == Group::Random) instruction.immediates = validRandomImmediates(entry.opcode, rng);
     if (entry.group == Group::Sort) instruction.immediates[1] = static_cast<double>(rng() % 2);  // a 0/1 flag
+    if (entry.group == Group::Gather || entry.group == Group::ScatterElements) instruction.immediates[1] = rng() % 2;
     if (entry.group == Group::WrapIndex) instruction.immediates = {static_cast<double>(rng() % 4), 1.0};
     program.instructions.push_back(instruction);
   }

@@ -21,6 +21,7 @@
 #include <cstdint>
 #include <cstring>
 #include <limits>
+#include <map>
 #include <numeric>
 #include <random>
 #include <sstream>
@@ -986,13 +987,14 @@ struct GatherCase {
   std::vector<int64_t> in_shape, out_shape;  // the index has the output's shape
   int axis;
   Layout in = Layout::kContiguous, index = Layout::kContiguous, out = Layout::kContiguous;
+  bool wrap = false;  // negative indices count from the end
 };
 
 template <typename T>
 void runGather(const GatherCase& c, uint64_t seed) {
   SCOPED_TRACE("tgather " + typeName<T>() + " " + shapeText(c.in_shape) + " -> " + shapeText(c.out_shape) +
                " axis=" + std::to_string(c.axis) + " in " + layoutName(c.in) + ", index " + layoutName(c.index) +
-               ", out " + layoutName(c.out));
+               ", out " + layoutName(c.out) + (c.wrap ? " wrap" : ""));
   int64_t elements[3] = {};
   const Operand out = makeOperand(0, kernels::dtypeOf<T>(), c.out_shape, c.out, &elements[0]);
   const Operand in = makeOperand(1, kernels::dtypeOf<T>(), c.in_shape, c.in, &elements[1]);
@@ -1001,12 +1003,15 @@ void runGather(const GatherCase& c, uint64_t seed) {
   std::mt19937_64 rng(seed);
   fillSlots<T>(memory[1], [&] { return randomValue<T>(rng); });
   const int64_t extent = c.in_shape.empty() ? 1 : c.in_shape[c.axis];
-  fillSlots<int64_t>(memory[2], [&] { return extent > 0 ? static_cast<int64_t>(rng() % extent) : 0; });
+  fillSlots<int64_t>(memory[2], [&] {
+    if (extent == 0) return int64_t{0};
+    return c.wrap ? static_cast<int64_t>(rng() % (2 * extent)) - extent : static_cast<int64_t>(rng() % extent);
+  });
 
   Instruction instruction;
   instruction.opcode = Opcode::kGather;
   instruction.operands = {out, in, index};
-  instruction.immediates[0] = c.axis;
+  instruction.immediates = {static_cast<double>(c.axis), c.wrap ? 1.0 : 0.0};
   const Bytes before = memory[0];
   verifyAndRun(instruction, memory);
   if (::testing::Test::HasFatalFailure()) return;
@@ -1014,7 +1019,10 @@ void runGather(const GatherCase& c, uint64_t seed) {
   forEachIndex(out, [&](const Index& at) {
     if (::testing::Test::HasFailure()) return;
     Index source = at;  // out[i] = in[i with i[axis] = index[i]]
-    if (!c.out_shape.empty()) std::memcpy(&source[c.axis], elementAt(memory[2], index, at), sizeof(int64_t));
+    if (!c.out_shape.empty()) {
+      std::memcpy(&source[c.axis], elementAt(memory[2], index, at), sizeof(int64_t));
+      if (source[c.axis] < 0) source[c.axis] += extent;
+    }
     const char* want = elementAt(memory[1], in, source);
     const char* got = elementAt(memory[0], out, at);
     EXPECT_EQ(std::memcmp(want, got, sizeof(T)), 0) << "at output element " << elementOf(out, at) << ": expected "
@@ -1049,6 +1057,10 @@ TEST(Gather, EachAxisDTypeAndLayout) {
   }
   runGather<float>({{600, 500}, {700, 500}, 0, L::kTransposed}, 90);  // 350000 elements: parallel
   runGather<uint8_t>({{500, 600}, {500, 700}, 1, L::kContiguous, L::kPadded}, 91);
+  // wrap=1: indices in [-extent, extent).
+  runGather<float>({{5, 6, 7}, {3, 10, 5}, 1, L::kTransposed, L::kReversed, L::kPadded, true}, 92);
+  runGather<Half>({{10}, {25}, 0, L::kReversed, L::kContiguous, L::kContiguous, true}, 93);
+  runGather<int64_t>({{600, 500}, {700, 500}, 0, L::kTransposed, L::kContiguous, L::kContiguous, true}, 94);
 }
 
 TEST(Gather, KnownValues) {
@@ -1068,7 +1080,7 @@ TEST(Gather, KnownValues) {
 }
 
 // execute() on an index outside [0, extent): std::out_of_range naming the index and the dimension.
-std::string gatherFailure(int64_t bad, int64_t count, int64_t at) {
+std::string gatherFailure(int64_t bad, int64_t count, int64_t at, bool wrap = false) {
   std::vector<float> in(5 * 2, 1.0f), out(static_cast<size_t>(count) * 2);
   std::vector<int64_t> index(static_cast<size_t>(count) * 2, 4);
   index[static_cast<size_t>(at)] = bad;
@@ -1076,6 +1088,7 @@ std::string gatherFailure(int64_t bad, int64_t count, int64_t at) {
   gather.opcode = Opcode::kGather;
   gather.operands = {isa::contiguousOperand(0, DType::kFloat32, {count, 2}), isa::contiguousOperand(1, DType::kFloat32, {5, 2}),
                      isa::contiguousOperand(2, DType::kInt64, {count, 2})};
+  gather.immediates[1] = wrap ? 1 : 0;
   std::vector<void*> buffers = {out.data(), in.data(), index.data()};
   try {
     kernels::execute(gather, buffers);
@@ -1088,6 +1101,8 @@ std::string gatherFailure(int64_t bad, int64_t count, int64_t at) {
 TEST(Gather, AnIndexOutOfBoundsThrows) {
   EXPECT_EQ(gatherFailure(5, 3, 4), "index 5 is out of bounds for dimension 0 with size 5");
   EXPECT_EQ(gatherFailure(-1, 3, 0), "index -1 is out of bounds for dimension 0 with size 5");
+  EXPECT_EQ(gatherFailure(-6, 3, 0, true), "index -6 is out of bounds for dimension 0 with size 5");
+  EXPECT_EQ(gatherFailure(-5, 3, 0, true), "no exception");  // wrap=1: the first row
   // From a chunk on another core: the exception comes back to the caller.
   EXPECT_EQ(gatherFailure(std::numeric_limits<int64_t>::max(), 200000, 399999),
             "index 9223372036854775807 is out of bounds for dimension 0 with size 5");
@@ -1130,21 +1145,31 @@ struct ScatterCase {
   std::vector<int64_t> out_shape, in_shape;  // the index has the input's shape
   int axis;
   Layout out = Layout::kContiguous, in = Layout::kContiguous, index = Layout::kContiguous;
+  bool wrap = false;  // negative indices count from the end
 };
 
 // The reference: every element of in, in row-major order, into out in place. Along
-// the axis that is index order, so the last write wins and each sum runs in order;
-// sums round to T at each step (integers wrap, bools or), as PyTorch's CPU kernel does.
+// the axis that is index order, so the last write wins and each sum runs in order,
+// as PyTorch's CPU kernel does: in T (integers wrap, bools or), but float16/bfloat16
+// in float32, rounded once at the end.
 template <typename T>
 void referenceScatter(bool add, const ScatterCase& c, std::vector<Bytes>& memory, const Operand& out,
                       const Operand& in, const Operand& index) {
+  std::map<int64_t, float> wide;  // the float32 sums of float16/bfloat16, by output element
   forEachIndex(in, [&](const Index& at) {
     Index target = at;
-    if (!c.in_shape.empty()) std::memcpy(&target[c.axis], elementAt(memory[2], index, at), sizeof(int64_t));
+    if (!c.in_shape.empty()) {
+      std::memcpy(&target[c.axis], elementAt(memory[2], index, at), sizeof(int64_t));
+      if (target[c.axis] < 0) target[c.axis] += c.out_shape[c.axis];
+    }
     char* slot = elementAt(memory[0], out, target);
     const char* source = elementAt(memory[1], in, at);
     if (!add) {
       std::memcpy(slot, source, sizeof(T));
+    } else if constexpr (std::is_same_v<T, Half> || std::is_same_v<T, BFloat16>) {
+      const auto sum = wide.try_emplace(elementOf(out, target), refLoad<T>(slot)).first;
+      sum->second += refLoad<T>(source);
+      refStore<T>(slot, sum->second);
     } else if constexpr (std::is_integral_v<T> && !std::is_same_v<T, bool>) {
       const uint64_t sum = static_cast<uint64_t>(static_cast<int64_t>(refLoad<T>(slot))) +
                            static_cast<uint64_t>(static_cast<int64_t>(refLoad<T>(source)));
@@ -1159,7 +1184,7 @@ template <typename T>
 void runScatter(Opcode opcode, const ScatterCase& c, uint64_t seed) {
   SCOPED_TRACE(std::string(isa::info(opcode).name) + " " + typeName<T>() + " " + shapeText(c.in_shape) + " -> " +
                shapeText(c.out_shape) + " axis=" + std::to_string(c.axis) + " out " + layoutName(c.out) + ", in " +
-               layoutName(c.in) + ", index " + layoutName(c.index));
+               layoutName(c.in) + ", index " + layoutName(c.index) + (c.wrap ? " wrap" : ""));
   int64_t elements[3] = {};
   const Operand out = makeOperand(0, kernels::dtypeOf<T>(), c.out_shape, c.out, &elements[0]);
   const Operand in = makeOperand(1, kernels::dtypeOf<T>(), c.in_shape, c.in, &elements[1]);
@@ -1169,14 +1194,17 @@ void runScatter(Opcode opcode, const ScatterCase& c, uint64_t seed) {
   forEachIndex(out, [&](const Index& at) { writeValue(elementAt(memory[0], out, at), randomValue<T>(rng)); });
   fillSlots<T>(memory[1], [&] { return randomValue<T>(rng); });
   const int64_t extent = c.out_shape.empty() ? 1 : c.out_shape[c.axis];
-  fillSlots<int64_t>(memory[2], [&] { return extent > 0 ? static_cast<int64_t>(rng() % extent) : 0; });
+  fillSlots<int64_t>(memory[2], [&] {
+    if (extent == 0) return int64_t{0};
+    return c.wrap ? static_cast<int64_t>(rng() % (2 * extent)) - extent : static_cast<int64_t>(rng() % extent);
+  });
   std::vector<Bytes> expected = memory;
   referenceScatter<T>(opcode == Opcode::kScatterAdd, c, expected, out, in, index);
 
   Instruction instruction;
   instruction.opcode = opcode;
   instruction.operands = {out, in, index};
-  instruction.immediates[0] = c.axis;
+  instruction.immediates = {static_cast<double>(c.axis), c.wrap ? 1.0 : 0.0};
   const Bytes before = memory[0];
   verifyAndRun(instruction, memory);
   if (::testing::Test::HasFatalFailure()) return;
@@ -1204,6 +1232,8 @@ TEST(Scatter, EachAxisDTypeAndLayout) {
       {{4, 3}, {0, 3}, 0},                                                            // nothing to scatter
       {{0, 3}, {0, 2}, 0},
       {{2, 3, 2, 5}, {2, 3, 2, 2}, 3, L::kTransposed, L::kPadded, L::kReversed},
+      {{5, 6, 7}, {3, 10, 5}, 1, L::kTransposed, L::kReversed, L::kPadded, true},     // wrap=1: from the end too
+      {{4}, {25}, 0, L::kContiguous, L::kContiguous, L::kContiguous, true},
   };
   uint64_t seed = 6000;
   for (const ScatterCase& c : cases) {
@@ -1226,6 +1256,7 @@ TEST(Scatter, LargeParallel) {
     runScatter<int32_t>(opcode, {{500, 70}, {500, 700}, 1, L::kContiguous, L::kPadded}, 91);  // many duplicates
     runScatter<float>(opcode, {{100000}, {300000}, 0}, 92);                           // one position: slices of out
     runScatter<Half>(opcode, {{3, 50000}, {3, 70000}, 1, L::kPadded, L::kReversed}, 93);
+    runScatter<double>(opcode, {{100000}, {300000}, 0, L::kReversed, L::kContiguous, L::kContiguous, true}, 94);
   }
 }
 
@@ -1248,8 +1279,59 @@ TEST(Scatter, KnownValues) {
   }
 }
 
+// index_put's form: out views the rows of a [3, 4] matrix by element offset (0, 4, 8)
+// on an axis of stride 1, beside its columns: one element has several (offset, column)
+// names, and only the named ones may change.
+template <typename T>
+void runScatterIntoOffsets(Opcode opcode) {
+  SCOPED_TRACE(std::string(isa::info(opcode).name) + " " + typeName<T>());
+  std::vector<T> matrix(12), in(20);
+  for (size_t i = 0; i < matrix.size(); ++i) matrix[i] = refCast<T>(static_cast<double>(i) + 0.25);
+  for (size_t i = 0; i < in.size(); ++i) in[i] = refCast<T>(1.0 / static_cast<double>(i + 3));
+  const std::vector<int64_t> rows = {2, 0, 2, 2, 1};  // row 2 four times
+  std::vector<int64_t> offsets;
+  for (int64_t row : rows) offsets.push_back(row * 4);
+  auto value = [](const T& element) { return static_cast<float>(refLoad<T>(reinterpret_cast<const char*>(&element))); };
+  std::vector<T> expected = matrix;
+  for (size_t column = 0; column < 4; ++column) {
+    float wide[3];
+    for (size_t row = 0; row < 3; ++row) wide[row] = value(matrix[row * 4 + column]);
+    for (size_t i = 0; i < rows.size(); ++i) {
+      const float added = value(in[i * 4 + column]);
+      wide[rows[i]] = opcode == Opcode::kScatterAdd ? wide[rows[i]] + added : added;
+    }
+    for (size_t row = 0; row < 3; ++row) expected[row * 4 + column] = refCast<T>(wide[row]);
+  }
+  const DType dtype = kernels::dtypeOf<T>();
+  Instruction scatter;
+  scatter.opcode = opcode;
+  scatter.operands = {isa::contiguousOperand(0, dtype, {9, 4}), isa::contiguousOperand(1, dtype, {5, 4}),
+                      isa::contiguousOperand(2, DType::kInt64, {5, 4})};
+  scatter.operands[0].strides = {1, 1};
+  scatter.operands[2].strides = {1, 0};
+  ASSERT_EQ(isa::verifyInstruction(scatter, std::vector<uint64_t>{12 * sizeof(T), 20 * sizeof(T), 40}), "");
+  std::vector<void*> buffers = {matrix.data(), in.data(), offsets.data()};
+  kernels::execute(scatter, buffers);
+  for (size_t i = 0; i < matrix.size(); ++i) {
+    const char* got = reinterpret_cast<const char*>(&matrix[i]);
+    const char* want = reinterpret_cast<const char*>(&expected[i]);
+    EXPECT_TRUE(elementsEqual<T>(got, want)) << "element " << i << ": expected " << elementText<T>(want) << ", got "
+                                             << elementText<T>(got);
+  }
+}
+
+TEST(Scatter, IntoAnOutputThatNamesElementsTwice) {
+  for (Opcode opcode : {Opcode::kScatter, Opcode::kScatterAdd}) {
+    runScatterIntoOffsets<float>(opcode);
+    runScatterIntoOffsets<Half>(opcode);
+    runScatterIntoOffsets<BFloat16>(opcode);
+    runScatterIntoOffsets<int32_t>(opcode);
+  }
+}
+
 // execute() on an index outside [0, extent): std::out_of_range naming the index and the dimension.
-std::string scatterFailure(Opcode opcode, int64_t bad, int64_t count, int64_t at, int64_t extent = 5) {
+std::string scatterFailure(Opcode opcode, int64_t bad, int64_t count, int64_t at, int64_t extent = 5,
+                           bool wrap = false) {
   std::vector<float> in(static_cast<size_t>(count) * 2, 1.0f), out(static_cast<size_t>(extent) * 2);
   std::vector<int64_t> index(static_cast<size_t>(count) * 2, 0);
   index[static_cast<size_t>(at)] = bad;
@@ -1258,6 +1340,7 @@ std::string scatterFailure(Opcode opcode, int64_t bad, int64_t count, int64_t at
   scatter.operands = {isa::contiguousOperand(0, DType::kFloat32, {extent, 2}),
                       isa::contiguousOperand(1, DType::kFloat32, {count, 2}),
                       isa::contiguousOperand(2, DType::kInt64, {count, 2})};
+  scatter.immediates[1] = wrap ? 1 : 0;
   std::vector<void*> buffers = {out.data(), in.data(), index.data()};
   try {
     kernels::execute(scatter, buffers);
@@ -1272,6 +1355,8 @@ TEST(Scatter, AnIndexOutOfBoundsThrows) {
     EXPECT_EQ(scatterFailure(opcode, 5, 3, 4), "index 5 is out of bounds for dimension 0 with size 5");
     EXPECT_EQ(scatterFailure(opcode, -1, 3, 0), "index -1 is out of bounds for dimension 0 with size 5");
     EXPECT_EQ(scatterFailure(opcode, 7, 3, 0, 0), "index 7 is out of bounds for dimension 0 with size 0");
+    EXPECT_EQ(scatterFailure(opcode, -6, 3, 2, 5, true), "index -6 is out of bounds for dimension 0 with size 5");
+    EXPECT_EQ(scatterFailure(opcode, -5, 3, 2, 5, true), "no exception");  // wrap=1: the first row
     // From a chunk on another core: the exception comes back to the caller.
     EXPECT_EQ(scatterFailure(opcode, std::numeric_limits<int64_t>::min(), 200000, 399999),
               "index -9223372036854775808 is out of bounds for dimension 0 with size 5");
