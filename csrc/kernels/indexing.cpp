@@ -14,6 +14,17 @@
 
 namespace pto::kernels {
 
+namespace {
+
+[[noreturn]] void indexOutOfBounds(int64_t at, int dimension, int64_t extent) {
+  char message[160];
+  std::snprintf(message, sizeof message, "index %" PRId64 " is out of bounds for dimension %d with size %" PRId64, at,
+                dimension, extent);
+  throw std::out_of_range(message);
+}
+
+}  // namespace
+
 void executeGather(const isa::Instruction& instruction, std::span<void* const> buffers) {
   const isa::Operand& out = instruction.operands[0];
   const isa::Operand& in = instruction.operands[1];
@@ -27,22 +38,33 @@ void executeGather(const isa::Instruction& instruction, std::span<void* const> b
   const size_t size = isa::dtypeSize(out.dtype);
   const int64_t extent = out.rank > 0 ? in.shape[axis] : 1;
   const int64_t lowest = instruction.immediates[1] != 0 ? -extent : 0;  // wrap=1: negatives count from the end
+  const auto range = static_cast<uint64_t>(extent) - static_cast<uint64_t>(lowest);
   const int64_t axis_stride = out.rank > 0 ? in.strides[axis] * static_cast<int64_t>(size) : 0;
+  // Where the run's index is the same for all its elements (a row of x[index],
+  // index_select, embedding), the whole run is one copy from the row it picks.
+  const bool index_per_run = loop.innerStride(1) == 0;
   // Per element size, so that each copy is one load and one store rather than a call.
   dispatchDType(out.dtype, [&]<typename T>() {
     forEachRow(loop, [&](const std::array<char*, kMaxOperands>& p, int64_t n) {
       const int64_t out_stride = loop.innerStride(0), index_stride = loop.innerStride(1), in_stride = loop.innerStride(2);
-      for (int64_t i = 0; i < n; ++i) {
+      const auto source = [&](const char* index, const char* in) {
         int64_t at = 0;
-        std::memcpy(&at, p[1] + i * index_stride, sizeof at);
-        if (at < lowest || at >= extent) {
-          char message[160];
-          std::snprintf(message, sizeof message,
-                        "index %" PRId64 " is out of bounds for dimension %d with size %" PRId64, at, axis, extent);
-          throw std::out_of_range(message);
+        std::memcpy(&at, index, sizeof at);
+        // at in [lowest, extent), in one unsigned comparison; then negatives (wrap=1) count from the end.
+        if (static_cast<uint64_t>(at) - static_cast<uint64_t>(lowest) >= range) indexOutOfBounds(at, axis, extent);
+        return in + (at + ((at >> 63) & extent)) * axis_stride;
+      };
+      if (index_per_run) {
+        const char* from = source(p[1], p[2]);
+        if (out_stride == sizeof(T) && in_stride == sizeof(T)) {
+          std::memcpy(p[0], from, static_cast<size_t>(n) * sizeof(T));
+        } else {
+          for (int64_t i = 0; i < n; ++i) std::memcpy(p[0] + i * out_stride, from + i * in_stride, sizeof(T));
         }
-        if (at < 0) at += extent;
-        std::memcpy(p[0] + i * out_stride, p[2] + i * in_stride + at * axis_stride, sizeof(T));
+        return;
+      }
+      for (int64_t i = 0; i < n; ++i) {
+        std::memcpy(p[0] + i * out_stride, source(p[1] + i * index_stride, p[2] + i * in_stride), sizeof(T));
       }
     });
   });
@@ -61,12 +83,7 @@ void executeIndexAdd(const isa::Instruction& instruction, std::span<void* const>
   const char* index_base = static_cast<const char*>(buffers[index.buffer]) + index.offset * 8;
   for (int64_t i = 0; i < count; ++i) {
     std::memcpy(&positions[i], index_base + i * index.strides[0] * 8, sizeof(int64_t));
-    if (positions[i] < 0 || positions[i] >= extent) {
-      char message[160];
-      std::snprintf(message, sizeof message, "index %" PRId64 " is out of bounds for dimension %d with size %" PRId64,
-                    positions[i], axis, extent);
-      throw std::out_of_range(message);
-    }
+    if (positions[i] < 0 || positions[i] >= extent) indexOutOfBounds(positions[i], axis, extent);
   }
   isa::Operand out_line = out, in_line = in;
   out_line.shape[axis] = 1;
@@ -143,13 +160,7 @@ void executeWrapIndex(const isa::Instruction& instruction, std::span<void* const
       forEachRow(loop, [&](const std::array<char*, kMaxOperands>& p, int64_t n) {
         for (int64_t i = 0; i < n; ++i) {
           int64_t at = static_cast<int64_t>(load<T>(p[1] + i * loop.innerStride(1)));
-          if (at < -extent || at >= extent) {
-            char message[160];
-            std::snprintf(message, sizeof message,
-                          "index %" PRId64 " is out of bounds for dimension %d with size %" PRId64, at, dimension,
-                          extent);
-            throw std::out_of_range(message);
-          }
+          if (at < -extent || at >= extent) indexOutOfBounds(at, dimension, extent);
           if (at < 0) at += extent;
           std::memcpy(p[0] + i * loop.innerStride(0), &at, sizeof at);
         }

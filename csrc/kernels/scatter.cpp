@@ -1,15 +1,19 @@
 // tscatter and tscatteradd. The loop runs over the positions off the axis (out, in and
 // index seen at in's shape with extent 1 there); each run of positions walks its lines
 // of index and in along the axis, in order, one step for all of them at a time. Runs
-// of positions go to different cores; when positions are too few to keep the cores
-// busy (a 1-D scatter has one), the cores also split out's axis into slices, each
-// reading every index of its positions and writing only those that land in its slice.
-// Either way each element of out is written by one core, in index order: the last
-// write wins and sums are exact and deterministic. float16/bfloat16 sums accumulate
-// in a float32 copy of out and round once at the end, as PyTorch's CPU kernel does.
+// of at least a cache line of positions go to different cores. Where the index is
+// the same for a whole run (index_put's is, for the elements of a row), the cores
+// split out's axis into slices instead, each reading every index and writing the
+// whole rows that land in its slice: one test per row, and no row shared by cores.
+// A 1-D scatter (one line) runs on one core, as PyTorch's CPU kernel does: splitting
+// it would have each core read every index, or sort them first. Each element
+// of out is written by one core, in index order: the last write wins and sums are
+// exact and deterministic. float16/bfloat16 sums accumulate in a float32 copy of out
+// and round once at the end, as PyTorch's CPU kernel does.
 #include <algorithm>
 #include <cinttypes>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <stdexcept>
 #include <vector>
@@ -24,6 +28,8 @@ namespace {
 
 // Index elements per parallel chunk: below this, waking another core costs more than it saves.
 constexpr int64_t kGrain = 32768;
+// Positions per parallel chunk at least: neighbours in one cache line stay on one core.
+constexpr int64_t kLinePositions = 16;
 
 [[noreturn]] void outOfBounds(int64_t at, int axis, int64_t extent) {
   char message[160];
@@ -52,7 +58,7 @@ struct ScatterPlan {
   StridedLoop loop;  // over the positions off the axis: out, in, index
   int axis = 0;
   int64_t count = 1, extent = 1;                       // index entries per line, out's extent on the axis
-  int64_t lowest = 0;                                  // the lowest index: -extent with wrap=1
+  bool wrap = false;                                   // wrap=1: indices from -extent, negatives from the end
   int64_t out_step = 0, in_step = 0, index_step = 0;  // byte strides along the axis
 };
 
@@ -71,31 +77,64 @@ ScatterPlan makePlan(const isa::Operand& out, const isa::Operand& in, const isa:
     plan.index_step = index.strides[plan.axis] * static_cast<int64_t>(sizeof(int64_t));
     out_line.shape[plan.axis] = in_line.shape[plan.axis] = index_line.shape[plan.axis] = 1;
   }
-  if (immediates[1] != 0) plan.lowest = -plan.extent;
+  plan.wrap = immediates[1] != 0;
   const isa::Operand operands[] = {out_line, in_line, index_line};
   plan.loop = makeLoop(operands, buffers);
   return plan;
 }
 
-// Runs of positions from `p` on, `n` long: apply(&out[at], &in[i]) for at = index[i] in [low, high).
-template <typename Apply>
+// Runs of positions from `p` on, `n` long: apply(&out[at], &in[i]) for at = index[i];
+// where the index is the same along the run, only for at in [low, high) (a slice).
+template <bool kWrap, typename Apply>
 void scatterRun(const ScatterPlan& plan, const std::array<char*, kMaxOperands>& p, int64_t n, int64_t low,
                 int64_t high, const Apply& apply) {
   // Locals, not plan's fields: the stores through char* could alias those, and the loop would reload them.
   const int64_t out_stride = plan.loop.innerStride(0), in_stride = plan.loop.innerStride(1);
   const int64_t index_stride = plan.loop.innerStride(2);
-  const int64_t count = plan.count, extent = plan.extent, lowest = plan.lowest, out_step = plan.out_step;
+  const int64_t count = plan.count, extent = plan.extent, out_step = plan.out_step;
   const int64_t in_step = plan.in_step, index_step = plan.index_step;
-  char* const out = p[0];
-  for (int64_t i = 0; i < count; ++i) {
-    const char* index = p[2] + i * index_step;
-    const char* in = p[1] + i * in_step;
+  const auto position = [&](const char* index) {
+    int64_t at = 0;
+    std::memcpy(&at, index, sizeof at);
+    if constexpr (kWrap) {  // at in [-extent, extent), in one unsigned comparison; negatives count from the end
+      if (static_cast<uint64_t>(at) + static_cast<uint64_t>(extent) >= 2 * static_cast<uint64_t>(extent)) {
+        outOfBounds(at, plan.axis, extent);
+      }
+      return at + ((at >> 63) & extent);
+    } else {
+      if (static_cast<uint64_t>(at) >= static_cast<uint64_t>(extent)) outOfBounds(at, plan.axis, extent);
+      return at;
+    }
+  };
+  const char* index = p[2];
+  const char* in = p[1];
+  if (n == 1) {  // one position (a 1-D scatter): a single loop along the axis
+    for (int64_t i = 0; i < count; ++i, index += index_step, in += in_step) apply(p[0] + position(index) * out_step, in);
+    return;
+  }
+  if (index_stride == 0) {  // one index for the run (index_put's rows): one test, then the run
+    for (int64_t i = 0; i < count; ++i, index += index_step, in += in_step) {
+      const int64_t at = position(index);
+      if (at < low || at >= high) continue;
+      char* const out = p[0] + at * out_step;
+      for (int64_t e = 0; e < n; ++e) apply(out + e * out_stride, in + e * in_stride);
+    }
+    return;
+  }
+  if (std::abs(index_step) < std::abs(index_stride)) {  // the axis is the nearer in memory: each line in turn
     for (int64_t e = 0; e < n; ++e) {
-      int64_t at = 0;
-      std::memcpy(&at, index + e * index_stride, sizeof at);
-      if (at < lowest || at >= extent) outOfBounds(at, plan.axis, extent);
-      if (at < 0) at += extent;
-      if (at >= low && at < high) apply(out + e * out_stride + at * out_step, in + e * in_stride);
+      const char* line_index = p[2] + e * index_stride;
+      const char* line_in = p[1] + e * in_stride;
+      char* const line_out = p[0] + e * out_stride;
+      for (int64_t i = 0; i < count; ++i, line_index += index_step, line_in += in_step) {
+        apply(line_out + position(line_index) * out_step, line_in);
+      }
+    }
+    return;
+  }
+  for (int64_t i = 0; i < count; ++i, index += index_step, in += in_step) {  // a step of every line at a time
+    for (int64_t e = 0; e < n; ++e) {
+      apply(p[0] + e * out_stride + position(index + e * index_stride) * out_step, in + e * in_stride);
     }
   }
 }
@@ -104,17 +143,19 @@ template <typename Apply>
 void scatter(const ScatterPlan& plan, const Apply& apply) {
   const int64_t positions = plan.loop.numel();
   const auto cores = static_cast<int64_t>(rt::sim::parallelism());
-  const int64_t slices = positions >= cores || positions * plan.count < 2 * kGrain
-                             ? 1 : std::min(plan.extent, (cores + positions - 1) / positions);
+  const bool index_per_run = plan.loop.rank > 0 && plan.loop.innerStride(2) == 0 && positions >= kLinePositions;
+  const int64_t slices = index_per_run && positions * plan.count >= 2 * kGrain ? std::min(plan.extent, cores) : 1;
+  const int64_t grain = std::max(kLinePositions, kGrain / plan.count);
   // Work item k is position k % positions of slice k / positions.
-  rt::sim::parallelFor(static_cast<size_t>(positions * slices),
-                       static_cast<size_t>(std::max<int64_t>(1, kGrain / plan.count)), [&](size_t begin, size_t end) {
+  rt::sim::parallelFor(static_cast<size_t>(positions * slices), static_cast<size_t>(slices > 1 ? positions : grain),
+                       [&](size_t begin, size_t end) {
     for (auto item = static_cast<int64_t>(begin); item < static_cast<int64_t>(end);) {
       const int64_t slice = item / positions, first = item % positions;
       const int64_t last = std::min(positions, first + static_cast<int64_t>(end) - item);
       const int64_t low = slice * plan.extent / slices, high = (slice + 1) * plan.extent / slices;
       forEachRowIn(plan.loop, first, last, [&](const std::array<char*, kMaxOperands>& p, int64_t n) {
-        scatterRun(plan, p, n, low, high, apply);
+        if (plan.wrap) scatterRun<true>(plan, p, n, low, high, apply);
+        else scatterRun<false>(plan, p, n, low, high, apply);
       });
       item += last - first;
     }

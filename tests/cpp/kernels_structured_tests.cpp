@@ -1250,13 +1250,17 @@ TEST(Scatter, EachAxisDTypeAndLayout) {
   }
 }
 
+// Many positions split over the cores; a 1-D scatter runs in one loop.
 TEST(Scatter, LargeParallel) {
   for (Opcode opcode : {Opcode::kScatter, Opcode::kScatterAdd}) {
     runScatter<float>(opcode, {{700, 500}, {600, 500}, 0, L::kTransposed}, 90);        // many positions
     runScatter<int32_t>(opcode, {{500, 70}, {500, 700}, 1, L::kContiguous, L::kPadded}, 91);  // many duplicates
-    runScatter<float>(opcode, {{100000}, {300000}, 0}, 92);                           // one position: slices of out
+    runScatter<float>(opcode, {{100000}, {300000}, 0}, 92);                           // one position
     runScatter<Half>(opcode, {{3, 50000}, {3, 70000}, 1, L::kPadded, L::kReversed}, 93);
     runScatter<double>(opcode, {{100000}, {300000}, 0, L::kReversed, L::kContiguous, L::kContiguous, true}, 94);
+    // One index per row of 20 (index_put's form): the cores take slices of out's rows.
+    runScatter<float>(opcode, {{1000, 20}, {5000, 20}, 0, L::kContiguous, L::kPadded, L::kBroadcastInner}, 95);
+    runScatter<BFloat16>(opcode, {{1000, 20}, {5000, 20}, 0, L::kTransposed, L::kContiguous, L::kBroadcastInner}, 96);
   }
 }
 
@@ -1331,15 +1335,15 @@ TEST(Scatter, IntoAnOutputThatNamesElementsTwice) {
 
 // execute() on an index outside [0, extent): std::out_of_range naming the index and the dimension.
 std::string scatterFailure(Opcode opcode, int64_t bad, int64_t count, int64_t at, int64_t extent = 5,
-                           bool wrap = false) {
-  std::vector<float> in(static_cast<size_t>(count) * 2, 1.0f), out(static_cast<size_t>(extent) * 2);
-  std::vector<int64_t> index(static_cast<size_t>(count) * 2, 0);
+                           bool wrap = false, int64_t width = 2) {
+  std::vector<float> in(static_cast<size_t>(count * width), 1.0f), out(static_cast<size_t>(extent * width));
+  std::vector<int64_t> index(static_cast<size_t>(count * width), 0);
   index[static_cast<size_t>(at)] = bad;
   Instruction scatter;
   scatter.opcode = opcode;
-  scatter.operands = {isa::contiguousOperand(0, DType::kFloat32, {extent, 2}),
-                      isa::contiguousOperand(1, DType::kFloat32, {count, 2}),
-                      isa::contiguousOperand(2, DType::kInt64, {count, 2})};
+  scatter.operands = {isa::contiguousOperand(0, DType::kFloat32, {extent, width}),
+                      isa::contiguousOperand(1, DType::kFloat32, {count, width}),
+                      isa::contiguousOperand(2, DType::kInt64, {count, width})};
   scatter.immediates[1] = wrap ? 1 : 0;
   std::vector<void*> buffers = {out.data(), in.data(), index.data()};
   try {
@@ -1357,9 +1361,11 @@ TEST(Scatter, AnIndexOutOfBoundsThrows) {
     EXPECT_EQ(scatterFailure(opcode, 7, 3, 0, 0), "index 7 is out of bounds for dimension 0 with size 0");
     EXPECT_EQ(scatterFailure(opcode, -6, 3, 2, 5, true), "index -6 is out of bounds for dimension 0 with size 5");
     EXPECT_EQ(scatterFailure(opcode, -5, 3, 2, 5, true), "no exception");  // wrap=1: the first row
-    // From a chunk on another core: the exception comes back to the caller.
     EXPECT_EQ(scatterFailure(opcode, std::numeric_limits<int64_t>::min(), 200000, 399999),
               "index -9223372036854775808 is out of bounds for dimension 0 with size 5");
+    // From a chunk on another core (64 positions): the exception comes back to the caller.
+    EXPECT_EQ(scatterFailure(opcode, 5, 4000, 4000 * 64 - 1, 5, false, 64),
+              "index 5 is out of bounds for dimension 0 with size 5");
   }
 }
 
