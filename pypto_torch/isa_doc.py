@@ -98,12 +98,13 @@ GROUPS = {
     "Scan": "Inclusive scans along dimension `axis` (torch.cumsum, torch.cumprod), accumulating as "
             "PyTorch's CPU does: float32 and float64 in double, float16/bfloat16 in float, integers in "
             "64 bits, wrapping.",
-    "ScatterElements": "The mirror of Gather: `out[..., index[i...], ...] = in[i...]` (`tscatter`) or `+=` "
-                       "(`tscatteradd`) along dimension `axis` (torch.scatter_, torch.scatter_add_), in place; "
-                       "the i64 index has in's shape, out covers it off the axis. Each element of out is "
-                       "written by one core, in index order: the last write wins, sums are deterministic; "
-                       "an index out of range fails the kernel at the next sync. With `wrap=1`, negative "
-                       "indices count from the end (x[index] = in).",
+    "ScatterElements": "The mirror of Gather: `out[..., index[i...], ...] = in[i...]` (`tscatter`), or "
+                       "combined with it by `+` (`tscatteradd`), `*` (`tscattermul`), max or min "
+                       "(`tscattermax`, `tscattermin`: NaN wins) along dimension `axis` (torch.scatter_, "
+                       "scatter_add_, scatter_reduce_), in place; the i64 index has in's shape, out covers "
+                       "it off the axis. Each element of out is written by one core, in index order: the "
+                       "last write wins, sums are deterministic; an index out of range fails the kernel at "
+                       "the next sync. With `wrap=1`, negative indices count from the end (x[index] = in).",
     "WrapIndex": "`out = in < 0 ? in + extent : in` as i64 for an integer index in `[-extent, extent)` "
                  "(advanced indexing `x[index]`); any other index fails the kernel at the next sync, "
                  "naming it, `dimension` and `extent`.",

@@ -8,8 +8,8 @@
 // A 1-D scatter (one line) runs on one core, as PyTorch's CPU kernel does: splitting
 // it would have each core read every index, or sort them first. Each element
 // of out is written by one core, in index order: the last write wins and sums are
-// exact and deterministic. float16/bfloat16 sums accumulate in a float32 copy of out
-// and round once at the end, as PyTorch's CPU kernel does.
+// exact and deterministic. float16/bfloat16 sums and products accumulate in a float32
+// copy of out and round once at the end, as PyTorch's CPU kernel does.
 #include <algorithm>
 #include <cinttypes>
 #include <cstdio>
@@ -38,19 +38,39 @@ constexpr int64_t kLinePositions = 16;
   throw std::out_of_range(message);
 }
 
-// out = in (tscatter) or out += in (tscatteradd), out held as Out and in as In.
-template <typename Out, typename In, bool kAdd>
+// How an instruction combines in[i] into out[at].
+enum class Combine { kAssign, kAdd, kMul, kMax, kMin };
+
+Combine combineOf(isa::Opcode opcode) {
+  switch (opcode) {
+    case isa::Opcode::kScatterAdd: return Combine::kAdd;
+    case isa::Opcode::kScatterMul: return Combine::kMul;
+    case isa::Opcode::kScatterMax: return Combine::kMax;
+    case isa::Opcode::kScatterMin: return Combine::kMin;
+    default: return Combine::kAssign;
+  }
+}
+
+// out (op)= in, out held as Out and in as In: integers wrap, bools or (sum, max) and and
+// (product, min), and max/min take a NaN from either side, as PyTorch's CPU kernels do.
+template <typename Out, typename In, Combine kOp>
 void combine(char* slot, const char* source) {
   using C = ComputeType<Out>;
-  if constexpr (!kAdd) {
+  if constexpr (kOp == Combine::kAssign) {
     std::memcpy(slot, source, sizeof(Out));
   } else if constexpr (std::is_same_v<Out, bool>) {
-    store<Out>(slot, load<Out>(slot) || load<In>(source));  // torch's bool sum: or
+    const bool a = load<Out>(slot), b = load<In>(source);
+    store<Out>(slot, kOp == Combine::kAdd || kOp == Combine::kMax ? a || b : a && b);
+  } else if constexpr (kOp == Combine::kMax || kOp == Combine::kMin) {
+    const C a = load<Out>(slot), b = load<In>(source);
+    if (b != b || (kOp == Combine::kMax ? a < b : b < a)) store<Out>(slot, b);  // a NaN a stays
   } else if constexpr (std::is_floating_point_v<C>) {
-    store<Out>(slot, load<Out>(slot) + load<In>(source));
+    const C a = load<Out>(slot), b = load<In>(source);
+    store<Out>(slot, kOp == Combine::kAdd ? a + b : a * b);
   } else {
-    using U = std::make_unsigned_t<C>;  // integers wrap
-    store<Out>(slot, static_cast<C>(static_cast<U>(load<Out>(slot)) + static_cast<U>(load<In>(source))));
+    // Integers wrap: computed in uint64_t, where no promotion to int can overflow.
+    const auto a = static_cast<uint64_t>(load<Out>(slot)), b = static_cast<uint64_t>(load<In>(source));
+    store<Out>(slot, static_cast<C>(static_cast<std::make_unsigned_t<C>>(kOp == Combine::kAdd ? a + b : a * b)));
   }
 }
 
@@ -162,12 +182,12 @@ void scatter(const ScatterPlan& plan, const Apply& apply) {
   });
 }
 
-// tscatteradd of float16/bfloat16 T: out widened into a float32 copy, the sums made
-// there, and the elements that received any rounded back once. Only those are written
-// back: out may view one element more than once (index_put's folded view does), and
-// an untouched alias must not undo a sum.
-template <typename T>
-void scatterAddWide(const isa::Instruction& instruction, std::span<void* const> buffers) {
+// A sum or product of float16/bfloat16 T: out widened into a float32 copy, the
+// combining done there, and the elements that received any rounded back once. Only
+// those are written back: out may view one element more than once (index_put's
+// folded view does), and an untouched alias must not undo a sum.
+template <typename T, Combine kOp>
+void scatterWide(const isa::Instruction& instruction, std::span<void* const> buffers) {
   const isa::Operand& out = instruction.operands[0];
   std::vector<float> wide(static_cast<size_t>(out.numel()));
   std::vector<char> touched(wide.size(), 0);
@@ -188,7 +208,7 @@ void scatterAddWide(const isa::Instruction& instruction, std::span<void* const> 
   });
   const isa::Instruction& in = instruction;
   scatter(makePlan(wide_out, in.operands[1], in.operands[2], in.immediates, all), [&](char* slot, const char* source) {
-    combine<float, T, true>(slot, source);
+    combine<float, T, kOp>(slot, source);
     touched[static_cast<size_t>(slot - wide_base) / sizeof(float)] = 1;
   });
   const isa::Operand back[] = {out, wide_out};
@@ -215,15 +235,24 @@ void executeScatterElements(const isa::Instruction& instruction, std::span<void*
     std::memcpy(&at, static_cast<const char*>(buffers[index.buffer]) + index.offset * 8, sizeof at);
     outOfBounds(at, static_cast<int>(instruction.immediates[0]), 0);
   }
-  const bool add = instruction.opcode == isa::Opcode::kScatterAdd;
-  dispatchDType(out.dtype, [&]<typename T>() {
-    if constexpr (std::is_same_v<T, Half> || std::is_same_v<T, BFloat16>) {
-      if (add) return scatterAddWide<T>(instruction, buffers);
-    }
-    const ScatterPlan plan = makePlan(out, in, index, instruction.immediates, buffers);
-    if (add) scatter(plan, [](char* slot, const char* source) { combine<T, T, true>(slot, source); });
-    else scatter(plan, [](char* slot, const char* source) { combine<T, T, false>(slot, source); });
-  });
+  const auto run = [&]<Combine kOp>() {
+    dispatchDType(out.dtype, [&]<typename T>() {
+      if constexpr ((std::is_same_v<T, Half> || std::is_same_v<T, BFloat16>) &&
+                    (kOp == Combine::kAdd || kOp == Combine::kMul)) {
+        scatterWide<T, kOp>(instruction, buffers);
+      } else {
+        scatter(makePlan(out, in, index, instruction.immediates, buffers),
+                [](char* slot, const char* source) { combine<T, T, kOp>(slot, source); });
+      }
+    });
+  };
+  switch (combineOf(instruction.opcode)) {
+    case Combine::kAssign: return run.template operator()<Combine::kAssign>();
+    case Combine::kAdd: return run.template operator()<Combine::kAdd>();
+    case Combine::kMul: return run.template operator()<Combine::kMul>();
+    case Combine::kMax: return run.template operator()<Combine::kMax>();
+    case Combine::kMin: return run.template operator()<Combine::kMin>();
+  }
 }
 
 }  // namespace pto::kernels

@@ -794,7 +794,8 @@ TEST(Verifier, RejectsABadScatter) {
   auto scatter = [](Opcode opcode, Operand o, Operand i, Operand x, double axis) {
     return makeProgram({1024, 1024, 1024}, {makeInstruction(opcode, {o, i, x}, axis)});
   };
-  for (Opcode opcode : {Opcode::kScatter, Opcode::kScatterAdd}) {
+  for (Opcode opcode : {Opcode::kScatter, Opcode::kScatterAdd, Opcode::kScatterMul, Opcode::kScatterMax,
+                        Opcode::kScatterMin}) {
     const std::string_view name = info(opcode).name;
     EXPECT_EQ(verify(scatter(opcode, out, in, index, 0)), "");
     // Along the axis the input may be longer than the output; off it, no larger.

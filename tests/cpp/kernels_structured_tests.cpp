@@ -1148,14 +1148,20 @@ struct ScatterCase {
   bool wrap = false;  // negative indices count from the end
 };
 
+constexpr Opcode kScatterOpcodes[] = {Opcode::kScatter, Opcode::kScatterAdd, Opcode::kScatterMul, Opcode::kScatterMax,
+                                      Opcode::kScatterMin};
+
 // The reference: every element of in, in row-major order, into out in place. Along
-// the axis that is index order, so the last write wins and each sum runs in order,
-// as PyTorch's CPU kernel does: in T (integers wrap, bools or), but float16/bfloat16
-// in float32, rounded once at the end.
+// the axis that is index order, so the last write wins and sums and products run in
+// order, as PyTorch's CPU kernels do: in T (integers wrap; bools or for sums and
+// maxima, and for products and minima), but float16/bfloat16 sums and products in
+// float32, rounded once at the end. Maxima and minima take a NaN from either side.
 template <typename T>
-void referenceScatter(bool add, const ScatterCase& c, std::vector<Bytes>& memory, const Operand& out,
+void referenceScatter(Opcode opcode, const ScatterCase& c, std::vector<Bytes>& memory, const Operand& out,
                       const Operand& in, const Operand& index) {
   std::map<int64_t, float> wide;  // the float32 sums of float16/bfloat16, by output element
+  const bool add = opcode == Opcode::kScatterAdd;
+  const bool extreme = opcode == Opcode::kScatterMax || opcode == Opcode::kScatterMin;
   forEachIndex(in, [&](const Index& at) {
     Index target = at;
     if (!c.in_shape.empty()) {
@@ -1164,18 +1170,23 @@ void referenceScatter(bool add, const ScatterCase& c, std::vector<Bytes>& memory
     }
     char* slot = elementAt(memory[0], out, target);
     const char* source = elementAt(memory[1], in, at);
-    if (!add) {
+    const auto a = refLoad<T>(slot), b = refLoad<T>(source);
+    if (opcode == Opcode::kScatter) {
       std::memcpy(slot, source, sizeof(T));
+    } else if constexpr (std::is_same_v<T, bool>) {
+      refStore<T>(slot, add || opcode == Opcode::kScatterMax ? a || b : a && b);
+    } else if (extreme) {
+      const bool take = b != b || (opcode == Opcode::kScatterMax ? a < b : b < a);
+      if (take) std::memcpy(slot, source, sizeof(T));
     } else if constexpr (std::is_same_v<T, Half> || std::is_same_v<T, BFloat16>) {
-      const auto sum = wide.try_emplace(elementOf(out, target), refLoad<T>(slot)).first;
-      sum->second += refLoad<T>(source);
+      const auto sum = wide.try_emplace(elementOf(out, target), a).first;
+      sum->second = add ? sum->second + b : sum->second * b;
       refStore<T>(slot, sum->second);
-    } else if constexpr (std::is_integral_v<T> && !std::is_same_v<T, bool>) {
-      const uint64_t sum = static_cast<uint64_t>(static_cast<int64_t>(refLoad<T>(slot))) +
-                           static_cast<uint64_t>(static_cast<int64_t>(refLoad<T>(source)));
-      refStore<T>(slot, static_cast<int64_t>(sum));
+    } else if constexpr (std::is_integral_v<T>) {
+      const auto x = static_cast<uint64_t>(static_cast<int64_t>(a)), y = static_cast<uint64_t>(static_cast<int64_t>(b));
+      refStore<T>(slot, static_cast<int64_t>(add ? x + y : x * y));
     } else {
-      refStore<T>(slot, refLoad<T>(slot) + refLoad<T>(source));
+      refStore<T>(slot, add ? a + b : a * b);
     }
   });
 }
@@ -1199,7 +1210,7 @@ void runScatter(Opcode opcode, const ScatterCase& c, uint64_t seed) {
     return c.wrap ? static_cast<int64_t>(rng() % (2 * extent)) - extent : static_cast<int64_t>(rng() % extent);
   });
   std::vector<Bytes> expected = memory;
-  referenceScatter<T>(opcode == Opcode::kScatterAdd, c, expected, out, in, index);
+  referenceScatter<T>(opcode, c, expected, out, in, index);
 
   Instruction instruction;
   instruction.opcode = opcode;
@@ -1225,7 +1236,7 @@ TEST(Scatter, EachAxisDTypeAndLayout) {
       {{5, 6, 7}, {3, 10, 5}, 1, L::kTransposed, L::kReversed, L::kPadded},
       {{5, 6, 7}, {2, 6, 3}, 2, L::kPadded, L::kTransposed, L::kReversedInner},
       {{5, 6, 7}, {5, 6, 7}, 2, L::kReversed, L::kBroadcastOuter, L::kTransposed},
-      {{5, 6, 7}, {5, 6, 9}, 2, L::kContiguous, L::kContiguous, L::kBroadcastInner},  // one index per line: the last wins
+      {{5, 6, 7}, {5, 6, 9}, 2, L::kContiguous, L::kContiguous, L::kBroadcastInner},  // one index a line: the last wins
       {{9, 2}, {6, 2}, 0, L::kContiguous, L::kBroadcastInner, L::kBroadcastOuter},     // a repeated input and index
       {{4}, {25}, 0, L::kReversed},                                                   // many duplicates
       {{}, {}, 0},                                                                    // a scalar: index 0
@@ -1237,7 +1248,7 @@ TEST(Scatter, EachAxisDTypeAndLayout) {
   };
   uint64_t seed = 6000;
   for (const ScatterCase& c : cases) {
-    for (Opcode opcode : {Opcode::kScatter, Opcode::kScatterAdd}) {
+    for (Opcode opcode : kScatterOpcodes) {
       runScatter<float>(opcode, c, seed++);
       runScatter<double>(opcode, c, seed++);
       runScatter<Half>(opcode, c, seed++);
@@ -1252,7 +1263,7 @@ TEST(Scatter, EachAxisDTypeAndLayout) {
 
 // Many positions split over the cores; a 1-D scatter runs in one loop.
 TEST(Scatter, LargeParallel) {
-  for (Opcode opcode : {Opcode::kScatter, Opcode::kScatterAdd}) {
+  for (Opcode opcode : kScatterOpcodes) {
     runScatter<float>(opcode, {{700, 500}, {600, 500}, 0, L::kTransposed}, 90);        // many positions
     runScatter<int32_t>(opcode, {{500, 70}, {500, 700}, 1, L::kContiguous, L::kPadded}, 91);  // many duplicates
     runScatter<float>(opcode, {{100000}, {300000}, 0}, 92);                           // one position
@@ -1269,7 +1280,8 @@ TEST(Scatter, KnownValues) {
   const std::vector<float> src = {1, 2, 3, 4, 5, 6};    // [2, 3]
   const std::vector<int64_t> index = {1, 3, 1, 0, 2, 3};  // [2, 3]
   Instruction scatter;
-  scatter.operands = {isa::contiguousOperand(0, DType::kFloat32, {2, 4}), isa::contiguousOperand(1, DType::kFloat32, {2, 3}),
+  scatter.operands = {isa::contiguousOperand(0, DType::kFloat32, {2, 4}),
+                      isa::contiguousOperand(1, DType::kFloat32, {2, 3}),
                       isa::contiguousOperand(2, DType::kInt64, {2, 3})};
   scatter.immediates[0] = 1;
   for (Opcode opcode : {Opcode::kScatter, Opcode::kScatterAdd}) {
@@ -1450,7 +1462,8 @@ void runNonzero(const std::vector<int64_t>& shape, Layout layout, uint64_t seed)
   });
   const auto rank = static_cast<int64_t>(shape.size());
   int64_t out_elements = 0;
-  const Operand out = view(0, DType::kInt64, {rows, rank}, {1, std::max<int64_t>(rows, 1)}, 1, &out_elements);  // column-major
+  // Column-major, one element in.
+  const Operand out = view(0, DType::kInt64, {rows, rank}, {1, std::max<int64_t>(rows, 1)}, 1, &out_elements);
   std::vector<Bytes> memory = {bufferFor(out, out_elements), input};
   Instruction instruction;
   instruction.opcode = Opcode::kNonzero;
