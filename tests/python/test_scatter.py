@@ -1,4 +1,4 @@
-"""Scatter and advanced indexing on pto: scatter / scatter_add (all forms), x[indices]
+"""Scatter and advanced indexing on pto: scatter / scatter_add / scatter_reduce (all forms), x[indices]
 (index.Tensor: integer and boolean indices, broadcast, non-adjacent indices moved to the
 front), x[indices] = values (index_put_, with accumulate), nonzero, one_hot and the
 index's gradient run natively; an index out of range raises at the next synchronising
@@ -15,7 +15,7 @@ from opinfo_sweep import ONE_ULP, opinfo_tests
 
 NAMES = {"scatter", "scatter_add", "index_put", "__getitem__", "take_along_dim", "nn.functional.one_hot",
          "nonzero", "argwhere"}
-OPS = [op for op in op_db if op.name in NAMES and op.variant_test_name == ""]
+OPS = [op for op in op_db if (op.name in NAMES and op.variant_test_name == "") or op.name == "scatter_reduce"]
 DTYPES = [torch.float32, torch.float16, torch.bfloat16, torch.int64, torch.bool]
 
 # Scatter and indexing move elements without arithmetic, and sums of duplicates add
@@ -57,6 +57,22 @@ def test_scatter_forms(dim, dtype):
     value = True if dtype == torch.bool else 3
     assert_close(assert_native(lambda: self_p.scatter(dim, index_p, value)).cpu(), self.scatter(dim, index, value))
     assert_close(assert_native(lambda: self_p.scatter(dim, index_p.int(), src_p)).cpu(), self.scatter(dim, index, src))
+
+
+@pytest.mark.parametrize("include_self", [True, False])
+@pytest.mark.parametrize("reduce", ["sum", "prod", "mean", "amax", "amin"])
+def test_scatter_reduce(reduce, include_self):
+    self = torch.randn(4, 6)
+    src = torch.randn(5, 6)
+    src[1, 2] = float("nan")                              # amax / amin: NaN wins
+    index = torch.randint(0, 4, (5, 6))
+    expected = self.scatter_reduce(0, index, src, reduce, include_self=include_self)
+    actual = assert_native(lambda: self.to("pto").scatter_reduce(0, *pto(index, src), reduce, include_self=include_self))
+    assert_close(actual.cpu(), expected, equal_nan=True)
+    for old_style in ("add", "multiply"):
+        expected = self.scatter(0, index, src, reduce=old_style)
+        assert_close(assert_native(lambda: self.to("pto").scatter(0, *pto(index, src), reduce=old_style)).cpu(),
+                     expected, equal_nan=True)
 
 
 def test_scatter_of_strided_broadcast_and_scalar_operands():

@@ -20,7 +20,7 @@ namespace {
 // Launches tgather when torch's own rules hold; false sends the op to the CPU,
 // which raises PyTorch's message for what does not.
 bool gatherInto(const at::Tensor& out, const at::Tensor& self, int64_t dim, const at::Tensor& index) {
-  if (index.scalar_type() != at::kLong || self.dim() != index.dim() || self.dim() == 0 ||
+  if (index.scalar_type() != at::kLong || self.dim() != index.dim() ||
       out.scalar_type() != self.scalar_type() || !accepts(isa::Opcode::kGather, self.scalar_type()) ||
       index.device() != self.device() || out.device() != self.device()) {
     return false;

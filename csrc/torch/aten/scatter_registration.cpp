@@ -1,6 +1,7 @@
-// Scatter and advanced indexing on pto. scatter and scatter_add are one tscatter /
-// tscatteradd (their functional and in-place forms reach the out= kernels here
-// through torch's composites, after its shape checks). x[indices] is one tgather and
+// Scatter and advanced indexing on pto. scatter, scatter_add and scatter_reduce are
+// one tscatter / tscatteradd / tscattermul / tscattermax / tscattermin (their
+// functional and in-place forms reach the out= kernels here through torch's
+// composites, after its shape checks). x[indices] is one tgather and
 // x[indices] = values (index_put_) one tscatter / tscatteradd, along the indexed
 // dimension, or over the element offsets of several (see AdvancedIndex). Boolean
 // masks become indices through tnonzero, whose row count is read on the host: a
@@ -85,6 +86,64 @@ at::Tensor& scatterAddOut(const at::Tensor& self, int64_t dim, const at::Tensor&
                           at::Tensor& out) {
   if (!scatterInto(isa::Opcode::kScatterAdd, out, self, dim, index, src)) {
     Fallback<ATEN_OP2(scatter_add, out)>::call(self, dim, index, src, out);
+  }
+  return out;
+}
+
+// scatter's reduce= form: "add" or "multiply".
+std::optional<isa::Opcode> scatterReduction(c10::string_view reduce) {
+  if (reduce == "add") return isa::Opcode::kScatterAdd;
+  if (reduce == "multiply") return isa::Opcode::kScatterMul;
+  return std::nullopt;
+}
+
+at::Tensor& scatterReduceOut(const at::Tensor& self, int64_t dim, const at::Tensor& index, const at::Tensor& src,
+                             c10::string_view reduce, at::Tensor& out) {
+  const std::optional<isa::Opcode> opcode = scatterReduction(reduce);
+  if (!opcode || !scatterInto(*opcode, out, self, dim, index, src)) {
+    Fallback<ATEN_OP2(scatter, reduce_out)>::call(self, dim, index, src, reduce, out);
+  }
+  return out;
+}
+
+at::Tensor& scatterValueReduceOut(const at::Tensor& self, int64_t dim, const at::Tensor& index,
+                                  const at::Scalar& value, c10::string_view reduce, at::Tensor& out) {
+  const std::optional<isa::Opcode> opcode = scatterReduction(reduce);
+  const at::Tensor values = at::scalar_tensor(value, self.options()).expand(index.sizes());
+  if (!opcode || !scatterInto(*opcode, out, self, dim, index, values)) {
+    Fallback<ATEN_OP2(scatter, value_reduce_out)>::call(self, dim, index, value, reduce, out);
+  }
+  return out;
+}
+
+// scatter_reduce: one tscatteradd / tscattermul / tscattermax / tscattermin. Without
+// self, the positions scattered to first take 0 (sum, mean), 1 (prod) or one of
+// their values (amax, amin, which may see it twice). A mean divides the sum by the
+// count of values, self counting as one, as torch does; integer means, which torch
+// rounds down, stay on the CPU.
+at::Tensor& scatterReduceTwoOut(const at::Tensor& self, int64_t dim, const at::Tensor& index, const at::Tensor& src,
+                                c10::string_view reduce, bool include_self, at::Tensor& out) {
+  const bool mean = reduce == "mean", extreme = reduce == "amax" || reduce == "amin";
+  const std::optional<isa::Opcode> opcode =
+      reduce == "sum" || mean ? std::optional(isa::Opcode::kScatterAdd)
+      : reduce == "prod"      ? std::optional(isa::Opcode::kScatterMul)
+      : reduce == "amax"      ? std::optional(isa::Opcode::kScatterMax)
+      : reduce == "amin"      ? std::optional(isa::Opcode::kScatterMin)
+                              : std::nullopt;
+  const bool native =
+      opcode && (!mean || at::isFloatingType(self.scalar_type())) &&
+      (include_self ? scatterInto(*opcode, out, self, dim, index, src)
+       : extreme    ? scatterInto(isa::Opcode::kScatter, out, self, dim, index, src)
+                    : scatterInto(isa::Opcode::kScatter, out, self, dim, index,
+                                  at::scalar_tensor(reduce == "prod" ? 1 : 0, self.options()).expand(index.sizes())));
+  if (!native) {
+    return Fallback<ATEN_OP2(scatter_reduce, two_out)>::call(self, dim, index, src, reduce, include_self, out);
+  }
+  if (!include_self) scatterInto(*opcode, out, out, dim, index, src);
+  if (mean) {
+    at::Tensor counts = at::full(self.sizes(), include_self ? 1 : 0, self.options());
+    scatterInto(isa::Opcode::kScatterAdd, counts, counts, dim, index, at::ones({}, src.options()).expand(index.sizes()));
+    out.div_(counts.clamp_min(1));
   }
   return out;
 }
@@ -284,6 +343,9 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("scatter.src_out", TORCH_FN(scatterSrcOut));
   m.impl("scatter.value_out", TORCH_FN(scatterValueOut));
   m.impl("scatter_add.out", TORCH_FN(scatterAddOut));
+  m.impl("scatter.reduce_out", TORCH_FN(scatterReduceOut));
+  m.impl("scatter.value_reduce_out", TORCH_FN(scatterValueReduceOut));
+  m.impl("scatter_reduce.two_out", TORCH_FN(scatterReduceTwoOut));
   m.impl("index.Tensor", TORCH_FN(indexGather));
   m.impl("index.Tensor_out", TORCH_FN(indexOut));
   m.impl("_index_put_impl_", TORCH_FN(indexPut));
