@@ -1,7 +1,7 @@
 """Scatter and advanced indexing on pto: scatter / scatter_add / scatter_reduce (all forms), x[indices]
 (index.Tensor: integer and boolean indices, broadcast, non-adjacent indices moved to the
-front), x[indices] = values (index_put_, with accumulate), nonzero, one_hot and the
-index's gradient run natively; an index out of range raises at the next synchronising
+front), x[indices] = values (index_put_, with accumulate), take / put_, nonzero, one_hot
+and the index's gradient run natively; an index out of range raises at the next synchronising
 call, naming the instruction, and the device stays usable."""
 
 import pytest
@@ -13,8 +13,8 @@ from torch.testing._internal.common_methods_invocations import op_db
 import pypto_torch
 from opinfo_sweep import ONE_ULP, opinfo_tests
 
-NAMES = {"scatter", "scatter_add", "index_put", "__getitem__", "take_along_dim", "nn.functional.one_hot",
-         "nonzero", "argwhere"}
+NAMES = {"scatter", "scatter_add", "index_put", "__getitem__", "take", "put", "take_along_dim",
+         "nn.functional.one_hot", "nonzero", "argwhere"}
 OPS = [op for op in op_db if (op.name in NAMES and op.variant_test_name == "") or op.name == "scatter_reduce"]
 DTYPES = [torch.float32, torch.float16, torch.bfloat16, torch.int64, torch.bool]
 
@@ -220,6 +220,17 @@ def test_nonzero():
     big = torch.rand(300, 700) > 0.3
     assert_close(torch.nonzero(big.to("pto")).cpu(), torch.nonzero(big))
     assert_close(torch.where(big.to("pto"))[1].cpu(), torch.where(big)[1])
+
+
+def test_take_and_put_are_native():
+    x = torch.randn(3, 4)
+    index = torch.tensor([[11, -1], [0, 5]])
+    assert_close(assert_native(lambda: torch.take(x.to("pto"), index.to("pto"))).cpu(), torch.take(x, index))
+    values = torch.tensor([[1.0, 2.0], [3.0, 4.0]])
+    for accumulate in (False, True):
+        actual = x.to("pto")
+        assert_native(lambda: actual.put_(index.to("pto"), values.to("pto"), accumulate=accumulate))
+        assert_close(actual.cpu(), x.clone().put_(index, values, accumulate=accumulate))
 
 
 def test_one_hot_is_native():

@@ -2,6 +2,7 @@
 #pragma once
 
 #include <ATen/ATen.h>
+#include <ATen/MemoryOverlap.h>
 #include <ATen/native/Resize.h>
 
 namespace pto::backend {
@@ -17,6 +18,13 @@ inline at::Tensor widened(const at::Tensor& t) {
 inline at::Tensor& assign(at::Tensor& out, const at::Tensor& value) {
   at::native::resize_output(out, value.sizes());
   return out.copy_(value);
+}
+
+// Whether a and b share any element (where torch cannot tell, it says no): a kernel
+// writing one while it reads the other would see its own writes.
+inline bool overlaps(const at::Tensor& a, const at::Tensor& b) {
+  const at::MemOverlapStatus status = at::get_overlap_status(a, b);
+  return status == at::MemOverlapStatus::Full || status == at::MemOverlapStatus::Partial;
 }
 
 }  // namespace pto::backend
