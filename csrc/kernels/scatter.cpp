@@ -74,6 +74,14 @@ void combine(char* slot, const char* source) {
   }
 }
 
+// combine() as the loops take it, with the element sizes, so that a run of
+// contiguous elements is a loop the compiler can vectorise.
+template <typename Out, typename In, Combine kOp>
+struct Combiner {
+  static constexpr int64_t kOutSize = sizeof(Out), kInSize = sizeof(In);
+  void operator()(char* slot, const char* source) const { combine<Out, In, kOp>(slot, source); }
+};
+
 struct ScatterPlan {
   StridedLoop loop;  // over the positions off the axis: out, in, index
   int axis = 0;
@@ -137,7 +145,11 @@ void scatterRun(const ScatterPlan& plan, const std::array<char*, kMaxOperands>& 
       const int64_t at = position(index);
       if (at < low || at >= high) continue;
       char* const out = p[0] + at * out_step;
-      for (int64_t e = 0; e < n; ++e) apply(out + e * out_stride, in + e * in_stride);
+      if (out_stride == Apply::kOutSize && in_stride == Apply::kInSize) {
+        for (int64_t e = 0; e < n; ++e) apply(out + e * Apply::kOutSize, in + e * Apply::kInSize);
+      } else {
+        for (int64_t e = 0; e < n; ++e) apply(out + e * out_stride, in + e * in_stride);
+      }
     }
     return;
   }
@@ -206,11 +218,17 @@ void scatterWide(const isa::Instruction& instruction, std::span<void* const> buf
       store<float>(p[0] + i * widen_loop.innerStride(0), load<T>(p[1] + i * widen_loop.innerStride(1)));
     }
   });
+  struct MarkingCombiner : Combiner<float, T, kOp> {
+    char* touched;
+    const char* wide_base;
+    void operator()(char* slot, const char* source) const {
+      combine<float, T, kOp>(slot, source);
+      touched[static_cast<size_t>(slot - wide_base) / sizeof(float)] = 1;
+    }
+  };
   const isa::Instruction& in = instruction;
-  scatter(makePlan(wide_out, in.operands[1], in.operands[2], in.immediates, all), [&](char* slot, const char* source) {
-    combine<float, T, kOp>(slot, source);
-    touched[static_cast<size_t>(slot - wide_base) / sizeof(float)] = 1;
-  });
+  scatter(makePlan(wide_out, in.operands[1], in.operands[2], in.immediates, all),
+          MarkingCombiner{{}, touched.data(), wide_base});
   const isa::Operand back[] = {out, wide_out};
   const StridedLoop narrow_loop = makeLoop(back, all);
   forEachRow(narrow_loop, [&](const std::array<char*, kMaxOperands>& p, int64_t n) {
@@ -241,8 +259,7 @@ void executeScatterElements(const isa::Instruction& instruction, std::span<void*
                     (kOp == Combine::kAdd || kOp == Combine::kMul)) {
         scatterWide<T, kOp>(instruction, buffers);
       } else {
-        scatter(makePlan(out, in, index, instruction.immediates, buffers),
-                [](char* slot, const char* source) { combine<T, T, kOp>(slot, source); });
+        scatter(makePlan(out, in, index, instruction.immediates, buffers), Combiner<T, T, kOp>{});
       }
     });
   };

@@ -134,6 +134,8 @@ INDEXINGS = {
     "x[m[..., 0]]": lambda x, i, j, m: x[m[..., 0]],
     "x[:, m[0]]": lambda x, i, j, m: x[:, m[0]],
     "x[m[:, 0, 0], j[0]]": lambda x, i, j, m: x[m[:, 0, 0], j[0]],  # a mask beside a 0-dim index
+    "x[m[..., 0], j[0]]": lambda x, i, j, m: x[m[..., 0], j[0]],
+    "x[:, m[0].t()]": lambda x, i, j, m: x.transpose(1, 2)[:, m[0].t()],  # a mask over dimensions that do not merge
 }
 
 
@@ -274,6 +276,8 @@ def test_the_common_forms_are_native():
      ("twrapindex failed", "index 4 is out of bounds for dimension 1 with size 4")),
     ("x[torch.tensor([-4], device='pto'), torch.tensor([0], device='pto')] += 1.0",
      ("twrapindex failed", "index -4 is out of bounds for dimension 0 with size 3")),
+    ("x.reshape(3, 2, 2)[torch.ones(3, 2, dtype=torch.bool, device='pto'), torch.tensor([9], device='pto')]",
+     ("twrapindex failed", "index 9 is out of bounds for dimension 2 with size 2")),   # after a merged mask
 ])
 def test_out_of_range_index_raises_at_the_next_sync(python, statement, message):
     result = python(f"""

@@ -27,7 +27,7 @@ at::Tensor& nonzeroOut(const at::Tensor& self, at::Tensor& out) {
       out.device() != self.device() || self.dim() > isa::kMaxRank) {
     return Fallback<ATEN_OP2(nonzero, out)>::call(self, out);
   }
-  const int64_t count = at::ne(self, 0).sum().item<int64_t>();
+  const int64_t count = (self.scalar_type() == at::kBool ? self : at::ne(self, 0)).sum().item<int64_t>();
   at::native::resize_output(out, {count, self.dim()});
   if (out.numel() > 0) launchInstruction(isa::Opcode::kNonzero, out, {self});
   return out;
@@ -122,6 +122,51 @@ void foldIndexedDimensions(AdvancedIndex& plan, const at::Tensor& source, const 
   }
 }
 
+// self viewed with the dimensions under each mask that merge into one (a mask over
+// rows and columns of a contiguous matrix) merged, the masks flattened to match:
+// their nonzero then has one column, an index along the merged dimension, so the
+// gather or scatter needs no offsets. `dims[d]`: the dimension of self where view
+// dimension d starts, for twrapindex's messages.
+struct MergedMasks {
+  at::Tensor view;
+  c10::List<std::optional<at::Tensor>> indices;
+  std::vector<int64_t> dims;
+};
+
+MergedMasks mergeMaskedDimensions(const at::Tensor& self, const c10::List<std::optional<at::Tensor>>& indices) {
+  MergedMasks merged;
+  std::vector<int64_t> sizes, strides;
+  int64_t d = 0;
+  for (const std::optional<at::Tensor>& index : indices) {
+    const bool mask = index.has_value() && index->defined() &&
+                      (index->scalar_type() == at::kBool || index->scalar_type() == at::kByte);
+    const int64_t taken = mask ? index->dim() : 1;
+    bool merges = mask && taken > 1;  // advancedIndex checked the mask's shape
+    for (int64_t j = d; merges && j + 1 < d + taken; ++j) merges = self.stride(j) == self.stride(j + 1) * self.size(j + 1);
+    if (merges) {
+      sizes.push_back(c10::multiply_integers(self.sizes().slice(d, taken)));
+      strides.push_back(self.stride(d + taken - 1));
+      merged.dims.push_back(d);
+      merged.indices.push_back(index->reshape({-1}));
+    } else {
+      for (int64_t j = d; j < d + taken; ++j) {
+        sizes.push_back(self.size(j));
+        strides.push_back(self.stride(j));
+        merged.dims.push_back(j);
+      }
+      merged.indices.push_back(index);
+    }
+    d += taken;
+  }
+  for (; d < self.dim(); ++d) {
+    sizes.push_back(self.size(d));
+    strides.push_back(self.stride(d));
+    merged.dims.push_back(d);
+  }
+  merged.view = self.as_strided(sizes, strides, self.storage_offset());
+  return merged;
+}
+
 // nullopt where torch's rules do not hold (the CPU raises its message) or PTO cannot
 // take the tensors; index tensors on the CPU move to self's device, as torch allows.
 std::optional<AdvancedIndex> advancedIndex(const at::Tensor& self, const c10::List<std::optional<at::Tensor>>& indices) {
@@ -136,25 +181,27 @@ std::optional<AdvancedIndex> advancedIndex(const at::Tensor& self, const c10::Li
     }
     const at::ScalarType type = index->scalar_type();
     const bool mask = type == at::kBool || type == at::kByte;
+    const int64_t taken = mask ? index->dim() : 1;
     if ((!mask && type != at::kLong && type != at::kInt) || (mask && index->dim() == 0) ||
-        (index->device() != self.device() && !index->is_cpu())) {
+        (index->device() != self.device() && !index->is_cpu()) || consumed + taken > self.dim() ||
+        (mask && index->sizes() != self.sizes().slice(consumed, taken))) {
       return std::nullopt;
     }
-    consumed += mask ? index->dim() : 1;
+    consumed += taken;
     moved.push_back(index->to(self.device()));
   }
-  if (consumed > self.dim()) return std::nullopt;
-  std::vector<at::Tensor> expanded = at::native::expandTensors(self, moved);  // masks through tnonzero
-  expanded.resize(self.dim());
+  const MergedMasks merged = mergeMaskedDimensions(self, moved);
+  std::vector<at::Tensor> expanded = at::native::expandTensors(merged.view, merged.indices);  // masks: tnonzero
+  expanded.resize(merged.view.dim());
   const std::optional<at::DimVector> broadcast = broadcastShape(expanded);
   if (!broadcast) return std::nullopt;
   std::vector<int64_t> dims;  // self's indexed dimensions, which twrapindex names in its messages
-  for (int64_t d = 0; d < self.dim(); ++d) {
-    if (expanded[d].defined()) dims.push_back(d);
+  for (int64_t d = 0; d < merged.view.dim(); ++d) {
+    if (expanded[d].defined()) dims.push_back(merged.dims[d]);
   }
-  at::Tensor source = self;
+  at::Tensor source = merged.view;
   if (!at::native::hasContiguousSubspace(expanded)) {
-    std::tie(source, expanded) = at::native::transposeToFront(self, expanded);
+    std::tie(source, expanded) = at::native::transposeToFront(merged.view, expanded);
   }
   AdvancedIndex plan;
   while (!expanded[plan.axis].defined()) ++plan.axis;
