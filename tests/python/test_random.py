@@ -156,12 +156,22 @@ def test_dropout_trains_natively_and_its_gradient_is_the_mask():
     assert torch.equal(torch.nn.functional.dropout(x, 1.0).cpu(), torch.zeros(64, 100))
 
 
-def test_fallback_random_ops_are_reproducible_too():
+def test_randperm_is_a_native_reproducible_permutation():
+    before = pypto_torch.fallback_ops()
     torch.pto.manual_seed(4)
     first = torch.randperm(50, device="pto")
     torch.pto.manual_seed(4)
     assert torch.equal(torch.randperm(50, device="pto").cpu(), first.cpu())
-    assert sorted(first.cpu().tolist()) == list(range(50))
+    assert sorted(first.cpu().tolist()) == list(range(50)) and first.cpu().tolist() != list(range(50))
+    assert torch.randperm(7, device="pto", dtype=torch.int32).dtype == torch.int32
+    assert pypto_torch.fallback_ops() == before
+
+
+def test_fallback_random_ops_are_reproducible_too():
+    torch.pto.manual_seed(4)
+    first = torch.multinomial(torch.ones(20, device="pto"), 10)
+    torch.pto.manual_seed(4)
+    assert torch.equal(torch.multinomial(torch.ones(20, device="pto"), 10).cpu(), first.cpu())
 
 
 @pytest.mark.parametrize("call,message", [

@@ -14,7 +14,8 @@ import pypto_torch
 from opinfo_sweep import ONE_ULP, opinfo_tests
 
 NAMES = {"scatter", "scatter_add", "index_put", "__getitem__", "take", "put", "take_along_dim",
-         "nn.functional.one_hot", "nonzero", "argwhere"}
+         "nn.functional.one_hot", "nonzero", "argwhere", "index_fill", "index_copy", "masked_scatter",
+         "masked_select", "repeat_interleave", "bincount"}
 OPS = [op for op in op_db if (op.name in NAMES and op.variant_test_name == "") or op.name == "scatter_reduce"]
 DTYPES = [torch.float32, torch.float16, torch.bfloat16, torch.int64, torch.bool]
 
@@ -293,3 +294,38 @@ def test_out_of_range_index_raises_at_the_next_sync(python, statement, message):
     assert result.returncode == 0, result.stderr
     assert all(part in result.stdout for part in message), result.stdout
     assert "usable: True" in result.stdout
+
+
+def test_index_fill_copy_masked_scatter_repeat_interleave_and_bincount_are_native():
+    x = torch.randn(4, 5)
+    index = torch.tensor([3, -1, 0])
+    source = torch.randn(4, 3)
+    mask = torch.rand(4, 5) > 0.5
+    counts = torch.tensor([2, 0, 3, 1])
+    values = torch.tensor([1, 4, 4, 0, 7])
+    cases = [
+        lambda t, i, s, m, c, v: t.clone().index_fill_(1, i, -2.0),
+        lambda t, i, s, m, c, v: t.index_copy(1, i.remainder(5), s),
+        lambda t, i, s, m, c, v: t.clone().masked_scatter_(m, t * 10),
+        lambda t, i, s, m, c, v: torch.masked_select(t, m),
+        lambda t, i, s, m, c, v: torch.repeat_interleave(c),
+        lambda t, i, s, m, c, v: torch.repeat_interleave(t, c, dim=0),
+        lambda t, i, s, m, c, v: torch.bincount(v, minlength=9),
+        lambda t, i, s, m, c, v: torch.bincount(v, weights=t[0]),
+    ]
+    before = pypto_torch.fallback_ops()
+    for case in cases:
+        got = case(*(a.to("pto") for a in (x, index, source, mask, counts, values)))
+        assert_close(got.cpu(), case(x, index, source, mask, counts, values))
+    assert pypto_torch.fallback_ops() == before
+
+
+def test_data_dependent_sizes_check_like_the_cpu():
+    with pytest.raises(RuntimeError, match="repeats can not be negative"):
+        torch.repeat_interleave(torch.tensor([1, -1], device="pto"))
+    with pytest.raises(RuntimeError, match="bincount only supports 1-d non-negative integral inputs"):
+        torch.bincount(torch.tensor([1, -1], device="pto"))
+    with pytest.raises(RuntimeError, match="Number of elements of source < number of ones in mask"):
+        torch.zeros(3, device="pto").masked_scatter_(torch.ones(3, dtype=torch.bool, device="pto"),
+                                                     torch.ones(2, device="pto"))
+    assert torch.bincount(torch.tensor([2, 2], device="pto")).tolist() == [0, 0, 2]

@@ -284,6 +284,20 @@ at::Tensor& putFlat(at::Tensor& self, const at::Tensor& index, const at::Tensor&
   return self;
 }
 
+// masked_select: self[mask] over their broadcast shape (a native nonzero and gather).
+at::Tensor maskedSelect(const at::Tensor& self, const at::Tensor& mask) {
+  TORCH_CHECK(mask.scalar_type() == at::kBool, "masked_select: expected BoolTensor for mask");
+  auto shape = at::infer_size(self.sizes(), mask.sizes());
+  if (shape.empty()) shape = {1};  // 0-dim: as a one-element line
+  return at::index(self.expand(shape), {std::optional<at::Tensor>(mask.expand(shape))});
+}
+
+at::Tensor& maskedSelectOut(const at::Tensor& self, const at::Tensor& mask, at::Tensor& out) {
+  const at::Tensor selected = maskedSelect(self, mask);
+  at::native::resize_output(out, selected.sizes());
+  return out.copy_(selected);
+}
+
 }  // namespace
 
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
@@ -295,6 +309,8 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("put_", TORCH_FN(putFlat));
   m.impl("nonzero", TORCH_FN(nonzero));
   m.impl("nonzero.out", TORCH_FN(nonzeroOut));
+  m.impl("masked_select", TORCH_FN(maskedSelect));
+  m.impl("masked_select.out", TORCH_FN(maskedSelectOut));
 }
 
 }  // namespace pto::backend

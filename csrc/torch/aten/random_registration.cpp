@@ -1,11 +1,12 @@
 // Random ops on pto: each is one PTO draw (tuniform, tnormal, trandint, tbernoulli)
 // keyed by the pto generator's seed, at its offset, which the draw advances. torch.rand,
-// randn, randint, bernoulli and dropout reach them. Parameters PyTorch rejects, and
-// dtypes PTO cannot draw, go to the CPU fallback, which raises PyTorch's message (or
-// draws there from a CPU generator the pto one seeds).
+// randn, randint, bernoulli, dropout and randperm (a sort of random keys) reach them.
+// Parameters PyTorch rejects, and dtypes PTO cannot draw, go to the CPU fallback, which
+// raises PyTorch's message (or draws there from a CPU generator the pto one seeds).
 #include <ATen/ATen.h>
 #include <ATen/Operators.h>
 #include <ATen/core/DistributionsHelper.h>
+#include <ATen/native/Resize.h>
 #include <torch/library.h>
 
 #include <cmath>
@@ -192,6 +193,17 @@ at::Tensor normalTensorTensor(const at::Tensor& mean, const at::Tensor& std, std
   return out.mul_(std).add_(mean);
 }
 
+// A random permutation: the order that sorts n random 63-bit keys (trandint, then
+// targsort; equal keys, a 2^-63 chance per pair, keep their order).
+at::Tensor& randperm(int64_t n, std::optional<at::Generator> generator, at::Tensor& out) {
+  TORCH_CHECK(n >= 0, "n must be non-negative, got", n);
+  if (!accepts(isa::Opcode::kIota, out.scalar_type())) return Fallback<ATEN_OP2(randperm, generator_out)>::call(n, generator, out);
+  at::Tensor keys = at::empty({n}, out.options().dtype(at::kLong));
+  draw(isa::Opcode::kRandInt, keys, {0.0, 9223372036854775808.0}, generator);
+  at::native::resize_output(out, {n});
+  return out.copy_(at::argsort(keys, /*stable=*/true, 0, false));
+}
+
 }  // namespace
 
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
@@ -207,6 +219,7 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("normal.Tensor_float", TORCH_FN(normalTensorFloat));
   m.impl("normal.float_Tensor", TORCH_FN(normalFloatTensor));
   m.impl("normal.Tensor_Tensor", TORCH_FN(normalTensorTensor));
+  m.impl("randperm.generator_out", TORCH_FN(randperm));
 }
 
 }  // namespace pto::backend
