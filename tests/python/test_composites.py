@@ -14,7 +14,8 @@ NAMES = {"cat", "stack", "clamp", "masked_fill", "var", "std", "logsumexp", "nn.
          "nn.functional.hardtanh", "nn.functional.relu6", "nn.functional.smooth_l1_loss", "nn.functional.huber_loss",
          "nn.functional.binary_cross_entropy", "nn.functional.binary_cross_entropy_with_logits",
          "nn.functional.elu", "nn.functional.selu", "nn.functional.celu", "nn.functional.hardswish",
-         "nn.functional.hardsigmoid", "nn.functional.mish"}
+         "nn.functional.hardsigmoid", "nn.functional.mish", "nn.functional.glu", "nn.functional.prelu", "logit",
+         "nn.functional.softshrink", "logaddexp", "var_mean", "std_mean", "nansum", "count_nonzero", "trace"}
 OPS = [op for op in op_db if op.name in NAMES and op.variant_test_name == ""]
 DTYPES = [torch.float32, torch.float16, torch.bfloat16, torch.int64, torch.bool]
 # Compositions round at each step in float16/bfloat16 where CPU kernels fuse:
@@ -63,3 +64,16 @@ def test_losses_norms_and_activations_train_without_fallback():
 def test_binary_cross_entropy_checks_its_input_is_a_probability():
     with pytest.raises(RuntimeError, match="all elements of input should be between 0 and 1"):
         torch.nn.functional.binary_cross_entropy(torch.full((3,), 1.5, device="pto"), torch.ones(3, device="pto"))
+
+
+def test_glu_prelu_logit_softshrink_logaddexp_and_statistics_are_native():
+    x = torch.randn(6, 8, device="pto", requires_grad=True)
+    prelu = torch.nn.PReLU(8).to("pto")
+    before = pypto_torch.fallback_ops()
+    total = (torch.nn.functional.glu(x).sum() + prelu(x).sum() + torch.logit(x.sigmoid(), 1e-3).sum()
+             + torch.nn.functional.softshrink(x).sum() + torch.logaddexp(x, x.flip(0)).sum()
+             + sum(t.sum() for t in torch.var_mean(x, 1)) + sum(t.sum() for t in torch.std_mean(x, 0))
+             + torch.nansum(x) + torch.trace(x[:, :6]))
+    total.backward()
+    assert torch.count_nonzero(x > 0, dim=1).dtype == torch.int64
+    assert pypto_torch.fallback_ops() == before

@@ -1,7 +1,10 @@
 // Activations pto runs as short sequences of native instructions, with the
-// formulas of PyTorch's CPU kernels: elu (selu, celu), hardsigmoid, hardswish and
-// mish, forward and backward. float16/bfloat16 compute in float32 and round once.
+// formulas of PyTorch's CPU kernels: elu (selu, celu), hardsigmoid, hardswish, mish,
+// glu, prelu, logit and softshrink, forward and backward. float16/bfloat16 compute in float32 and round once.
+#include <ATen/WrapDimUtils.h>
 #include <torch/library.h>
+
+#include <limits>
 
 #include "composite.h"
 
@@ -85,6 +88,97 @@ at::Tensor mishBackward(const at::Tensor& grad, const at::Tensor& self) {
   return at::mul(widened(grad), slope.add_(tanh_softplus)).to(grad.scalar_type());
 }
 
+// glu: the first half of `dim` gated by the sigmoid of the second.
+at::Tensor gluOf(const at::Tensor& self, int64_t dim) {
+  const int64_t axis = at::maybe_wrap_dim(dim, self.dim());
+  TORCH_CHECK(self.size(axis) % 2 == 0, "Halving dimension must be even, but dimension ", axis, " is size ",
+              self.size(axis));
+  const auto halves = widened(self).chunk(2, axis);
+  return at::mul(halves[0], at::sigmoid(halves[1])).to(self.scalar_type());
+}
+
+at::Tensor& gluOut(const at::Tensor& self, int64_t dim, at::Tensor& out) { return assign(out, gluOf(self, dim)); }
+
+at::Tensor gluBackward(const at::Tensor& grad, const at::Tensor& self, int64_t dim) {
+  const int64_t axis = at::maybe_wrap_dim(dim, self.dim());
+  const auto halves = widened(self).chunk(2, axis);
+  const at::Tensor gate = at::sigmoid(halves[1]), g = widened(grad);
+  const at::Tensor first = at::mul(g, gate);
+  const at::Tensor second = at::mul(first, halves[0]).mul_(at::rsub(gate, 1));
+  return at::cat({first, second}, axis).to(grad.scalar_type());
+}
+
+at::Tensor& gluBackwardOut(const at::Tensor& grad, const at::Tensor& self, int64_t dim, at::Tensor& grad_input) {
+  return assign(grad_input, gluBackward(grad, self, dim));
+}
+
+// prelu's kernel (torch broadcasts the weight first): x > 0 ? x : weight * x.
+at::Tensor preluKernel(const at::Tensor& self, const at::Tensor& weight) {
+  return at::where(at::gt(self, 0), self, at::mul(weight, self));
+}
+
+std::tuple<at::Tensor, at::Tensor> preluKernelBackward(const at::Tensor& grad, const at::Tensor& self,
+                                                       const at::Tensor& weight) {
+  const at::Tensor positive = at::gt(self, 0);
+  const at::Tensor zero = at::zeros({}, grad.options());
+  return {at::where(positive, grad, at::mul(weight, grad)), at::where(positive, zero, at::mul(self, grad))};
+}
+
+// logit: log(x / (1 - x)), x clamped to [eps, 1 - eps] when eps is given.
+at::Tensor logitOf(const at::Tensor& self, std::optional<double> eps) {
+  const at::ScalarType type = at::isFloatingType(self.scalar_type()) ? self.scalar_type()
+                                                                     : at::typeMetaToScalarType(at::get_default_dtype());
+  at::Tensor x = widened(self.to(type));
+  if (eps) x = x.clamp(*eps, 1.0 - *eps);
+  return at::log(at::div(x, at::rsub(x, 1))).to(type);
+}
+
+at::Tensor& logitOut(const at::Tensor& self, std::optional<double> eps, at::Tensor& out) {
+  return assign(out, logitOf(self, eps));
+}
+
+at::Tensor& logitInplace(at::Tensor& self, std::optional<double> eps) { return self.copy_(logitOf(self, eps)); }
+
+// grad / (x (1 - x)) inside [eps, 1 - eps], 0 outside (NaN everywhere for eps < 0, as the CPU).
+at::Tensor logitBackward(const at::Tensor& grad, const at::Tensor& self, std::optional<double> eps) {
+  const at::Tensor x = widened(self);
+  at::Tensor gradient = at::div(widened(grad), at::mul(x, at::rsub(x, 1)));
+  if (eps) {
+    const at::Tensor outside = at::logical_or(at::lt(x, *eps), at::gt(x, 1.0 - *eps));
+    gradient = *eps < 0 ? at::full_like(gradient, std::numeric_limits<double>::quiet_NaN())
+                        : at::where(outside, at::zeros({}, gradient.options()), gradient);
+  }
+  return gradient.to(grad.scalar_type());
+}
+
+at::Tensor& logitBackwardOut(const at::Tensor& grad, const at::Tensor& self, std::optional<double> eps,
+                             at::Tensor& grad_input) {
+  return assign(grad_input, logitBackward(grad, self, eps));
+}
+
+// softshrink: x - lambd above lambd, x + lambd below -lambd, 0 between.
+at::Tensor softshrinkOf(const at::Tensor& self, const at::Scalar& lambd) {
+  const at::Tensor x = widened(self);
+  const double l = lambd.toDouble();
+  const at::Tensor shrunk = at::where(at::gt(x, l), at::sub(x, l), at::where(at::lt(x, -l), at::add(x, l), at::zeros({}, x.options())));
+  return at::where(at::isnan(x), x, shrunk).to(self.scalar_type());
+}
+
+at::Tensor& softshrinkOut(const at::Tensor& self, const at::Scalar& lambd, at::Tensor& out) {
+  return assign(out, softshrinkOf(self, lambd));
+}
+
+at::Tensor softshrinkBackward(const at::Tensor& grad, const at::Tensor& self, const at::Scalar& lambd) {
+  const double l = lambd.toDouble();
+  const at::Tensor inside = at::logical_and(at::ge(self, -l), at::le(self, l));
+  return at::where(inside, at::zeros({}, grad.options()), grad);
+}
+
+at::Tensor& softshrinkBackwardOut(const at::Tensor& grad, const at::Tensor& self, const at::Scalar& lambd,
+                                  at::Tensor& grad_input) {
+  return assign(grad_input, softshrinkBackward(grad, self, lambd));
+}
+
 }  // namespace
 
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
@@ -109,6 +203,21 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("mish_", TORCH_FN(Mish::inplace));
   m.impl("mish.out", TORCH_FN(Mish::out));
   m.impl("mish_backward", TORCH_FN(mishBackward));
+  m.impl("glu", TORCH_FN(gluOf));
+  m.impl("glu.out", TORCH_FN(gluOut));
+  m.impl("glu_backward", TORCH_FN(gluBackward));
+  m.impl("glu_backward.grad_input", TORCH_FN(gluBackwardOut));
+  m.impl("_prelu_kernel", TORCH_FN(preluKernel));
+  m.impl("_prelu_kernel_backward", TORCH_FN(preluKernelBackward));
+  m.impl("logit", TORCH_FN(logitOf));
+  m.impl("logit.out", TORCH_FN(logitOut));
+  m.impl("logit_", TORCH_FN(logitInplace));
+  m.impl("logit_backward", TORCH_FN(logitBackward));
+  m.impl("logit_backward.grad_input", TORCH_FN(logitBackwardOut));
+  m.impl("softshrink", TORCH_FN(softshrinkOf));
+  m.impl("softshrink.out", TORCH_FN(softshrinkOut));
+  m.impl("softshrink_backward", TORCH_FN(softshrinkBackward));
+  m.impl("softshrink_backward.grad_input", TORCH_FN(softshrinkBackwardOut));
 }
 
 }  // namespace pto::backend

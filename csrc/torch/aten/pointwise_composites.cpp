@@ -65,6 +65,20 @@ at::Tensor& hardtanhBackwardOut(const at::Tensor& grad, const at::Tensor& self, 
   return assign(grad_input, hardtanhBackward(grad, self, min, max));
 }
 
+// log(exp(a) + exp(b)) as the CPU computes it: max + log1p(exp(-|a - b|)), and
+// a itself where both are the same infinity.
+at::Tensor logaddexpOf(const at::Tensor& self, const at::Tensor& other) {
+  at::ScalarType type = at::result_type(self, other);
+  if (!at::isFloatingType(type)) type = at::typeMetaToScalarType(at::get_default_dtype());
+  const at::Tensor a = widened(self.to(type)), b = widened(other.to(type));
+  const at::Tensor sum = at::add(at::maximum(a, b), at::log1p(at::exp(at::neg(at::abs(at::sub(a, b))))));
+  return at::where(at::logical_and(at::isinf(a), at::eq(a, b)), a, sum).to(type);
+}
+
+at::Tensor& logaddexpOut(const at::Tensor& self, const at::Tensor& other, at::Tensor& out) {
+  return assign(out, logaddexpOf(self, other));
+}
+
 at::Tensor& maskedFillScalar(at::Tensor& self, const at::Tensor& mask, const at::Scalar& value) {
   TORCH_CHECK(mask.scalar_type() == at::kBool, "masked_fill_ only supports boolean masks, but got mask with dtype ",
               mask.scalar_type());
@@ -139,6 +153,8 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("clamp_max", TORCH_FN(clampMax));
   m.impl("clamp_max.out", TORCH_FN(clampMaxOut));
   m.impl("clamp_max_", TORCH_FN(clampMaxInplace));
+  m.impl("logaddexp", TORCH_FN(logaddexpOf));
+  m.impl("logaddexp.out", TORCH_FN(logaddexpOut));
   m.impl("hardtanh", TORCH_FN(hardtanh));
   m.impl("hardtanh.out", TORCH_FN(hardtanhOut));
   m.impl("hardtanh_", TORCH_FN(hardtanhInplace));

@@ -117,6 +117,40 @@ at::Tensor& vectorNormOut(const at::Tensor& self, const at::Scalar& ord, at::Opt
   return assign(out, vectorNorm(self, ord, dim, keepdim, dtype));
 }
 
+// var_mean and std_mean: the two statistics, each native (var/std already are).
+std::tuple<at::Tensor, at::Tensor> varMean(const at::Tensor& self, at::OptionalIntArrayRef dim,
+                                           const std::optional<at::Scalar>& correction, bool keepdim) {
+  return {at::var(self, dim, correction, keepdim), at::mean(self, dim, keepdim)};
+}
+
+std::tuple<at::Tensor, at::Tensor> stdMean(const at::Tensor& self, at::OptionalIntArrayRef dim,
+                                           const std::optional<at::Scalar>& correction, bool keepdim) {
+  return {at::std(self, dim, correction, keepdim), at::mean(self, dim, keepdim)};
+}
+
+// nansum: NaNs count as zeros.
+at::Tensor nansumOf(const at::Tensor& self, at::OptionalIntArrayRef dim, bool keepdim,
+                  std::optional<at::ScalarType> dtype) {
+  const at::Tensor zeroed = at::isFloatingType(self.scalar_type())
+                                ? at::where(at::isnan(self), at::zeros({}, self.options()), self) : self;
+  return at::sum(zeroed, dim, keepdim, dtype);
+}
+
+at::Tensor& nansumOut(const at::Tensor& self, at::OptionalIntArrayRef dim, bool keepdim,
+                      std::optional<at::ScalarType> dtype, at::Tensor& out) {
+  return assign(out, nansumOf(self, dim, keepdim, dtype));
+}
+
+at::Tensor countNonzero(const at::Tensor& self, at::IntArrayRef dim) {
+  return at::sum(at::ne(self, 0), dim, false, at::kLong);
+}
+
+// trace: the sum of the main diagonal (a strided view), in sum's dtype.
+at::Tensor traceOf(const at::Tensor& self) {
+  TORCH_CHECK(self.dim() == 2, "trace: expected a matrix, but got tensor with dim ", self.dim());
+  return at::sum(self.diagonal());
+}
+
 template <Opcode opcode, class Op, class Out>
 struct Extreme {
   static at::Tensor functional(const at::Tensor& self, at::IntArrayRef dim, bool keepdim) {
@@ -201,6 +235,12 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("prod.int_out", TORCH_FN(prodOut));
   m.impl("linalg_vector_norm", TORCH_FN(vectorNorm));
   m.impl("linalg_vector_norm.out", TORCH_FN(vectorNormOut));
+  m.impl("var_mean.correction", TORCH_FN(varMean));
+  m.impl("std_mean.correction", TORCH_FN(stdMean));
+  m.impl("nansum", TORCH_FN(nansumOf));
+  m.impl("nansum.out", TORCH_FN(nansumOut));
+  m.impl("count_nonzero.dim_IntList", TORCH_FN(countNonzero));
+  m.impl("trace", TORCH_FN(traceOf));
   m.impl("mean", TORCH_FN(meanAll));
   m.impl("mean.dim", TORCH_FN(meanDim));
   m.impl("mean.out", TORCH_FN(meanOut));
