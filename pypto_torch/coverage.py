@@ -50,15 +50,21 @@ COMMON = {
     "indexing": (
         "aten::index_select", "aten::index.Tensor_out", "aten::_index_put_impl_",
         "aten::gather.out", "aten::scatter.src_out", "aten::scatter_add.out",
-        "aten::masked_fill_.Scalar", "aten::nonzero", "aten::embedding_dense_backward"),
+        "aten::masked_fill_.Scalar", "aten::nonzero", "aten::embedding_dense_backward",
+        "aten::masked_select", "aten::masked_scatter_", "aten::index_fill_.int_Scalar",
+        "aten::index_copy.out", "aten::repeat_interleave.Tensor", "aten::_embedding_bag"),
     "shape & copy": (
-        "aten::cat.out", "aten::flip", "aten::roll", "aten::tril.out", "aten::triu.out"),
+        "aten::cat.out", "aten::flip", "aten::roll", "aten::tril.out", "aten::triu.out",
+        "aten::im2col", "aten::reflection_pad2d"),
     "sort & scan": (
         "aten::cumsum.out", "aten::cumprod.out", "aten::sort.values_stable",
-        "aten::topk.values", "aten::max.dim", "aten::argmax"),
+        "aten::topk.values", "aten::max.dim", "aten::argmax", "aten::kthvalue.values",
+        "aten::median.dim_values", "aten::_unique2", "aten::searchsorted.Tensor"),
     "reductions": (
         "aten::sum.IntList_out", "aten::mean.out", "aten::amax.out", "aten::prod.int_out",
-        "aten::var.correction", "aten::std.correction", "aten::linalg_vector_norm.out"),
+        "aten::var.correction", "aten::std.correction", "aten::linalg_vector_norm.out",
+        "aten::var_mean.correction", "aten::nansum", "aten::count_nonzero.dim_IntList",
+        "aten::bincount", "aten::trace"),
     "softmax & losses": (
         "aten::_softmax.out", "aten::_log_softmax.out", "aten::nll_loss_forward",
         "aten::nll_loss_backward", "aten::mse_loss.out",
@@ -66,23 +72,26 @@ COMMON = {
     "random": (
         "aten::native_dropout", "aten::native_dropout_backward", "aten::normal_",
         "aten::uniform_", "aten::bernoulli_.float", "aten::random_.from",
-        "aten::randperm.generator_out"),
+        "aten::randperm.generator_out", "aten::multinomial"),
     "elementwise": (
         "aten::add.out", "aten::sub.out", "aten::mul.out", "aten::div.out",
         "aten::div.out_mode", "aten::pow.Tensor_Tensor_out", "aten::pow.Tensor_Scalar_out",
         "aten::clamp.out", "aten::clamp_min.out", "aten::where.self_out", "aten::sqrt.out",
         "aten::exp.out", "aten::log.out", "aten::abs.out", "aten::remainder.Tensor_out",
-        "aten::eq.Tensor_out", "aten::logical_not.out"),
+        "aten::eq.Tensor_out", "aten::logical_not.out", "aten::floor_divide",
+        "aten::bitwise_left_shift.Tensor_out", "aten::logaddexp.out"),
     "activations": (
         "aten::relu", "aten::gelu.out", "aten::silu.out", "aten::sigmoid.out", "aten::tanh.out",
         "aten::hardtanh", "aten::leaky_relu.out", "aten::threshold_backward.grad_input",
-        "aten::gelu_backward.grad_input", "aten::hardtanh_backward.grad_input"),
+        "aten::gelu_backward.grad_input", "aten::hardtanh_backward.grad_input", "aten::elu.out",
+        "aten::hardswish", "aten::mish.out", "aten::glu.out", "aten::_prelu_kernel", "aten::logit"),
     "pooling & resampling": (
         "aten::max_pool2d_with_indices.out", "aten::max_pool2d_with_indices_backward.grad_input",
         "aten::avg_pool2d.out", "aten::_adaptive_avg_pool2d", "aten::upsample_nearest2d.out",
-        "aten::upsample_bilinear2d.out"),
+        "aten::upsample_bilinear2d.out", "aten::grid_sampler_2d"),
     "factories": (
-        "aten::arange.start_out", "aten::fill_.Scalar", "aten::zero_", "aten::empty.memory_format"),
+        "aten::arange.start_out", "aten::linspace.out", "aten::fill_.Scalar", "aten::zero_",
+        "aten::empty.memory_format"),
 }
 
 KINDS = ("native", "composite", "composite_explicit", "fallback", "unsupported")
