@@ -16,9 +16,13 @@ DTYPES = [torch.float32, torch.float16, torch.bfloat16, torch.int64, torch.bool]
 # sort and argsort with stable=False may order equal values any way; CPU's unstable
 # sort has its own order, pto's is always the stable one.
 UNSTABLE = {"sort", "argsort"}
+# kthvalue and median may return the index of any of several equal values
+# (PyTorch leaves it unspecified; CPU's quickselect picks its own).
+ORDER_STATISTICS = {"kthvalue", "median", "nanmedian"}
 OPS = [op for op in op_db if op.variant_test_name == "" and
-       op.name in {"msort", "topk", "cumsum", "cumprod"} | UNSTABLE]
+       op.name in {"msort", "topk", "cumsum", "cumprod"} | UNSTABLE | ORDER_STATISTICS]
 SORTS = [op for op in OPS if op.name in UNSTABLE]
+PICKS = [op for op in OPS if op.name in ORDER_STATISTICS]
 
 
 def tolerance(op, dtype):
@@ -26,7 +30,34 @@ def tolerance(op, dtype):
 
 
 test_opinfo_forward_matches_cpu, test_opinfo_gradients_match_cpu = opinfo_tests(
-    [op for op in OPS if op not in SORTS], DTYPES, tolerance=tolerance)
+    [op for op in OPS if op not in SORTS + PICKS], DTYPES, tolerance=tolerance)
+_, test_opinfo_pick_gradients_match_cpu = opinfo_tests(PICKS, DTYPES)
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=str)
+@pytest.mark.parametrize("op", PICKS, ids=op_id)
+def test_opinfo_order_statistics_pick_an_equal_element(op, dtype):
+    """Values as on the CPU; indices point at elements equal to them (NaN to NaN)."""
+    if dtype not in op.supported_dtypes("cpu"):
+        pytest.skip(f"{op.name} does not support {dtype} on CPU either")
+    count = 0
+    before = pypto_torch.fallback_ops()
+    for sample in op.sample_inputs("cpu", dtype, requires_grad=False):
+        expected = op(sample.input.clone(), *sample.args, **sample.kwargs)
+        actual = op(sample.input.to("pto"), *sample.args, **sample.kwargs)
+        if isinstance(expected, torch.Tensor):  # median() of everything: values only
+            assert_close(actual.cpu(), expected, equal_nan=True)
+        else:
+            assert_close(actual.values.cpu(), expected.values, equal_nan=True)
+            names = ("k", "dim", "keepdim") if op.name == "kthvalue" else ("dim", "keepdim")
+            given = {**dict(zip(names, sample.args)), **sample.kwargs}
+            dim, keepdim = given.get("dim", -1), given.get("keepdim", False)
+            indices = actual.indices.cpu()
+            source = sample.input if sample.input.dim() > 0 else sample.input.view(1)
+            picked = source.gather(dim, indices if keepdim or sample.input.dim() == 0 else indices.unsqueeze(dim))
+            assert_close(picked.reshape(expected.values.shape), expected.values, equal_nan=True)
+        count += 1
+    assert count > 0 and pypto_torch.fallback_ops() == before
 _, test_opinfo_sort_gradients_match_cpu = opinfo_tests(SORTS, DTYPES)
 
 

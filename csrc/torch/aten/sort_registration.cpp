@@ -4,12 +4,15 @@
 // after a tcvt when the result's dtype is not the input's (integers and bools sum
 // in int64, as in PyTorch). Only the out= forms are registered: PyTorch's
 // structured composites (sort.stable, topk, cumsum, cumsum_ ...) check their
-// arguments, allocate the results and call them.
+// arguments, allocate the results and call them. kthvalue, median and nanmedian
+// pick from one stable sort.
 #include <ATen/MemoryOverlap.h>
 #include <ATen/WrapDimUtils.h>
 #include <ATen/native/Resize.h>
 #include <ATen/Operators.h>
 #include <torch/library.h>
+
+#include <vector>
 
 #include "fallback.h"
 #include "instruction_launch.h"
@@ -91,6 +94,81 @@ at::Tensor& scanOut(const at::Tensor& self, int64_t dim, std::optional<at::Scala
   return out;
 }
 
+// Order statistics from one stable sort along the axis (NaN sorts last, in input
+// order): the entry at position[...] (a tensor with a length-1 axis) of the sorted
+// values and of the sort's positions.
+std::tuple<at::Tensor&, at::Tensor&> pickFromSorted(const at::Tensor& self, int64_t axis, bool keepdim,
+                                                    const at::Tensor& position, at::Tensor& values,
+                                                    at::Tensor& indices) {
+  const at::Tensor line = self.dim() == 0 ? self.view({1}) : self;
+  const auto [sorted, order] = at::sort(line, /*stable=*/true, axis, false);
+  at::Tensor value = at::gather(sorted, axis, position), index = at::gather(order, axis, position);
+  if (!keepdim || self.dim() == 0) {
+    value = value.squeeze(axis);
+    index = index.squeeze(axis);
+  }
+  if (self.dim() == 0) {
+    value = value.squeeze();
+    index = index.squeeze();
+  }
+  at::native::resize_output(values, value.sizes());
+  at::native::resize_output(indices, index.sizes());
+  values.copy_(value);
+  indices.copy_(index);
+  return {values, indices};
+}
+
+at::Tensor positionTensor(const at::Tensor& self, int64_t axis, int64_t position) {
+  std::vector<int64_t> shape = self.dim() == 0 ? std::vector<int64_t>{1} : self.sizes().vec();
+  shape[axis] = 1;
+  return at::full(shape, position, self.options().dtype(at::kLong));
+}
+
+bool sortable(const at::Tensor& self) { return accepts(isa::Opcode::kArgsort, self.scalar_type()) && self.numel() > 0; }
+
+// kthvalue: the k-th smallest along dim, NaN counted largest.
+std::tuple<at::Tensor&, at::Tensor&> kthvalueOut(const at::Tensor& self, int64_t k, int64_t dim, bool keepdim,
+                                                 at::Tensor& values, at::Tensor& indices) {
+  const int64_t axis = at::maybe_wrap_dim(dim, std::max<int64_t>(self.dim(), 1));
+  const int64_t extent = self.dim() == 0 ? 1 : self.size(axis);
+  if (!sortable(self) || k < 1 || k > extent) {
+    return Fallback<ATEN_OP2(kthvalue, values)>::call(self, k, dim, keepdim, values, indices);
+  }
+  return pickFromSorted(self, axis, keepdim, positionTensor(self, axis, k - 1), values, indices);
+}
+
+// The lower median along dim; a line holding NaN gives its first NaN (median) or
+// the median of the rest (nanmedian), as PyTorch does.
+std::tuple<at::Tensor&, at::Tensor&> medianAlong(const at::Tensor& self, int64_t dim, bool keepdim, bool skip_nan,
+                                                 at::Tensor& values, at::Tensor& indices) {
+  const int64_t axis = at::maybe_wrap_dim(dim, std::max<int64_t>(self.dim(), 1));
+  const at::Tensor line = self.dim() == 0 ? self.view({1}) : self;
+  const int64_t extent = line.size(axis);
+  const at::Tensor nans = at::isnan(line).sum(axis, /*keepdim=*/true);
+  const at::Tensor valid = at::rsub(nans, extent);
+  const at::Tensor position = skip_nan ? at::div(at::sub(valid, 1), 2, "floor").clamp_min_(0)
+                                       : at::where(at::gt(nans, 0), valid, at::full({}, (extent - 1) / 2, nans.options()));
+  return pickFromSorted(self, axis, keepdim, position, values, indices);
+}
+
+template <bool skip_nan, class Op>
+std::tuple<at::Tensor&, at::Tensor&> medianOut(const at::Tensor& self, int64_t dim, bool keepdim, at::Tensor& values,
+                                               at::Tensor& indices) {
+  const int64_t axis = at::maybe_wrap_dim(dim, std::max<int64_t>(self.dim(), 1));
+  if (!sortable(self) || (self.dim() > 0 && self.size(axis) == 0)) {
+    return Fallback<Op>::call(self, dim, keepdim, values, indices);
+  }
+  return medianAlong(self, axis, keepdim, skip_nan, values, indices);
+}
+
+template <bool skip_nan, class Op>
+at::Tensor medianAll(const at::Tensor& self) {
+  if (!sortable(self)) return Fallback<Op>::call(self);
+  at::Tensor values = at::empty({0}, self.options()), indices = at::empty({0}, self.options().dtype(at::kLong));
+  medianAlong(self.reshape({-1}), 0, false, skip_nan, values, indices);
+  return values;
+}
+
 }  // namespace
 
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
@@ -98,6 +176,11 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("topk.values", TORCH_FN(topkOut));
   m.impl("cumsum.out", TORCH_FN((scanOut<isa::Opcode::kCumsum, ATEN_OP2(cumsum, out)>)));
   m.impl("cumprod.out", TORCH_FN((scanOut<isa::Opcode::kCumprod, ATEN_OP2(cumprod, out)>)));
+  m.impl("kthvalue.values", TORCH_FN(kthvalueOut));
+  m.impl("median.dim_values", TORCH_FN((medianOut<false, ATEN_OP2(median, dim_values)>)));
+  m.impl("nanmedian.dim_values", TORCH_FN((medianOut<true, ATEN_OP2(nanmedian, dim_values)>)));
+  m.impl("median", TORCH_FN((medianAll<false, ATEN_OP(median)>)));
+  m.impl("nanmedian", TORCH_FN((medianAll<true, ATEN_OP(nanmedian)>)));
 }
 
 }  // namespace pto::backend
