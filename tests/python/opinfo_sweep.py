@@ -91,6 +91,11 @@ def check_gradients(op, **tolerances) -> int:
     return count
 
 
+# What the sweeps compared in this session, for the summary conftest.py prints:
+# forward samples per (op, dtype) and float32 gradient samples per op.
+SWEPT = {"forward": {}, "gradient": {}}
+
+
 def op_id(op) -> str:
     return f"{op.name}.{op.variant_test_name}" if op.variant_test_name else op.name
 
@@ -108,12 +113,14 @@ def opinfo_tests(ops, dtypes, tolerance=lambda op, dtype: {}, gradient_tolerance
     def forward(op, dtype):
         if dtype not in op.supported_dtypes("cpu"):
             pytest.skip(f"{op.name} does not support {dtype} on CPU either")
-        assert check_forward(op, dtype, **tolerance(op, dtype)) > 0
+        count = check_forward(op, dtype, **tolerance(op, dtype))
+        assert count > 0
+        SWEPT["forward"][(op_id(op), str(dtype))] = count
 
     @pytest.mark.parametrize("op", [op for op in ops if op.supports_autograd], ids=op_id)
     def gradients(op):
         if torch.float32 not in op.supported_dtypes("cpu"):
             pytest.skip(f"{op.name} takes no float32 on CPU either: nothing to differentiate")
-        check_gradients(op, **(gradient_tolerance or {}))
+        SWEPT["gradient"][op_id(op)] = check_gradients(op, **(gradient_tolerance or {}))
 
     return forward, gradients
