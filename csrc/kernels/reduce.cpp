@@ -13,6 +13,7 @@
 #include "elementwise_ops.h"
 #include "execute.h"
 #include "runtime/sim/sim_parallel.h"
+#include "vector_extrema.h"
 
 namespace pto::kernels {
 namespace {
@@ -141,6 +142,14 @@ void reduceValues(const isa::Operand& out_op, const isa::Operand& in_op, std::sp
         const char* run = base + offsetOf(outer_reduced, r, false) * static_cast<int64_t>(sizeof(T));
         const int64_t stride = inner.in_stride * static_cast<int64_t>(sizeof(T));
         int64_t i = 0;
+        if constexpr (std::is_same_v<T, float> && (op == Opcode::kAmax || op == Opcode::kAmin)) {
+          if (stride == sizeof(T)) {  // vector max/min over the run, NaNs flagged alongside
+            bool nan = false;
+            const float extreme = runExtreme<op == Opcode::kAmax>(reinterpret_cast<const float*>(run), inner.size, &nan);
+            lanes[0] = F::step(lanes[0], nan ? std::numeric_limits<float>::quiet_NaN() : extreme);
+            continue;
+          }
+        }
         if (stride == sizeof(T)) {
           const T* values = reinterpret_cast<const T*>(run);
           for (; i + 8 <= inner.size; i += 8) {

@@ -6,14 +6,11 @@
 #include <cmath>
 #include <limits>
 
-#if defined(__AVX2__)
-#include <immintrin.h>
-#endif
-
 #include "element_types.h"
 #include "elementwise_ops.h"
 #include "execute.h"
 #include "runtime/sim/sim_parallel.h"
+#include "vector_extrema.h"
 
 namespace pto::kernels {
 namespace {
@@ -38,49 +35,13 @@ std::array<char*, N> rowStarts(const isa::Instruction& instruction, std::span<vo
   return starts;
 }
 
-// The row's maximum and whether it holds a NaN: vector max instructions where the
-// host has them (compilers do not vectorise a NaN-aware max), with a scalar twin.
-float rowMax(const float* in, int64_t length, bool* nan) {
-  int64_t i = 0;
-  float max = -std::numeric_limits<float>::infinity();
-  bool unordered = false;
-#if defined(__AVX512F__)
-  __m512 maxima = _mm512_set1_ps(max);
-  __mmask16 nans = 0;
-  for (; i + 16 <= length; i += 16) {
-    const __m512 v = _mm512_loadu_ps(in + i);
-    nans |= _mm512_cmp_ps_mask(v, v, _CMP_UNORD_Q);
-    maxima = _mm512_max_ps(maxima, v);
-  }
-  max = _mm512_reduce_max_ps(maxima);
-  unordered = nans != 0;
-#elif defined(__AVX2__)
-  __m256 maxima = _mm256_set1_ps(max), nans = _mm256_setzero_ps();
-  for (; i + 8 <= length; i += 8) {
-    const __m256 v = _mm256_loadu_ps(in + i);
-    nans = _mm256_or_ps(nans, _mm256_cmp_ps(v, v, _CMP_UNORD_Q));
-    maxima = _mm256_max_ps(maxima, v);
-  }
-  alignas(32) float lanes[8];
-  _mm256_store_ps(lanes, maxima);
-  for (float lane : lanes) max = lane > max ? lane : max;
-  unordered = _mm256_movemask_ps(nans) != 0;
-#endif
-  for (; i < length; ++i) {
-    unordered |= in[i] != in[i];
-    max = in[i] > max ? in[i] : max;
-  }
-  *nan = unordered;
-  return max;
-}
-
 // A contiguous float32 row: max, then exp(x - max) written to out while summing
 // (one exp per element), then one scaling pass. kLanes independent partial sums
 // keep the loop vectorisable without reassociating floating point.
 void softmaxRow(float* out, const float* in, int64_t length) {
   constexpr int kLanes = 16;
   bool nan = false;
-  float max = rowMax(in, length, &nan);
+  float max = runExtreme<true>(in, length, &nan);
   if (nan) max = std::numeric_limits<float>::quiet_NaN();
   if (max == -std::numeric_limits<float>::infinity()) max = 0;  // a row of -inf: exp(-inf - 0) = 0
   float sums[kLanes] = {};
