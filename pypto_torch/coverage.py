@@ -7,8 +7,7 @@ still falling back, so the next kernels to write are the ones that matter.
 
 An aten operator is, for a PrivateUse1 (pto) tensor:
   native              a kernel registered for PrivateUse1 (for the dtypes its PTO
-                      instructions accept; other dtypes take the fallback inside it,
-                      and CPU_CASES names the cases a native kernel sends to the CPU);
+                      instructions accept; other dtypes take the fallback inside it);
   composite           CompositeImplicitAutograd: it decomposes into other ops, and is
                       native when its pieces are;
   composite explicit  a backend-agnostic kernel (CompositeExplicitAutograd[NonFunctional])
@@ -26,15 +25,6 @@ import torch
 import pypto_torch  # noqa: F401  (registers the pto kernels the dispatcher is asked about)
 
 _has_kernel = torch._C._dispatch_has_kernel_for_dispatch_key
-
-# Native kernels that compute some cases on the CPU themselves, because aten routes
-# convolutions of out-of-tree devices to *_overrideable, which the boxed fallback
-# cannot reach (csrc/torch/aten/convolution.cpp). tests/python/test_coverage.py
-# checks that these cases still record a fallback and the others do not.
-CPU_CASES = {
-    "aten::convolution_overrideable": "transposed convolutions",
-    "aten::convolution_backward_overrideable": "transposed convolutions",
-}
 
 # Common ops by family, named by the overload that does the work on a backend: where
 # a functional op is a composite over its out= form, the out= form (cumsum ->
@@ -158,8 +148,6 @@ def format_report(result: dict) -> str:
             lines.append(textwrap.fill(", ".join(slow), width=100, break_on_hyphens=False,
                                        initial_indent=f"  {family + ':':23s}",
                                        subsequent_indent=" " * 25))
-    lines.append("Native, but with cases on the CPU: " + ", ".join(
-        f"{name.removeprefix('aten::')} ({cases})" for name, cases in CPU_CASES.items()))
     if result["composite_common"]:
         lines.append("Common ops that decompose (native when their pieces are): "
                      + ", ".join(result["composite_common"]))

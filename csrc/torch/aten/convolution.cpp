@@ -2,6 +2,7 @@
 
 #include <vector>
 
+#include "composite.h"
 #include "fallback.h"
 
 namespace pto::backend {
@@ -26,22 +27,18 @@ struct Geometry {
   }
 };
 
-Geometry geometryOf(const at::Tensor& input, c10::IntArrayRef kernel, c10::IntArrayRef stride,
+// `input` is the convolution's input shape [N, C, S1..Sd].
+Geometry geometryOf(c10::IntArrayRef input, c10::IntArrayRef kernel, c10::IntArrayRef stride,
                     c10::IntArrayRef padding, c10::IntArrayRef dilation, int64_t groups) {
-  Geometry g{input.size(0), input.size(1), groups, {}, {}, {}, {}, {}};
-  for (int64_t d = 0; d < input.dim() - 2; ++d) {
+  Geometry g{input[0], input[1], groups, {}, {}, {}, {}, {}};
+  for (size_t d = 0; d + 2 < input.size(); ++d) {
     g.kernel.push_back(kernel[d]);
     g.stride.push_back(stride[d]);
     g.padding.push_back(padding[d]);
     g.dilation.push_back(dilation[d]);
-    g.output.push_back((input.size(d + 2) + 2 * padding[d] - dilation[d] * (kernel[d] - 1) - 1) / stride[d] + 1);
+    g.output.push_back((input[d + 2] + 2 * padding[d] - dilation[d] * (kernel[d] - 1) - 1) / stride[d] + 1);
   }
   return g;
-}
-
-Geometry geometryOf(const at::Tensor& input, const at::Tensor& weight, c10::IntArrayRef stride,
-                    c10::IntArrayRef padding, c10::IntArrayRef dilation, int64_t groups) {
-  return geometryOf(input, weight.sizes().slice(2), stride, padding, dilation, groups);
 }
 
 // The input, zero-padded, contiguous.
@@ -113,25 +110,79 @@ at::Tensor addWindows(const at::Tensor& windows, const Geometry& g, at::IntArray
   return sum.contiguous();
 }
 
-// Which convolutions run natively: plain (not transposed), floating, 1 to 3 spatial dims.
-bool native(const at::Tensor& input, const at::Tensor& weight, bool transposed) {
-  return !transposed && input.dim() >= 3 && input.dim() <= 5 && at::isFloatingType(input.scalar_type()) &&
+// Which convolutions run natively: floating, 1 to 3 spatial dims, plain or transposed.
+bool native(const at::Tensor& input, const at::Tensor& weight) {
+  return input.dim() >= 3 && input.dim() <= 5 && at::isFloatingType(input.scalar_type()) &&
          weight.scalar_type() == input.scalar_type() && input.numel() > 0;
+}
+
+// The three products every convolution and its gradients are made of, for the
+// plain convolution of geometry g (input [N, C, S..], weight [Cout, C/G, k..],
+// output [N, Cout, o..]); a transposed convolution is the plain one's input gradient.
+
+// The output: im2col, then one GEMM per group.
+at::Tensor convolve(const at::Tensor& input, const at::Tensor& weight, const Geometry& g) {
+  const int64_t out_channels = weight.size(0);
+  const at::Tensor cols = columns(padded(input, g), g);
+  const at::Tensor w = weight.reshape({g.groups, out_channels / g.groups, -1});
+  return fromGemmLayout(at::matmul(w, cols), g, out_channels);
+}
+
+// d output / d input for `grad` [N, Cout, o..]: the columns' gradient W^T @ grad, laid
+// out [C, k.., N, o..], added back by col2im onto the input's spatial sizes. In
+// float32 for float16/bfloat16, rounded once at the end, as the CPU's kernels do.
+at::Tensor inputGradient(const at::Tensor& grad_output, const at::Tensor& weight, const Geometry& g,
+                         c10::IntArrayRef spatial) {
+  const int64_t out_channels = weight.size(0);
+  const at::Tensor w = widened(weight).reshape({g.groups, out_channels / g.groups, -1}).transpose(-1, -2);
+  std::vector<int64_t> window{g.channels};
+  window.insert(window.end(), g.kernel.begin(), g.kernel.end());
+  window.push_back(g.batch);
+  window.insert(window.end(), g.output.begin(), g.output.end());
+  std::vector<int64_t> batch_first{g.spatial() + 1, 0};
+  for (int64_t d = 1; d < 2 * g.spatial() + 2; ++d) {
+    if (d != g.spatial() + 1) batch_first.push_back(d);
+  }
+  const at::Tensor grad_cols = at::matmul(w, toGemmLayout(widened(grad_output), g)).view(window).permute(batch_first);
+  return addWindows(grad_cols, g, spatial).to(grad_output.scalar_type());
+}
+
+// d output / d weight: grad @ columns^T, the batch summed inside the GEMM.
+at::Tensor weightGradient(const at::Tensor& grad_output, const at::Tensor& input, const Geometry& g,
+                          c10::IntArrayRef weight_sizes) {
+  const at::Tensor cols = columns(padded(input, g), g);
+  return at::matmul(toGemmLayout(grad_output, g), cols.transpose(-1, -2)).view(weight_sizes);
+}
+
+// The geometry of the plain convolution whose input gradient a transposed one is:
+// its input has the transposed convolution's output shape.
+Geometry transposedGeometry(const at::Tensor& input, const at::Tensor& weight, c10::IntArrayRef stride,
+                            c10::IntArrayRef padding, c10::IntArrayRef dilation, c10::IntArrayRef output_padding,
+                            int64_t groups, std::vector<int64_t>* output_shape) {
+  *output_shape = {input.size(0), weight.size(1) * groups};
+  for (int64_t d = 0; d + 2 < input.dim(); ++d) {
+    output_shape->push_back((input.size(d + 2) - 1) * stride[d] - 2 * padding[d] +
+                            dilation[d] * (weight.size(d + 2) - 1) + output_padding[d] + 1);
+  }
+  Geometry g = geometryOf(*output_shape, weight.sizes().slice(2), stride, padding, dilation, groups);
+  // output_padding may leave room for one more window than the input fills: those
+  // positions read nothing.
+  for (int64_t d = 0; d < g.spatial(); ++d) g.output[d] = input.size(d + 2);
+  return g;
+}
+
+// Sums a bias [C] onto channel dimension 1.
+at::Tensor& addBias(at::Tensor& out, const std::optional<at::Tensor>& bias) {
+  if (bias && bias->defined()) {
+    std::vector<int64_t> spread(static_cast<size_t>(out.dim()), 1);
+    spread[1] = bias->numel();
+    out.add_(bias->view(spread));
+  }
+  return out;
 }
 
 at::Tensor backTo(const at::Tensor& result, const c10::Device& device) {
   return result.defined() ? result.to(device) : result;
-}
-
-at::Tensor convolutionOnCpu(const at::Tensor& input, const at::Tensor& weight, const std::optional<at::Tensor>& bias,
-                            c10::IntArrayRef stride, c10::IntArrayRef padding, c10::IntArrayRef dilation,
-                            bool transposed, c10::IntArrayRef output_padding, int64_t groups) {
-  enterCpuFallback("aten::convolution_overrideable");
-  std::optional<at::Tensor> bias_cpu;
-  if (bias && bias->defined()) bias_cpu = bias->cpu();
-  const at::Tensor output = at::convolution(input.cpu(), weight.cpu(), bias_cpu, stride, padding,
-                                            dilation, transposed, output_padding, groups);
-  return output.to(input.device());
 }
 
 }  // namespace
@@ -140,27 +191,29 @@ at::Tensor convolutionOverrideable(const at::Tensor& input, const at::Tensor& we
                                    const std::optional<at::Tensor>& bias, c10::IntArrayRef stride,
                                    c10::IntArrayRef padding, c10::IntArrayRef dilation,
                                    bool transposed, c10::IntArrayRef output_padding, int64_t groups) {
-  if (!native(input, weight, transposed)) {
-    return convolutionOnCpu(input, weight, bias, stride, padding, dilation, transposed, output_padding, groups);
+  if (!native(input, weight)) {
+    enterCpuFallback("aten::convolution_overrideable");
+    std::optional<at::Tensor> bias_cpu;
+    if (bias && bias->defined()) bias_cpu = bias->cpu();
+    return at::convolution(input.cpu(), weight.cpu(), bias_cpu, stride, padding, dilation, transposed,
+                           output_padding, groups).to(input.device());
   }
-  const Geometry g = geometryOf(input, weight, stride, padding, dilation, groups);
-  const int64_t out_channels = weight.size(0);
-  const at::Tensor cols = columns(padded(input, g), g);
-  const at::Tensor w = weight.reshape({groups, out_channels / groups, -1});
-  at::Tensor out = fromGemmLayout(at::matmul(w, cols), g, out_channels);
-  if (bias && bias->defined()) {
-    std::vector<int64_t> spread(static_cast<size_t>(input.dim()), 1);
-    spread[1] = out_channels;
-    out.add_(bias->view(spread));
+  at::Tensor out;
+  if (transposed) {
+    std::vector<int64_t> shape;
+    const Geometry g = transposedGeometry(input, weight, stride, padding, dilation, output_padding, groups, &shape);
+    out = inputGradient(input, weight, g, c10::IntArrayRef(shape).slice(2));
+  } else {
+    out = convolve(input, weight, geometryOf(input.sizes(), weight.sizes().slice(2), stride, padding, dilation, groups));
   }
-  return out;
+  return addBias(out, bias);
 }
 
 std::tuple<at::Tensor, at::Tensor, at::Tensor> convolutionBackwardOverrideable(
     const at::Tensor& grad_output, const at::Tensor& input, const at::Tensor& weight,
     c10::IntArrayRef stride, c10::IntArrayRef padding, c10::IntArrayRef dilation, bool transposed,
     c10::IntArrayRef output_padding, int64_t groups, std::array<bool, 3> output_mask) {
-  if (!native(input, weight, transposed)) {
+  if (!native(input, weight)) {
     enterCpuFallback("aten::convolution_backward_overrideable");
     const int64_t bias_size = transposed ? weight.size(1) * groups : weight.size(0);
     const std::vector<c10::SymInt> bias_sizes{c10::SymInt(bias_size)};
@@ -172,32 +225,21 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> convolutionBackwardOverrideable(
     const c10::Device device = input.device();
     return {backTo(grad_input, device), backTo(grad_weight, device), backTo(grad_bias, device)};
   }
-  const Geometry g = geometryOf(input, weight, stride, padding, dilation, groups);
-  const int64_t out_channels = weight.size(0);
-  const at::Tensor grad = toGemmLayout(grad_output, g);  // [G, Cout/G, N * L]
   at::Tensor grad_input, grad_weight, grad_bias;
   if (output_mask[2]) {
     std::vector<int64_t> dims{0};
     for (int64_t d = 2; d < grad_output.dim(); ++d) dims.push_back(d);
     grad_bias = grad_output.sum(dims);
   }
-  if (output_mask[1]) {  // grad @ columns^T, the batch summed inside the GEMM
-    const at::Tensor cols = columns(padded(input, g), g);
-    grad_weight = at::matmul(grad, cols.transpose(-1, -2)).view(weight.sizes());
-  }
-  if (output_mask[0]) {
-    // The columns' gradient, W^T @ grad, laid out [C, k.., N, o..], added back by col2im.
-    const at::Tensor w = weight.reshape({groups, out_channels / groups, -1}).transpose(-1, -2);
-    std::vector<int64_t> window{g.channels};
-    window.insert(window.end(), g.kernel.begin(), g.kernel.end());
-    window.push_back(g.batch);
-    window.insert(window.end(), g.output.begin(), g.output.end());
-    std::vector<int64_t> batch_first{g.spatial() + 1, 0};
-    for (int64_t d = 1; d < 2 * g.spatial() + 2; ++d) {
-      if (d != g.spatial() + 1) batch_first.push_back(d);
-    }
-    const at::Tensor grad_cols = at::matmul(w, grad).view(window).permute(batch_first);  // [N, C, k.., o..]
-    grad_input = addWindows(grad_cols, g, input.sizes().slice(2));
+  if (transposed) {  // the plain convolution's roles swapped: its input is grad_output's shape
+    std::vector<int64_t> shape;
+    const Geometry g = transposedGeometry(input, weight, stride, padding, dilation, output_padding, groups, &shape);
+    if (output_mask[0]) grad_input = convolve(grad_output, weight, g);
+    if (output_mask[1]) grad_weight = weightGradient(input, grad_output, g, weight.sizes());
+  } else {
+    const Geometry g = geometryOf(input.sizes(), weight.sizes().slice(2), stride, padding, dilation, groups);
+    if (output_mask[0]) grad_input = inputGradient(grad_output, weight, g, input.sizes().slice(2));
+    if (output_mask[1]) grad_weight = weightGradient(grad_output, input, g, weight.sizes());
   }
   return {grad_input, grad_weight, grad_bias};
 }
@@ -215,7 +257,7 @@ at::Tensor im2col(const at::Tensor& self, at::IntArrayRef kernel, at::IntArrayRe
   const at::Tensor meta = at::im2col(metaTwin(self), kernel, dilation, padding, stride);  // PyTorch's checks
   const bool batched = self.dim() == 4;
   const at::Tensor input = batched ? self : self.unsqueeze(0);
-  const Geometry g = geometryOf(input, kernel, stride, padding, dilation, 1);
+  const Geometry g = geometryOf(input.sizes(), kernel, stride, padding, dilation, 1);
   const at::Tensor xp = padded(input, g);
   std::vector<int64_t> sizes{g.batch, g.channels}, strides{xp.stride(0), xp.stride(1)};
   for (int64_t d = 0; d < 2; ++d) {
@@ -237,7 +279,7 @@ at::Tensor col2im(const at::Tensor& self, at::IntArrayRef output_size, at::IntAr
   const at::Tensor meta = at::col2im(metaTwin(self), output_size, kernel, dilation, padding, stride);
   const bool batched = self.dim() == 3;
   const at::Tensor image = batched ? meta : meta.unsqueeze(0);
-  const Geometry g = geometryOf(image, kernel, stride, padding, dilation, 1);
+  const Geometry g = geometryOf(image.sizes(), kernel, stride, padding, dilation, 1);
   const at::Tensor windows = self.reshape({g.batch, g.channels, g.kernel[0], g.kernel[1], g.output[0], g.output[1]});
   const at::Tensor sum = addWindows(windows, g, output_size);
   return batched ? sum : sum.squeeze(0);

@@ -1,9 +1,11 @@
 // Convolution on pto. torch routes it for out-of-tree backends to the
-// *_overrideable entry points, which the global fallback never sees. Plain
-// convolutions (1 to 3 spatial dims, any stride, padding, dilation and groups)
-// run natively as im2col (one tmov from an overlapping strided view of the padded
-// input) and a tmatmul; their backward as tmatmuls and a col2im of strided tadds.
-// Transposed convolutions compute on the CPU, counted as fallback.
+// *_overrideable entry points, which the global fallback never sees. Floating
+// convolutions of 1 to 3 spatial dims (any stride, padding, dilation and groups,
+// plain or transposed) run natively as im2col (one tmov from an overlapping
+// strided view of the padded input) and a tmatmul; their backward as tmatmuls and
+// a col2im of strided tadds. A transposed convolution is a plain one's input
+// gradient, and its gradients are the plain one's other products. Other dtypes
+// compute on the CPU, counted as fallback.
 #pragma once
 
 #include <ATen/ATen.h>
