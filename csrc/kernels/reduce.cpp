@@ -5,6 +5,7 @@
 //  - columns: the innermost dimension is kept: a vector of accumulators, one per
 //    output element of that dimension, folds whole input rows at a time.
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <limits>
 #include <vector>
@@ -126,8 +127,11 @@ void reduceValues(const isa::Operand& out_op, const isa::Operand& in_op, std::sp
     }
     return;
   }
+  // Rows when the reduced run is the innermost in memory, unless it is too short to
+  // fill a vector (pooling windows of 2 or 3): then columns of outputs fold faster.
   const bool rows = plan.reduced.empty() || plan.kept.empty() ||
-                    std::abs(plan.reduced.back().in_stride) <= std::abs(plan.kept.back().in_stride);
+                    (std::abs(plan.reduced.back().in_stride) <= std::abs(plan.kept.back().in_stride) &&
+                     plan.reduced.back().size >= 8);
   if (rows) {
     // Each output folds its reduced elements; the innermost reduced run is read
     // with eight accumulators (independent chains the compiler can vectorise).
@@ -216,8 +220,18 @@ void reduceIndex(const isa::Operand& out_op, const isa::Operand& in_op, std::spa
       const char* base = in + offsetOf(plan.kept, static_cast<int64_t>(k), false) * static_cast<int64_t>(sizeof(T));
       C best{};
       int64_t best_index = 0;
+      // The reduced elements in row-major order, odometer-style (no division per element).
+      std::array<int64_t, isa::kMaxRank> position{};
+      int64_t offset = 0;
+      const int dims = static_cast<int>(plan.reduced.size());
       for (int64_t r = 0; r < plan.reduced_count; ++r) {
-        const C x = load<T>(base + offsetOf(plan.reduced, r, false) * static_cast<int64_t>(sizeof(T)));
+        const C x = load<T>(base + offset * static_cast<int64_t>(sizeof(T)));
+        for (int d = dims - 1; d >= 0; --d) {
+          offset += plan.reduced[d].in_stride;
+          if (++position[d] < plan.reduced[d].size) break;
+          offset -= position[d] * plan.reduced[d].in_stride;
+          position[d] = 0;
+        }
         if (r == 0) {
           best = x;
           continue;
