@@ -15,7 +15,7 @@ from opinfo_sweep import ONE_ULP, opinfo_tests
 
 NAMES = {"scatter", "scatter_add", "index_put", "__getitem__", "take", "put", "take_along_dim",
          "nn.functional.one_hot", "nonzero", "argwhere", "index_fill", "index_copy", "masked_scatter",
-         "masked_select", "repeat_interleave", "bincount"}
+         "masked_select", "repeat_interleave", "bincount", "unique"}
 OPS = [op for op in op_db if (op.name in NAMES and op.variant_test_name == "") or op.name == "scatter_reduce"]
 DTYPES = [torch.float32, torch.float16, torch.bfloat16, torch.int64, torch.bool]
 

@@ -1,5 +1,5 @@
 // Indexing ops pto runs as a few native instructions around one scatter:
-// index_fill_, index_copy, masked_scatter_, repeat_interleave and bincount.
+// index_fill_, index_copy, masked_scatter_, repeat_interleave, bincount and unique.
 // Those whose output size depends on the data read it on the host first (a sync,
 // as on CUDA), and check there what PyTorch's CPU kernels check.
 #include <ATen/ATen.h>
@@ -108,6 +108,28 @@ at::Tensor bincount(const at::Tensor& self, const std::optional<at::Tensor>& wei
   return at::zeros({bins}, values.options()).scatter_add_(0, self.to(at::kLong), values);
 }
 
+// torch.unique: one stable sort, a flag where each new value starts (NaNs are all
+// distinct, as the CPU's != makes them), a running count numbering the groups, and
+// scatters of the groups back to the input's positions (inverse) and of ones (counts).
+std::tuple<at::Tensor, at::Tensor, at::Tensor> unique(const at::Tensor& self, bool sorted, bool return_inverse,
+                                                      bool return_counts) {
+  const auto longs = self.options().dtype(at::kLong);
+  const int64_t n = self.numel();
+  if (n == 0) {
+    return {at::empty({0}, self.options()), return_inverse ? at::empty(self.sizes(), longs) : at::empty({0}, longs),
+            at::empty({0}, longs)};
+  }
+  const auto [values, order] = at::sort(self.reshape({-1}), /*stable=*/true, 0, false);
+  at::Tensor starts = at::ones({n}, self.options().dtype(at::kBool));
+  if (n > 1) starts.narrow(0, 1, n - 1).copy_(at::ne(values.narrow(0, 1, n - 1), values.narrow(0, 0, n - 1)));
+  const at::Tensor group = at::cumsum(starts, 0).sub_(1);
+  const at::Tensor distinct = at::masked_select(values, starts);
+  at::Tensor inverse = at::empty({0}, longs), counts = at::empty({0}, longs);
+  if (return_inverse) inverse = at::empty({n}, longs).scatter_(0, order, group).view(self.sizes());
+  if (return_counts) counts = at::zeros({distinct.numel()}, longs).scatter_add_(0, group, at::ones({n}, longs));
+  return {distinct, inverse, counts};
+}
+
 }  // namespace
 
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
@@ -118,6 +140,7 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("masked_scatter_", TORCH_FN(maskedScatter));
   m.impl("repeat_interleave.Tensor", TORCH_FN(repeatInterleave));
   m.impl("bincount", TORCH_FN(bincount));
+  m.impl("_unique2", TORCH_FN(unique));
 }
 
 }  // namespace pto::backend
