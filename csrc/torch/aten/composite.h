@@ -5,6 +5,8 @@
 #include <ATen/MemoryOverlap.h>
 #include <ATen/native/Resize.h>
 
+#include <algorithm>
+
 namespace pto::backend {
 
 // float16/bfloat16 compositions run in float32 and round once at the end, as
@@ -25,6 +27,16 @@ inline at::Tensor& assign(at::Tensor& out, const at::Tensor& value) {
 inline bool overlaps(const at::Tensor& a, const at::Tensor& b) {
   const at::MemOverlapStatus status = at::get_overlap_status(a, b);
   return status == at::MemOverlapStatus::Full || status == at::MemOverlapStatus::Partial;
+}
+
+// The tensor as a meta tensor over a storage of the same size: the same view
+// (sizes, strides, offset) with no data. Meta kernels run on it give PyTorch's
+// shape checks and result geometry, and view ops their view, without touching memory.
+inline at::Tensor metaTwin(const at::Tensor& t) {
+  const int64_t storage_elements =
+      static_cast<int64_t>(t.storage().nbytes() / std::max<size_t>(t.itemsize(), 1));
+  return at::empty({storage_elements}, t.options().device(at::kMeta))
+      .as_strided(t.sizes(), t.strides(), t.storage_offset());
 }
 
 }  // namespace pto::backend

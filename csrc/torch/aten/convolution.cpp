@@ -246,10 +246,6 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> convolutionBackwardOverrideable(
 
 namespace {
 
-at::Tensor metaTwin(const at::Tensor& t) {
-  return at::empty_strided(t.sizes(), t.strides(), t.options().device(at::kMeta));
-}
-
 // torch.nn.functional.unfold: the windows of a batch of images as columns
 // [N, C*kh*kw, L], one tmov from the strided view of the padded input.
 at::Tensor im2col(const at::Tensor& self, at::IntArrayRef kernel, at::IntArrayRef dilation, at::IntArrayRef padding,

@@ -10,6 +10,7 @@
 #include <mutex>
 
 #include "../generator.h"
+#include "composite.h"
 
 namespace pto::backend {
 namespace {
@@ -107,13 +108,6 @@ bool isViewOp(const c10::FunctionSchema& schema) {
   const auto* ret = schema.returns()[0].alias_info();
   const auto* arg = schema.arguments()[0].alias_info();
   return ret != nullptr && arg != nullptr && !ret->isWrite() && ret->beforeSets() == arg->beforeSets();
-}
-
-at::Tensor metaTwin(const at::Tensor& t) {
-  const int64_t storage_elements =
-      static_cast<int64_t>(t.storage().nbytes() / std::max<size_t>(t.itemsize(), 1));
-  return at::empty({storage_elements}, t.options().device(at::kMeta))
-      .as_strided(t.sizes(), t.strides(), t.storage_offset());
 }
 
 void viewFallback(const c10::OperatorHandle& op, torch::jit::Stack* stack) {

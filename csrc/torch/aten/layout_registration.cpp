@@ -11,6 +11,7 @@
 #include <algorithm>
 #include <vector>
 
+#include "composite.h"
 #include "fallback.h"
 #include "instruction_launch.h"
 
@@ -59,10 +60,6 @@ at::Tensor roll(const at::Tensor& self, at::IntArrayRef shifts, at::IntArrayRef 
     source = out;
   }
   return out;
-}
-
-at::Tensor metaTwin(const at::Tensor& t) {
-  return at::empty_strided(t.sizes(), t.strides(), t.options().device(at::kMeta));
 }
 
 enum class PadMode { kReflect, kReplicate };

@@ -19,10 +19,6 @@
 namespace pto::backend {
 namespace {
 
-at::Tensor metaTwin(const at::Tensor& t) {
-  return at::empty_strided(t.sizes(), t.strides(), t.options().device(at::kMeta));
-}
-
 // One spatial dimension of a pooling: kernel, stride, padding, dilation, and the
 // padded extent the windows need (ceil_mode's last window may run past the input).
 struct Axis {
