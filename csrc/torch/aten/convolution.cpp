@@ -48,24 +48,32 @@ at::Tensor padded(const at::Tensor& input, const Geometry& g) {
   return at::constant_pad_nd(input, pads, 0).contiguous();
 }
 
-// im2col as a view: [C, k1..kd, N, o1..od] over the padded input, overlapping
-// windows and all (a strided operand may repeat elements); one tmov materialises
-// it as columns [G, C/G * K, N * L], so that each group is ONE large GEMM (the
-// batch folded into its columns), which BLAS spreads over every core.
-at::Tensor columns(const at::Tensor& xp, const Geometry& g) {
-  std::vector<int64_t> sizes{g.channels}, strides{xp.stride(1)};
+// The windows of the padded input as a view [N, C, k1..kd, o1..od]: overlapping
+// windows and all (a strided operand may repeat elements), no copy.
+at::Tensor windowsOf(const at::Tensor& xp, const Geometry& g) {
+  std::vector<int64_t> sizes{g.batch, g.channels}, strides{xp.stride(0), xp.stride(1)};
   for (int64_t d = 0; d < g.spatial(); ++d) {
     sizes.push_back(g.kernel[d]);
     strides.push_back(g.dilation[d] * xp.stride(d + 2));
   }
-  sizes.push_back(g.batch);
-  strides.push_back(xp.stride(0));
   for (int64_t d = 0; d < g.spatial(); ++d) {
     sizes.push_back(g.output[d]);
     strides.push_back(g.stride[d] * xp.stride(d + 2));
   }
-  at::Tensor cols = at::empty(sizes, xp.options());
-  cols.copy_(xp.as_strided(sizes, strides, xp.storage_offset()));
+  return xp.as_strided(sizes, strides, xp.storage_offset());
+}
+
+// im2col for the GEMM: one tmov lays the windows out as [C, k1..kd, N, o1..od], that
+// is columns [G, C/G * K, N * L], so that each group is ONE large GEMM (the batch
+// folded into its columns), which BLAS spreads over every core.
+at::Tensor columns(const at::Tensor& xp, const Geometry& g) {
+  std::vector<int64_t> channels_first{1};
+  for (int64_t d = 0; d < g.spatial(); ++d) channels_first.push_back(d + 2);
+  channels_first.push_back(0);
+  for (int64_t d = 0; d < g.spatial(); ++d) channels_first.push_back(g.spatial() + 2 + d);
+  const at::Tensor windows = windowsOf(xp, g).permute(channels_first);
+  at::Tensor cols = at::empty(windows.sizes(), xp.options());
+  cols.copy_(windows);
   return cols.view({g.groups, g.channels / g.groups * g.kernelVolume(), g.batch * g.outputVolume()});
 }
 
@@ -254,18 +262,9 @@ at::Tensor im2col(const at::Tensor& self, at::IntArrayRef kernel, at::IntArrayRe
   const bool batched = self.dim() == 4;
   const at::Tensor input = batched ? self : self.unsqueeze(0);
   const Geometry g = geometryOf(input.sizes(), kernel, stride, padding, dilation, 1);
-  const at::Tensor xp = padded(input, g);
-  std::vector<int64_t> sizes{g.batch, g.channels}, strides{xp.stride(0), xp.stride(1)};
-  for (int64_t d = 0; d < 2; ++d) {
-    sizes.push_back(g.kernel[d]);
-    strides.push_back(g.dilation[d] * xp.stride(d + 2));
-  }
-  for (int64_t d = 0; d < 2; ++d) {
-    sizes.push_back(g.output[d]);
-    strides.push_back(g.stride[d] * xp.stride(d + 2));
-  }
-  at::Tensor cols = at::empty(sizes, self.options());
-  cols.copy_(xp.as_strided(sizes, strides, xp.storage_offset()));
+  const at::Tensor windows = windowsOf(padded(input, g), g);
+  at::Tensor cols = at::empty(windows.sizes(), self.options());
+  cols.copy_(windows);
   return cols.view(meta.sizes());
 }
 
