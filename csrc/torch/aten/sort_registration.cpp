@@ -20,8 +20,10 @@
 namespace pto::backend {
 namespace {
 
-// Whether writing `out` may change `in` before an instruction has read all of it.
-bool overlaps(const at::Tensor& out, const at::Tensor& in) {
+// Whether writing `out` may change `in` before an instruction has read all of it: any
+// shared storage counts (stricter than composite.h's overlaps, which trusts torch's
+// overlap analysis and says no where it cannot tell).
+bool sharesStorage(const at::Tensor& out, const at::Tensor& in) {
   return out.numel() > 0 && in.numel() > 0 && out.storage().is_alias_of(in.storage());
 }
 
@@ -36,9 +38,9 @@ bool selectsNatively(isa::Opcode opcode, const at::Tensor& self, const at::Tenso
 void selectInto(isa::Opcode opcode, const at::Tensor& self, int64_t axis, bool flag, at::Tensor& values,
                 at::Tensor& indices) {
   if (indices.numel() == 0) return;
-  const at::Tensor positions = overlaps(indices, self) ? at::empty(indices.sizes(), indices.options()) : indices;
+  const at::Tensor positions = sharesStorage(indices, self) ? at::empty(indices.sizes(), indices.options()) : indices;
   launchInstruction(opcode, positions, {self}, {static_cast<double>(axis), flag ? 1.0 : 0.0});
-  const at::Tensor picked = overlaps(values, self) || overlaps(values, positions)
+  const at::Tensor picked = sharesStorage(values, self) || sharesStorage(values, positions)
                                 ? at::empty(values.sizes(), values.options()) : values;
   launchInstruction(isa::Opcode::kGather, picked, {self, positions}, {static_cast<double>(axis), 0.0});
   if (!positions.is_same(indices)) indices.copy_(positions);
@@ -88,7 +90,7 @@ at::Tensor& scanOut(const at::Tensor& self, int64_t dim, std::optional<at::Scala
   if (out.numel() == 0) return out;
   const at::Tensor input = self.to(out.scalar_type());
   const bool in_place = at::get_overlap_status(out, input) == at::MemOverlapStatus::Full;
-  const at::Tensor result = !in_place && overlaps(out, input) ? at::empty(out.sizes(), out.options()) : out;
+  const at::Tensor result = !in_place && sharesStorage(out, input) ? at::empty(out.sizes(), out.options()) : out;
   launchInstruction(opcode, result, {input}, {static_cast<double>(axis), 0.0});
   if (!result.is_same(out)) out.copy_(result);
   return out;
