@@ -26,6 +26,30 @@ def python():
     return run_python
 
 
+def run_failing_at_next_sync(statement: str, setup: str = 'x = torch.randn(3, 4, device="pto")') -> str:
+    """Queue `statement` (an op whose kernel fails) after `setup` in a fresh interpreter,
+    then synchronize. Checks the process lives on and the device still computes
+    (x * 2 on it equals the CPU's), and returns the output ("raised: ..." lines)."""
+    result = run_python(f"""
+        import torch
+        {setup}
+        {statement}   # queued: returns at once
+        try:
+            torch.pto.synchronize()
+        except RuntimeError as error:
+            print("raised:", error)
+        print("usable:", torch.equal((x * 2).cpu(), x.cpu() * 2))
+    """, PTO_FALLBACK="silent")
+    assert result.returncode == 0, result.stderr
+    assert "usable: True" in result.stdout, result.stdout
+    return result.stdout
+
+
+@pytest.fixture
+def fails_at_next_sync():
+    return run_failing_at_next_sync
+
+
 @pytest.fixture(autouse=True)
 def _seeded():
     torch.manual_seed(0)
