@@ -305,6 +305,19 @@ def bench_small_ops(b: Bench) -> None:
           ["op", "cpu us", "pto us", "pto/CPU", "<=3", "cores cpu / pto / other"], rows)
 
 
+def time_ratio_table(b: Bench, title: str, what: str, cases, cpu_args: tuple, pto_args: tuple) -> None:
+    """One row per (name, fn): fn(*args) timed on each side, ms and the pto/CPU time
+    ratio against the aim <= 1 ("what name: ..." names a missed aim)."""
+    rows = []
+    for name, fn in cases:
+        r = b.pair(lambda: fn(*cpu_args), lambda: fn(*pto_args))
+        ratio = r.pto / r.cpu
+        rows.append([name, ms(r.cpu), ms(r.pto) + fallback_note(r.fell_back), f"{ratio:.2f}",
+                     b.aim(round(ratio, 2) <= 1.0, f"{what}{name.strip()}: pto/CPU time {ratio:.2f} > 1"),
+                     r.cores()])
+    table(title, ["op", "cpu ms", "pto ms", "pto/CPU", "<=1", "cores cpu / pto / other"], rows)
+
+
 # 6. Random draws ---------------------------------------------------------------------------
 
 def bench_random(b: Bench) -> None:
@@ -317,14 +330,8 @@ def bench_random(b: Bench) -> None:
         ("dropout(x, 0.5)", lambda x: F.dropout(x, 0.5)),
         ("x.random_(0, 10)", lambda x: x.random_(0, 10)),
     ]
-    rows = []
-    for name, fn in cases:
-        r = b.pair(lambda: fn(x_cpu), lambda: fn(x_pto))
-        ratio = r.pto / r.cpu
-        rows.append([name, ms(r.cpu), ms(r.pto) + fallback_note(r.fell_back), f"{ratio:.2f}",
-                     b.aim(round(ratio, 2) <= 1.0, f"random {name}: pto/CPU time {ratio:.2f} > 1"), r.cores()])
-    table(f"6. Random draws filling 16M float32, ms per op (best of {b.reps}); pto: Philox4x32-10, "
-          f"CPU: mt19937", ["op", "cpu ms", "pto ms", "pto/CPU", "<=1", "cores cpu / pto / other"], rows)
+    time_ratio_table(b, f"6. Random draws filling 16M float32, ms per op (best of {b.reps}); pto: Philox4x32-10, "
+                        f"CPU: mt19937", "random ", cases, (x_cpu,), (x_pto,))
     del x_pto
     torch.pto.empty_cache()
 
@@ -341,14 +348,8 @@ def bench_convolution(b: Bench) -> None:
         ("conv2d 32x64x32x32, 3x3, pad 1", lambda x, w: F.conv2d(x.detach(), w.detach(), padding=1)),
         ("  forward + backward", lambda x, w: F.conv2d(x, w, padding=1).sum().backward()),
     ]
-    rows = []
-    for name, fn in cases:
-        r = b.pair(lambda: fn(x_cpu, w_cpu), lambda: fn(x_pto, w_pto))
-        ratio = r.pto / r.cpu
-        rows.append([name, ms(r.cpu), ms(r.pto) + fallback_note(r.fell_back), f"{ratio:.2f}",
-                     b.aim(round(ratio, 2) <= 1.0, f"{name.strip()}: pto/CPU time {ratio:.2f} > 1"), r.cores()])
-    table(f"7. Convolution, ms per call (best of {b.reps}); pto: im2col + GEMM, CPU: oneDNN",
-          ["op", "cpu ms", "pto ms", "pto/CPU", "<=1", "cores cpu / pto / other"], rows)
+    time_ratio_table(b, f"7. Convolution, ms per call (best of {b.reps}); pto: im2col + GEMM, CPU: oneDNN", "",
+                     cases, (x_cpu, w_cpu), (x_pto, w_pto))
     del x_pto, w_pto
     torch.pto.empty_cache()
 
