@@ -54,9 +54,10 @@ at::Tensor huberGradient(const at::Tensor& grad, const at::Tensor& self, const a
                          double delta, bool smooth_l1) {
   const at::Tensor x = at::sub(widened(self), widened(target));
   const double outside = smooth_l1 ? 1.0 : delta;
-  const at::Tensor inside = smooth_l1 ? (delta == 0 ? at::zeros_like(x) : at::div(x, delta)) : x;
-  at::Tensor slope = at::where(at::lt(x, -delta), -outside, at::where(at::gt(x, delta), outside, inside));
-  if (smooth_l1 && delta == 0) slope = at::sign(x);
+  const at::Tensor slope = smooth_l1 && delta == 0  // plain L1
+                               ? at::sign(x)
+                               : at::where(at::lt(x, -delta), -outside,
+                                           at::where(at::gt(x, delta), outside, smooth_l1 ? at::div(x, delta) : x));
   return at::mul(slope, widened(grad)).mul_(meanScale(self, reduction)).to(self.scalar_type());
 }
 
