@@ -51,6 +51,7 @@ def test_losses_norms_and_activations_train_without_fallback():
     target = torch.rand(8, 5, device="pto")
     before = pypto_torch.fallback_ops()
     loss = (torch.nn.functional.smooth_l1_loss(x, target, beta=0.5) + torch.nn.functional.huber_loss(x, target)
+            + torch.nn.functional.smooth_l1_loss(x, target, beta=0.0) + torch.nn.functional.l1_loss(x, target)
             + torch.nn.functional.binary_cross_entropy(x, target) + torch.nn.functional.relu6(x * 9).sum()
             + torch.linalg.vector_norm(x, 3, dim=1).sum() + x.norm() + x.prod(1).sum()
             + torch.nn.functional.hardtanh(x, -0.5, 0.5).sum() + torch.nn.functional.elu(x - 0.5).sum()

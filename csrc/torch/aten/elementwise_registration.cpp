@@ -337,6 +337,7 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   PTO_UNARY(m, abs, Opcode::kAbs, P::kCommon)
   PTO_UNARY(m, neg, Opcode::kNeg, P::kCommon)
   PTO_UNARY(m, sign, Opcode::kSign, P::kCommon)
+  PTO_UNARY(m, sgn, Opcode::kSign, P::kCommon)  // sign for real dtypes; complex ones fall back
   PTO_UNARY(m, bitwise_not, Opcode::kNot, P::kCommon)
   PTO_UNARY(m, exp, Opcode::kExp, P::kIntToFloat)
   PTO_UNARY(m, exp2, Opcode::kExp2, P::kIntToFloat)
