@@ -32,4 +32,14 @@ if torch._C._get_privateuse1_backend_name() != "pto":
     torch.utils.generate_methods_for_privateuse1_backend(for_storage=True)
     quiet_tensor_printing(torch)
 
-__all__ = ["fallback_mode", "fallback_ops", "set_fallback_mode", "pto"]
+__all__ = ["explain", "fallback_mode", "fallback_ops", "set_fallback_mode", "pto"]
+
+
+def __getattr__(name: str):
+    # The compiler front end imports torch._dynamo: load it when first asked for,
+    # not on every `import torch` (which imports this package through autoload).
+    if name == "explain":
+        from pypto_torch.compile import explain
+
+        return explain
+    raise AttributeError(f"module 'pypto_torch' has no attribute {name!r}")

@@ -62,6 +62,7 @@ std::string verifyInstruction(const Instruction& instruction, std::span<const ui
 // printed program; parse errors name the line and column and what was expected.
 std::string print(const Program& program);
 std::string print(const Instruction& instruction);
+std::string print(size_t index, const Buffer& buffer);  // the declaration of buffer %index
 
 struct ParseResult {
   Program program;

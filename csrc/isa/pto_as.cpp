@@ -222,13 +222,14 @@ std::string print(const Instruction& instruction) {
   return out;
 }
 
+std::string print(size_t index, const Buffer& buffer) {
+  return "buffer %" + std::to_string(index) + " " + std::string(kKindNames[static_cast<int>(buffer.kind)]) + " " +
+         std::to_string(buffer.bytes);
+}
+
 std::string print(const Program& program) {
   std::string out;
-  for (size_t i = 0; i < program.buffers.size(); ++i) {
-    out += "buffer %" + std::to_string(i) + " " +
-           std::string(kKindNames[static_cast<int>(program.buffers[i].kind)]) + " " +
-           std::to_string(program.buffers[i].bytes) + "\n";
-  }
+  for (size_t i = 0; i < program.buffers.size(); ++i) out += print(i, program.buffers[i]) + "\n";
   for (const Instruction& instruction : program.instructions) out += print(instruction) + "\n";
   return out;
 }

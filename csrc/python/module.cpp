@@ -8,6 +8,7 @@
 
 #include "isa/instructions.h"
 #include "torch/aten/fallback.h"
+#include "torch/compiled_program.h"
 #include "torch/device.h"
 #include "torch/generator.h"
 #include "torch/pto_check.h"
@@ -85,4 +86,14 @@ PYBIND11_MODULE(_C, m) {
   m.def("_fallback_mode", [] { return std::string(fallbackModeName(fallbackMode())); });
   m.def("_isa_table", &isaTable);
   m.def("_set_fallback_mode", [](const std::string& mode) { setFallbackMode(parseFallbackMode(mode)); });
+
+  py::class_<CompiledGraphProgram>(m, "_CompiledProgram")
+      .def(py::init<const std::string&, bool>(), py::arg("pto_as"), py::arg("debug") = false)
+      .def_property_readonly("text", &CompiledGraphProgram::text)
+      .def_property_readonly("fused_kernels", &CompiledGraphProgram::fusedKernels)
+      .def_property_readonly("kernels", &CompiledGraphProgram::kernelCount)
+      .def_property_readonly("instructions", &CompiledGraphProgram::instructionCount)
+      .def_property_readonly("arena_bytes", &CompiledGraphProgram::arenaBytes)
+      .def("run", [](const CompiledGraphProgram& program, const std::vector<std::optional<at::Tensor>>& buffers,
+                     int device) { program.run(buffers, static_cast<c10::DeviceIndex>(device)); });
 }

@@ -11,6 +11,7 @@
 namespace pto::rt::sim {
 namespace {
 
+// Set on pool threads, and on a caller while it runs its own chunk.
 thread_local bool tls_in_pool = false;
 
 class ThreadPool {
@@ -92,7 +93,9 @@ void parallelFor(size_t count, size_t grain, const std::function<void(size_t, si
       if (--remaining == 0) done_cv.notify_one();
     });
   }
+  tls_in_pool = true;  // the caller's own chunk must not spread out again either
   run(0, std::min(count, step));
+  tls_in_pool = false;
   std::unique_lock<std::mutex> lock(mutex);
   done_cv.wait(lock, [&] { return remaining == 0; });  // the chunks use this frame: wait for all
   if (failure) std::rethrow_exception(failure);

@@ -1,0 +1,54 @@
+#include <set>
+
+#include "passes.h"
+
+namespace pto::compiler {
+
+bool readsOutput(const isa::Instruction& instruction) {
+  switch (isa::groupOf(instruction.opcode)) {
+    case isa::Group::Matmul: return instruction.immediates[1] != 0.0;  // beta
+    case isa::Group::Scatter:
+    case isa::Group::ScatterElements: return true;
+    default: return false;
+  }
+}
+
+BufferUses bufferUses(const isa::Program& program) {
+  BufferUses uses;
+  uses.writers.resize(program.buffers.size());
+  uses.readers.resize(program.buffers.size());
+  for (size_t i = 0; i < program.instructions.size(); ++i) {
+    const isa::Instruction& instruction = program.instructions[i];
+    const auto index = static_cast<int32_t>(i);
+    uses.writers[instruction.operands[0].buffer].push_back(index);
+    if (readsOutput(instruction)) uses.readers[instruction.operands[0].buffer].push_back(index);
+    for (size_t k = 1; k < instruction.operands.size(); ++k) {
+      uses.readers[instruction.operands[k].buffer].push_back(index);
+    }
+  }
+  return uses;
+}
+
+int eliminateDeadCode(isa::Program& program) {
+  // Backwards: an instruction lives if the caller sees what it writes, or a live
+  // instruction after it reads it; then what it reads is needed.
+  std::set<int32_t> read_later;
+  std::vector<bool> live(program.instructions.size());
+  for (size_t i = program.instructions.size(); i-- > 0;) {
+    const isa::Instruction& instruction = program.instructions[i];
+    const int32_t out = instruction.operands[0].buffer;
+    live[i] = program.buffers[out].kind != isa::BufferKind::kTemp || read_later.contains(out);
+    if (!live[i]) continue;
+    if (readsOutput(instruction)) read_later.insert(out);
+    for (size_t k = 1; k < instruction.operands.size(); ++k) read_later.insert(instruction.operands[k].buffer);
+  }
+  std::vector<isa::Instruction> kept;
+  for (size_t i = 0; i < program.instructions.size(); ++i) {
+    if (live[i]) kept.push_back(std::move(program.instructions[i]));
+  }
+  const int removed = static_cast<int>(program.instructions.size() - kept.size());
+  program.instructions = std::move(kept);
+  return removed;
+}
+
+}  // namespace pto::compiler

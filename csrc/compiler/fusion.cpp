@@ -1,0 +1,99 @@
+#include <algorithm>
+
+#include "passes.h"
+#include "tiling.h"
+
+namespace pto::compiler {
+namespace {
+
+// Elements of one instruction's tile a fused kernel aims at: a few tens of KiB,
+// so that a tile's intermediates stay in the core's cache (the Unified Buffer).
+constexpr int64_t kTileElements = 16384;
+// Output rows of a GEMM tile: enough for BLAS to run at full speed.
+constexpr int64_t kGemmTileRows = 256;
+
+int64_t innerElements(const isa::Program& program, int32_t first, int32_t count, int t) {
+  int64_t widest = 1;
+  for (int32_t i = first; i < first + count; ++i) {
+    for (const isa::Operand& operand : program.instructions[i].operands) {
+      int64_t inner = 1;
+      for (int d = t + 1; d < operand.rank; ++d) inner *= operand.shape[d];
+      widest = std::max(widest, inner);
+    }
+  }
+  return widest;
+}
+
+bool holdsGemm(const isa::Program& program, int32_t first, int32_t count) {
+  for (int32_t i = first; i < first + count; ++i) {
+    if (isa::groupOf(program.instructions[i].opcode) == isa::Group::Matmul) return true;
+  }
+  return false;
+}
+
+// The dimension to tile over, at most `deepest`: the deepest one whose rows are
+// not too short, else an outer one so that a tile holds several short rows' worth.
+int chooseTileDim(const isa::Program& program, int32_t first, int32_t count, int deepest) {
+  const isa::Operand& lead = program.instructions[first].operands[0];
+  int t = deepest;
+  while (t > 0 && innerElements(program, first, count, t) * lead.shape[t] < kTileElements) --t;
+  return t;
+}
+
+// The deepest tile dimension the kernel [first, first + count) allows, or -1.
+int deepestShared(const isa::Program& program, int32_t first, int32_t count) {
+  const isa::Operand& lead = program.instructions[first].operands[0];
+  int deepest = isa::kMaxRank;
+  for (int32_t i = first; i < first + count; ++i) {
+    const isa::Instruction& instruction = program.instructions[i];
+    if (!fusable(instruction)) return -1;
+    const isa::Operand& out = instruction.operands[0];
+    int shared = -1;
+    while (shared + 1 < std::min(out.rank, lead.rank) && out.shape[shared + 1] == lead.shape[shared + 1]) ++shared;
+    deepest = std::min({deepest, deepestTileDim(instruction), shared});
+  }
+  return deepest;
+}
+
+Kernel tiledKernel(const isa::Program& program, int32_t first, int32_t count, int t) {
+  Kernel kernel;
+  kernel.first = first;
+  kernel.count = count;
+  kernel.tile_dim = t;
+  const isa::Operand& lead = program.instructions[first].operands[0];
+  std::copy_n(lead.shape.begin(), t + 1, kernel.domain.begin());
+  kernel.parallel_tiles = !holdsGemm(program, first, count);
+  const int64_t rows = kernel.parallel_tiles ? kTileElements / innerElements(program, first, count, t) : kGemmTileRows;
+  kernel.tile_rows = std::clamp<int64_t>(rows, 1, std::max<int64_t>(1, lead.shape[t]));
+  return kernel;
+}
+
+}  // namespace
+
+std::vector<Kernel> fuse(const isa::Program& program) {
+  std::vector<Kernel> kernels;
+  const auto total = static_cast<int32_t>(program.instructions.size());
+  for (int32_t first = 0; first < total;) {
+    int32_t count = 1;
+    int tile_dim = -1;
+    if (deepestShared(program, first, 1) >= 0) {
+      while (first + count < total) {
+        const int deepest = deepestShared(program, first, count + 1);
+        if (deepest < 0) break;
+        const int t = chooseTileDim(program, first, count + 1, deepest);
+        if (!checkTiling(program, first, count + 1, t).empty()) break;
+        tile_dim = t;
+        ++count;
+      }
+    }
+    if (count > 1) {
+      kernels.push_back(tiledKernel(program, first, count, tile_dim));
+    } else {
+      kernels.push_back(Kernel{.first = first, .count = 1});
+    }
+    first += count;
+  }
+  return kernels;
+}
+
+}  // namespace pto::compiler

@@ -1,0 +1,109 @@
+#include <algorithm>
+
+#include "passes.h"
+#include "tiling.h"
+
+namespace pto::compiler {
+namespace {
+
+// The simulated Unified Buffer: what one tile's scratch may take (the ISA doc's
+// tile budget). GEMM kernels' tiles are sized for BLAS instead and may exceed it.
+constexpr uint64_t kUnifiedBufferBytes = 192 * 1024;
+constexpr uint64_t kAlignment = 64;
+
+uint64_t aligned(uint64_t bytes) { return (bytes + kAlignment - 1) / kAlignment * kAlignment; }
+
+struct Lifetime {
+  int32_t buffer;
+  int32_t first_kernel, last_kernel;
+  uint64_t bytes;
+};
+
+}  // namespace
+
+void planMemory(CompiledProgram& compiled) {
+  const isa::Program& program = compiled.program;
+  std::vector<int32_t> kernel_of(program.instructions.size());
+  for (size_t k = 0; k < compiled.kernels.size(); ++k) {
+    const Kernel& kernel = compiled.kernels[k];
+    for (int32_t i = kernel.first; i < kernel.first + kernel.count; ++i) kernel_of[i] = static_cast<int32_t>(k);
+  }
+  const size_t buffer_count = program.buffers.size();
+  std::vector<int32_t> first_kernel(buffer_count, -1), last_kernel(buffer_count, -1);
+  std::vector<const isa::Operand*> some_operand(buffer_count, nullptr);
+  for (size_t i = 0; i < program.instructions.size(); ++i) {
+    for (const isa::Operand& operand : program.instructions[i].operands) {
+      const int32_t b = operand.buffer;
+      if (first_kernel[b] < 0) first_kernel[b] = kernel_of[i];
+      last_kernel[b] = kernel_of[i];
+      some_operand[b] = &operand;
+    }
+  }
+
+  compiled.placements.assign(buffer_count, BufferPlacement{});
+  std::vector<Lifetime> arena;
+  std::vector<uint64_t> row_bytes(compiled.kernels.size(), 0);
+  for (size_t b = 0; b < buffer_count; ++b) {
+    BufferPlacement& place = compiled.placements[b];
+    if (program.buffers[b].kind != isa::BufferKind::kTemp) continue;
+    if (first_kernel[b] < 0) {
+      place.placement = Placement::kUnused;
+      continue;
+    }
+    const Kernel& kernel = compiled.kernels[first_kernel[b]];
+    // Every use of a temporary inside one tiled kernel is row aligned (the kernel
+    // writes it), so each tile needs only its own rows of it.
+    if (first_kernel[b] == last_kernel[b] && kernel.tiled()) {
+      place.placement = Placement::kScratch;
+      place.row_pitch = rowPitch(*some_operand[b], kernel.tile_dim);
+      row_bytes[first_kernel[b]] += aligned(place.row_pitch * isa::dtypeSize(some_operand[b]->dtype));
+      continue;
+    }
+    place.placement = Placement::kArena;
+    arena.push_back({static_cast<int32_t>(b), first_kernel[b], last_kernel[b], aligned(program.buffers[b].bytes)});
+  }
+
+  // Tiles small enough for the Unified Buffer, then each scratch buffer's place in it.
+  for (size_t k = 0; k < compiled.kernels.size(); ++k) {
+    Kernel& kernel = compiled.kernels[k];
+    if (!kernel.tiled() || row_bytes[k] == 0) continue;
+    if (kernel.parallel_tiles) {
+      kernel.tile_rows = std::clamp<int64_t>(static_cast<int64_t>(kUnifiedBufferBytes / row_bytes[k]), 1, kernel.tile_rows);
+    }
+  }
+  std::vector<uint64_t> scratch_used(compiled.kernels.size(), 0);
+  for (size_t b = 0; b < buffer_count; ++b) {
+    BufferPlacement& place = compiled.placements[b];
+    if (place.placement != Placement::kScratch) continue;
+    Kernel& kernel = compiled.kernels[first_kernel[b]];
+    place.offset = scratch_used[first_kernel[b]];
+    scratch_used[first_kernel[b]] +=
+        aligned(static_cast<uint64_t>(kernel.tile_rows * place.row_pitch) * isa::dtypeSize(some_operand[b]->dtype));
+    kernel.scratch_bytes = scratch_used[first_kernel[b]];
+  }
+
+  // The arena: largest first, each at the lowest offset clear of every placed
+  // temporary whose lifetime meets its own.
+  std::stable_sort(arena.begin(), arena.end(), [](const Lifetime& a, const Lifetime& b) { return a.bytes > b.bytes; });
+  std::vector<const Lifetime*> placed;
+  compiled.arena_bytes = 0;
+  for (const Lifetime& temp : arena) {
+    std::vector<std::pair<uint64_t, uint64_t>> taken;
+    for (const Lifetime* other : placed) {
+      if (other->last_kernel < temp.first_kernel || temp.last_kernel < other->first_kernel) continue;
+      const uint64_t start = compiled.placements[other->buffer].offset;
+      taken.emplace_back(start, start + other->bytes);
+    }
+    std::sort(taken.begin(), taken.end());
+    uint64_t offset = 0;
+    for (const auto& [start, end] : taken) {
+      if (offset + temp.bytes <= start) break;
+      offset = std::max(offset, end);
+    }
+    compiled.placements[temp.buffer].offset = offset;
+    compiled.arena_bytes = std::max(compiled.arena_bytes, offset + temp.bytes);
+    placed.push_back(&temp);
+  }
+}
+
+}  // namespace pto::compiler

@@ -1,0 +1,71 @@
+"""``pypto_torch.explain(fn, *example_inputs)``: what the pypto backend makes of a
+function, without running it: the captured aten graph, the final PTO program, which
+nodes were lowered and which run eagerly (and why), how many fused kernels, and the
+arena of temporaries."""
+from __future__ import annotations
+
+import dataclasses
+
+import torch
+from torch.fx.experimental.proxy_tensor import make_fx
+
+from pypto_torch.compile.backend import decompositions
+from pypto_torch.compile.graph_runner import build_plan
+
+
+@dataclasses.dataclass
+class Explanation:
+    graph: torch.fx.GraphModule
+    program: str
+    lowered_nodes: list
+    fallback_nodes: list   # (node name, why it runs eagerly)
+    fused_kernels: int
+    arena_bytes: int
+    kernels: int
+    instructions: int
+
+    def __repr__(self) -> str:
+        lines = [
+            "pypto compile report",
+            f"  aten nodes lowered to PTO : {len(self.lowered_nodes)}",
+            f"  nodes run eagerly        : {len(self.fallback_nodes)}",
+        ]
+        lines += [f"    {name}: {why}" for name, why in self.fallback_nodes]
+        lines += [
+            f"  PTO instructions         : {self.instructions}",
+            f"  kernels (launch units)   : {self.kernels}, of which fused: {self.fused_kernels}",
+            f"  arena of temporaries     : {self.arena_bytes} bytes",
+            "  program (PTO-AS):",
+        ]
+        lines += ["    " + line for line in self.program.splitlines()]
+        return "\n".join(lines)
+
+
+def explain(fn, *example_inputs) -> Explanation:
+    """Traces `fn` (a function or module) to a functional aten graph as the backend
+    sees it (inference: no gradients), and lowers and compiles it for the inputs'
+    shapes. Nothing runs on the device."""
+    inputs, traced = list(example_inputs), fn
+    if isinstance(fn, torch.nn.Module):
+        # Parameters and buffers become inputs, as Dynamo lifts them.
+        state = {**dict(fn.named_parameters()), **dict(fn.named_buffers())}
+        names = list(state)
+        inputs = list(state.values()) + inputs
+
+        def traced(*args):
+            return torch.func.functional_call(fn, dict(zip(names, args[:len(names)])), args[len(names):])
+    with torch.no_grad():
+        graph = make_fx(torch.func.functionalize(traced, remove="mutations"),
+                        decomposition_table=decompositions(), tracing_mode="fake")(*inputs)
+    plan = build_plan(graph, [t.detach() if isinstance(t, torch.Tensor) else t for t in inputs])
+    programs = plan.programs
+    return Explanation(
+        graph=graph,
+        program="\n".join(step.program.text for step in programs),
+        lowered_nodes=list(plan.lowered_nodes),
+        fallback_nodes=list(plan.fallback_nodes),
+        fused_kernels=sum(step.program.fused_kernels for step in programs),
+        arena_bytes=max((step.program.arena_bytes for step in programs), default=0),
+        kernels=sum(step.program.kernels for step in programs),
+        instructions=sum(step.program.instructions for step in programs),
+    )

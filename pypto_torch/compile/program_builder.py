@@ -1,0 +1,176 @@
+"""Building one PTO program (PTO-AS text) out of lowered aten nodes.
+
+A tensor value during lowering is a ``View``: dtype, shape, strides and offset
+(in elements) over a ``Storage``. A storage is either memory the caller holds at
+run time (a graph input, or the output of an earlier step: it has a ``slot``) or
+a buffer the program being built writes. A ``Segment`` turns storages into the
+program's numbered buffers and collects instructions; closing it decides which of
+its buffers are outputs (someone after it reads them) and compiles it.
+"""
+from __future__ import annotations
+
+import dataclasses
+import math
+
+import torch
+
+from pypto_torch import _C
+
+PTO_DTYPE_NAMES = {
+    torch.bool: "bool", torch.uint8: "u8", torch.int8: "i8", torch.int16: "i16", torch.int32: "i32",
+    torch.int64: "i64", torch.float16: "f16", torch.bfloat16: "bf16", torch.float32: "f32", torch.float64: "f64",
+}
+
+
+class Unsupported(Exception):
+    """A node the lowering table cannot turn into PTO instructions; it runs eagerly."""
+
+
+class Storage:
+    """Memory a view reads: a run-time slot, or a buffer of the segment that writes it."""
+
+    def __init__(self, dtype: torch.dtype, device: torch.device, slot: int | None = None):
+        self.dtype = dtype
+        self.device = torch.device(device)
+        self.slot = slot      # index into the run-time slots, once the memory is the caller's
+
+
+@dataclasses.dataclass(frozen=True)
+class View:
+    storage: Storage
+    shape: tuple
+    strides: tuple
+    offset: int = 0
+
+    @property
+    def dtype(self) -> torch.dtype:
+        return self.storage.dtype
+
+    @property
+    def rank(self) -> int:
+        return len(self.shape)
+
+    def numel(self) -> int:
+        return math.prod(self.shape)
+
+    def extent(self) -> int:
+        """Elements from the storage's start to one past the last this view touches."""
+        if self.numel() == 0:
+            return self.offset
+        return self.offset + 1 + sum((n - 1) * s for n, s in zip(self.shape, self.strides) if s > 0)
+
+    def is_contiguous(self) -> bool:
+        return self.strides == contiguous_strides(self.shape) or self.numel() <= 1 or all(
+            n == 1 or s == e for n, s, e in zip(self.shape, self.strides, contiguous_strides(self.shape)))
+
+
+def contiguous_strides(shape) -> tuple:
+    strides, running = [], 1
+    for n in reversed(shape):
+        strides.append(running)
+        running *= max(n, 1)
+    return tuple(reversed(strides))
+
+
+def pto_dtype(dtype: torch.dtype) -> str:
+    if dtype not in PTO_DTYPE_NAMES:
+        raise Unsupported(f"dtype {dtype} has no PTO equivalent")
+    return PTO_DTYPE_NAMES[dtype]
+
+
+@dataclasses.dataclass
+class Binding:
+    """What buffer %i of a compiled program is bound to at run time."""
+    slot: int
+    allocate: tuple | None = None  # (shape, strides, dtype, device) of an output the run allocates
+
+
+@dataclasses.dataclass
+class ProgramStep:
+    program: _C._CompiledProgram
+    bindings: list       # one Binding (or None: a temporary) per buffer
+    instructions: int
+
+
+class Segment:
+    """The instructions of one program, in order, over the buffers they name."""
+
+    def __init__(self):
+        self.buffers: dict[Storage, int] = {}
+        self.storages: list[Storage] = []
+        self.instructions: list[str] = []
+        self.constants: list[str] = []   # fills of scalars, hoisted to the front
+        self.constant_views: dict = {}
+        self.extents: dict[Storage, int] = {}  # elements each buffer must hold
+
+    def __bool__(self) -> bool:
+        return bool(self.instructions)
+
+    def buffer(self, storage: Storage) -> int:
+        if storage not in self.buffers:
+            self.buffers[storage] = len(self.storages)
+            self.storages.append(storage)
+        return self.buffers[storage]
+
+    def operand(self, view: View) -> str:
+        dims = ",".join(str(n) for n in view.shape)
+        strides = ",".join(str(s) for s in view.strides)
+        return f"%{self.buffer(view.storage)}:{pto_dtype(view.dtype)}[{dims};{strides}]@{view.offset}"
+
+    def emit(self, mnemonic: str, out: View, *inputs: View, constant: bool = False, **immediates) -> View:
+        text = " ".join([mnemonic, ", ".join(self.operand(v) for v in (out, *inputs))] +
+                        [f"{name}={_number(value)}" for name, value in immediates.items()])
+        (self.constants if constant else self.instructions).append(text)
+        for view in (out, *inputs):
+            self.extents[view.storage] = max(self.extents.get(view.storage, 0), view.extent())
+        return out
+
+    def mark(self) -> tuple:
+        return len(self.instructions), len(self.constants)
+
+    def rollback(self, mark: tuple) -> None:
+        del self.instructions[mark[0]:]
+        del self.constants[mark[1]:]
+
+    def close(self, live: dict, next_slot, debug: bool) -> ProgramStep:
+        """Compiles the segment. Buffers it writes that views after it still read (`live`:
+        storage -> those views) become outputs, each given a slot by `next_slot()`; the
+        rest are temporaries."""
+        lines, bindings = [], []
+        for index, storage in enumerate(self.storages):
+            numel = self.extents.get(storage, 0)
+            if storage.slot is not None:
+                kind, binding = "input", Binding(storage.slot)
+            elif storage in live:
+                storage.slot = next_slot()
+                shape, strides = _layout(live[storage], numel)
+                kind, binding = "output", Binding(storage.slot, (shape, strides, storage.dtype, storage.device))
+            else:
+                kind, binding = "temp", None
+            bytes_ = numel * _element_size(storage.dtype)
+            lines.append(f"buffer %{index} {kind} {bytes_}")
+            bindings.append(binding)
+        text = "\n".join(lines + self.constants + self.instructions) + "\n"
+        program = _C._CompiledProgram(text, debug)
+        return ProgramStep(program, bindings, len(self.constants) + len(self.instructions))
+
+
+def _layout(views: list, numel: int) -> tuple:
+    """How to allocate a buffer: as the view of it that covers it exactly (so that a
+    graph output is the tensor itself, not a view of a flat one), else flat."""
+    for view in views:
+        if view.offset == 0 and view.numel() == numel and view.extent() == numel:
+            return view.shape, view.strides
+    return (numel,), (1,)
+
+
+def _element_size(dtype: torch.dtype) -> int:
+    return dtype.itemsize
+
+
+def _number(value) -> str:
+    if isinstance(value, bool):
+        return "1" if value else "0"
+    if isinstance(value, float) and math.isinf(value):
+        return "inf" if value > 0 else "-inf"
+    return repr(float(value)) if isinstance(value, float) else str(value)
