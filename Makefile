@@ -32,7 +32,7 @@ test-cpp: build
 test-tsan: deps
 	cmake -S . -B $(TSAN_BUILD) -G Ninja -DPTO_TSAN=ON -DPTO_BUILD_TORCH=OFF >/dev/null
 	cmake --build $(TSAN_BUILD)
-	for suite in runtime_tests isa_tests kernels_tests kernels_structured_tests; do $(TSAN_BUILD)/tests/cpp/$$suite --gtest_brief=1 || exit 1; done
+	for suite in runtime_tests isa_tests kernels_tests kernels_structured_tests compiler_tests; do $(TSAN_BUILD)/tests/cpp/$$suite --gtest_brief=1 || exit 1; done
 
 test-python: build
 	$(PYTHON) -m pytest

@@ -10,7 +10,7 @@ namespace {
 // so that a tile's intermediates stay in the core's cache (the Unified Buffer).
 constexpr int64_t kTileElements = 16384;
 // Output rows of a GEMM tile: enough for BLAS to run at full speed.
-constexpr int64_t kGemmTileRows = 256;
+constexpr int64_t kGemmTileRows = 1024;
 
 int64_t innerElements(const isa::Program& program, int32_t first, int32_t count, int t) {
   int64_t widest = 1;
