@@ -40,3 +40,4 @@ test-python: build
 bench: build
 	$(PYTHON) benchmarks/bench_runtime.py
 	$(PYTHON) benchmarks/bench_ops.py
+	$(PYTHON) benchmarks/bench_compile.py

@@ -1,0 +1,296 @@
+"""torch.compile(backend="pypto") side by side with eager CPU and Inductor.
+
+    python3 benchmarks/bench_compile.py [--quick]
+
+The models (tests/python/compile_models.py, shared with the tests): the hand-written
+softmax of the project's origin on a 4096x4096 float32 (with torch.softmax's eager
+time beside it), an MLP, a transformer block, and a small GPT-2 (GPT2LMHeadModel from
+Hugging Face transformers, random weights, batch 8, sequence 128). Every forward runs
+under torch.no_grad(), in float32. Each model runs four ways: eager on the CPU, eager on
+pto, compiled with backend="pypto" on pto tensors, compiled with backend="inductor" on
+the CPU.
+
+Three tables, with a column saying whether the aim is met (✓) or not (✗):
+  1. forward time, ms per call: pypto at least 1.3x faster than eager CPU (the softmax:
+     no slower than torch.softmax, eager CPU) and no slower than Inductor;
+  2. first-call time, compiling included, of pypto and Inductor: pypto <= 1/10 of Inductor's.
+     One throwaway compile per backend goes first, so that neither pays its one-time start
+     (imports, Inductor's C++ header) in a model's figure; Inductor's caches point to a
+     fresh folder, so that it compiles everything anew;
+  3. peak pto memory of one forward above the parameters and inputs
+     (torch.pto.max_memory_allocated): compiled lower than eager.
+
+Every time is the best of several timed repetitions after warm-up; a repetition runs the
+call enough times back to back to last a few tens of milliseconds and ends with
+torch.pto.synchronize() on pto. The four ways alternate within each repetition, each
+after the threads of the one before have stopped spinning.
+"""
+
+import os
+import shutil
+import tempfile
+
+# Before torch is imported: Inductor reads its cache folder once.
+_INDUCTOR_CACHE = tempfile.mkdtemp(prefix="bench_compile_inductor_")
+os.environ["TORCHINDUCTOR_CACHE_DIR"] = _INDUCTOR_CACHE
+
+import argparse  # noqa: E402
+import sys  # noqa: E402
+import time  # noqa: E402
+from pathlib import Path  # noqa: E402
+
+import torch  # noqa: E402
+import torch._dynamo  # noqa: E402
+
+import pypto_torch  # noqa: E402
+from _timing import OtherLoad, best_time, context_header, settle, table  # noqa: E402
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests" / "python"))
+from compile_models import MLP, TransformerBlock, handwritten_softmax, on_device, seeded, tiny_gpt2  # noqa: E402
+
+YES, NO = "✓", "✗"
+MiB = 2**20
+WAYS = ["eager CPU", "eager pto", "pypto", "inductor"]
+
+
+class Run:
+    """The run's settings, and the record of every aim checked."""
+
+    def __init__(self, quick: bool):
+        self.reps = 3 if quick else 5
+        self.target = 0.02 if quick else 0.05  # seconds per timed repetition
+        self.checked = 0
+        self.missed: list[str] = []
+
+    def aim(self, met: bool | None, what: str) -> str:
+        """The mark of a row (None: not measured), recording a missed aim."""
+        if met is None:
+            return "?"
+        self.checked += 1
+        if not met:
+            self.missed.append(what)
+        return YES if met else NO
+
+
+def synchronize(device: str) -> None:
+    if device == "pto":
+        torch.pto.synchronize()
+
+
+class Case:
+    """One model run the four ways: fn(*inputs) on the CPU and on pto, eager and compiled."""
+
+    def __init__(self, name: str, model, inputs: tuple):
+        self.name = name
+        self.model = {"cpu": model, "pto": on_device(model, "pto") if isinstance(model, torch.nn.Module) else model}
+        self.inputs = {"cpu": inputs, "pto": tuple(x.to("pto") for x in inputs)}
+        self.compiled: dict[str, object] = {}
+        self.first_call: dict[str, float] = {}
+        self.held = 0  # bytes of pto memory the pypto-compiled forward keeps between calls
+        self.errors: dict[str, str] = {}
+
+    def call(self, way: str):
+        """A function running the case one way (None where that way failed)."""
+        if way in self.errors:
+            return None
+        if way in ("eager CPU", "eager pto"):
+            device = way.split()[1].lower()
+            fn, inputs = self.model[device], self.inputs[device]
+        else:
+            device = "pto" if way == "pypto" else "cpu"
+            fn, inputs = self.compiled[way], self.inputs[device]
+
+        def run():
+            with torch.no_grad():
+                fn(*inputs)
+
+        return run
+
+    def compile(self, way: str) -> None:
+        """torch.compile the model for `way`, timing the first call (compiling and one run).
+        No torch._dynamo.reset() between compiles: it would drop what was compiled before."""
+        device = "pto" if way == "pypto" else "cpu"
+        compiled = torch.compile(self.model[device], backend=way)
+        torch.pto.synchronize()
+        before = torch.pto.memory_allocated()
+        start = time.perf_counter()
+        try:
+            with torch.no_grad():
+                compiled(*self.inputs[device])
+            synchronize(device)
+        except Exception as error:  # noqa: BLE001 -- reported in the tables, the other ways still run
+            self.errors[way] = f"{type(error).__name__}: {str(error).splitlines()[0] if str(error) else ''}"
+            return
+        self.first_call[way] = time.perf_counter() - start
+        self.compiled[way] = compiled
+        if way == "pypto":
+            torch.pto.synchronize()
+            self.held = torch.pto.memory_allocated() - before
+
+
+def calibrated(fn, device: str, target: float):
+    """A run of enough back-to-back calls of fn() to last about `target` seconds, and its count."""
+    fn()
+    synchronize(device)
+    settle()
+    start = time.perf_counter()
+    fn()
+    synchronize(device)
+    once = time.perf_counter() - start
+    inner = max(1, min(10_000, round(target / max(once, 1e-9))))
+
+    def run():
+        for _ in range(inner):
+            fn()
+        synchronize(device)
+
+    return run, inner
+
+
+def forward_times(r: Run, case: Case) -> dict[str, float]:
+    """Seconds per forward, each way that ran, the ways alternating within each repetition."""
+    runs = {}
+    for way in WAYS:
+        fn = case.call(way)
+        if fn is not None:
+            runs[way] = calibrated(fn, "pto" if way in ("eager pto", "pypto") else "cpu", r.target)
+    best = {way: float("inf") for way in runs}
+    for _ in range(r.reps):
+        for way, (run, inner) in runs.items():
+            settle()
+            best[way] = min(best[way], best_time(run, 1, warmup=0) / inner)
+    return best
+
+
+def peak_memory(case: Case, way: str) -> int | None:
+    """Bytes of pto memory one forward took at its peak above what was allocated before the
+    call (the parameters and inputs of every case), plus, compiled, what the compiled forward
+    keeps between calls (an arena, say) since its first call."""
+    fn = case.call(way)
+    if fn is None:
+        return None
+    torch.pto.synchronize()
+    before = torch.pto.memory_allocated()
+    torch.pto.reset_peak_memory_stats()
+    fn()
+    torch.pto.synchronize()
+    return torch.pto.max_memory_allocated() - before + (case.held if way == "pypto" else 0)
+
+
+def ms(seconds: float | None) -> str:
+    return "-" if seconds is None else f"{seconds * 1e3:.2f}"
+
+
+def cases() -> list[Case]:
+    torch.manual_seed(0)
+    x = torch.randn(4096, 4096)
+    # GPT-2 "small" here: 2 layers, 256 wide, 4 heads, an 8192-token vocabulary (the real
+    # GPT-2 small has 12 layers, 768 wide, 12 heads, 50257 tokens); batch 8, sequence 128.
+    gpt2 = tiny_gpt2(n_layer=2, n_embd=256, n_head=4, vocab_size=8192, n_positions=128)
+    return [
+        Case("hand-written softmax 4096x4096", handwritten_softmax, (x,)),
+        Case("MLP 256-1024-1024-256, batch 1024", seeded(MLP, sizes=(256, 1024, 1024, 256)).eval(),
+             (torch.randn(1024, 256),)),
+        Case("transformer block 256 wide, 8 heads, batch 8 x 128", seeded(TransformerBlock, dim=256, heads=8,
+                                                                          hidden=1024).eval(),
+             (torch.randn(8, 128, 256),)),
+        Case("GPT-2 small config, batch 8 x 128", gpt2, (torch.randint(0, 8192, (8, 128)),)),
+    ]
+
+
+def warm_up_backends() -> None:
+    """One throwaway compile per backend: its one-time start is nobody's first call."""
+    for backend, device in (("pypto", "pto"), ("inductor", "cpu")):
+        try:
+            torch.compile(lambda a: (a * 2).sum(dim=-1), backend=backend)(torch.randn(8, 8, device=device))
+            synchronize(device)
+        except Exception as error:  # noqa: BLE001 -- the cases report it again
+            print(f"  warm-up of backend {backend!r} failed: {type(error).__name__}: {error}".splitlines()[0])
+
+
+def report(r: Run, all_cases: list[Case], softmax_eager: dict[str, float], times: dict[str, dict]) -> None:
+    rows = []
+    for case in all_cases:
+        t = times[case.name]
+        pypto, inductor, cpu = t.get("pypto"), t.get("inductor"), t.get("eager CPU")
+        if case.name.startswith("hand-written softmax"):
+            reference, aim_text, ratio_aim = softmax_eager["eager CPU"], "torch.softmax", 1.0
+        else:
+            reference, aim_text, ratio_aim = cpu, "eager CPU", 1.3
+        speedup = None if pypto is None else reference / pypto
+        vs_inductor = None if pypto is None or inductor is None else pypto / inductor
+        rows.append([
+            case.name, ms(cpu), ms(t.get("eager pto")), ms(pypto), ms(inductor),
+            "-" if speedup is None else f"{speedup:.2f} vs {aim_text}",
+            r.aim(None if speedup is None else round(speedup, 2) >= ratio_aim,
+                  f"{case.name}: pypto {speedup and round(speedup, 2)}x faster than {aim_text} < {ratio_aim}"),
+            "-" if vs_inductor is None else f"{vs_inductor:.2f}",
+            r.aim(None if vs_inductor is None else round(vs_inductor, 2) <= 1.0,
+                  f"{case.name}: pypto/inductor time {vs_inductor and round(vs_inductor, 2)} > 1"),
+        ])
+    rows.append(["torch.softmax(x, -1) 4096x4096 (reference)", ms(softmax_eager["eager CPU"]),
+                 ms(softmax_eager["eager pto"]), "", "", "", "", "", ""])
+    table(f"1. Forward, float32, no_grad, ms per call (best of {r.reps}); pypto: compiled on pto tensors, "
+          f"inductor: compiled on CPU tensors",
+          ["model", "eager CPU", "eager pto", "pypto", "inductor", "speedup of pypto", ">=1.3 (softmax >=1)",
+           "pypto/inductor", "<=1"], rows)
+
+    rows = []
+    for case in all_cases:
+        pypto, inductor = case.first_call.get("pypto"), case.first_call.get("inductor")
+        ratio = None if pypto is None or inductor is None else pypto / inductor
+        rows.append([case.name, "-" if pypto is None else f"{pypto:.2f}", "-" if inductor is None else f"{inductor:.2f}",
+                     "-" if ratio is None else f"{ratio:.3f}",
+                     r.aim(None if ratio is None else round(ratio, 3) <= 0.1,
+                           f"{case.name}: pypto/inductor first-call time {ratio and round(ratio, 3)} > 0.1")])
+    table("2. First call of the compiled forward (compiling + one run), s",
+          ["model", "pypto s", "inductor s", "pypto/inductor", "<=0.1"], rows)
+
+    rows = []
+    for case in all_cases:
+        eager, compiled = peak_memory(case, "eager pto"), peak_memory(case, "pypto")
+        rows.append([case.name, f"{eager / MiB:.1f}", "-" if compiled is None else f"{compiled / MiB:.1f}",
+                     "-" if compiled is None else f"{compiled / max(eager, 1):.2f}",
+                     r.aim(None if compiled is None else compiled < eager,
+                           f"{case.name}: compiled peak {compiled} B not below eager's {eager} B")])
+    table("3. Peak pto memory of one forward above its parameters and inputs, MiB (torch.pto.max_memory_allocated)",
+          ["model", "eager pto", "pypto", "pypto/eager", "lower"], rows)
+
+    failed = [f"  {way} on {case.name}: {error}" for case in all_cases for way, error in case.errors.items()]
+    if failed:
+        print("\nfailed:\n" + "\n".join(failed))
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="shorter repetitions")
+    args = parser.parse_args()
+    pypto_torch.set_fallback_mode("silent")
+
+    context_header("torch.compile benchmark: eager CPU, eager pto, backend=pypto, backend=inductor", args.quick)
+    r = Run(args.quick)
+    start = time.perf_counter()
+    whole_run = OtherLoad()
+    fallbacks_before = pypto_torch.fallback_ops()
+    try:
+        all_cases = cases()
+        warm_up_backends()
+        for case in all_cases:
+            for way in ("pypto", "inductor"):
+                case.compile(way)
+        softmax = Case("torch.softmax", lambda x: torch.softmax(x, -1), all_cases[0].inputs["cpu"])
+        softmax.errors = {"pypto": "not compiled", "inductor": "not compiled"}
+        times = {case.name: forward_times(r, case) for case in all_cases}
+        report(r, all_cases, forward_times(r, softmax), times)
+    finally:
+        shutil.rmtree(_INDUCTOR_CACHE, ignore_errors=True)
+    fell_back = {op: calls - fallbacks_before.get(op, 0) for op, calls in pypto_torch.fallback_ops().items()
+                 if calls > fallbacks_before.get(op, 0)}
+    print(f"\nops that went through the CPU fallback (eager pto and pypto's eager segments): {fell_back or 'none'}")
+    print(f"aims met: {r.checked - len(r.missed)} of {r.checked}; missed:")
+    print("\n".join(f"  {NO} {what}" for what in r.missed) or "  none")
+    print(f"\ntotal time {time.perf_counter() - start:.1f} s; {whole_run.describe()}")
+
+
+if __name__ == "__main__":
+    main()
