@@ -4,8 +4,8 @@ AOTAutograd gives functional aten graphs for the forward and, when gradients are
 needed, the backward; both go through the same lowering (``CompiledGraph``). The
 decompositions are PyTorch's core-aten set, less the ops PTO lowers whole because
 it has instructions for them (softmax, log_softmax and their gradients, gelu,
-silu, the activation gradients; layer_norm and addmm are not decomposed by that
-set to begin with).
+silu, the activation gradients, CPU flash attention; layer_norm and addmm are
+not decomposed by that set to begin with).
 """
 from __future__ import annotations
 
@@ -22,6 +22,8 @@ KEPT_WHOLE = (
     aten.silu.default, aten.silu_backward.default, aten.gelu_backward.default, aten._softmax_backward_data.default,
     aten._log_softmax_backward_data.default, aten.sigmoid_backward.default, aten.tanh_backward.default,
     aten.threshold_backward.default,
+    # Its decomposition drops the logsumexp that the (eager) backward reads.
+    aten._scaled_dot_product_flash_attention_for_cpu.default,
 )
 
 

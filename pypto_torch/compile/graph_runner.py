@@ -31,6 +31,14 @@ class SlotView:
     offset: int
 
 
+@dataclasses.dataclass(frozen=True)
+class Relaid:
+    """An eager op's argument in the layout the graph promised it (kernels such as the
+    attention backward read their saved inputs assuming the forward's strides)."""
+    view: SlotView
+    strides: tuple
+
+
 @dataclasses.dataclass
 class EagerStep:
     node: str
@@ -98,6 +106,9 @@ class Plan:
 
 
 def _materialise(value, slots):
+    if isinstance(value, Relaid):
+        tensor = _materialise(value.view, slots)
+        return torch.empty_strided(tensor.shape, value.strides, dtype=tensor.dtype, device=tensor.device).copy_(tensor)
     if not isinstance(value, SlotView):
         return value
     base = slots[value.slot]
@@ -145,6 +156,15 @@ def _meta(value):
         except (RuntimeError, TypeError):
             return value
     return value
+
+
+def _concrete_strides(arg) -> tuple | None:
+    """The strides the graph's metadata gives a node's tensor, if they are numbers."""
+    value = arg.meta.get("val") if isinstance(arg, torch.fx.Node) else None
+    if not isinstance(value, torch.Tensor) or value.numel() <= 1:
+        return None
+    strides = tuple(value.stride())
+    return strides if all(isinstance(s, int) for s in strides) else None
 
 
 def _node_device(node: torch.fx.Node, default: torch.device) -> torch.device:
@@ -270,8 +290,13 @@ def build_plan(gm: torch.fx.GraphModule, args, debug: bool = False) -> Plan:
         if meta is None:
             raise Unsupported(f"{node.name}: {why}, and its result's shape is unknown before it runs")
         out_slots = pytree.tree_map(output_slot, meta)
-        steps.append(EagerStep(node.name, target, pytree.tree_map(slot_view, node_args),
-                               pytree.tree_map(slot_view, node_kwargs), out_slots, layouts))
+        eager_args = pytree.tree_map(slot_view, node_args)
+        for index, arg in enumerate(node.args):
+            promised = _concrete_strides(arg)
+            if isinstance(eager_args[index], SlotView) and promised not in (None, eager_args[index].strides):
+                eager_args = eager_args[:index] + (Relaid(eager_args[index], promised),) + eager_args[index + 1:]
+        steps.append(EagerStep(node.name, target, eager_args, pytree.tree_map(slot_view, node_kwargs), out_slots,
+                               layouts))
         values = []
         for leaf, slot in zip(metas, pytree.tree_leaves(out_slots)):
             if slot is None:

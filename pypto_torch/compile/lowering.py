@@ -578,15 +578,57 @@ def _mm(lw: Lowerer, a, b):
 
 @register(aten.addmm.default, aten.baddbmm.default)
 def _addmm(lw: Lowerer, bias, a, b, beta=1, alpha=1):
-    """The GEMM, then its epilogue (scale, bias) as elementwise instructions that
-    fusion runs on each tile of the GEMM's output."""
+    """beta * bias + alpha * a @ b as aten computes it: the bias is moved into the output
+    and the GEMM accumulates onto it (tmatmul's beta), so float16/bfloat16 results are
+    rounded once, as eager's are. Fusion puts the move in the GEMM's tiles."""
     dtype = lw.meta.dtype
-    product = matmul(lw, a, b, dtype)
-    if alpha != 1:
-        product = lw.emit("tmul", lw.new(dtype, product.shape), product, lw.operand(alpha, dtype, product.shape))
-    if beta == 0:
-        return product
-    return lw.emit("tadd", lw.new(dtype, product.shape), product, lw.operand(bias, dtype, product.shape), alpha=beta)
+    shape = a.shape[:-1] + b.shape[-1:]
+    out = lw.new(dtype, shape)
+    if beta != 0:
+        lw.emit("tmov", out, lw.operand(bias, dtype, shape))
+    return lw.emit("tmatmul", out, lw.cast(a, dtype), lw.cast(b, dtype), alpha=alpha, beta=beta)
+
+
+@register(aten._scaled_dot_product_flash_attention_for_cpu.default)
+def _attention(lw: Lowerer, q, k, v, dropout_p=0.0, is_causal=False, attn_mask=None, scale=None):
+    """Attention as one program: scores = scale * q @ k^T (masked), the row softmax
+    as max, exp, sum and divide (which fusion runs by row tiles), then @ v; it also
+    returns the rows' logsumexp, which the backward reads."""
+    if dropout_p != 0.0:
+        raise Unsupported("attention with dropout")
+    out_meta, lse_meta = lw.meta[0], lw.meta[1]
+    compute = torch.float32 if q.dtype in (torch.float16, torch.bfloat16) else q.dtype
+    scale = 1.0 / math.sqrt(q.shape[-1]) if scale is None else scale
+    batch = q.shape[:-2]
+    scores_shape = batch + (q.shape[-2], k.shape[-2])
+    scores = lw.new(q.dtype, scores_shape)
+    lw.emit("tmatmul", scores, q, expand(transpose(k, -1, -2), batch + (k.shape[-1], k.shape[-2])), alpha=scale, beta=0)
+    scores = lw.cast(scores, compute)
+    if is_causal:
+        ones = lw.emit("texpands", lw.new(torch.bool, scores_shape[-2:]), value=1)
+        keep = lw.emit("ttril", lw.new(torch.bool, scores_shape[-2:]), ones, diagonal=0)
+        scores = lw.emit("tsel", lw.new(compute, scores_shape), expand(keep, scores_shape), scores,
+                         lw.operand(-math.inf, compute, scores_shape))
+    if attn_mask is not None:
+        if attn_mask.dtype == torch.bool:
+            scores = lw.emit("tsel", lw.new(compute, scores_shape), expand(attn_mask, scores_shape), scores,
+                             lw.operand(-math.inf, compute, scores_shape))
+        else:
+            scores = lw.emit("tadd", lw.new(compute, scores_shape), scores, lw.operand(attn_mask, compute, scores_shape),
+                             alpha=1)
+    last = len(scores_shape) - 1
+    peak = reduce(lw, "tamax", scores, [last], True, compute)
+    shifted = lw.emit("tsub", lw.new(compute, scores_shape), scores, expand(peak, scores_shape), alpha=1)
+    exps = lw.emit("texp", lw.new(compute, scores_shape), shifted)
+    total = reduce(lw, "tsum", exps, [last], True, compute, scale=1)
+    weights = lw.emit("tdiv", lw.new(compute, scores_shape), exps, expand(total, scores_shape))
+    out = lw.like_meta(out_meta)
+    product = matmul(lw, lw.cast(weights, q.dtype), v, q.dtype)
+    lw.emit("tmov", out, product)
+    lse = lw.like_meta(lse_meta)
+    log_total = lw.emit("tlog", lw.new(compute, total.shape), total)
+    lw.emit("tadd", View(lse.storage, total.shape, lse.strides + (0,), lse.offset), log_total, peak, alpha=1)
+    return out, lse
 
 
 @register(aten.embedding.default)

@@ -43,6 +43,7 @@ def build(name, dtype=torch.float32, training=False):
     """The case's model (in dtype, train or eval mode; batch-norm statistics not 0 and 1)
     and inputs on the CPU."""
     make_model, make_inputs = CASES[name]
+    torch.manual_seed(0)  # the same inputs, statistics and loss weights every run
     model = make_model()
     if isinstance(model, nn.Module):
         for module in model.modules():
@@ -115,18 +116,22 @@ def loss_and_gradients(model, run, inputs, weights):
     return loss.detach().cpu(), {name: tensor.grad.cpu() for name, tensor in named}
 
 
-def assert_as_accurate_as_eager(actual, eager, exact, what):
+def assert_as_accurate_as_eager(actual, eager, decomposed, exact, what):
     """bfloat16 gradients through a few layers (batch norm's backward above all) are as far
     from each other as from the true ones: compared element by element, a test would pass or
     fail by luck. As torch's own accuracy check of compiled models does (torch._dynamo.utils.same
     with an fp64_ref): the compiled gradient's RMS error against a float64 run may be at most
-    twice eager CPU's, plus 1% of the gradient's RMS."""
+    twice that of eager CPU, plus 1% of the gradient's RMS. Eager CPU runs batch norm as one
+    float32 kernel; a compiler runs its decomposition in aten ops (bfloat16 between them), as
+    Inductor does, which alone can be three times further off: so twice the larger of eager's
+    error and that of the same decomposed graph run by aten on the CPU."""
     def rms(t):
         return t.double().pow(2).mean().sqrt().item()
 
-    error, eager_error = rms(actual.double() - exact), rms(eager.double() - exact)
-    assert error <= 2 * eager_error + 1e-2 * rms(exact), \
-        f"{what}: RMS error {error:.3g} against float64, eager CPU's {eager_error:.3g}"
+    error = rms(actual.double() - exact)
+    eager_error, decomposed_error = rms(eager.double() - exact), rms(decomposed.double() - exact)
+    assert error <= 2 * max(eager_error, decomposed_error) + 1e-2 * rms(exact), \
+        f"{what}: RMS error {error:.3g} against float64, eager CPU's {eager_error:.3g}, decomposed {decomposed_error:.3g}"
 
 
 @pytest.mark.parametrize("dtype", DTYPES, ids=str)
@@ -145,8 +150,11 @@ def test_training_loss_and_gradients_match_eager(name, dtype):
     else:
         exact_model = on_device(model, "cpu", torch.float64) if isinstance(model, nn.Module) else model
         _, exact = loss_and_gradients(exact_model, exact_model, tuple(x.double() for x in inputs), weights)
+        reference = on_device(model, "cpu") if isinstance(model, nn.Module) else model
+        _, decomposed = loss_and_gradients(reference, torch.compile(reference, backend="aot_eager_decomp_partition"),
+                                           inputs, weights)
         for what, gradient in expected.items():
-            assert_as_accurate_as_eager(actual[what], gradient, exact[what], f"gradient of {what}")
+            assert_as_accurate_as_eager(actual[what], gradient, decomposed[what], exact[what], f"gradient of {what}")
     if isinstance(model, nn.Module):
         for what, buffer in model.named_buffers():  # batch-norm running statistics, updated in place
             assert_close(dict(dut.named_buffers())[what].cpu(), buffer, **tol)
