@@ -9,6 +9,8 @@ not decomposed by that set to begin with).
 """
 from __future__ import annotations
 
+import math
+
 import torch
 from torch._decomp import core_aten_decompositions, get_decompositions
 from torch._dynamo.backends.common import aot_autograd
@@ -27,8 +29,42 @@ KEPT_WHOLE = (
 )
 
 
+def _attention(query, key, value, attn_mask=None, dropout_p=0.0, is_causal=False, scale=None, enable_gqa=False):
+    """F.scaled_dot_product_attention kept whole, as one fused attention program (the
+    lowering of the CPU flash op), where it is plain attention; otherwise its usual
+    decomposition."""
+    if dropout_p != 0.0 or enable_gqa or query.dim() != 4 or (attn_mask is not None and attn_mask.dim() > 4):
+        return NotImplemented
+    return aten._scaled_dot_product_flash_attention_for_cpu(query, key, value, 0.0, is_causal, attn_mask=attn_mask,
+                                                            scale=scale)[0]
+
+
+def _attention_backward(grad_out, query, key, value, out, logsumexp, dropout_p, is_causal, attn_mask=None,
+                        scale=None):
+    """The attention's gradients from the saved logsumexp, in aten ops: the weights
+    are recomputed as exp(scores - logsumexp), so no (L, S) matrix is saved."""
+    scale = 1.0 / math.sqrt(query.shape[-1]) if scale is None else scale
+    compute = torch.float32 if query.dtype in (torch.float16, torch.bfloat16) else query.dtype
+    q, k, v, d_out, o = (t.to(compute) for t in (query, key, value, grad_out, out))
+    scores = torch.matmul(q, k.transpose(-1, -2)) * scale
+    if is_causal:
+        keep = torch.ones(scores.shape[-2:], dtype=torch.bool, device=scores.device).tril()
+        scores = scores.masked_fill(~keep, float("-inf"))
+    if attn_mask is not None:
+        scores = scores.masked_fill(~attn_mask, float("-inf")) if attn_mask.dtype == torch.bool else scores + attn_mask
+    weights = torch.exp(scores - logsumexp.unsqueeze(-1))
+    d_value = torch.matmul(weights.transpose(-1, -2), d_out)
+    d_weights = torch.matmul(d_out, v.transpose(-1, -2))
+    d_scores = weights * (d_weights - (d_out * o).sum(-1, keepdim=True))
+    d_query = torch.matmul(d_scores, k) * scale
+    d_key = torch.matmul(d_scores.transpose(-1, -2), q) * scale
+    return d_query.to(query.dtype), d_key.to(key.dtype), d_value.to(value.dtype)
+
+
 def decompositions() -> dict:
     table = dict(core_aten_decompositions())
+    table[aten.scaled_dot_product_attention.default] = _attention
+    table[aten._scaled_dot_product_flash_attention_for_cpu_backward.default] = _attention_backward
     for op in KEPT_WHOLE:
         table.pop(op, None)
     # Batch norm as its arithmetic (mean, var, scale, shift): rows of PTO instructions.
