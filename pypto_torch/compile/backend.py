@@ -12,6 +12,7 @@ from __future__ import annotations
 import math
 
 import torch
+import torch.nn.functional as F
 from torch._decomp import core_aten_decompositions, get_decompositions
 from torch._dynamo.backends.common import aot_autograd
 from torch._functorch.aot_autograd import make_boxed_func
@@ -29,14 +30,26 @@ KEPT_WHOLE = (
 )
 
 
-def _attention(query, key, value, attn_mask=None, dropout_p=0.0, is_causal=False, scale=None, enable_gqa=False):
+def attention(query, key, value, attn_mask=None, dropout_p=0.0, is_causal=False, scale=None, enable_gqa=False):
     """F.scaled_dot_product_attention kept whole, as one fused attention program (the
-    lowering of the CPU flash op), where it is plain attention; otherwise its usual
-    decomposition."""
-    if dropout_p != 0.0 or enable_gqa or query.dim() != 4 or (attn_mask is not None and attn_mask.dim() > 4):
-        return NotImplemented
+    lowering of the CPU flash op), where it is plain attention; otherwise as torch runs
+    it. Dynamo's graph calls this in its place (see keep_attention_whole)."""
+    if (dropout_p != 0.0 or enable_gqa or query.dim() != 4 or key.shape[:-2] != query.shape[:-2]
+            or (attn_mask is not None and attn_mask.dim() > 4)):
+        return F.scaled_dot_product_attention(query, key, value, attn_mask, dropout_p, is_causal, scale=scale,
+                                              enable_gqa=enable_gqa)
     return aten._scaled_dot_product_flash_attention_for_cpu(query, key, value, 0.0, is_causal, attn_mask=attn_mask,
                                                             scale=scale)[0]
+
+
+def keep_attention_whole(gm: torch.fx.GraphModule) -> None:
+    """Points Dynamo's scaled_dot_product_attention calls at `attention`: AOTAutograd
+    would otherwise decompose them (into the math with its -inf row guards) before any
+    decomposition table is asked."""
+    for node in gm.graph.nodes:
+        if node.op == "call_function" and node.target is F.scaled_dot_product_attention:
+            node.target = attention
+    gm.recompile()
 
 
 def _attention_backward(grad_out, query, key, value, out, logsumexp, dropout_p, is_causal, attn_mask=None,
@@ -63,7 +76,6 @@ def _attention_backward(grad_out, query, key, value, out, logsumexp, dropout_p, 
 
 def decompositions() -> dict:
     table = dict(core_aten_decompositions())
-    table[aten.scaled_dot_product_attention.default] = _attention
     table[aten._scaled_dot_product_flash_attention_for_cpu_backward.default] = _attention_backward
     for op in KEPT_WHOLE:
         table.pop(op, None)
@@ -85,6 +97,7 @@ _aot = None
 def pypto_backend(gm: torch.fx.GraphModule, example_inputs, **kwargs):
     """torch.compile(model, backend="pypto")."""
     global _aot
+    keep_attention_whole(gm)
     if _aot is None:
         _aot = aot_autograd(fw_compiler=_compile_graph, bw_compiler=_compile_graph,
                             inference_compiler=_compile_graph, decompositions=decompositions(),

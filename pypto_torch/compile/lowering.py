@@ -591,9 +591,8 @@ def _addmm(lw: Lowerer, bias, a, b, beta=1, alpha=1):
 
 @register(aten._scaled_dot_product_flash_attention_for_cpu.default)
 def _attention(lw: Lowerer, q, k, v, dropout_p=0.0, is_causal=False, attn_mask=None, scale=None):
-    """Attention as one program: scores = scale * q @ k^T (masked), the row softmax
-    as max, exp, sum and divide (which fusion runs by row tiles), then @ v; it also
-    returns the rows' logsumexp, which the backward reads."""
+    """Attention as one program: scores = scale * q @ k^T (masked), their row softmax,
+    then @ v; it also returns the rows' logsumexp, which the backward reads."""
     if dropout_p != 0.0:
         raise Unsupported("attention with dropout")
     out_meta, lse_meta = lw.meta[0], lw.meta[1]
@@ -616,18 +615,16 @@ def _attention(lw: Lowerer, q, k, v, dropout_p=0.0, is_causal=False, attn_mask=N
         else:
             scores = lw.emit("tadd", lw.new(compute, scores_shape), scores, lw.operand(attn_mask, compute, scores_shape),
                              alpha=1)
-    last = len(scores_shape) - 1
-    peak = reduce(lw, "tamax", scores, [last], True, compute)
-    shifted = lw.emit("tsub", lw.new(compute, scores_shape), scores, expand(peak, scores_shape), alpha=1)
-    exps = lw.emit("texp", lw.new(compute, scores_shape), shifted)
-    total = reduce(lw, "tsum", exps, [last], True, compute, scale=1)
-    weights = lw.emit("tdiv", lw.new(compute, scores_shape), exps, expand(total, scores_shape))
+    # The weights by the row softmax instruction; the logsumexp (read by the backward
+    # only: dead code in inference) as score minus log-softmax, at any one column.
+    weights = lw.emit("tsoftmax", lw.new(compute, scores_shape), scores)
+    log_weights = lw.emit("tlogsoftmax", lw.new(compute, scores_shape), scores)
     out = lw.like_meta(out_meta)
     product = matmul(lw, lw.cast(weights, q.dtype), v, q.dtype)
     lw.emit("tmov", out, product)
     lse = lw.like_meta(lse_meta)
-    log_total = lw.emit("tlog", lw.new(compute, total.shape), total)
-    lw.emit("tadd", View(lse.storage, total.shape, lse.strides + (0,), lse.offset), log_total, peak, alpha=1)
+    first = slice_view(scores, -1, 0, 1)
+    lw.emit("tsub", unsqueeze(lse, -1), first, slice_view(log_weights, -1, 0, 1), alpha=1)
     return out, lse
 
 

@@ -1,0 +1,136 @@
+"""The pypto backend's machinery, through its public faces: registration (after a
+bare `import torch`), explain(), eager fallback nodes, CPU tensors run in place,
+outputs that are plain tensors, PTO_COMPILE_DEBUG, errors, and the memory a
+compiled program saves. The models themselves: test_compile_models.py."""
+import pytest
+import torch
+import torch.nn.functional as F
+from torch.testing import assert_close
+
+import pypto_torch
+from compile_models import handwritten_softmax
+
+
+@pytest.fixture(autouse=True)
+def _fresh_dynamo():
+    torch._dynamo.reset()
+    yield
+    torch._dynamo.reset()
+
+
+def test_backend_works_after_a_bare_import_torch(python):
+    for autoload in ("1", "0"):  # 0: only the torch_dynamo_backends entry point can find it
+        result = python("""
+            import torch
+            f = torch.compile(lambda x: torch.exp(x) + 1, backend="pypto")
+            x = torch.randn(8, 8)
+            torch.testing.assert_close(f(x), torch.exp(x) + 1)
+            print("pypto" in torch._dynamo.list_backends())
+        """, TORCH_DEVICE_BACKEND_AUTOLOAD=autoload)
+        assert result.returncode == 0, result.stderr
+        assert result.stdout.strip() == "True"
+
+
+def test_dynamo_knows_the_pto_device():
+    import pypto_torch.compile  # noqa: F401  (what looking the backend up imports)
+    from torch._dynamo.device_interface import get_interface_for_device
+
+    interface = get_interface_for_device("pto")
+    assert interface.device_count() == torch.pto.device_count()
+    assert interface.current_device() == torch.pto.current_device()
+    interface.synchronize()
+
+
+def test_explain_reports_graph_program_nodes_kernels_and_arena():
+    x = torch.randn(64, 128, device="pto")
+    report = pypto_torch.explain(handwritten_softmax, x)
+    assert isinstance(report.graph, torch.fx.GraphModule)
+    assert report.fallback_nodes == []
+    assert len(report.lowered_nodes) >= 5
+    assert report.fused_kernels == 1
+    assert "# kernel 0: 5 instructions fused" in report.program
+    for mnemonic in ("tamax", "tsub", "texp", "tsum", "tdiv"):
+        assert mnemonic in report.program
+    assert report.arena_bytes == 0  # every temporary lives in a tile's scratch
+    text = repr(report)
+    assert "nodes run eagerly        : 0" in text and "of which fused: 1" in text
+
+
+def test_a_node_without_lowering_runs_eagerly_between_programs_and_is_reported():
+    def conv_block(x, weight):
+        return torch.relu(F.conv2d(torch.exp(x), weight, padding=1)).sum(dim=1)
+
+    x, weight = torch.randn(2, 3, 8, 8), torch.randn(4, 3, 3, 3)
+    report = pypto_torch.explain(conv_block, x.to("pto"), weight.to("pto"))
+    assert [name for name, _ in report.fallback_nodes] == ["convolution"]
+    assert "no lowering for aten.convolution" in report.fallback_nodes[0][1]
+    assert "texp" in report.program and "trelu" in report.program
+    actual = torch.compile(conv_block, backend="pypto")(x.to("pto"), weight.to("pto"))
+    assert_close(actual.cpu(), conv_block(x, weight), rtol=1e-5, atol=1e-5)
+
+
+def test_cpu_tensors_run_in_place_and_results_stay_on_the_cpu():
+    def scale_in_place(x, y):
+        x.mul_(2)
+        return x + y
+
+    x, y = torch.randn(16, 16), torch.randn(16, 16)
+    expected_x, expected = x * 2, x * 2 + y
+    address = x.data_ptr()
+    out = torch.compile(scale_in_place, backend="pypto")(x, y)
+    assert out.device.type == "cpu" and x.data_ptr() == address
+    assert_close(x, expected_x)
+    assert_close(out, expected)
+
+
+def test_outputs_are_tensors_of_their_own_on_the_device():
+    f = torch.compile(lambda x: (torch.exp(x), x.t() * 2), backend="pypto")
+    x = torch.randn(32, 48, device="pto")
+    first, second = f(x)
+    assert first._base is None and first.is_contiguous() and first.device == x.device
+    assert second.shape == (48, 32)
+    assert_close(second.cpu(), x.cpu().t() * 2)
+
+
+def test_compile_debug_prints_the_program_after_every_pass(python):
+    result = python("""
+        import torch
+        f = torch.compile(lambda x: torch.softmax(x * 2, -1) + 1, backend="pypto")
+        f(torch.randn(4, 8, device="pto"))
+        torch.pto.synchronize()
+    """, PTO_COMPILE_DEBUG="1")
+    assert result.returncode == 0, result.stderr
+    for stage in ("parsing", "dead code elimination", "common subexpression elimination",
+                  "fusion and memory planning"):
+        assert f"# ---- PTO program after {stage} ----" in result.stderr
+    assert "tsoftmax" in result.stderr and "# kernel 0" in result.stderr
+
+
+def test_bad_input_is_a_clear_error_and_the_device_stays_usable():
+    f = torch.compile(lambda a, b: a @ b, backend="pypto")
+    a, b = torch.randn(3, 4, device="pto"), torch.randn(5, 6, device="pto")
+    with pytest.raises(Exception, match=r"same reduction dim, but got \[3, 4\] X \[5, 6\]"):
+        f(a, b)
+    good = torch.randn(4, 6, device="pto")
+    assert_close(f(a, good).cpu(), a.cpu() @ good.cpu())
+
+
+def test_compiled_softmax_needs_less_device_memory_than_eager():
+    x = torch.randn(512, 1024, device="pto")
+    compiled = torch.compile(handwritten_softmax, backend="pypto")
+    compiled(x)
+    torch.pto.synchronize()
+
+    def peak(fn):
+        torch.pto.synchronize()
+        torch.pto.reset_peak_memory_stats()
+        base = torch.pto.memory_allocated()
+        out = fn(x)
+        torch.pto.synchronize()
+        return torch.pto.max_memory_allocated() - base, out
+
+    eager_peak, expected = peak(handwritten_softmax)
+    compiled_peak, actual = peak(compiled)
+    assert compiled_peak < eager_peak
+    assert compiled_peak == x.numel() * 4  # the output alone: temporaries stay in tile scratch
+    assert_close(actual.cpu(), expected.cpu())
