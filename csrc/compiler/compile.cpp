@@ -43,7 +43,13 @@ CompiledProgram compile(isa::Program program, const CompileOptions& options) {
   eliminateCommonSubexpressions(compiled.program);
   eliminateDeadCode(compiled.program);  // what only the removed copies read
   check(compiled, "common subexpression elimination", false, options);
-  compiled.kernels = fuse(compiled.program);
+  if (options.fuse) {
+    compiled.kernels = fuse(compiled.program);
+  } else {
+    for (int32_t i = 0; i < static_cast<int32_t>(compiled.program.instructions.size()); ++i) {
+      compiled.kernels.push_back(Kernel{.first = i, .count = 1});
+    }
+  }
   planMemory(compiled);
   check(compiled, "fusion and memory planning", true, options);
   return compiled;

@@ -58,6 +58,7 @@ struct CompiledProgram {
 
 struct CompileOptions {
   bool debug = false;  // print the program (PTO-AS) before and after each pass, to stderr
+  bool fuse = true;    // false: every instruction is a kernel of its own
 };
 
 // Runs the passes (dead code, common subexpressions, fusion, memory planning),

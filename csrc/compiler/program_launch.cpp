@@ -1,12 +1,14 @@
 #include "program_launch.h"
 
 #include <algorithm>
+#include <cstdio>
 #include <exception>
 #include <memory>
 #include <string>
 #include <vector>
 
 #include "kernels/execute.h"
+#include "kernels/instruction_cost.h"
 #include "runtime/sim/sim_parallel.h"
 #include "tiling.h"
 
@@ -87,25 +89,65 @@ void runTiles(const ProgramRecord& record, const Kernel& kernel, const std::vect
   }
 }
 
+// Kernel k of the program: untiled, each instruction whole; tiled, tile by tile.
+void runKernel(const ProgramRecord& record, size_t k) {
+  const CompiledProgram& compiled = *record.compiled;
+  const Kernel& kernel = compiled.kernels[k];
+  if (!kernel.tiled()) {
+    for (int32_t i = kernel.first; i < kernel.first + kernel.count; ++i) {
+      executeNamed(i, compiled.program.instructions[i], record.buffers);
+    }
+    return;
+  }
+  const auto tiles = static_cast<size_t>(kernel.tileCount());
+  auto body = [&](size_t begin, size_t end) {
+    runTiles(record, kernel, record.scratch_of[k], static_cast<int64_t>(begin), static_cast<int64_t>(end));
+  };
+  if (kernel.parallel_tiles) {
+    rt::sim::parallelFor(tiles, 1, body);
+  } else {
+    body(0, tiles);
+  }
+}
+
+// The profiler's activity of one kernel of a program: its instruction, or the
+// fused kernel's instructions by name; bytes that reach memory (not tile scratch).
+void recordKernelActivity(const CompiledProgram& compiled, const Kernel& kernel, uint64_t start_ns) {
+  ptoActivity activity{};
+  activity.kind = PTO_ACTIVITY_INSTRUCTION;
+  activity.start_ns = start_ns;
+  activity.end_ns = ptoProfilerNow();
+  std::string name = kernel.count > 1 ? "fused:" : "";
+  for (int32_t i = kernel.first; i < kernel.first + kernel.count; ++i) {
+    const isa::Instruction& instruction = compiled.program.instructions[i];
+    name += (i > kernel.first ? "+" : "") + std::string(isa::info(instruction.opcode).name);
+    activity.flops += kernels::costOf(instruction).flops;
+    for (const isa::Operand& operand : instruction.operands) {
+      if (compiled.placements[operand.buffer].placement != Placement::kScratch) {
+        activity.bytes += kernels::operandBytes(operand);
+      }
+    }
+  }
+  std::snprintf(activity.name, sizeof activity.name, "%s", name.c_str());
+  const std::string detail = kernels::operandSummary(compiled.program.instructions[kernel.first]) +
+                             (kernel.tiled() ? ", " + std::to_string(kernel.tileCount()) + " tiles" : "");
+  std::snprintf(activity.detail, sizeof activity.detail, "%s", detail.c_str());
+  ptoProfilerRecordInside(&activity);
+}
+
 void runProgram(const ProgramRecord& record) {
   const CompiledProgram& compiled = *record.compiled;
+  const bool profiling = ptoProfilerEnabled() != 0;
   for (size_t k = 0; k < compiled.kernels.size(); ++k) {
     const Kernel& kernel = compiled.kernels[k];
-    if (!kernel.tiled()) {
-      for (int32_t i = kernel.first; i < kernel.first + kernel.count; ++i) {
-        executeNamed(i, compiled.program.instructions[i], record.buffers);
-      }
-      continue;
-    }
-    const auto tiles = static_cast<size_t>(kernel.tileCount());
-    auto body = [&](size_t begin, size_t end) {
-      runTiles(record, kernel, record.scratch_of[k], static_cast<int64_t>(begin), static_cast<int64_t>(end));
-    };
-    if (kernel.parallel_tiles) {
-      rt::sim::parallelFor(tiles, 1, body);
-    } else {
-      body(0, tiles);
-    }
+    const uint64_t start_ns = profiling ? ptoProfilerNow() : 0;
+    runKernel(record, k);
+    if (profiling) recordKernelActivity(compiled, kernel, start_ns);
+  }
+  if (profiling) {
+    const std::string detail = std::to_string(compiled.program.instructions.size()) + " instructions in " +
+                               std::to_string(compiled.kernels.size()) + " kernels";
+    ptoProfilerAnnotate(detail.c_str(), 0, 0);
   }
 }
 

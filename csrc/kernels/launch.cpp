@@ -7,6 +7,7 @@
 #include <string>
 
 #include "execute.h"
+#include "instruction_cost.h"
 
 namespace pto::kernels {
 namespace {
@@ -23,6 +24,10 @@ struct LaunchRecord {
 
 ptoError runRecord(const void* args) {
   std::unique_ptr<LaunchRecord> record(*static_cast<LaunchRecord* const*>(args));
+  if (ptoProfilerEnabled()) {
+    const InstructionCost cost = costOf(record->instruction);
+    ptoProfilerAnnotate(operandSummary(record->instruction).c_str(), cost.bytes, cost.flops);
+  }
   try {
     execute(record->instruction, std::span<void* const>(record->buffers.data(), record->buffer_count));
   } catch (const std::exception& error) {

@@ -6,7 +6,10 @@
 #include <ATen/Context.h>
 #include <c10/core/DeviceGuard.h>
 
+#include <vector>
+
 #include "isa/instructions.h"
+#include "runtime/pto_runtime.h"
 #include "torch/aten/fallback.h"
 #include "torch/compiled_program.h"
 #include "torch/device.h"
@@ -87,8 +90,27 @@ PYBIND11_MODULE(_C, m) {
   m.def("_isa_table", &isaTable);
   m.def("_set_fallback_mode", [](const std::string& mode) { setFallbackMode(parseFallbackMode(mode)); });
 
+  m.def("_profiler_start", [] { PTO_CHECK(ptoProfilerStart()); });
+  m.def("_profiler_stop", [] { PTO_CHECK(ptoProfilerStop()); });
+  m.def("_profiler_now_ns", [] { return ptoProfilerNow(); });
+  m.def("_profiler_flush", [] {
+    static constexpr const char* kKinds[] = {"kernel", "copy", "fill", "program", "instruction"};
+    py::list activities;
+    std::vector<ptoActivity> batch(4096);
+    for (size_t count = batch.size(); count == batch.size();) {
+      PTO_CHECK(ptoProfilerFlush(batch.data(), batch.size(), &count));
+      for (size_t i = 0; i < count; ++i) {
+        const ptoActivity& a = batch[i];
+        activities.append(py::make_tuple(std::string(a.name), std::string(a.detail), kKinds[a.kind], a.device,
+                                         a.stream, a.start_ns, a.end_ns, a.bytes, a.flops));
+      }
+    }
+    return activities;
+  });
+
   py::class_<CompiledGraphProgram>(m, "_CompiledProgram")
-      .def(py::init<const std::string&, bool>(), py::arg("pto_as"), py::arg("debug") = false)
+      .def(py::init<const std::string&, bool, bool>(), py::arg("pto_as"), py::arg("debug") = false,
+           py::arg("fuse") = true)
       .def_property_readonly("text", &CompiledGraphProgram::text)
       .def_property_readonly("fused_kernels", &CompiledGraphProgram::fusedKernels)
       .def_property_readonly("kernels", &CompiledGraphProgram::kernelCount)

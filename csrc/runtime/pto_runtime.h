@@ -116,4 +116,42 @@ ptoError ptoLaunchHostFunc(ptoStream stream, ptoHostFn fn, void* user_data);
 ptoError ptoLaunchKernel(ptoStream stream, const char* name, ptoKernelFn kernel,
                          const void* args, size_t arg_bytes);
 
+// Profiling (as CUPTI activities or aclprof): while started, every kernel, copy and
+// fill a stream executes is recorded with its stream, device and start and end
+// times; kernels annotate their own record with what they read and wrote, and a
+// kernel that runs several instructions (a compiled program) records one activity
+// per instruction or fused kernel inside it.
+typedef enum {
+  PTO_ACTIVITY_KERNEL = 0,       // one launched kernel (an eager instruction)
+  PTO_ACTIVITY_COPY = 1,
+  PTO_ACTIVITY_FILL = 2,
+  PTO_ACTIVITY_PROGRAM = 3,      // a launch holding the activities recorded inside it
+  PTO_ACTIVITY_INSTRUCTION = 4,  // inside a program: an instruction or a fused kernel
+} ptoActivityKind;
+
+#define PTO_ACTIVITY_DETAIL_BYTES 192
+
+typedef struct {
+  char name[64];                             // the kernel's name, or "copy HtoD" ...
+  char detail[PTO_ACTIVITY_DETAIL_BYTES];    // operands, as the kernel annotated them
+  ptoActivityKind kind;
+  int32_t device;
+  uint64_t stream;                           // an identifier of the stream
+  uint64_t start_ns, end_ns;                 // steady clock
+  uint64_t bytes;                            // read and written
+  double flops;
+} ptoActivity;
+
+ptoError ptoProfilerStart(void);
+ptoError ptoProfilerStop(void);  // recorded activities stay until flushed
+// Moves up to `capacity` recorded activities into `out`, oldest first; `*count` says how many.
+ptoError ptoProfilerFlush(ptoActivity* out, size_t capacity, size_t* count);
+int ptoProfilerEnabled(void);
+uint64_t ptoProfilerNow(void);  // the clock activities use, in ns
+// For kernels, while profiling: what the running kernel's activity reads, writes and
+// computes; and activities inside it (kind, name and times are the caller's; stream
+// and device are filled in from the running kernel's).
+void ptoProfilerAnnotate(const char* detail, uint64_t bytes, double flops);
+void ptoProfilerRecordInside(const ptoActivity* activity);
+
 }  // extern "C"

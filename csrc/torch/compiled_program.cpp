@@ -9,11 +9,11 @@
 
 namespace pto::backend {
 
-CompiledGraphProgram::CompiledGraphProgram(const std::string& pto_as, bool debug) {
+CompiledGraphProgram::CompiledGraphProgram(const std::string& pto_as, bool debug, bool fuse) {
   isa::ParseResult parsed = isa::parse(pto_as);
   if (!parsed.error.empty()) throw std::invalid_argument("PTO-AS " + parsed.error);
   compiled_ = std::make_shared<const compiler::CompiledProgram>(
-      compiler::compile(std::move(parsed.program), compiler::CompileOptions{.debug = debug}));
+      compiler::compile(std::move(parsed.program), compiler::CompileOptions{.debug = debug, .fuse = fuse}));
 }
 
 void CompiledGraphProgram::run(const std::vector<std::optional<at::Tensor>>& buffers, c10::DeviceIndex device) const {

@@ -20,7 +20,7 @@ class CompiledGraphProgram {
  public:
   // Parses PTO-AS and runs the compiler's passes; throws std::invalid_argument
   // naming the line (parse errors) or the pass and instruction (verification).
-  CompiledGraphProgram(const std::string& pto_as, bool debug);
+  CompiledGraphProgram(const std::string& pto_as, bool debug, bool fuse = true);
 
   std::string text() const { return compiler::print(*compiled_); }
   int fusedKernels() const { return compiled_->fusedKernelCount(); }

@@ -87,19 +87,31 @@ def decompositions() -> dict:
     return table
 
 
-def _compile_graph(gm: torch.fx.GraphModule, example_inputs):
-    return make_boxed_func(CompiledGraph(gm))
+def make_backend(fuse: bool = True, on_graph=None):
+    """A `pypto` backend; fuse=False keeps every instruction a kernel of its own;
+    on_graph(compiled_graph) is told of each graph it compiles (pypto.kernel checks
+    they became one program)."""
+    def compile_graph(gm: torch.fx.GraphModule, example_inputs):
+        graph = CompiledGraph(gm, fuse=fuse)
+        if on_graph is not None:
+            on_graph(graph)
+        return make_boxed_func(graph)
+
+    aot = aot_autograd(fw_compiler=compile_graph, bw_compiler=compile_graph, inference_compiler=compile_graph,
+                       decompositions=decompositions(), keep_inference_input_mutations=True)
+
+    def backend(gm: torch.fx.GraphModule, example_inputs, **kwargs):
+        keep_attention_whole(gm)
+        return aot(gm, example_inputs, **kwargs)
+    return backend
 
 
-_aot = None
+_default_backend = None
 
 
 def pypto_backend(gm: torch.fx.GraphModule, example_inputs, **kwargs):
     """torch.compile(model, backend="pypto")."""
-    global _aot
-    keep_attention_whole(gm)
-    if _aot is None:
-        _aot = aot_autograd(fw_compiler=_compile_graph, bw_compiler=_compile_graph,
-                            inference_compiler=_compile_graph, decompositions=decompositions(),
-                            keep_inference_input_mutations=True)
-    return _aot(gm, example_inputs, **kwargs)
+    global _default_backend
+    if _default_backend is None:
+        _default_backend = make_backend()
+    return _default_backend(gm, example_inputs, **kwargs)

@@ -125,8 +125,9 @@ def _signature(args) -> tuple:
 class CompiledGraph:
     """A callable running `gm` as PTO programs, lowered once per input signature."""
 
-    def __init__(self, gm: torch.fx.GraphModule):
+    def __init__(self, gm: torch.fx.GraphModule, fuse: bool = True):
         self.gm = gm
+        self.fuse = fuse
         self.plans: dict = {}
         self.debug = os.environ.get("PTO_COMPILE_DEBUG", "0") not in ("", "0")
 
@@ -136,7 +137,7 @@ class CompiledGraph:
         key = _signature(args)
         if key not in self.plans:
             try:
-                self.plans[key] = build_plan(self.gm, args, self.debug)
+                self.plans[key] = build_plan(self.gm, args, self.debug, self.fuse)
             except Unsupported:
                 self.plans[key] = None
         return self.plans[key]
@@ -175,7 +176,7 @@ def _node_device(node: torch.fx.Node, default: torch.device) -> torch.device:
     return default
 
 
-def build_plan(gm: torch.fx.GraphModule, args, debug: bool = False) -> Plan:
+def build_plan(gm: torch.fx.GraphModule, args, debug: bool = False, fuse: bool = True) -> Plan:
     nodes = list(gm.graph.nodes)
     position = {node: i for i, node in enumerate(nodes)}
     last_use = {node: max([position[user] for user in node.users], default=position[node]) for node in nodes}
@@ -209,7 +210,7 @@ def build_plan(gm: torch.fx.GraphModule, args, debug: bool = False) -> Plan:
     def close(at: int, extra=()) -> None:
         nonlocal segment, host_bound
         if segment:
-            step = segment.close(live_views(at, extra), next_slot, debug)
+            step = segment.close(live_views(at, extra), next_slot, debug, fuse)
             steps.append(step)
             host_bound = host_bound or any(s.device.type == "cpu" for s in segment.storages if s.slot is not None)
         segment = Segment()

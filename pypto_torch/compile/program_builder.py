@@ -132,7 +132,7 @@ class Segment:
         del self.instructions[mark[0]:]
         del self.constants[mark[1]:]
 
-    def close(self, live: dict, next_slot, debug: bool) -> ProgramStep:
+    def close(self, live: dict, next_slot, debug: bool, fuse: bool = True) -> ProgramStep:
         """Compiles the segment. Buffers it writes that views after it still read (`live`:
         storage -> those views) become outputs, each given a slot by `next_slot()`; the
         rest are temporaries."""
@@ -151,7 +151,7 @@ class Segment:
             lines.append(f"buffer %{index} {kind} {bytes_}")
             bindings.append(binding)
         text = "\n".join(lines + self.constants + self.instructions) + "\n"
-        program = _C._CompiledProgram(text, debug)
+        program = _C._CompiledProgram(text, debug, fuse)
         return ProgramStep(program, bindings, len(self.constants) + len(self.instructions))
 
 

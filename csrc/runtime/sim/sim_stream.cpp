@@ -6,6 +6,7 @@
 #include <thread>
 
 #include "../error.h"
+#include "../profiler.h"
 #include "sim_parallel.h"
 
 namespace pto::rt::sim {
@@ -123,6 +124,22 @@ void SimStream::workerLoop() {
 }
 
 void SimStream::execute(Command& command) {
+  // Kernels, copies and fills are what a profiler shows; events and host functions are not.
+  const bool profiled = profiler::enabled() && (command.kind == Command::Kind::kKernel ||
+                                                command.kind == Command::Kind::kMemcpy ||
+                                                command.kind == Command::Kind::kMemset);
+  if (profiled) {
+    const ptoActivityKind kind = command.kind == Command::Kind::kKernel   ? PTO_ACTIVITY_KERNEL
+                                 : command.kind == Command::Kind::kMemcpy ? PTO_ACTIVITY_COPY
+                                                                          : PTO_ACTIVITY_FILL;
+    const uint64_t bytes = command.kind == Command::Kind::kMemcpy ? 2 * command.bytes : command.bytes;
+    profiler::begin(kind, command.name, device_, reinterpret_cast<uintptr_t>(this), bytes);
+  }
+  runCommand(command);
+  if (profiled) profiler::end();
+}
+
+void SimStream::runCommand(Command& command) {
   try {
     switch (command.kind) {
       case Command::Kind::kKernel: {

@@ -57,7 +57,8 @@ class SimStream {
   // when the next launch or the completion is microseconds away.
   template <typename Ready>
   static bool spinUntil(Ready ready);
-  void execute(Command& command);
+  void execute(Command& command);     // runCommand, recorded while profiling
+  void runCommand(Command& command);
   void recordFailure(const char* op, ptoError code, const std::string& detail);
   ptoError takeStickyError();
 

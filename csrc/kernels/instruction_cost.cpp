@@ -1,0 +1,57 @@
+#include "instruction_cost.h"
+
+namespace pto::kernels {
+namespace {
+
+// Elements the operand touches: its extent along every dimension it does not repeat.
+int64_t distinctElements(const isa::Operand& operand) {
+  int64_t count = 1;
+  for (int d = 0; d < operand.rank; ++d) {
+    if (operand.strides[d] != 0) count *= operand.shape[d];
+  }
+  return count;
+}
+
+std::string shapeOf(const isa::Operand& operand) {
+  std::string text(isa::dtypeName(operand.dtype));
+  text += '[';
+  for (int d = 0; d < operand.rank; ++d) text += (d ? "," : "") + std::to_string(operand.shape[d]);
+  return text + ']';
+}
+
+}  // namespace
+
+uint64_t operandBytes(const isa::Operand& operand) {
+  return static_cast<uint64_t>(distinctElements(operand)) * isa::dtypeSize(operand.dtype);
+}
+
+InstructionCost costOf(const isa::Instruction& instruction) {
+  InstructionCost cost;
+  for (const isa::Operand& operand : instruction.operands) cost.bytes += operandBytes(operand);
+  const isa::Operand& out = instruction.operands[0];
+  switch (isa::groupOf(instruction.opcode)) {
+    case isa::Group::Matmul: {
+      const isa::Operand& a = instruction.operands[1];
+      cost.flops = 2.0 * static_cast<double>(out.numel()) * static_cast<double>(a.shape[a.rank - 1]);
+      break;
+    }
+    case isa::Group::Reduce:
+    case isa::Group::Row:
+      cost.flops = static_cast<double>(instruction.operands[1].numel()) *
+                   (isa::groupOf(instruction.opcode) == isa::Group::Row ? 4.0 : 1.0);
+      break;
+    default:
+      cost.flops = static_cast<double>(out.numel());
+  }
+  return cost;
+}
+
+std::string operandSummary(const isa::Instruction& instruction) {
+  std::string text = shapeOf(instruction.operands[0]);
+  for (size_t i = 1; i < instruction.operands.size(); ++i) {
+    text += (i == 1 ? " <- " : ", ") + shapeOf(instruction.operands[i]);
+  }
+  return text;
+}
+
+}  // namespace pto::kernels

@@ -1,0 +1,98 @@
+"""pypto.Profiler: every kernel, copy and program instruction, on every stream, with
+times, bytes and FLOPs; the report's table, the Chrome trace, the HTML and PNG timelines."""
+import json
+
+import pytest
+import torch
+
+from pypto_torch.profiler import Profiler
+
+
+def workload():
+    """An eager GEMM and exp, a copy to the host, a compiled fused program, and an add
+    on a second stream."""
+    x = torch.randn(256, 256, device="pto")
+    compiled = torch.compile(lambda t: torch.softmax(t * 2, -1) + 1, backend="pypto")
+    compiled(x)  # compiled before profiling
+    side = torch.pto.Stream()
+    with Profiler() as profiler:
+        y = torch.exp(x @ x)
+        y.cpu()
+        compiled(x)
+        with torch.pto.stream(side):
+            x + 1
+    return profiler
+
+
+@pytest.fixture(scope="module")
+def profiled():
+    return workload()
+
+
+def test_records_every_kernel_copy_and_program_instruction(profiled):
+    by_name = {a.name: a for a in profiled.activities}
+    assert by_name["tmatmul"].kind == "kernel" and by_name["tmatmul"].flops == 2 * 256**3
+    assert by_name["tmatmul"].detail == "f32[256,256] <- f32[256,256], f32[256,256]"
+    assert by_name["tmatmul"].bytes == 3 * 256 * 256 * 4
+    assert by_name["texp"].kind == "kernel"
+    assert by_name["memcpy device-to-host"].kind == "copy"
+    assert by_name["memcpy device-to-host"].bytes == 2 * 256 * 256 * 4
+    program = by_name["program"]
+    inside = [a for a in profiled.activities if a.kind == "instruction"]
+    assert any(a.name.startswith("fused:") and "tsoftmax" in a.name for a in inside)
+    for a in inside:
+        assert program.start_us <= a.start_us <= a.end_us <= program.end_us
+    assert all(a.end_us >= a.start_us >= 0 for a in profiled.activities)
+
+
+def test_one_lane_per_stream(profiled):
+    lanes = profiled.streams()
+    assert len(lanes) == 2
+    add = next(a for a in profiled.activities if a.name == "tadd" and a.kind == "kernel")
+    assert (add.device, add.stream) == lanes[1]
+
+
+def test_report_ranks_operations_with_rates_and_shares(profiled):
+    text = profiled.report()
+    assert "GB/s" in text and "GFLOP/s" in text and "%peak" in text
+    rows = [line.split()[0] for line in text.splitlines()[3:] if line and not line.startswith(("-", "compute"))]
+    assert rows[0] == "tmatmul"  # the most time, on top
+    assert "program" not in rows  # its instructions carry its time
+    assert "compute" in text.splitlines()[-1] and "copies and fills" in text.splitlines()[-1]
+
+
+def test_chrome_trace_loads_with_a_thread_per_stream(profiled, tmp_path):
+    path = tmp_path / "trace.json"
+    profiled.export_chrome_trace(str(path))
+    trace = json.loads(path.read_text())
+    spans = [e for e in trace["traceEvents"] if e["ph"] == "X"]
+    assert len(spans) == len(profiled.activities)
+    assert {e["tid"] for e in spans} == {0, 1}
+    names = [e for e in trace["traceEvents"] if e["ph"] == "M" and e["name"] == "thread_name"]
+    assert len(names) == 2
+    assert all(e["dur"] >= 0 and "detail" in e["args"] for e in spans)
+
+
+def test_visualize_writes_html_and_a_real_png(profiled, tmp_path):
+    page = tmp_path / "trace.html"
+    profiled.visualize(str(page))
+    text = page.read_text()
+    assert text.startswith("<!DOCTYPE html>") and text.count("<rect") == len(profiled.activities)
+    image = tmp_path / "trace.png"
+    profiled.visualize(str(image))
+    data = image.read_bytes()
+    assert data[:8] == b"\x89PNG\r\n\x1a\n"
+    import matplotlib.image
+
+    assert matplotlib.image.imread(str(image)).shape[0] > 50
+
+
+def test_start_and_stop_misuse_are_clear_errors():
+    profiler = Profiler()
+    with pytest.raises(RuntimeError, match="not running"):
+        profiler.stop()
+    profiler.start()
+    with pytest.raises(RuntimeError, match="already running"):
+        profiler.start()
+    profiler.stop()
+    assert profiler.activities == []
