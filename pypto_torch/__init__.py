@@ -18,7 +18,53 @@ def _autoload() -> None:
 import torch  # noqa: E402
 
 from pypto_torch import _C  # noqa: E402  (loading it registers kernels, allocators, guard, hooks)
-from pypto_torch import pto  # noqa: E402
+from pypto_torch import api, pto  # noqa: E402
+from pypto_torch.api import (  # noqa: E402  (the seed-style pypto API: pypto.exp, pypto.Context ...)
+    Context,
+    add,
+    arange,
+    as_dtype,
+    conv2d,
+    current_device,
+    div,
+    empty,
+    empty_cache,
+    exp,
+    from_numpy,
+    from_torch,
+    full,
+    gelu,
+    layer_norm,
+    layout_of,
+    log,
+    matmul,
+    memory_allocated,
+    mul,
+    normalize,
+    ones,
+    ones_like,
+    rand,
+    randn,
+    randn_like,
+    reduce_max,
+    reduce_mean,
+    reduce_min,
+    reduce_sum,
+    relu,
+    rms_norm,
+    set_device,
+    softmax,
+    sub,
+    synchronize,
+    tensor,
+    to_numpy,
+    to_torch,
+    transpose,
+    zeros,
+    zeros_like,
+)
+from pypto_torch.kernel import CompileError, asm, asm_kernel, jit, kernel  # noqa: E402
+from pypto_torch.profiler import Profiler  # noqa: E402
 from pypto_torch._fallback import (  # noqa: E402
     fallback_mode,
     fallback_ops,
@@ -32,7 +78,15 @@ if torch._C._get_privateuse1_backend_name() != "pto":
     torch.utils.generate_methods_for_privateuse1_backend(for_storage=True)
     quiet_tensor_printing(torch)
 
-__all__ = ["explain", "fallback_mode", "fallback_ops", "set_fallback_mode", "pto"]
+__all__ = [
+    *api.__all__,  # the seed-style pypto API (pypto.exp, pypto.Context ...)
+    "kernel", "jit", "asm", "asm_kernel", "CompileError", "Profiler",
+    "explain",
+    "fallback_mode",
+    "fallback_ops",
+    "set_fallback_mode",
+    "pto",
+]
 
 
 def __getattr__(name: str):

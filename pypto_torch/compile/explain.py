@@ -45,7 +45,10 @@ def explain(fn, *example_inputs) -> Explanation:
     """Traces `fn` (a function or module) to a functional aten graph as the backend
     sees it (inference: no gradients), and lowers and compiles it for the inputs'
     shapes. Nothing runs on the device."""
-    inputs, traced = list(example_inputs), fn
+    inputs = list(example_inputs)
+
+    def traced(*args):  # exactly the inputs given: make_fx counts a function's parameters
+        return fn(*args)
     if isinstance(fn, torch.nn.Module):
         # Parameters and buffers become inputs, as Dynamo lifts them.
         state = {**dict(fn.named_parameters()), **dict(fn.named_buffers())}
