@@ -41,3 +41,4 @@ bench: build
 	$(PYTHON) benchmarks/bench_runtime.py
 	$(PYTHON) benchmarks/bench_ops.py
 	$(PYTHON) benchmarks/bench_compile.py
+	$(PYTHON) benchmarks/bench_pypto.py

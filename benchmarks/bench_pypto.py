@@ -1,0 +1,55 @@
+"""The seed-style softmax three ways, side by side in one run: @pypto.kernel (one fused
+PTO program), the same Python function run eagerly on pto (five instructions, five
+passes over memory), and torch.softmax on the CPU (PyTorch's own fused kernel).
+
+    python benchmarks/bench_pypto.py [--quick]
+"""
+import sys
+
+import torch
+
+import pypto_torch as pypto
+from _timing import OtherLoad, best_time, context_header, table
+
+
+def softmax_pypto(x, axis=-1):
+    x_max = pypto.reduce_max(x, axis=axis, keepdims=True)
+    e = pypto.exp(x - x_max)
+    return e / pypto.reduce_sum(e, axis=axis, keepdims=True)
+
+
+@pypto.kernel
+def fused_softmax(x):
+    return softmax_pypto(x)
+
+
+def on_device(fn, x):
+    def run():
+        fn(x)
+        pypto.synchronize()
+    return run
+
+
+def main() -> None:
+    quick = "--quick" in sys.argv
+    pypto.set_fallback_mode("silent")
+    context_header("pypto softmax: @pypto.kernel vs eager pypto vs torch.softmax", quick)
+    load = OtherLoad()
+    reps = 3 if quick else 10
+    rows = []
+    for n in (1024, 4096):
+        x = pypto.randn(n, n)
+        x_cpu = torch.from_numpy(pypto.to_numpy(x))
+        torch.testing.assert_close(fused_softmax(x), softmax_pypto(x))
+        kernel_s = best_time(on_device(fused_softmax, x), reps)
+        eager_s = best_time(on_device(softmax_pypto, x), reps)
+        cpu_s = best_time(lambda: torch.softmax(x_cpu, -1), reps)
+        rows.append([f"{n}x{n} float32", f"{kernel_s * 1e3:.2f}", f"{eager_s * 1e3:.2f}", f"{cpu_s * 1e3:.2f}",
+                     f"{kernel_s / cpu_s:.2f}", f"{eager_s / kernel_s:.2f}"])
+    table("Time per call, ms (best of %d; pto calls waited for)" % reps,
+          ["shape", "@pypto.kernel", "eager pypto", "torch.softmax CPU", "kernel/torch", "eager/kernel"], rows)
+    print(load.describe())
+
+
+if __name__ == "__main__":
+    main()
