@@ -12,12 +12,27 @@
 #include "element_types.h"
 #include "execute.h"
 #include "gemm_bf16.h"
+#include "runtime/sim/sim_parallel.h"
 
 namespace pto::kernels {
 namespace {
 
 // A matrix as BLAS takes it: a base pointer, a leading dimension and whether
 // it is stored transposed (row-major throughout).
+// Rows of C below which a band is not worth a core of its own.
+constexpr int64_t kMinBandRows = 32;
+
+// BLAS runs on the calling thread only: the device's cores split the GEMMs among
+// themselves (parallelFor), and BLAS threads spinning after a call would take those
+// cores from the kernels that follow.
+void singleThreadedBlas() {
+  static const bool once = [] {
+    openblas_set_num_threads(1);
+    return true;
+  }();
+  (void)once;
+}
+
 template <typename F>
 struct BlasMatrix {
   const F* data = nullptr;
@@ -149,29 +164,39 @@ void executeMatmul(const isa::Instruction& instruction, std::span<void* const> b
   const isa::Operand& b = instruction.operands[2];
   const int r = out.rank;
   const int64_t m = out.shape[r - 2], n = out.shape[r - 1], k = a.shape[r - 1];
-  if (m == 0 || n == 0) return;
   int64_t batches = 1;
   for (int d = 0; d < r - 2; ++d) batches *= out.shape[d];
+  if (m == 0 || n == 0 || batches == 0) return;
+  singleThreadedBlas();
+  // The device's cores take bands of output rows of every batch entry: one BLAS call
+  // each, on one thread (small batched GEMMs, as attention's, then run side by side).
+  const auto cores = static_cast<int64_t>(rt::sim::parallelism());
+  const int64_t bands = batches >= cores ? 1 : std::clamp<int64_t>(m / kMinBandRows, 1, (cores + batches - 1) / batches);
+  const int64_t band_rows = (m + bands - 1) / bands;
   dispatchDType(out.dtype, [&]<typename T>() {
     if constexpr (isa::kFloatTypes.contains(dtypeOf<T>())) {
       const auto size = static_cast<int64_t>(sizeof(T));
-      for (int64_t batch = 0; batch < batches; ++batch) {
-        int64_t offsets[3] = {out.offset, a.offset, b.offset};
-        for (int64_t rest = batch, d = r - 3; d >= 0; --d) {
-          const int64_t index = rest % out.shape[d];
-          rest /= out.shape[d];
-          offsets[0] += index * out.strides[d];
-          offsets[1] += index * a.strides[d];
-          offsets[2] += index * b.strides[d];
+      rt::sim::parallelFor(static_cast<size_t>(batches * bands), 1, [&](size_t begin, size_t end) {
+        for (auto item = static_cast<int64_t>(begin); item < static_cast<int64_t>(end); ++item) {
+          const int64_t batch = item / bands, row = (item % bands) * band_rows;
+          const int64_t rows = std::min(band_rows, m - row);
+          int64_t offsets[3] = {out.offset + row * out.strides[r - 2], a.offset + row * a.strides[r - 2], b.offset};
+          for (int64_t rest = batch, d = r - 3; d >= 0; --d) {
+            const int64_t index = rest % out.shape[d];
+            rest /= out.shape[d];
+            offsets[0] += index * out.strides[d];
+            offsets[1] += index * a.strides[d];
+            offsets[2] += index * b.strides[d];
+          }
+          const int64_t out_strides[2] = {out.strides[r - 2], out.strides[r - 1]};
+          const int64_t a_strides[2] = {a.strides[r - 2], a.strides[r - 1]};
+          const int64_t b_strides[2] = {b.strides[r - 2], b.strides[r - 1]};
+          matmulOne<T>(static_cast<const char*>(buffers[a.buffer]) + offsets[1] * size, a_strides,
+                       static_cast<const char*>(buffers[b.buffer]) + offsets[2] * size, b_strides,
+                       static_cast<char*>(buffers[out.buffer]) + offsets[0] * size, out_strides, rows, n, k,
+                       instruction.immediates[0], instruction.immediates[1]);
         }
-        const int64_t out_strides[2] = {out.strides[r - 2], out.strides[r - 1]};
-        const int64_t a_strides[2] = {a.strides[r - 2], a.strides[r - 1]};
-        const int64_t b_strides[2] = {b.strides[r - 2], b.strides[r - 1]};
-        matmulOne<T>(static_cast<const char*>(buffers[a.buffer]) + offsets[1] * size, a_strides,
-                     static_cast<const char*>(buffers[b.buffer]) + offsets[2] * size, b_strides,
-                     static_cast<char*>(buffers[out.buffer]) + offsets[0] * size, out_strides, m, n, k,
-                     instruction.immediates[0], instruction.immediates[1]);
-      }
+      });
     }
   });
 }
