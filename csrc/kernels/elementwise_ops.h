@@ -34,6 +34,13 @@ inline C expOf(C x) {
   else return std::exp(x);
 }
 
+// tanh likewise: the vectorisable fastTanh for float, libm for double.
+template <typename C>
+inline C tanhOf(C x) {
+  if constexpr (std::is_same_v<C, float>) return fastTanh(x);
+  else return std::tanh(x);
+}
+
 template <Opcode op, typename C>
 inline C unaryOp(C x) {
   if constexpr (op == Opcode::kAbs) {
@@ -64,7 +71,7 @@ inline C unaryOp(C x) {
   else if constexpr (op == Opcode::kSin) return std::sin(x);
   else if constexpr (op == Opcode::kCos) return std::cos(x);
   else if constexpr (op == Opcode::kTan) return std::tan(x);
-  else if constexpr (op == Opcode::kTanh) return std::tanh(x);
+  else if constexpr (op == Opcode::kTanh) return tanhOf(x);
   else if constexpr (op == Opcode::kSigmoid) return C(1) / (C(1) + expOf(-x));
   else if constexpr (op == Opcode::kSilu) return x / (C(1) + expOf(-x));
   else if constexpr (op == Opcode::kGelu) {
@@ -72,7 +79,7 @@ inline C unaryOp(C x) {
     else return C(0.5) * x * (C(1) + std::erf(x * C(0.70710678118654752440)));
   } else if constexpr (op == Opcode::kGeluTanh) {
     const C inner = C(0.79788456080286535588) * (x + C(0.044715) * x * x * x);
-    return C(0.5) * x * (C(1) + std::tanh(inner));
+    return C(0.5) * x * (C(1) + tanhOf(inner));
   } else if constexpr (op == Opcode::kErf) return std::erf(x);
   else if constexpr (op == Opcode::kFloor) return std::floor(x);
   else if constexpr (op == Opcode::kCeil) return std::ceil(x);
@@ -158,7 +165,7 @@ inline C binaryOp(C a, C b, C alpha) {
   } else if constexpr (op == Opcode::kGeluTanhGrad) {
     const C k = C(0.79788456080286535588), c = C(0.044715);
     const C inner = k * (b + c * b * b * b);
-    const C t = std::tanh(inner);
+    const C t = tanhOf(inner);
     const C left = C(0.5) * b * (C(1) - t * t) * k * (C(1) + C(3) * c * b * b);
     return a * (C(0.5) * (C(1) + t) + left);
   } else if constexpr (op == Opcode::kSiluGrad) {

@@ -262,6 +262,8 @@ def _pow_scalar(lw: Lowerer, a, exponent):
     x = lw.operand(a, dtype, shape)
     if exponent == 2:
         return lw.emit("tmul", lw.new(dtype, shape), x, x)
+    if exponent == 3:  # gelu's tanh form (GPT-2) cubes: two products, not a pow
+        return lw.emit("tmul", lw.new(dtype, shape), lw.emit("tmul", lw.new(dtype, shape), x, x), x)
     if exponent == 1:
         return lw.emit("tmov", lw.new(dtype, shape), x)
     if exponent == 0.5:

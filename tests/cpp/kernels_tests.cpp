@@ -24,6 +24,7 @@
 #include "isa/program.h"
 #include "kernels/element_types.h"
 #include "kernels/elementwise_ops.h"
+#include "kernels/fast_math.h"
 #include "kernels/execute.h"
 #include "kernels/half.h"
 #include "kernels/strided_loop.h"
@@ -385,6 +386,22 @@ TEST(Kernels, UnaryEveryOpcodeAndDType) {
     });
   });
   EXPECT_GT(combinations, 100);
+}
+
+// tanh's vectorisable float form, against libm over every float from 2^-30 to 2^5
+// (beyond that both are +-1) and at its edges: within 2 ulp, odd, NaN kept.
+TEST(Kernels, FastTanhIsAccurate) {
+  for (uint32_t bits = std::bit_cast<uint32_t>(0x1p-30f); bits <= std::bit_cast<uint32_t>(32.0f); bits += 3) {
+    const float x = std::bit_cast<float>(bits);
+    const float exact = static_cast<float>(std::tanh(static_cast<double>(x)));
+    const float ulp = std::nextafter(exact, 2.0f) - exact;
+    ASSERT_NEAR(kernels::fastTanh(x), exact, 2 * ulp) << x;
+    ASSERT_EQ(kernels::fastTanh(-x), -kernels::fastTanh(x)) << x;
+  }
+  EXPECT_EQ(kernels::fastTanh(0.0f), 0.0f);
+  EXPECT_EQ(kernels::fastTanh(1e30f), 1.0f);
+  EXPECT_EQ(kernels::fastTanh(-std::numeric_limits<float>::infinity()), -1.0f);
+  EXPECT_TRUE(std::isnan(kernels::fastTanh(std::numeric_limits<float>::quiet_NaN())));
 }
 
 TEST(Kernels, UnaryLarge) {
