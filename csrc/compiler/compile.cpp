@@ -43,6 +43,8 @@ CompiledProgram compile(isa::Program program, const CompileOptions& options) {
   eliminateCommonSubexpressions(compiled.program);
   eliminateDeadCode(compiled.program);  // what only the removed copies read
   check(compiled, "common subexpression elimination", false, options);
+  collapseLeadingDims(compiled.program);
+  check(compiled, "dimension collapsing", false, options);
   if (options.fuse) {
     compiled.kernels = fuse(compiled.program);
   } else {

@@ -9,7 +9,7 @@ namespace {
 // Elements of one instruction's tile a fused kernel aims at: a few tens of KiB,
 // so that a tile's intermediates stay in the core's cache (the Unified Buffer).
 constexpr int64_t kTileElements = 16384;
-// Output rows of a GEMM tile: enough for BLAS to run at full speed.
+// Output rows of a GEMM tile: enough for BLAS to run at full speed on each core's band.
 constexpr int64_t kGemmTileRows = 1024;
 
 int64_t innerElements(const isa::Program& program, int32_t first, int32_t count, int t) {
@@ -68,6 +68,23 @@ Kernel tiledKernel(const isa::Program& program, int32_t first, int32_t count, in
   return kernel;
 }
 
+// Whether `next` may join the kernel [first, first + count) as far as its GEMM goes:
+// a GEMM kernel is a GEMM with the moves that set up its output before it (the bias)
+// and elementwise instructions after it (its epilogue). Reductions, row ops and other
+// GEMMs keep to kernels of their own, where their tiles can be sized for them.
+bool gemmAllows(const isa::Program& program, int32_t first, int32_t count, const isa::Instruction& next) {
+  const auto group = [](const isa::Instruction& instruction) { return isa::groupOf(instruction.opcode); };
+  if (group(next) == isa::Group::Matmul) {
+    for (int32_t i = first; i < first + count; ++i) {
+      const isa::Instruction& before = program.instructions[i];
+      if (group(before) != isa::Group::Convert || before.operands[0].buffer != next.operands[0].buffer) return false;
+    }
+    return true;
+  }
+  if (!holdsGemm(program, first, count)) return true;
+  return group(next) != isa::Group::Reduce && group(next) != isa::Group::Row;
+}
+
 }  // namespace
 
 std::vector<Kernel> fuse(const isa::Program& program) {
@@ -77,7 +94,7 @@ std::vector<Kernel> fuse(const isa::Program& program) {
     int32_t count = 1;
     int tile_dim = -1;
     if (deepestShared(program, first, 1) >= 0) {
-      while (first + count < total) {
+      while (first + count < total && gemmAllows(program, first, count, program.instructions[first + count])) {
         const int deepest = deepestShared(program, first, count + 1);
         if (deepest < 0) break;
         const int t = chooseTileDim(program, first, count + 1, deepest);

@@ -18,6 +18,13 @@ int eliminateDeadCode(isa::Program& program);
 // Returns how many it removed.
 int eliminateCommonSubexpressions(isa::Program& program);
 
+// Merges leading dimensions of elementwise, reduction and row instructions where
+// every operand's strides allow (a [8, 128, 1024] activation becomes [1024, 1024]),
+// so that instructions which view the same memory at different ranks share a tile
+// domain and can fuse (a GEMM's output and the activation after it). Returns how
+// many merges it made.
+int collapseLeadingDims(isa::Program& program);
+
 // Groups consecutive instructions into kernels: runs of instructions that may
 // interleave by tile (tiling.h) become one tiled kernel; every other instruction
 // is a kernel of its own.

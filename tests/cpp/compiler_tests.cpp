@@ -109,6 +109,39 @@ TEST(Fusion, StopsWhereATileWouldReadAnotherTilesRows) {
   EXPECT_EQ(compiler::compile(transposed).fusedKernelCount(), 0);
 }
 
+TEST(CollapseDims, LeadingDimensionsMergeWhereEveryOperandAllows) {
+  isa::Program program = parsed(
+      "buffer %0 input 4096\nbuffer %1 output 4096\nbuffer %2 input 64\nbuffer %3 output 128\n"
+      "tadd %1:f32[4,16,16;256,16,1]@0, %0:f32[4,16,16;256,16,1]@0, %2:f32[4,16,16;0,0,1]@0 alpha=1\n"
+      "tsum %3:f32[4,8,16;8,1,0]@0, %0:f32[4,8,16;256,16,1]@0 scale=1\n"   // a strided input: no merge
+      "tsoftmax %1:f32[4,16,16;256,16,1]@0, %0:f32[4,16,16;256,16,1]@0\n");
+  EXPECT_EQ(compiler::collapseLeadingDims(program), 2);
+  const isa::Operand& add = program.instructions[0].operands[0];
+  ASSERT_EQ(add.rank, 2);
+  EXPECT_EQ(add.shape[0], 64);
+  EXPECT_EQ(add.strides[0], 16);
+  EXPECT_EQ(program.instructions[0].operands[2].strides[0], 0);  // the broadcast row stays broadcast
+  EXPECT_EQ(program.instructions[1].operands[0].rank, 3);
+  EXPECT_EQ(program.instructions[2].operands[0].rank, 2);  // the row op keeps its rows
+  EXPECT_EQ(isa::verify(program), "");
+}
+
+TEST(Fusion, AGemmTakesItsBiasAndElementwiseEpilogueButNotAReduction) {
+  // out = gelu(x @ w + bias); then a row sum of it, in a kernel of its own.
+  const compiler::CompiledProgram compiled = compiler::compile(parsed(
+      "buffer %0 input 8192\nbuffer %1 input 4096\nbuffer %2 input 128\nbuffer %3 temp 8192\n"
+      "buffer %4 output 8192\nbuffer %5 output 256\n"
+      "tmov %3:f32[64,32;32,1]@0, %2:f32[64,32;0,1]@0\n"
+      "tmatmul %3:f32[64,32;32,1]@0, %0:f32[64,32;32,1]@0, %1:f32[32,32;32,1]@0 alpha=1 beta=1\n"
+      "tgelu %4:f32[64,32;32,1]@0, %3:f32[64,32;32,1]@0\n"
+      "tsum %5:f32[64,32;1,0]@0, %4:f32[64,32;32,1]@0 scale=1\n"));
+  ASSERT_EQ(compiled.kernels.size(), 2u);
+  EXPECT_EQ(compiled.kernels[0].count, 3);
+  EXPECT_FALSE(compiled.kernels[0].parallel_tiles);  // BLAS bands each GEMM itself
+  EXPECT_EQ(compiled.placements[3].placement, compiler::Placement::kScratch);
+  EXPECT_EQ(compiled.kernels[1].count, 1);
+}
+
 TEST(MemoryPlan, TemporariesThatAreNeverLiveTogetherShareTheArena) {
   // Sorts do not fuse, so each is a kernel and every temporary crosses kernels.
   isa::Program program = parsed(
