@@ -88,17 +88,30 @@ std::string verifyPlan(const CompiledProgram& compiled) {
       }
     }
   }
+  auto regionOf = [&](const BufferPlacement& place) { return place.placement == Placement::kInOutput ? place.host : -1; };
   for (size_t a = 0; a < program.buffers.size(); ++a) {
     const BufferPlacement& pa = compiled.placements[a];
-    if (pa.placement != Placement::kArena) continue;
-    if (pa.offset + program.buffers[a].bytes > compiled.arena_bytes) return "buffer %" + std::to_string(a) + " overruns the arena";
+    if (pa.placement != Placement::kArena && pa.placement != Placement::kInOutput) continue;
+    if (pa.placement == Placement::kArena && pa.offset + program.buffers[a].bytes > compiled.arena_bytes) {
+      return "buffer %" + std::to_string(a) + " overruns the arena";
+    }
+    if (pa.placement == Placement::kInOutput) {
+      const bool host_ok = pa.host >= 0 && pa.host < static_cast<int32_t>(program.buffers.size()) &&
+                           program.buffers[pa.host].kind == isa::BufferKind::kOutput;
+      if (!host_ok || pa.offset + program.buffers[a].bytes > program.buffers[pa.host].bytes) {
+        return "buffer %" + std::to_string(a) + " does not fit in the output it is placed in";
+      }
+      if (lifetime[a].second >= lifetime[pa.host].first) {
+        return "buffer %" + std::to_string(a) + " is still live when its host output %" + std::to_string(pa.host) + " is written";
+      }
+    }
     for (size_t b = a + 1; b < program.buffers.size(); ++b) {
       const BufferPlacement& pb = compiled.placements[b];
-      if (pb.placement != Placement::kArena) continue;
+      if ((pb.placement != Placement::kArena && pb.placement != Placement::kInOutput) || regionOf(pa) != regionOf(pb)) continue;
       const bool live_together = !(lifetime[a].second < lifetime[b].first || lifetime[b].second < lifetime[a].first);
       const bool overlap = pa.offset < pb.offset + program.buffers[b].bytes && pb.offset < pa.offset + program.buffers[a].bytes;
       if (live_together && overlap) {
-        return "arena buffers %" + std::to_string(a) + " and %" + std::to_string(b) + " are live at once and overlap";
+        return "buffers %" + std::to_string(a) + " and %" + std::to_string(b) + " are live at once and overlap";
       }
     }
   }
@@ -117,6 +130,9 @@ std::string print(const CompiledProgram& compiled) {
       case Placement::kBound: break;
       case Placement::kArena: line += "  # arena @" + std::to_string(place.offset); break;
       case Placement::kScratch: line += "  # tile scratch @" + std::to_string(place.offset); break;
+      case Placement::kInOutput:
+        line += "  # in output %" + std::to_string(place.host) + " @" + std::to_string(place.offset);
+        break;
       case Placement::kUnused: line += "  # unused"; break;
     }
     text += line + "\n";

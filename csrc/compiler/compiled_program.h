@@ -38,6 +38,8 @@ enum class Placement : uint8_t {
   kBound,   // an input or output: the caller's memory
   kArena,   // a temporary that crosses kernels: at `offset` in the arena
   kScratch, // a temporary inside one tiled kernel: at `offset` in each tile's scratch
+  kInOutput,  // a temporary whose life ends before output buffer `host` is first
+              // written: at `offset` in that output's memory (no arena needed for it)
   kUnused,  // no instruction refers to it any more
 };
 
@@ -45,6 +47,7 @@ struct BufferPlacement {
   Placement placement = Placement::kBound;
   uint64_t offset = 0;
   int64_t row_pitch = 0;  // kScratch: elements between consecutive tile rows
+  int32_t host = -1;      // kInOutput: the output buffer it lives in
 };
 
 struct CompiledProgram {

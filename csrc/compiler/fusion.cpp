@@ -82,7 +82,15 @@ bool gemmAllows(const isa::Program& program, int32_t first, int32_t count, const
     return true;
   }
   if (!holdsGemm(program, first, count)) return true;
-  return group(next) != isa::Group::Reduce && group(next) != isa::Group::Row;
+  if (group(next) == isa::Group::Reduce || group(next) == isa::Group::Row) return false;
+  // An epilogue reads what the kernel computed; anything else (the next GEMM's bias)
+  // goes with what reads it.
+  for (size_t k = 1; k < next.operands.size(); ++k) {
+    for (int32_t i = first; i < first + count; ++i) {
+      if (program.instructions[i].operands[0].buffer == next.operands[k].buffer) return true;
+    }
+  }
+  return false;
 }
 
 }  // namespace

@@ -1,4 +1,5 @@
 #include <algorithm>
+#include <cstdint>
 
 #include "passes.h"
 #include "tiling.h"
@@ -82,17 +83,26 @@ void planMemory(CompiledProgram& compiled) {
     kernel.scratch_bytes = scratch_used[first_kernel[b]];
   }
 
-  // The arena: largest first, each at the lowest offset clear of every placed
-  // temporary whose lifetime meets its own.
+  // Largest first, each temporary goes where it is clear of every placed one whose
+  // lifetime meets its own: inside an output that is not written until after it dies
+  // (that memory is the caller's already), else at the lowest such offset of the arena.
   std::stable_sort(arena.begin(), arena.end(), [](const Lifetime& a, const Lifetime& b) { return a.bytes > b.bytes; });
+  std::vector<int32_t> outputs;
+  for (size_t b = 0; b < buffer_count; ++b) {
+    if (program.buffers[b].kind == isa::BufferKind::kOutput && first_kernel[b] > 0) outputs.push_back(static_cast<int32_t>(b));
+  }
+  std::stable_sort(outputs.begin(), outputs.end(),
+                   [&](int32_t a, int32_t b) { return program.buffers[a].bytes > program.buffers[b].bytes; });
   std::vector<const Lifetime*> placed;
-  compiled.arena_bytes = 0;
-  for (const Lifetime& temp : arena) {
+  // The lowest offset below `limit` in region `host` (-1: the arena) clear of the placed
+  // temporaries live with `temp`, or UINT64_MAX.
+  auto lowestFree = [&](const Lifetime& temp, int32_t host, uint64_t limit) {
     std::vector<std::pair<uint64_t, uint64_t>> taken;
     for (const Lifetime* other : placed) {
-      if (other->last_kernel < temp.first_kernel || temp.last_kernel < other->first_kernel) continue;
-      const uint64_t start = compiled.placements[other->buffer].offset;
-      taken.emplace_back(start, start + other->bytes);
+      const BufferPlacement& where = compiled.placements[other->buffer];
+      const int32_t other_host = where.placement == Placement::kInOutput ? where.host : -1;
+      if (other_host != host || other->last_kernel < temp.first_kernel || temp.last_kernel < other->first_kernel) continue;
+      taken.emplace_back(where.offset, where.offset + other->bytes);
     }
     std::sort(taken.begin(), taken.end());
     uint64_t offset = 0;
@@ -100,8 +110,22 @@ void planMemory(CompiledProgram& compiled) {
       if (offset + temp.bytes <= start) break;
       offset = std::max(offset, end);
     }
-    compiled.placements[temp.buffer].offset = offset;
-    compiled.arena_bytes = std::max(compiled.arena_bytes, offset + temp.bytes);
+    return offset + temp.bytes <= limit ? offset : UINT64_MAX;
+  };
+  compiled.arena_bytes = 0;
+  for (const Lifetime& temp : arena) {
+    BufferPlacement& place = compiled.placements[temp.buffer];
+    for (int32_t host : outputs) {
+      if (temp.last_kernel >= first_kernel[host]) continue;
+      const uint64_t offset = lowestFree(temp, host, program.buffers[host].bytes / kAlignment * kAlignment);
+      if (offset == UINT64_MAX) continue;
+      place = BufferPlacement{.placement = Placement::kInOutput, .offset = offset, .host = host};
+      break;
+    }
+    if (place.placement != Placement::kInOutput) {
+      place.offset = lowestFree(temp, -1, UINT64_MAX);
+      compiled.arena_bytes = std::max(compiled.arena_bytes, place.offset + temp.bytes);
+    }
     placed.push_back(&temp);
   }
 }

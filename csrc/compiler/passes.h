@@ -31,8 +31,8 @@ int collapseLeadingDims(isa::Program& program);
 std::vector<Kernel> fuse(const isa::Program& program);
 
 // Places every buffer (compiled_program.h): temporaries that one tiled kernel
-// keeps to itself go to its tile scratch, sized to the Unified Buffer; the rest
-// share one arena, by liveness over kernels.
+// keeps to itself go to its tile scratch, sized to the Unified Buffer; the rest go,
+// by liveness over kernels, inside outputs not yet written, else in one arena.
 void planMemory(CompiledProgram& compiled);
 
 // The instructions that write and read each buffer.

@@ -195,6 +195,10 @@ ptoError launchProgram(ptoStream stream, std::shared_ptr<const CompiledProgram> 
       record->buffers[b] = static_cast<char*>(arena) + place.offset;
     }
   }
+  for (size_t b = 0; b < program.buffers.size(); ++b) {  // after their hosts are bound
+    const BufferPlacement& place = compiled->placements[b];
+    if (place.placement == Placement::kInOutput) record->buffers[b] = static_cast<char*>(bound[place.host]) + place.offset;
+  }
   for (size_t i = 0; i < program.instructions.size(); ++i) {
     for (const isa::Operand& operand : program.instructions[i].operands) {
       auto& scratch = record->scratch_of[kernel_of[i]];

@@ -142,19 +142,29 @@ TEST(Fusion, AGemmTakesItsBiasAndElementwiseEpilogueButNotAReduction) {
   EXPECT_EQ(compiled.kernels[1].count, 1);
 }
 
-TEST(MemoryPlan, TemporariesThatAreNeverLiveTogetherShareTheArena) {
+TEST(MemoryPlan, TemporariesShareTheArenaByLivenessOrLiveInAnOutputNotYetWritten) {
   // Sorts do not fuse, so each is a kernel and every temporary crosses kernels.
   isa::Program program = parsed(
       "buffer %0 input 64\nbuffer %1 output 128\nbuffer %2 temp 128\nbuffer %3 temp 128\nbuffer %4 temp 128\n"
+      "buffer %5 temp 128\n"
       "targsort %2:i64[16;1]@0, %0:f32[16;1]@0 axis=0 descending=0\n"
       "targsort %3:i64[16;1]@0, %2:i64[16;1]@0 axis=0 descending=0\n"
       "targsort %4:i64[16;1]@0, %3:i64[16;1]@0 axis=0 descending=0\n"
-      "targsort %1:i64[16;1]@0, %4:i64[16;1]@0 axis=0 descending=0\n");
+      "targsort %5:i64[16;1]@0, %4:i64[16;1]@0 axis=0 descending=0\n"
+      "targsort %1:i64[16;1]@0, %5:i64[16;1]@0 axis=0 descending=0\n");
   const compiler::CompiledProgram compiled = compiler::compile(program);
-  EXPECT_EQ(compiled.placements[2].offset, compiled.placements[4].offset);
-  EXPECT_NE(compiled.placements[2].offset, compiled.placements[3].offset);
-  EXPECT_EQ(compiled.arena_bytes, 256u);
+  const auto& placements = compiled.placements;
+  // %2 (kernels 0-1) dies before the output %1 is written (kernel 4): it lives there;
+  // %4 (2-3) as well, once %2 is gone; %3 and %5 share the arena, never live together.
+  EXPECT_EQ(placements[2].placement, compiler::Placement::kInOutput);
+  EXPECT_EQ(placements[2].host, 1);
+  EXPECT_EQ(placements[4].placement, compiler::Placement::kInOutput);
+  EXPECT_EQ(placements[3].placement, compiler::Placement::kArena);
+  EXPECT_EQ(placements[5].placement, compiler::Placement::kArena);
+  EXPECT_EQ(placements[3].offset, placements[5].offset);
+  EXPECT_EQ(compiled.arena_bytes, 128u);
   EXPECT_EQ(compiler::verifyPlan(compiled), "");
+  EXPECT_NE(compiler::print(compiled).find("# in output %1 @0"), std::string::npos);
 }
 
 TEST(Compile, AnInvalidProgramNamesThePassAndTheInstruction) {
