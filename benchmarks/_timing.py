@@ -106,3 +106,17 @@ def settle(max_wait: float = 0.3, step: float = 0.005) -> None:
         time.sleep(step)
         if time.process_time() - cpu < 0.1 * step:
             return
+
+
+def print_closing_summary(fallbacks_before: dict, checked: int, missed: list, start: float, whole_run: "OtherLoad",
+                          fallback_label: str = "ops that went through the CPU fallback") -> None:
+    """The tail every op benchmark prints: what fell back during the run, which aims
+    were met and missed, and how long the run took under how much other load."""
+    import pypto_torch
+
+    fell_back = {op: calls - fallbacks_before.get(op, 0) for op, calls in pypto_torch.fallback_ops().items()
+                 if calls > fallbacks_before.get(op, 0)}
+    print(f"\n{fallback_label}: {fell_back or 'none'}")
+    print(f"aims met: {checked - len(missed)} of {checked}; missed:")
+    print("\n".join(f"  ✗ {what}" for what in missed) or "  none")
+    print(f"\ntotal time {time.perf_counter() - start:.1f} s; {whole_run.describe()}")

@@ -43,7 +43,7 @@ import torch  # noqa: E402
 import torch._dynamo  # noqa: E402
 
 import pypto_torch  # noqa: E402
-from _timing import OtherLoad, best_time, context_header, settle, table  # noqa: E402
+from _timing import OtherLoad, best_time, context_header, print_closing_summary, settle, table  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests" / "python"))
 from compile_models import MLP, TransformerBlock, handwritten_softmax, on_device, seeded, tiny_gpt2  # noqa: E402
@@ -284,12 +284,8 @@ def main() -> None:
         report(r, all_cases, forward_times(r, softmax), times)
     finally:
         shutil.rmtree(_INDUCTOR_CACHE, ignore_errors=True)
-    fell_back = {op: calls - fallbacks_before.get(op, 0) for op, calls in pypto_torch.fallback_ops().items()
-                 if calls > fallbacks_before.get(op, 0)}
-    print(f"\nops that went through the CPU fallback (eager pto and pypto's eager segments): {fell_back or 'none'}")
-    print(f"aims met: {r.checked - len(r.missed)} of {r.checked}; missed:")
-    print("\n".join(f"  {NO} {what}" for what in r.missed) or "  none")
-    print(f"\ntotal time {time.perf_counter() - start:.1f} s; {whole_run.describe()}")
+    print_closing_summary(fallbacks_before, r.checked, r.missed, start, whole_run,
+                          "ops that went through the CPU fallback (eager pto and pypto's eager segments)")
 
 
 if __name__ == "__main__":

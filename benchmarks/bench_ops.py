@@ -39,7 +39,7 @@ import torch
 import torch.nn.functional as F
 
 import pypto_torch
-from _timing import OtherLoad, best_time, context_header, settle, table
+from _timing import OtherLoad, best_time, context_header, print_closing_summary, settle, table
 
 MiB = 2**20
 YES, NO = "✓", "✗"
@@ -371,12 +371,7 @@ def main() -> None:
         during = OtherLoad()
         section(bench)
         print(f"({during.describe()} during this table)")
-    fell_back = {op: calls - fallbacks_before.get(op, 0) for op, calls in pypto_torch.fallback_ops().items()
-                 if calls > fallbacks_before.get(op, 0)}
-    print(f"\nops that went through the CPU fallback: {fell_back or 'none'}")
-    print(f"aims met: {bench.checked - len(bench.missed)} of {bench.checked}; missed:")
-    print("\n".join(f"  {NO} {what}" for what in bench.missed) or "  none")
-    print(f"\ntotal time {time.perf_counter() - start:.1f} s; {whole_run.describe()}")
+    print_closing_summary(fallbacks_before, bench.checked, bench.missed, start, whole_run)
 
 
 if __name__ == "__main__":
