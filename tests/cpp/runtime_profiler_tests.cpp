@@ -39,7 +39,9 @@ TEST(RuntimeProfiler, RecordsKernelsCopiesAndFillsWithTheirStreamAndTimes) {
   ASSERT_EQ(ptoStreamCreate(&stream), PTO_SUCCESS);
   ASSERT_EQ(ptoStreamCreate(&other), PTO_SUCCESS);
   void* device = nullptr;
+  void* filled = nullptr;  // the other stream's: the streams are not ordered with each other
   ASSERT_EQ(ptoMalloc(&device, 256), PTO_SUCCESS);
+  ASSERT_EQ(ptoMalloc(&filled, 128), PTO_SUCCESS);
   std::vector<char> host(256);
   flushAll();
   ASSERT_EQ(ptoProfilerStart(), PTO_SUCCESS);
@@ -47,7 +49,7 @@ TEST(RuntimeProfiler, RecordsKernelsCopiesAndFillsWithTheirStreamAndTimes) {
   const uint64_t before = ptoProfilerNow();
   ASSERT_EQ(ptoLaunchKernel(stream, "tabs", &annotatedKernel, nullptr, 0), PTO_SUCCESS);
   ASSERT_EQ(ptoMemcpyAsync(device, host.data(), 256, PTO_MEMCPY_HOST_TO_DEVICE, stream), PTO_SUCCESS);
-  ASSERT_EQ(ptoMemsetAsync(device, 0, 128, other), PTO_SUCCESS);
+  ASSERT_EQ(ptoMemsetAsync(filled, 0, 128, other), PTO_SUCCESS);
   ASSERT_EQ(ptoLaunchKernel(other, "program", &kernelWithInsides, nullptr, 0), PTO_SUCCESS);
   ASSERT_EQ(ptoStreamSynchronize(stream), PTO_SUCCESS);
   ASSERT_EQ(ptoStreamSynchronize(other), PTO_SUCCESS);
@@ -91,6 +93,7 @@ TEST(RuntimeProfiler, RecordsKernelsCopiesAndFillsWithTheirStreamAndTimes) {
 
   EXPECT_EQ(ptoProfilerFlush(nullptr, 1, nullptr), PTO_ERROR_INVALID_VALUE);
   ASSERT_EQ(ptoFree(device), PTO_SUCCESS);
+  ASSERT_EQ(ptoFree(filled), PTO_SUCCESS);
   ASSERT_EQ(ptoStreamDestroy(stream), PTO_SUCCESS);
   ASSERT_EQ(ptoStreamDestroy(other), PTO_SUCCESS);
 }
