@@ -96,3 +96,16 @@ def test_start_and_stop_misuse_are_clear_errors():
         profiler.start()
     profiler.stop()
     assert profiler.activities == []
+
+
+def test_device_time_appears_in_torch_profiler():
+    """torch.autograd.profiler with use_device="pto": each aten op's device time, from
+    pto events around it (the PrivateUse1 profiler stubs)."""
+    x = torch.randn(256, 256, device="pto")
+    with torch.autograd.profiler.profile(use_device="pto") as prof:
+        torch.exp(x @ x)
+        torch.pto.synchronize()
+    by_key = {event.key: event for event in prof.key_averages()}
+    assert by_key["aten::mm"].self_device_time_total > 0
+    assert by_key["aten::exp"].self_device_time_total > 0
+    assert "Self PTO" in prof.key_averages().table(sort_by="self_device_time_total")
