@@ -91,11 +91,23 @@ template <Opcode op, typename T>
 void compareRows(const StridedLoop& loop) {
   forEachRow(loop, [&](const std::array<char*, kMaxOperands>& p, int64_t n) {
     const int64_t so = loop.innerStride(0), sa = loop.innerStride(1), sb = loop.innerStride(2);
+    bool* out = reinterpret_cast<bool*>(p[0]);
+    const T* a = reinterpret_cast<const T*>(p[1]);
+    const T* b = reinterpret_cast<const T*>(p[2]);
+    // Runs the compiler vectorises: both inputs contiguous, or one of them a scalar
+    // (x == -inf, mask > 0: the common comparisons).
     if (so == 1 && sa == sizeof(T) && sb == sizeof(T)) {
-      bool* out = reinterpret_cast<bool*>(p[0]);
-      const T* a = reinterpret_cast<const T*>(p[1]);
-      const T* b = reinterpret_cast<const T*>(p[2]);
       for (int64_t i = 0; i < n; ++i) out[i] = compareOp<op>(widen(a[i]), widen(b[i]));
+      return;
+    }
+    if (so == 1 && sa == sizeof(T) && sb == 0) {
+      const auto scalar = widen(b[0]);
+      for (int64_t i = 0; i < n; ++i) out[i] = compareOp<op>(widen(a[i]), scalar);
+      return;
+    }
+    if (so == 1 && sa == 0 && sb == sizeof(T)) {
+      const auto scalar = widen(a[0]);
+      for (int64_t i = 0; i < n; ++i) out[i] = compareOp<op>(scalar, widen(b[i]));
       return;
     }
     for (int64_t i = 0; i < n; ++i) {
@@ -109,6 +121,29 @@ void selectRows(const StridedLoop& loop) {
   forEachRow(loop, [&](const std::array<char*, kMaxOperands>& p, int64_t n) {
     const int64_t so = loop.innerStride(0), sc = loop.innerStride(1);
     const int64_t sa = loop.innerStride(2), sb = loop.innerStride(3);
+    constexpr auto size = static_cast<int64_t>(sizeof(T));
+    if (so == size && sc == 1 && (sa == size || sa == 0) && (sb == size || sb == 0)) {
+      // Typed, so the compiler blends whole vectors; a scalar side (masked_fill's
+      // value, where's 0) is read once.
+      T* out = reinterpret_cast<T*>(p[0]);
+      const auto* condition = reinterpret_cast<const uint8_t*>(p[1]);
+      const T* a = reinterpret_cast<const T*>(p[2]);
+      const T* b = reinterpret_cast<const T*>(p[3]);
+      const int64_t ia = sa == 0 ? 0 : 1, ib = sb == 0 ? 0 : 1;
+      if (ia == 1 && ib == 1) {
+        for (int64_t i = 0; i < n; ++i) out[i] = condition[i] ? a[i] : b[i];
+      } else if (ia == 1) {
+        const T other = b[0];
+        for (int64_t i = 0; i < n; ++i) out[i] = condition[i] ? a[i] : other;
+      } else if (ib == 1) {
+        const T other = a[0];
+        for (int64_t i = 0; i < n; ++i) out[i] = condition[i] ? other : b[i];
+      } else {
+        const T first = a[0], second = b[0];
+        for (int64_t i = 0; i < n; ++i) out[i] = condition[i] ? first : second;
+      }
+      return;
+    }
     for (int64_t i = 0; i < n; ++i) {
       const bool condition = *reinterpret_cast<const bool*>(p[1] + i * sc);
       std::memcpy(p[0] + i * so, condition ? p[2] + i * sa : p[3] + i * sb, sizeof(T));
