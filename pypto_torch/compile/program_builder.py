@@ -126,11 +126,15 @@ class Segment:
         return out
 
     def mark(self) -> tuple:
-        return len(self.instructions), len(self.constants)
+        return len(self.instructions), len(self.constants), len(self.constant_views)
 
     def rollback(self, mark: tuple) -> None:
+        """Drops what a lowering that gave up emitted, the scalars it filled included
+        (a later lowering must not read a constant whose fill is gone)."""
         del self.instructions[mark[0]:]
         del self.constants[mark[1]:]
+        for key in list(self.constant_views)[mark[2]:]:
+            del self.constant_views[key]
 
     def close(self, live: dict, next_slot, debug: bool, fuse: bool = True) -> ProgramStep:
         """Compiles the segment. Buffers it writes that views after it still read (`live`:

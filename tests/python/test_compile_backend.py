@@ -134,3 +134,20 @@ def test_compiled_softmax_needs_less_device_memory_than_eager():
     assert compiled_peak < eager_peak
     assert compiled_peak == x.numel() * 4  # the output alone: temporaries stay in tile scratch
     assert_close(actual.cpu(), expected.cpu())
+
+
+def test_a_lowering_that_gives_up_takes_its_scalar_fills_with_it():
+    """A node whose lowering emitted a scalar fill and then found no PTO form is rolled
+    back; the next lowering wanting that scalar must fill it again, not read a buffer
+    nothing fills."""
+    from pypto_torch.compile.lowering import Lowerer
+    from pypto_torch.compile.program_builder import Segment
+
+    segment = Segment()
+    lowerer = Lowerer(segment, torch.device("pto", 0))
+    mark = segment.mark()
+    lowerer.scalar(2.0, torch.float32)
+    segment.rollback(mark)
+    assert segment.constants == [] and segment.constant_views == {}
+    lowerer.scalar(2.0, torch.float32)
+    assert len(segment.constants) == 1 and segment.constants[0].startswith("texpands")
