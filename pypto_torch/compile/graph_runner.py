@@ -99,16 +99,20 @@ class Plan:
         for slot, value in zip(pytree.tree_leaves(step.outputs), pytree.tree_leaves(result)):
             if slot is None:
                 continue
-            shape, strides = step.layouts[slot]
+            strides = step.layouts[slot][1]
             if isinstance(value, torch.Tensor) and tuple(value.stride()) != strides and value.numel() > 1:
-                value = torch.empty_strided(shape, strides, dtype=value.dtype, device=value.device).copy_(value)
+                value = _relaid(value, strides)
             slots[slot] = value
+
+
+def _relaid(tensor: torch.Tensor, strides: tuple) -> torch.Tensor:
+    """A copy of `tensor` with these strides."""
+    return torch.empty_strided(tensor.shape, strides, dtype=tensor.dtype, device=tensor.device).copy_(tensor)
 
 
 def _materialise(value, slots):
     if isinstance(value, Relaid):
-        tensor = _materialise(value.view, slots)
-        return torch.empty_strided(tensor.shape, value.strides, dtype=tensor.dtype, device=tensor.device).copy_(tensor)
+        return _relaid(_materialise(value.view, slots), value.strides)
     if not isinstance(value, SlotView):
         return value
     base = slots[value.slot]
@@ -176,6 +180,35 @@ def _node_device(node: torch.fx.Node, default: torch.device) -> torch.device:
     return default
 
 
+def _slot_view(value):
+    """A value as a run-time step reads it: views of caller memory become SlotViews."""
+    return SlotView(value.storage.slot, value.shape, value.strides, value.offset) if isinstance(value, View) else value
+
+
+def _eager_step(node: torch.fx.Node, node_args, node_kwargs, meta, device: torch.device, next_slot) -> tuple:
+    """The step running `node` as a torch call, and its value for the nodes after it:
+    each tensor of the result in a slot of its own, laid out as its meta result."""
+    layouts = {}
+
+    def output_slot(leaf):
+        if not isinstance(leaf, torch.Tensor):
+            return None
+        slot = next_slot()
+        layouts[slot] = (tuple(leaf.shape), tuple(leaf.stride()))
+        return slot
+
+    out_slots = pytree.tree_map(output_slot, meta)
+    args = pytree.tree_map(_slot_view, node_args)
+    for index, arg in enumerate(node.args):
+        promised = _concrete_strides(arg)
+        if isinstance(args[index], SlotView) and promised not in (None, args[index].strides):
+            args = args[:index] + (Relaid(args[index], promised),) + args[index + 1:]
+    step = EagerStep(node.name, node.target, args, pytree.tree_map(_slot_view, node_kwargs), out_slots, layouts)
+    values = [leaf if slot is None else View(Storage(leaf.dtype, device, slot=slot), *layouts[slot])
+              for leaf, slot in zip(pytree.tree_leaves(meta), pytree.tree_leaves(out_slots))]
+    return step, pytree.tree_unflatten(values, pytree.tree_structure(meta))
+
+
 def build_plan(gm: torch.fx.GraphModule, args, debug: bool = False, fuse: bool = True) -> Plan:
     nodes = list(gm.graph.nodes)
     position = {node: i for i, node in enumerate(nodes)}
@@ -193,30 +226,26 @@ def build_plan(gm: torch.fx.GraphModule, args, debug: bool = False, fuse: bool =
     def tensor_value(tensor: torch.Tensor, slot: int) -> View:
         return View(Storage(tensor.dtype, tensor.device, slot=slot), tuple(tensor.shape), tuple(tensor.stride()))
 
-    def live_views(at: int, extra=()) -> dict:
+    def resolved(value):
+        return pytree.tree_map(lambda n: env[n] if isinstance(n, torch.fx.Node) else n, value)
+
+    def live_views(at: int, extra) -> dict:
+        """Storage -> its views that nodes from `at` on (or `extra`) still read."""
+        still_read = [value for node, value in env.items() if last_use[node] >= at] + list(extra)
         views: dict = {}
-        for node, value in env.items():
-            if last_use[node] >= at:
-                for leaf in pytree.tree_leaves(value):
-                    if isinstance(leaf, View):
-                        views.setdefault(leaf.storage, []).append(leaf)
-        for leaf in pytree.tree_leaves(list(extra)):
+        for leaf in pytree.tree_leaves(still_read):
             if isinstance(leaf, View):
                 views.setdefault(leaf.storage, []).append(leaf)
         return views
 
     segment = Segment()
 
-    def close(at: int, extra=()) -> None:
+    def close(at: int, extra) -> None:
         nonlocal segment, host_bound
         if segment:
-            step = segment.close(live_views(at, extra), next_slot, debug, fuse)
-            steps.append(step)
+            steps.append(segment.close(live_views(at, extra), next_slot, debug, fuse))
             host_bound = host_bound or any(s.device.type == "cpu" for s in segment.storages if s.slot is not None)
         segment = Segment()
-
-    def slot_view(value):
-        return SlotView(value.storage.slot, value.shape, value.strides, value.offset) if isinstance(value, View) else value
 
     default_device = next((a.device for a in args if isinstance(a, torch.Tensor) and a.device.type == "pto"),
                           torch.device("pto", torch.pto.current_device()))
@@ -234,13 +263,12 @@ def build_plan(gm: torch.fx.GraphModule, args, debug: bool = False, fuse: bool =
             env[node] = tensor_value(tensor, slot)
             continue
         if node.op == "output":
-            result = pytree.tree_map(lambda n: env[n] if isinstance(n, torch.fx.Node) else n, node.args[0])
-            close(position[node], extra=pytree.tree_leaves(result))
-            outputs = [slot_view(v) for v in (result if isinstance(result, (list, tuple)) else [result])]
+            result = resolved(node.args[0])
+            close(position[node], pytree.tree_leaves(result))
+            outputs = [_slot_view(v) for v in (result if isinstance(result, (list, tuple)) else [result])]
             return Plan(steps, slot_count, constants, outputs, lowered, fallbacks, host_bound)
         target = node.target
-        node_args = pytree.tree_map(lambda n: env[n] if isinstance(n, torch.fx.Node) else n, node.args)
-        node_kwargs = pytree.tree_map(lambda n: env[n] if isinstance(n, torch.fx.Node) else n, node.kwargs)
+        node_args, node_kwargs = resolved(node.args), resolved(node.kwargs)
         if target in lowering.SIZE_OPS:
             env[node] = lowering.SIZE_OPS[target](*node_args)
             continue
@@ -264,8 +292,9 @@ def build_plan(gm: torch.fx.GraphModule, args, debug: bool = False, fuse: bool =
         fn = lowering.LOWERINGS.get(target)
         if why is None and fn is None:
             why = f"no lowering for {target}"
+        device = _node_device(node, default_device)
         if why is None:
-            lw = lowering.Lowerer(segment, _node_device(node, default_device))
+            lw = lowering.Lowerer(segment, device)
             lw.meta, lw.op = meta, target
             mark = segment.mark()
             try:
@@ -275,37 +304,10 @@ def build_plan(gm: torch.fx.GraphModule, args, debug: bool = False, fuse: bool =
             except Unsupported as error:
                 segment.rollback(mark)
                 why = str(error)
-        fallbacks.append((node.name, why))
-        close(position[node], extra=pytree.tree_leaves((node_args, node_kwargs)))
-        metas = pytree.tree_leaves(meta) if meta is not None else []
-        device = _node_device(node, default_device)
-        layouts, result = {}, None
-
-        def output_slot(leaf):
-            if not isinstance(leaf, torch.Tensor):
-                return None
-            slot = next_slot()
-            layouts[slot] = (tuple(leaf.shape), tuple(leaf.stride()))
-            return slot
-
         if meta is None:
             raise Unsupported(f"{node.name}: {why}, and its result's shape is unknown before it runs")
-        out_slots = pytree.tree_map(output_slot, meta)
-        eager_args = pytree.tree_map(slot_view, node_args)
-        for index, arg in enumerate(node.args):
-            promised = _concrete_strides(arg)
-            if isinstance(eager_args[index], SlotView) and promised not in (None, eager_args[index].strides):
-                eager_args = eager_args[:index] + (Relaid(eager_args[index], promised),) + eager_args[index + 1:]
-        steps.append(EagerStep(node.name, target, eager_args, pytree.tree_map(slot_view, node_kwargs), out_slots,
-                               layouts))
-        values = []
-        for leaf, slot in zip(metas, pytree.tree_leaves(out_slots)):
-            if slot is None:
-                values.append(leaf)
-            else:
-                shape, strides = layouts[slot]
-                values.append(View(Storage(leaf.dtype, device, slot=slot), shape, strides))
-        result = pytree.tree_unflatten(values, pytree.tree_structure(meta))
-        env[node] = result
+        fallbacks.append((node.name, why))
+        close(position[node], pytree.tree_leaves((node_args, node_kwargs)))
+        step, env[node] = _eager_step(node, node_args, node_kwargs, meta, device, next_slot)
+        steps.append(step)
     raise RuntimeError("graph without an output node")
-

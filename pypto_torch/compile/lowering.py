@@ -15,18 +15,15 @@ import operator
 import torch
 
 from pypto_torch import _C
-from pypto_torch.compile.program_builder import Storage, Unsupported, View, contiguous_strides
+from pypto_torch.compile.program_builder import PTO_DTYPE_NAMES, Storage, Unsupported, View, contiguous_strides
 
 aten = torch.ops.aten
 
 ACCEPTED_DTYPES = {row["mnemonic"]: set(row["dtypes"]) for row in _C._isa_table()}
-_DTYPE_OF_NAME = {"bool": torch.bool, "u8": torch.uint8, "i8": torch.int8, "i16": torch.int16, "i32": torch.int32,
-                  "i64": torch.int64, "f16": torch.float16, "bf16": torch.bfloat16, "f32": torch.float32,
-                  "f64": torch.float64}
 
 
 def accepts(mnemonic: str, dtype: torch.dtype) -> bool:
-    return any(_DTYPE_OF_NAME[name] == dtype for name in ACCEPTED_DTYPES[mnemonic])
+    return PTO_DTYPE_NAMES.get(dtype) in ACCEPTED_DTYPES[mnemonic]
 
 
 class Lowerer:
@@ -42,13 +39,16 @@ class Lowerer:
         shape = tuple(int(n) for n in shape)
         return View(Storage(dtype, self.device), shape, contiguous_strides(shape))
 
+    def new_result(self) -> View:
+        """A new contiguous buffer with the node's result dtype and shape."""
+        return self.new(self.meta.dtype, self.meta.shape)
+
     def like_meta(self, meta: torch.Tensor) -> View:
         """A new buffer with the layout aten gives the result (strides included)."""
         shape, strides = tuple(meta.shape), tuple(meta.stride())
         if any(s < 0 for s in strides):
             raise Unsupported("negative result strides")
-        view = View(Storage(meta.dtype, self.device), shape, strides)
-        return view
+        return View(Storage(meta.dtype, self.device), shape, strides)
 
     def emit(self, mnemonic: str, out: View, *inputs: View, **immediates) -> View:
         checked = () if mnemonic == "tcvt" else inputs or (out,)  # fills: the output's dtype
@@ -172,7 +172,7 @@ def select(view: View, dim: int, index: int) -> View:
 
 
 def as_strided(view: View, size, stride, storage_offset=None) -> View:
-    offset = view.offset if storage_offset is None else storage_offset - 0
+    offset = view.offset if storage_offset is None else storage_offset
     return View(view.storage, tuple(size), tuple(stride), offset)
 
 
@@ -188,21 +188,15 @@ def register(*ops):
     return decorate
 
 
-def _tensor_args(*args):
-    return [a for a in args if isinstance(a, View)]
-
-
-def _promoted(lw: Lowerer, *args) -> torch.dtype:
+def _promoted(*args) -> torch.dtype:
     metas = [torch.empty((), dtype=a.dtype, device="meta").expand(a.shape) if isinstance(a, View) else a for a in args]
     return torch.result_type(*metas) if len(metas) > 1 else metas[0].dtype
 
 
-def _elementwise(mnemonic: str, compute_from_output: bool = True, **immediates):
+def _elementwise(mnemonic: str, compute_from_output: bool = True):
     def lower(lw: Lowerer, *args):
-        out_meta = lw.meta
-        dtype = out_meta.dtype if compute_from_output else _promoted(lw, *args)
-        inputs = [lw.operand(a, dtype, out_meta.shape) for a in args]
-        return lw.emit(mnemonic, lw.new(out_meta.dtype, out_meta.shape), *inputs, **immediates)
+        dtype = lw.meta.dtype if compute_from_output else _promoted(*args)
+        return lw.emit(mnemonic, lw.new_result(), *(lw.operand(a, dtype, lw.meta.shape) for a in args))
     return lower
 
 
@@ -213,11 +207,10 @@ _UNARY = {
     aten.reciprocal.default: "trecip", aten.sin.default: "tsin", aten.cos.default: "tcos", aten.tan.default: "ttan",
     aten.tanh.default: "ttanh", aten.sigmoid.default: "tsigmoid", aten.silu.default: "tsilu", aten.erf.default: "terf",
     aten.floor.default: "tfloor", aten.ceil.default: "tceil", aten.round.default: "tround",
-    aten.trunc.default: "ttrunc", aten.bitwise_not.default: "tnot", aten.logical_not.default: None,
+    aten.trunc.default: "ttrunc", aten.bitwise_not.default: "tnot",
 }
 for _op, _mnemonic in _UNARY.items():
-    if _mnemonic:
-        LOWERINGS[_op] = _elementwise(_mnemonic)
+    LOWERINGS[_op] = _elementwise(_mnemonic)
 
 _BINARY = {
     aten.mul.Tensor: "tmul", aten.mul.Scalar: "tmul", aten.div.Tensor: "tdiv", aten.div.Scalar: "tdiv",
@@ -245,15 +238,15 @@ def _add_sub(lw: Lowerer, a, b, alpha=1):
     if lw.meta.dtype == torch.bool:
         raise Unsupported("boolean add")
     dtype = lw.meta.dtype
-    return lw.emit(mnemonic, lw.new(dtype, lw.meta.shape), lw.operand(a, dtype, lw.meta.shape),
-                   lw.operand(b, dtype, lw.meta.shape), alpha=alpha)
+    return lw.emit(mnemonic, lw.new_result(), lw.operand(a, dtype, lw.meta.shape), lw.operand(b, dtype, lw.meta.shape),
+                   alpha=alpha)
 
 
 @register(aten.rsub.Tensor, aten.rsub.Scalar)
 def _rsub(lw: Lowerer, a, b, alpha=1):
     dtype = lw.meta.dtype
-    return lw.emit("tsub", lw.new(dtype, lw.meta.shape), lw.operand(b, dtype, lw.meta.shape),
-                   lw.operand(a, dtype, lw.meta.shape), alpha=alpha)
+    return lw.emit("tsub", lw.new_result(), lw.operand(b, dtype, lw.meta.shape), lw.operand(a, dtype, lw.meta.shape),
+                   alpha=alpha)
 
 
 @register(aten.pow.Tensor_Scalar)
@@ -282,8 +275,8 @@ def _logical_not(lw: Lowerer, a):
 @register(aten.where.self, aten.where.ScalarOther, aten.where.ScalarSelf, aten.where.Scalar)
 def _where(lw: Lowerer, condition, a, b):
     dtype, shape = lw.meta.dtype, lw.meta.shape
-    return lw.emit("tsel", lw.new(dtype, shape), lw.operand(condition, torch.bool, shape),
-                   lw.operand(a, dtype, shape), lw.operand(b, dtype, shape))
+    return lw.emit("tsel", lw.new_result(), lw.operand(condition, torch.bool, shape), lw.operand(a, dtype, shape),
+                   lw.operand(b, dtype, shape))
 
 
 @register(aten.clamp.default, aten.clamp.Tensor)
@@ -300,7 +293,7 @@ def _clamp(lw: Lowerer, x, low=None, high=None):
 @register(aten.masked_fill.Scalar, aten.masked_fill.Tensor)
 def _masked_fill(lw: Lowerer, x, mask, value):
     dtype, shape = lw.meta.dtype, lw.meta.shape
-    return lw.emit("tsel", lw.new(dtype, shape), lw.operand(mask, torch.bool, shape), lw.operand(value, dtype, shape),
+    return lw.emit("tsel", lw.new_result(), lw.operand(mask, torch.bool, shape), lw.operand(value, dtype, shape),
                    lw.operand(x, dtype, shape))
 
 
@@ -315,19 +308,16 @@ def _gelu_backward(lw: Lowerer, grad, x, approximate="none"):
                    expand(grad, x.shape), x)
 
 
-@register(aten.threshold_backward.default)
-def _threshold_backward(lw: Lowerer, grad, x, threshold):
-    shape = lw.meta.shape
-    return lw.emit("trelugrad", lw.new(lw.meta.dtype, shape), expand(grad, shape), expand(x, shape), threshold=threshold)
-
-
-def _activation_grad(mnemonic):
-    def lower(lw: Lowerer, grad, x):
+def _activation_grad(mnemonic: str, *immediates: str):
+    """grad * f'(x): `immediates` names the op's arguments after (grad, x), which become
+    the instruction's immediates of those names."""
+    def lower(lw: Lowerer, grad, x, *values):
         shape = lw.meta.shape
-        return lw.emit(mnemonic, lw.new(lw.meta.dtype, shape), expand(grad, shape), expand(x, shape))
+        return lw.emit(mnemonic, lw.new_result(), expand(grad, shape), expand(x, shape), **dict(zip(immediates, values)))
     return lower
 
 
+LOWERINGS[aten.threshold_backward.default] = _activation_grad("trelugrad", "threshold")
 LOWERINGS[aten.silu_backward.default] = _activation_grad("tsilugrad")
 LOWERINGS[aten.sigmoid_backward.default] = _activation_grad("tsigmoidgrad")
 LOWERINGS[aten.tanh_backward.default] = _activation_grad("ttanhgrad")
@@ -382,7 +372,7 @@ def _fill(lw: Lowerer, *args, **kwargs):
 def _arange(lw: Lowerer, *args, **kwargs):
     numbers = [a for a in args if isinstance(a, (int, float))]
     start, step = (0, 1) if lw.op == aten.arange.default else (numbers[0], numbers[2] if len(numbers) > 2 else 1)
-    return lw.emit("tiota", lw.new(lw.meta.dtype, lw.meta.shape), start=start, step=step)
+    return lw.emit("tiota", lw.new_result(), start=start, step=step)
 
 
 # -- views ------------------------------------------------------------------------------------

@@ -60,7 +60,8 @@ class View:
         return self.offset + 1 + sum((n - 1) * s for n, s in zip(self.shape, self.strides) if s > 0)
 
     def is_contiguous(self) -> bool:
-        return self.strides == contiguous_strides(self.shape) or self.numel() <= 1 or all(
+        """Row-major over its shape (dimensions of extent 1 may have any stride)."""
+        return self.numel() <= 1 or all(
             n == 1 or s == e for n, s, e in zip(self.shape, self.strides, contiguous_strides(self.shape)))
 
 
@@ -89,7 +90,6 @@ class Binding:
 class ProgramStep:
     program: _C._CompiledProgram
     bindings: list       # one Binding (or None: a temporary) per buffer
-    instructions: int
 
 
 class Segment:
@@ -151,12 +151,11 @@ class Segment:
                 kind, binding = "output", Binding(storage.slot, (shape, strides, storage.dtype, storage.device))
             else:
                 kind, binding = "temp", None
-            bytes_ = numel * _element_size(storage.dtype)
-            lines.append(f"buffer %{index} {kind} {bytes_}")
+            lines.append(f"buffer %{index} {kind} {numel * storage.dtype.itemsize}")
             bindings.append(binding)
         text = "\n".join(lines + self.constants + self.instructions) + "\n"
         program = _C._CompiledProgram(text, debug, fuse)
-        return ProgramStep(program, bindings, len(self.constants) + len(self.instructions))
+        return ProgramStep(program, bindings)
 
 
 def _layout(views: list, numel: int) -> tuple:
@@ -166,10 +165,6 @@ def _layout(views: list, numel: int) -> tuple:
         if view.offset == 0 and view.numel() == numel and view.extent() == numel:
             return view.shape, view.strides
     return (numel,), (1,)
-
-
-def _element_size(dtype: torch.dtype) -> int:
-    return dtype.itemsize
 
 
 def _number(value) -> str:
