@@ -106,7 +106,7 @@ def asm(text: str, *tensors: torch.Tensor):
     buffers it declares as input or output (temporaries get an arena). Returns the
     output buffers' tensors (one tensor, or a tuple). Errors name the line."""
     program = _assemble(text)
-    kinds = re.findall(r"^\s*buffer\s+%\d+\s+(input|output|temp)\b", text, flags=re.MULTILINE)
+    kinds = program.buffer_kinds
     bound = [kind for kind in kinds if kind != "temp"]
     if len(tensors) != len(bound):
         raise TypeError(f"pypto.asm: the program binds {len(bound)} tensors (its input and output buffers), "

@@ -1,6 +1,7 @@
 #include <vector>
 
 #include "passes.h"
+#include "tiling.h"
 
 namespace pto::compiler {
 namespace {
@@ -23,14 +24,9 @@ bool sameReduction(const isa::Instruction& instruction, int d) {
   return outer == inner || out.shape[d] == 1 || out.shape[d + 1] == 1;
 }
 
+// What may run by tiles, but a GEMM: its operands' shapes follow their own rule.
 bool collapsible(const isa::Instruction& instruction) {
-  switch (isa::groupOf(instruction.opcode)) {
-    case isa::Group::Unary: case isa::Group::Binary: case isa::Group::Compare: case isa::Group::Select:
-    case isa::Group::Convert: case isa::Group::Fill: case isa::Group::Reduce: case isa::Group::Row:
-      return true;
-    default:
-      return false;
-  }
+  return fusable(instruction) && isa::groupOf(instruction.opcode) != isa::Group::Matmul;
 }
 
 }  // namespace

@@ -20,12 +20,6 @@ void check(const CompiledProgram& compiled, const char* pass, bool planned, cons
   }
 }
 
-std::string shapeText(const std::array<int64_t, isa::kMaxRank>& shape, int rank) {
-  std::string text = "[";
-  for (int d = 0; d < rank; ++d) text += (d ? "," : "") + std::to_string(shape[d]);
-  return text + "]";
-}
-
 }  // namespace
 
 int CompiledProgram::fusedKernelCount() const {
@@ -61,13 +55,11 @@ std::string verifyPlan(const CompiledProgram& compiled) {
   const isa::Program& program = compiled.program;
   if (compiled.placements.size() != program.buffers.size()) return "a placement per buffer is missing";
   int32_t next = 0;
-  std::vector<int32_t> kernel_of(program.instructions.size());
   for (size_t k = 0; k < compiled.kernels.size(); ++k) {
     const Kernel& kernel = compiled.kernels[k];
     if (kernel.first != next || kernel.count < 1) return "kernel " + std::to_string(k) + " does not start where the last ended";
     next += kernel.count;
     if (next > static_cast<int32_t>(program.instructions.size())) return "kernel " + std::to_string(k) + " runs past the program";
-    for (int32_t i = kernel.first; i < next; ++i) kernel_of[i] = static_cast<int32_t>(k);
     if (!kernel.tiled()) continue;
     if (std::string why = checkTiling(program, kernel.first, kernel.count, kernel.tile_dim); !why.empty()) {
       return "kernel " + std::to_string(k) + ": " + why;
@@ -75,17 +67,13 @@ std::string verifyPlan(const CompiledProgram& compiled) {
     if (kernel.tile_rows < 1) return "kernel " + std::to_string(k) + " has empty tiles";
   }
   if (next != static_cast<int32_t>(program.instructions.size())) return "instructions after the last kernel";
-  std::vector<std::pair<int32_t, int32_t>> lifetime(program.buffers.size(), {-1, -1});
-  for (size_t i = 0; i < program.instructions.size(); ++i) {
-    for (const isa::Operand& operand : program.instructions[i].operands) {
-      auto& [first, last] = lifetime[operand.buffer];
-      if (first < 0) first = kernel_of[i];
-      last = kernel_of[i];
-      const Placement placement = compiled.placements[operand.buffer].placement;
-      if (placement == Placement::kUnused) return "buffer %" + std::to_string(operand.buffer) + " is used but placed nowhere";
-      if (placement == Placement::kScratch && first != last) {
-        return "scratch buffer %" + std::to_string(operand.buffer) + " is used by two kernels";
-      }
+  const std::vector<KernelSpan> lifetime = kernelLifetimes(program, compiled.kernels);
+  for (size_t b = 0; b < program.buffers.size(); ++b) {
+    if (lifetime[b].first < 0) continue;
+    const Placement placement = compiled.placements[b].placement;
+    if (placement == Placement::kUnused) return "buffer %" + std::to_string(b) + " is used but placed nowhere";
+    if (placement == Placement::kScratch && lifetime[b].first != lifetime[b].last) {
+      return "scratch buffer %" + std::to_string(b) + " is used by two kernels";
     }
   }
   auto regionOf = [&](const BufferPlacement& place) { return place.placement == Placement::kInOutput ? place.host : -1; };
@@ -101,14 +89,14 @@ std::string verifyPlan(const CompiledProgram& compiled) {
       if (!host_ok || pa.offset + program.buffers[a].bytes > program.buffers[pa.host].bytes) {
         return "buffer %" + std::to_string(a) + " does not fit in the output it is placed in";
       }
-      if (lifetime[a].second >= lifetime[pa.host].first) {
+      if (lifetime[a].last >= lifetime[pa.host].first) {
         return "buffer %" + std::to_string(a) + " is still live when its host output %" + std::to_string(pa.host) + " is written";
       }
     }
     for (size_t b = a + 1; b < program.buffers.size(); ++b) {
       const BufferPlacement& pb = compiled.placements[b];
       if ((pb.placement != Placement::kArena && pb.placement != Placement::kInOutput) || regionOf(pa) != regionOf(pb)) continue;
-      const bool live_together = !(lifetime[a].second < lifetime[b].first || lifetime[b].second < lifetime[a].first);
+      const bool live_together = !(lifetime[a].last < lifetime[b].first || lifetime[b].last < lifetime[a].first);
       const bool overlap = pa.offset < pb.offset + program.buffers[b].bytes && pb.offset < pa.offset + program.buffers[a].bytes;
       if (live_together && overlap) {
         return "buffers %" + std::to_string(a) + " and %" + std::to_string(b) + " are live at once and overlap";
@@ -143,7 +131,7 @@ std::string print(const CompiledProgram& compiled) {
     if (kernel.tiled()) {
       text += ": " + std::to_string(kernel.count) + " instructions fused, tiles of " +
               std::to_string(kernel.tile_rows) + " along dim " + std::to_string(kernel.tile_dim) + " of " +
-              shapeText(kernel.domain, kernel.tile_dim + 1) + ", " + std::to_string(kernel.tileCount()) + " tiles" +
+              "[" + isa::dimsText(kernel.domain, kernel.tile_dim + 1) + "]" + ", " + std::to_string(kernel.tileCount()) + " tiles" +
               (kernel.parallel_tiles ? "" : " in order");
     }
     text += "\n";

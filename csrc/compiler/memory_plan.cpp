@@ -22,23 +22,27 @@ struct Lifetime {
 
 }  // namespace
 
+std::vector<KernelSpan> kernelLifetimes(const isa::Program& program, const std::vector<Kernel>& kernels) {
+  std::vector<KernelSpan> spans(program.buffers.size());
+  for (size_t k = 0; k < kernels.size(); ++k) {
+    for (int32_t i = kernels[k].first; i < kernels[k].first + kernels[k].count; ++i) {
+      for (const isa::Operand& operand : program.instructions[i].operands) {
+        KernelSpan& span = spans[operand.buffer];
+        if (span.first < 0) span.first = static_cast<int32_t>(k);
+        span.last = static_cast<int32_t>(k);
+      }
+    }
+  }
+  return spans;
+}
+
 void planMemory(CompiledProgram& compiled) {
   const isa::Program& program = compiled.program;
-  std::vector<int32_t> kernel_of(program.instructions.size());
-  for (size_t k = 0; k < compiled.kernels.size(); ++k) {
-    const Kernel& kernel = compiled.kernels[k];
-    for (int32_t i = kernel.first; i < kernel.first + kernel.count; ++i) kernel_of[i] = static_cast<int32_t>(k);
-  }
   const size_t buffer_count = program.buffers.size();
-  std::vector<int32_t> first_kernel(buffer_count, -1), last_kernel(buffer_count, -1);
+  const std::vector<KernelSpan> spans = kernelLifetimes(program, compiled.kernels);
   std::vector<const isa::Operand*> some_operand(buffer_count, nullptr);
-  for (size_t i = 0; i < program.instructions.size(); ++i) {
-    for (const isa::Operand& operand : program.instructions[i].operands) {
-      const int32_t b = operand.buffer;
-      if (first_kernel[b] < 0) first_kernel[b] = kernel_of[i];
-      last_kernel[b] = kernel_of[i];
-      some_operand[b] = &operand;
-    }
+  for (const isa::Instruction& instruction : program.instructions) {
+    for (const isa::Operand& operand : instruction.operands) some_operand[operand.buffer] = &operand;
   }
 
   compiled.placements.assign(buffer_count, BufferPlacement{});
@@ -47,21 +51,21 @@ void planMemory(CompiledProgram& compiled) {
   for (size_t b = 0; b < buffer_count; ++b) {
     BufferPlacement& place = compiled.placements[b];
     if (program.buffers[b].kind != isa::BufferKind::kTemp) continue;
-    if (first_kernel[b] < 0) {
+    if (spans[b].first < 0) {
       place.placement = Placement::kUnused;
       continue;
     }
-    const Kernel& kernel = compiled.kernels[first_kernel[b]];
+    const Kernel& kernel = compiled.kernels[spans[b].first];
     // Every use of a temporary inside one tiled kernel is row aligned (the kernel
     // writes it), so each tile needs only its own rows of it.
-    if (first_kernel[b] == last_kernel[b] && kernel.tiled()) {
+    if (spans[b].first == spans[b].last && kernel.tiled()) {
       place.placement = Placement::kScratch;
       place.row_pitch = rowPitch(*some_operand[b], kernel.tile_dim);
-      row_bytes[first_kernel[b]] += aligned(place.row_pitch * isa::dtypeSize(some_operand[b]->dtype));
+      row_bytes[spans[b].first] += aligned(place.row_pitch * isa::dtypeSize(some_operand[b]->dtype));
       continue;
     }
     place.placement = Placement::kArena;
-    arena.push_back({static_cast<int32_t>(b), first_kernel[b], last_kernel[b], aligned(program.buffers[b].bytes)});
+    arena.push_back({static_cast<int32_t>(b), spans[b].first, spans[b].last, aligned(program.buffers[b].bytes)});
   }
 
   // Tiles small enough for the Unified Buffer, then each scratch buffer's place in it.
@@ -76,11 +80,11 @@ void planMemory(CompiledProgram& compiled) {
   for (size_t b = 0; b < buffer_count; ++b) {
     BufferPlacement& place = compiled.placements[b];
     if (place.placement != Placement::kScratch) continue;
-    Kernel& kernel = compiled.kernels[first_kernel[b]];
-    place.offset = scratch_used[first_kernel[b]];
-    scratch_used[first_kernel[b]] +=
+    Kernel& kernel = compiled.kernels[spans[b].first];
+    place.offset = scratch_used[spans[b].first];
+    scratch_used[spans[b].first] +=
         aligned(static_cast<uint64_t>(kernel.tile_rows * place.row_pitch) * isa::dtypeSize(some_operand[b]->dtype));
-    kernel.scratch_bytes = scratch_used[first_kernel[b]];
+    kernel.scratch_bytes = scratch_used[spans[b].first];
   }
 
   // Largest first, each temporary goes where it is clear of every placed one whose
@@ -89,7 +93,7 @@ void planMemory(CompiledProgram& compiled) {
   std::stable_sort(arena.begin(), arena.end(), [](const Lifetime& a, const Lifetime& b) { return a.bytes > b.bytes; });
   std::vector<int32_t> outputs;
   for (size_t b = 0; b < buffer_count; ++b) {
-    if (program.buffers[b].kind == isa::BufferKind::kOutput && first_kernel[b] > 0) outputs.push_back(static_cast<int32_t>(b));
+    if (program.buffers[b].kind == isa::BufferKind::kOutput && spans[b].first > 0) outputs.push_back(static_cast<int32_t>(b));
   }
   std::stable_sort(outputs.begin(), outputs.end(),
                    [&](int32_t a, int32_t b) { return program.buffers[a].bytes > program.buffers[b].bytes; });
@@ -116,7 +120,7 @@ void planMemory(CompiledProgram& compiled) {
   for (const Lifetime& temp : arena) {
     BufferPlacement& place = compiled.placements[temp.buffer];
     for (int32_t host : outputs) {
-      if (temp.last_kernel >= first_kernel[host]) continue;
+      if (temp.last_kernel >= spans[host].first) continue;
       const uint64_t offset = lowestFree(temp, host, program.buffers[host].bytes / kAlignment * kAlignment);
       if (offset == UINT64_MAX) continue;
       place = BufferPlacement{.placement = Placement::kInOutput, .offset = offset, .host = host};

@@ -35,6 +35,12 @@ std::vector<Kernel> fuse(const isa::Program& program);
 // by liveness over kernels, inside outputs not yet written, else in one arena.
 void planMemory(CompiledProgram& compiled);
 
+// The kernels, first and last, that use each buffer ({-1, -1}: none).
+struct KernelSpan {
+  int32_t first = -1, last = -1;
+};
+std::vector<KernelSpan> kernelLifetimes(const isa::Program& program, const std::vector<Kernel>& kernels);
+
 // The instructions that write and read each buffer.
 struct BufferUses {
   std::vector<std::vector<int32_t>> writers, readers;  // per buffer, instruction indices

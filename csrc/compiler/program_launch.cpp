@@ -172,11 +172,6 @@ ptoError launchProgram(ptoStream stream, std::shared_ptr<const CompiledProgram> 
   auto record = std::make_unique<ProgramRecord>();
   record->buffers.assign(program.buffers.size(), nullptr);
   record->scratch_of.resize(compiled->kernels.size());
-  std::vector<int32_t> kernel_of(program.instructions.size());
-  for (size_t k = 0; k < compiled->kernels.size(); ++k) {
-    const Kernel& kernel = compiled->kernels[k];
-    for (int32_t i = kernel.first; i < kernel.first + kernel.count; ++i) kernel_of[i] = static_cast<int32_t>(k);
-  }
   for (size_t b = 0; b < program.buffers.size(); ++b) {
     const BufferPlacement& place = compiled->placements[b];
     if (place.placement == Placement::kBound) {
@@ -199,12 +194,15 @@ ptoError launchProgram(ptoStream stream, std::shared_ptr<const CompiledProgram> 
     const BufferPlacement& place = compiled->placements[b];
     if (place.placement == Placement::kInOutput) record->buffers[b] = static_cast<char*>(bound[place.host]) + place.offset;
   }
-  for (size_t i = 0; i < program.instructions.size(); ++i) {
-    for (const isa::Operand& operand : program.instructions[i].operands) {
-      auto& scratch = record->scratch_of[kernel_of[i]];
-      if (compiled->placements[operand.buffer].placement == Placement::kScratch &&
-          std::find(scratch.begin(), scratch.end(), operand.buffer) == scratch.end()) {
-        scratch.push_back(operand.buffer);
+  for (size_t k = 0; k < compiled->kernels.size(); ++k) {
+    const Kernel& kernel = compiled->kernels[k];
+    auto& scratch = record->scratch_of[k];
+    for (int32_t i = kernel.first; i < kernel.first + kernel.count; ++i) {
+      for (const isa::Operand& operand : program.instructions[i].operands) {
+        if (compiled->placements[operand.buffer].placement == Placement::kScratch &&
+            std::find(scratch.begin(), scratch.end(), operand.buffer) == scratch.end()) {
+          scratch.push_back(operand.buffer);
+        }
       }
     }
   }

@@ -34,6 +34,7 @@ struct Instruction {
 };
 
 enum class BufferKind : uint8_t { kInput, kOutput, kTemp };
+std::string_view kindName(BufferKind kind);  // "input", as PTO-AS spells it
 
 struct Buffer {
   BufferKind kind = BufferKind::kInput;
@@ -63,6 +64,8 @@ std::string verifyInstruction(const Instruction& instruction, std::span<const ui
 std::string print(const Program& program);
 std::string print(const Instruction& instruction);
 std::string print(size_t index, const Buffer& buffer);  // the declaration of buffer %index
+// The first `count` values as PTO-AS writes a shape or strides: "4,16".
+std::string dimsText(const std::array<int64_t, kMaxRank>& values, int count);
 
 struct ParseResult {
   Program program;

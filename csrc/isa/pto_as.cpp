@@ -26,22 +26,15 @@ std::string formatNumber(double value) {
   return std::string(text, result.ptr);
 }
 
-void appendList(std::string& out, const std::array<int64_t, kMaxRank>& values, int count) {
-  for (int d = 0; d < count; ++d) {
-    if (d > 0) out += ',';
-    out += std::to_string(values[d]);
-  }
-}
-
 void printOperand(std::string& out, const Operand& operand) {
   out += '%';
   out += std::to_string(operand.buffer);
   out += ':';
   out += dtypeName(operand.dtype);
   out += '[';
-  appendList(out, operand.shape, operand.rank);
+  out += dimsText(operand.shape, operand.rank);
   out += ';';
-  appendList(out, operand.strides, operand.rank);
+  out += dimsText(operand.strides, operand.rank);
   out += "]@";
   out += std::to_string(operand.offset);
 }
@@ -222,8 +215,19 @@ std::string print(const Instruction& instruction) {
   return out;
 }
 
+std::string_view kindName(BufferKind kind) { return kKindNames[static_cast<int>(kind)]; }
+
+std::string dimsText(const std::array<int64_t, kMaxRank>& values, int count) {
+  std::string text;
+  for (int d = 0; d < count; ++d) {
+    if (d > 0) text += ',';
+    text += std::to_string(values[d]);
+  }
+  return text;
+}
+
 std::string print(size_t index, const Buffer& buffer) {
-  return "buffer %" + std::to_string(index) + " " + std::string(kKindNames[static_cast<int>(buffer.kind)]) + " " +
+  return "buffer %" + std::to_string(index) + " " + std::string(kindName(buffer.kind)) + " " +
          std::to_string(buffer.bytes);
 }
 

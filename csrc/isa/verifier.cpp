@@ -13,15 +13,7 @@ std::string describe(const Parts&... parts) {
   return out.str();
 }
 
-std::string shapeText(const Operand& operand) {
-  std::string text = "[";
-  for (int d = 0; d < operand.rank; ++d) {
-    if (d > 0) text += ',';
-    text += std::to_string(operand.shape[d]);
-  }
-  text += ']';
-  return text;
-}
+std::string shapeText(const Operand& operand) { return "[" + dimsText(operand.shape, operand.rank) + "]"; }
 
 bool sameShape(const Operand& a, const Operand& b) {
   if (a.rank != b.rank) return false;

@@ -13,10 +13,7 @@ int64_t distinctElements(const isa::Operand& operand) {
 }
 
 std::string shapeOf(const isa::Operand& operand) {
-  std::string text(isa::dtypeName(operand.dtype));
-  text += '[';
-  for (int d = 0; d < operand.rank; ++d) text += (d ? "," : "") + std::to_string(operand.shape[d]);
-  return text + ']';
+  return std::string(isa::dtypeName(operand.dtype)) + "[" + isa::dimsText(operand.shape, operand.rank) + "]";
 }
 
 }  // namespace

@@ -116,6 +116,7 @@ PYBIND11_MODULE(_C, m) {
       .def_property_readonly("kernels", &CompiledGraphProgram::kernelCount)
       .def_property_readonly("instructions", &CompiledGraphProgram::instructionCount)
       .def_property_readonly("arena_bytes", &CompiledGraphProgram::arenaBytes)
+      .def_property_readonly("buffer_kinds", &CompiledGraphProgram::bufferKinds)
       .def("run", [](const CompiledGraphProgram& program, const std::vector<std::optional<at::Tensor>>& buffers,
                      int device) { program.run(buffers, static_cast<c10::DeviceIndex>(device)); });
 }

@@ -16,6 +16,12 @@ CompiledGraphProgram::CompiledGraphProgram(const std::string& pto_as, bool debug
       compiler::compile(std::move(parsed.program), compiler::CompileOptions{.debug = debug, .fuse = fuse}));
 }
 
+std::vector<std::string> CompiledGraphProgram::bufferKinds() const {
+  std::vector<std::string> kinds;
+  for (const isa::Buffer& buffer : compiled_->program.buffers) kinds.emplace_back(isa::kindName(buffer.kind));
+  return kinds;
+}
+
 void CompiledGraphProgram::run(const std::vector<std::optional<at::Tensor>>& buffers, c10::DeviceIndex device) const {
   const isa::Program& program = compiled_->program;
   TORCH_CHECK(buffers.size() == program.buffers.size(), "compiled program: expected ", program.buffers.size(),

@@ -27,6 +27,8 @@ class CompiledGraphProgram {
   int kernelCount() const { return static_cast<int>(compiled_->kernels.size()); }
   uint64_t arenaBytes() const { return compiled_->arena_bytes; }
   int instructionCount() const { return static_cast<int>(compiled_->program.instructions.size()); }
+  // Each buffer's kind as PTO-AS names it: "input", "output" or "temp".
+  std::vector<std::string> bufferKinds() const;
 
   // One tensor per buffer, in order (none for temporaries), launched on the current
   // stream of pto device `device`. Returns without waiting, as eager ops do.
