@@ -50,15 +50,20 @@ class Kernel:
             raise CompileError(f"pypto.kernel {self.__name__}: cannot be compiled as one PTO program: {reason} "
                                f"(at {_offending_line(str(error))})") from None
         for graph in self.graphs[seen:]:
-            for plan in graph.plans.values():
-                self._check_one_program(graph, plan)
+            for key, plan in graph.plans.items():
+                self._check_one_program(graph, plan, graph.unplanned.get(key))
         return result
 
-    def _check_one_program(self, graph, plan) -> None:
-        if plan is None or not plan.fallback_nodes and len(plan.programs) <= 1:
+    def _check_one_program(self, graph, plan, unplanned) -> None:
+        """Raises CompileError unless the plan is one program: the whole graph ran eagerly
+        (`unplanned` says why), or a node had no PTO form."""
+        if plan is not None and not plan.fallback_nodes and len(plan.programs) <= 1:
             return
         nodes = {node.name: node for node in graph.gm.graph.nodes}
-        name, why = plan.fallback_nodes[0] if plan.fallback_nodes else (None, "several programs")
+        if plan is None:
+            name, why = unplanned
+        else:
+            name, why = plan.fallback_nodes[0] if plan.fallback_nodes else (None, "several programs")
         where = _offending_line(nodes[name].meta.get("stack_trace", "")) if name in nodes else "unknown line"
         raise CompileError(f"pypto.kernel {self.__name__}: cannot be compiled as one PTO program: "
                            f"{name} has no PTO form ({why}) (at {where})")

@@ -133,6 +133,7 @@ class CompiledGraph:
         self.gm = gm
         self.fuse = fuse
         self.plans: dict = {}
+        self.unplanned: dict = {}  # signature -> (node, why) of graphs that run eagerly as a whole
         self.debug = os.environ.get("PTO_COMPILE_DEBUG", "0") not in ("", "0")
 
     def plan_for(self, args) -> Plan | None:
@@ -142,8 +143,9 @@ class CompiledGraph:
         if key not in self.plans:
             try:
                 self.plans[key] = build_plan(self.gm, args, self.debug, self.fuse)
-            except Unsupported:
+            except Unsupported as error:
                 self.plans[key] = None
+                self.unplanned[key] = (error.node, str(error))
         return self.plans[key]
 
     def __call__(self, *args):
@@ -305,7 +307,7 @@ def build_plan(gm: torch.fx.GraphModule, args, debug: bool = False, fuse: bool =
                 segment.rollback(mark)
                 why = str(error)
         if meta is None:
-            raise Unsupported(f"{node.name}: {why}, and its result's shape is unknown before it runs")
+            raise Unsupported(f"{why}, and its result's shape is unknown before it runs", node=node.name)
         fallbacks.append((node.name, why))
         close(position[node], pytree.tree_leaves((node_args, node_kwargs)))
         step, env[node] = _eager_step(node, node_args, node_kwargs, meta, device, next_slot)

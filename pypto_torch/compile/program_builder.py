@@ -23,7 +23,12 @@ PTO_DTYPE_NAMES = {
 
 
 class Unsupported(Exception):
-    """A node the lowering table cannot turn into PTO instructions; it runs eagerly."""
+    """A node the lowering table cannot turn into PTO instructions; it runs eagerly.
+    `node` names it where the whole graph must run eagerly because of it."""
+
+    def __init__(self, message: str, node: str | None = None):
+        super().__init__(message)
+        self.node = node
 
 
 class Storage:

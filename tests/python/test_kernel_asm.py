@@ -113,3 +113,19 @@ def test_asm_errors_name_the_line():
     with pytest.raises(RuntimeError, match=r"buffer %1 needs 64 bytes, got 32"):
         asm(SCALE_AND_EXP, x, torch.empty(8, device="pto"))
     assert_close(asm(SCALE_AND_EXP, x, out).cpu(), torch.exp(2 * x.cpu()))  # still usable
+
+
+def test_a_result_shaped_by_the_data_names_the_offending_line():
+    """x[x > 0] has as many elements as x has positive ones: no program can be planned
+    before it runs, so the function cannot be one PTO program."""
+    torch._dynamo.config.capture_dynamic_output_shape_ops = True
+    try:
+        @kernel
+        def positives(x):
+            return torch.exp(x[x > 0])
+
+        with pytest.raises(CompileError, match=r"positives: cannot be compiled as one PTO program.*"
+                                               r"test_kernel_asm.py:\d+: return torch.exp\(x\[x > 0\]\)"):
+            positives(torch.randn(16, device="pto"))
+    finally:
+        torch._dynamo.config.capture_dynamic_output_shape_ops = False
