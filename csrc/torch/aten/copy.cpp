@@ -1,18 +1,27 @@
 // Every byte that crosses between host and pto goes through a runtime memcpy on
 // the destination's (or source's) current stream. Layout or dtype changes happen
 // on the side that has the data: on the host for host tensors, and on the device,
-// as a PTO instruction (tmov/tcvt) on the stream, for pto tensors.
+// as PTO instructions on the stream, for pto tensors.
+//
+// The conjugate and negative bits are resolved here, as aten's CPU and CUDA copies
+// do: a copy writes src's value into dst as dst's bits read it. On the host, CPU's
+// own copy_ does it; on the device, the bytes are copied as they are and dst's
+// parts negated after.
 #include "copy.h"
 
+#include <ATen/MemoryOverlap.h>
 #include <ATen/core/CachingHostAllocator.h>
 #include <c10/core/DeviceGuard.h>
 
 #include "../device.h"
 #include "../pto_check.h"
 #include "elementwise.h"
+#include "instruction_launch.h"
 
 namespace pto::backend {
 namespace {
+
+using isa::Opcode;
 
 bool isPto(const at::Tensor& t) { return t.device().type() == c10::kPrivateUse1; }
 
@@ -23,19 +32,101 @@ bool sameLayout(const at::Tensor& a, const at::Tensor& b) {
   return a.dtype() == b.dtype() && isDense(a) && isDense(b) && a.strides() == b.strides();
 }
 
+bool sameMathBits(const at::Tensor& a, const at::Tensor& b) {
+  return a.is_conj() == b.is_conj() && a.is_neg() == b.is_neg();
+}
+
 size_t byteCount(const at::Tensor& t) { return static_cast<size_t>(t.numel()) * t.itemsize(); }
+
+// A view of t's bytes as they are stored: its conjugate and negative bits cleared.
+at::Tensor physical(const at::Tensor& t) {
+  if (!t.is_conj() && !t.is_neg()) return t;
+  at::Tensor view = at::alias(t);
+  view._set_conj(false);
+  view._set_neg(false);
+  return view;
+}
+
+// A fresh tensor t that reads its bytes with the math bits of `bits`.
+at::Tensor withMathBitsOf(const at::Tensor& t, const at::Tensor& bits) {
+  t._set_conj(bits.is_conj());
+  t._set_neg(bits.is_neg());
+  return t;
+}
+
+// A host tensor with like's layout, of `dtype`, reading its bytes as `bits` does.
+at::Tensor hostBuffer(const at::Tensor& like, at::ScalarType dtype, const at::Tensor& bits) {
+  return withMathBitsOf(
+      at::empty_strided(like.sizes(), like.strides(), like.options().device(at::kCPU).dtype(dtype)), bits);
+}
+
+// The real (0) or imaginary (1) parts of a complex tensor, as a real view.
+at::Tensor part(const at::Tensor& complex, int64_t index) {
+  return at::view_as_real(complex).select(-1, index);
+}
+
+// dst <- src on one pto device, both without math bits, of any dtypes: PTO has no
+// complex dtype, so complex tensors move as their real and imaginary parts, with
+// CPU's conversions (a real part alone to a real type; nonzero when either part is).
+void convertOnDevice(const at::Tensor& dst, const at::Tensor& src) {
+  if (dst.numel() == 0) return;
+  if (!dst.is_complex() && !src.is_complex()) {
+    copyOnDevice(dst, src);
+  } else if (dst.is_complex() && src.is_complex()) {
+    copyOnDevice(part(dst, 0), part(src, 0));
+    copyOnDevice(part(dst, 1), part(src, 1));
+  } else if (dst.is_complex()) {
+    copyOnDevice(part(dst, 0), src);
+    at::Tensor imaginary = part(dst, 1);
+    fill(imaginary, 0);
+  } else if (dst.scalar_type() != at::kBool) {
+    copyOnDevice(dst, part(src, 0));
+  } else {
+    const at::Tensor real = part(src, 0), imaginary = part(src, 1);
+    const at::Tensor zero = at::zeros({}, real.options()).expand(dst.sizes());
+    const at::Tensor imaginary_nonzero = at::empty(dst.sizes(), dst.options());
+    launchInstruction(Opcode::kNe, dst, {real, zero});
+    launchInstruction(Opcode::kNe, imaginary_nonzero, {imaginary, zero});
+    launchInstruction(Opcode::kOr, dst, {dst, imaginary_nonzero});
+  }
+}
+
+// Turns dst's bytes, which hold src's bytes converted, into src's value as dst's
+// bits read it: negates the imaginary part (conj) and then everything (neg), the
+// order CPU's copy_ applies them in.
+void resolveMathBits(const at::Tensor& dst, const at::Tensor& src) {
+  const at::Tensor bytes = physical(dst);
+  if (bytes.numel() == 0) return;
+  if (dst.is_complex() && dst.is_conj() != src.is_conj()) {
+    const at::Tensor imaginary = part(bytes, 1);
+    launchInstruction(Opcode::kNeg, imaginary, {imaginary});
+  }
+  if (dst.is_neg() != src.is_neg()) {
+    TORCH_CHECK(dst.scalar_type() != at::kBool, "\"neg\" not implemented for 'Bool'");
+    const at::Tensor real = dst.is_complex() ? at::view_as_real(bytes) : bytes;
+    launchInstruction(Opcode::kNeg, real, {real});
+  }
+}
 
 // dst <- src, both on the same pto device, on `stream` (the device's current one).
 void copyWithinDevice(const at::Tensor& dst, const at::Tensor& src, c10::Stream stream) {
-  if (sameLayout(dst, src)) {
+  if (sameLayout(dst, src) && sameMathBits(dst, src)) {
     PTO_CHECK(ptoMemcpyAsync(dst.data_ptr(), src.data_ptr(), byteCount(dst),
                              PTO_MEMCPY_DEVICE_TO_DEVICE, nativeStream(stream)));
     return;
   }
-  if (copyOnDevice(dst, src)) return;  // tmov / tcvt
-  // A dtype PTO has no instruction for (complex ...): convert on the host.
-  const at::Tensor host = src.cpu().to(dst.scalar_type());
-  dst.copy_(host);
+  convertOnDevice(physical(dst), physical(src));
+  resolveMathBits(dst, src);
+}
+
+// src's bytes in one dense run on its own device, read with src's math bits: src
+// itself, or a copy of its bytes.
+at::Tensor denseOnItsDevice(const at::Tensor& src) {
+  if (isDense(src)) return src;
+  const c10::DeviceGuard guard(src.device());
+  const at::Tensor dense = withMathBitsOf(at::empty(src.sizes(), src.options()), src);
+  convertOnDevice(physical(dense), physical(src));
+  return dense;
 }
 
 // Pinned host memory in flight on `stream` is not reused before the copy ran.
@@ -54,31 +145,30 @@ void finishHostCopy(const at::Tensor& host_buffer, bool buffer_is_user_tensor, b
 void copyHostToDevice(const at::Tensor& dst, const at::Tensor& src, bool non_blocking) {
   const c10::DeviceGuard guard(dst.device());
   const c10::Stream stream = currentStream(dst.device().index());
-  // Device tensor the bytes land in: dst itself when its memory is one dense run.
-  at::Tensor landing = isDense(dst) ? dst : at::empty(dst.sizes(), dst.options());
+  // Device tensor the bytes land in, read with dst's math bits: dst itself when its
+  // memory is one dense run.
+  const bool lands_in_dst = isDense(dst);
+  const at::Tensor landing = lands_in_dst ? dst : withMathBitsOf(at::empty(dst.sizes(), dst.options()), dst);
   at::Tensor host = src;
-  if (!sameLayout(landing, src)) {
-    host = at::empty_strided(landing.sizes(), landing.strides(), src.options().dtype(dst.dtype()));
+  if (!sameLayout(landing, src) || !sameMathBits(landing, src)) {
+    // CPU's copy_ turns src into the bytes landing stores.
+    host = hostBuffer(landing, dst.scalar_type(), landing);
     host.copy_(src);
   }
   PTO_CHECK(ptoMemcpyAsync(landing.data_ptr(), host.data_ptr(), byteCount(landing),
                            PTO_MEMCPY_HOST_TO_DEVICE, nativeStream(stream)));
-  if (!landing.is_same(dst)) copyWithinDevice(dst, landing, stream);
+  if (!lands_in_dst) copyWithinDevice(dst, landing, stream);
   finishHostCopy(host, host.is_same(src), non_blocking, stream);
 }
 
 void copyDeviceToHost(const at::Tensor& dst, const at::Tensor& src, bool non_blocking) {
   const c10::DeviceGuard guard(src.device());
   const c10::Stream stream = currentStream(src.device().index());
-  // Device tensor the bytes leave from: src itself when its memory is one dense run.
-  at::Tensor leaving = src;
-  if (!isDense(src)) {
-    leaving = at::empty(src.sizes(), src.options());
-    copyWithinDevice(leaving, src, stream);
-  }
-  const bool direct = sameLayout(dst, leaving);
-  at::Tensor host = direct ? dst : at::empty_strided(leaving.sizes(), leaving.strides(),
-                                                     leaving.options().device(at::kCPU));
+  // Device tensor the bytes leave from: src's own when its memory is one dense run.
+  const at::Tensor leaving = denseOnItsDevice(src);
+  const bool direct = sameLayout(dst, leaving) && sameMathBits(dst, leaving);
+  // Otherwise CPU's copy_ converts them into dst.
+  const at::Tensor host = direct ? dst : hostBuffer(leaving, leaving.scalar_type(), leaving);
   PTO_CHECK(ptoMemcpyAsync(host.data_ptr(), leaving.data_ptr(), byteCount(leaving),
                            PTO_MEMCPY_DEVICE_TO_HOST, nativeStream(stream)));
   finishHostCopy(host, direct, non_blocking && direct, stream);
@@ -92,14 +182,25 @@ void copyDeviceToDevice(const at::Tensor& dst, const at::Tensor& src) {
     copyWithinDevice(dst, src, stream);
     return;
   }
-  // Across devices: the copy runs on dst's stream after src's pending work.
+  // Across devices only bytes travel: made dense on src's device, landed in dst or
+  // in a tensor of the same layout on dst's device, converted there.
   const c10::Stream src_stream = currentStream(src.device().index());
+  const at::Tensor leaving = denseOnItsDevice(src);
+  const bool lands_in_dst = sameLayout(dst, leaving) && sameMathBits(dst, leaving);
+  const at::Tensor landing =
+      lands_in_dst ? dst
+                   : withMathBitsOf(at::empty_strided(leaving.sizes(), leaving.strides(),
+                                                      dst.options().dtype(leaving.scalar_type())),
+                                    leaving);
+  // The bytes move on dst's stream after src's pending work.
   ptoEvent ready = nullptr;
   PTO_CHECK(ptoEventCreate(&ready));
   PTO_CHECK(ptoEventRecord(ready, nativeStream(src_stream)));
   PTO_CHECK(ptoStreamWaitEvent(nativeStream(stream), ready));
   PTO_CHECK(ptoEventDestroy(ready));
-  copyWithinDevice(dst, src, stream);
+  PTO_CHECK(ptoMemcpyAsync(landing.data_ptr(), leaving.data_ptr(), byteCount(leaving),
+                           PTO_MEMCPY_DEVICE_TO_DEVICE, nativeStream(stream)));
+  if (!lands_in_dst) copyWithinDevice(dst, landing, stream);
   // src's device may reuse the memory once its own stream moves on: wait here.
   PTO_CHECK(ptoStreamSynchronize(nativeStream(stream)));
 }
@@ -108,6 +209,9 @@ void copyDeviceToDevice(const at::Tensor& dst, const at::Tensor& src) {
 
 at::Tensor copyFrom(const at::Tensor& self, const at::Tensor& dst, bool non_blocking) {
   TORCH_CHECK(self.defined() && dst.defined(), "copy_: undefined tensor");
+  // The checks aten's TensorIterator makes before CPU's copy writes anything.
+  at::assert_no_internal_overlap(dst);
+  at::assert_no_partial_overlap(dst, self);
   if (dst.numel() == 0) return dst;
   const at::Tensor src = self.sizes() == dst.sizes() ? self : self.expand_as(dst);
   if (isPto(dst) && isPto(src)) {

@@ -28,6 +28,20 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("convolution_backward_overrideable", TORCH_FN(convolutionBackwardOverrideable));
 }
 
+// _copy_from resolves the conjugate and negative bits itself (copy.cpp), as CPU's
+// and CUDA's copy_ do. The math-bit fallbacks would resolve them with a clone, and a
+// clone is a copy_ that comes back to _copy_from, for ever. Only backends outside
+// aten's own copy_ (pto here) call _copy_from.
+TORCH_LIBRARY_IMPL(aten, Conjugate, m) {
+  m.impl("_copy_from", torch::CppFunction::makeFallthrough());
+  m.impl("_copy_from_and_resize", torch::CppFunction::makeFallthrough());
+}
+
+TORCH_LIBRARY_IMPL(aten, Negative, m) {
+  m.impl("_copy_from", torch::CppFunction::makeFallthrough());
+  m.impl("_copy_from_and_resize", torch::CppFunction::makeFallthrough());
+}
+
 TORCH_LIBRARY_IMPL(_, PrivateUse1, m) {
   m.fallback(torch::CppFunction::makeFromBoxedFunction<&cpuFallback>());
 }
