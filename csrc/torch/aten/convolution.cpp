@@ -138,9 +138,10 @@ at::Tensor convolve(const at::Tensor& input, const at::Tensor& weight, const Geo
 
 // d output / d input for `grad` [N, Cout, o..]: the columns' gradient W^T @ grad, laid
 // out [C, k.., N, o..], added back by col2im onto the input's spatial sizes. In
-// float32 for float16/bfloat16, rounded once at the end, as the CPU's kernels do.
-at::Tensor inputGradient(const at::Tensor& grad_output, const at::Tensor& weight, const Geometry& g,
-                         c10::IntArrayRef spatial) {
+// float32 for float16/bfloat16: the caller rounds once, after anything it still adds
+// (a transposed convolution's bias), as the CPU's kernels do.
+at::Tensor wideInputGradient(const at::Tensor& grad_output, const at::Tensor& weight, const Geometry& g,
+                             c10::IntArrayRef spatial) {
   const int64_t out_channels = weight.size(0);
   const at::Tensor w = widened(weight).reshape({g.groups, out_channels / g.groups, -1}).transpose(-1, -2);
   std::vector<int64_t> window{g.channels};
@@ -152,7 +153,7 @@ at::Tensor inputGradient(const at::Tensor& grad_output, const at::Tensor& weight
     if (d != g.spatial() + 1) batch_first.push_back(d);
   }
   const at::Tensor grad_cols = at::matmul(w, toGemmLayout(widened(grad_output), g)).view(window).permute(batch_first);
-  return addWindows(grad_cols, g, spatial).to(grad_output.scalar_type());
+  return addWindows(grad_cols, g, spatial);
 }
 
 // d output / d weight: grad @ columns^T, the batch summed inside the GEMM.
@@ -206,14 +207,13 @@ at::Tensor convolutionOverrideable(const at::Tensor& input, const at::Tensor& we
     return at::convolution(input.cpu(), weight.cpu(), bias_cpu, stride, padding, dilation, transposed,
                            output_padding, groups).to(input.device());
   }
-  at::Tensor out;
-  if (transposed) {
+  if (transposed) {  // the bias added in float32 too: one rounding, as oneDNN's kernel does
     std::vector<int64_t> shape;
     const Geometry g = transposedGeometry(input, weight, stride, padding, dilation, output_padding, groups, &shape);
-    out = inputGradient(input, weight, g, c10::IntArrayRef(shape).slice(2));
-  } else {
-    out = convolve(input, weight, geometryOf(input.sizes(), weight.sizes().slice(2), stride, padding, dilation, groups));
+    at::Tensor sum = wideInputGradient(input, weight, g, c10::IntArrayRef(shape).slice(2));
+    return addBias(sum, widened(bias.value_or(at::Tensor()))).to(input.scalar_type());
   }
+  at::Tensor out = convolve(input, weight, geometryOf(input.sizes(), weight.sizes().slice(2), stride, padding, dilation, groups));
   return addBias(out, bias);
 }
 
@@ -246,7 +246,9 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> convolutionBackwardOverrideable(
     if (output_mask[1]) grad_weight = weightGradient(input, grad_output, g, weight.sizes());
   } else {
     const Geometry g = geometryOf(input.sizes(), weight.sizes().slice(2), stride, padding, dilation, groups);
-    if (output_mask[0]) grad_input = inputGradient(grad_output, weight, g, input.sizes().slice(2));
+    if (output_mask[0]) {
+      grad_input = wideInputGradient(grad_output, weight, g, input.sizes().slice(2)).to(grad_output.scalar_type());
+    }
     if (output_mask[1]) grad_weight = weightGradient(grad_output, input, g, weight.sizes());
   }
   return {grad_input, grad_weight, grad_bias};
