@@ -1,5 +1,9 @@
 // The C entry points of pto_runtime.h: lazy driver selection, the per-thread
 // current device, argument checks, then a call into the active Driver.
+#include <pthread.h>
+#include <unistd.h>
+
+#include <atomic>
 #include <cstdlib>
 #include <cstring>
 #include <exception>
@@ -16,7 +20,37 @@ namespace {
 thread_local std::string tls_recent_error;
 thread_local int32_t tls_current_device = 0;
 
+// Set in a child forked after the driver started: fork copies the driver's
+// state but none of its threads (stream workers, device cores), so the child
+// cannot use it, as a CUDA context cannot be used after fork.
+std::atomic<pid_t> forked_from{0};
+pid_t driver_pid = 0;
+
+void markForkedChild() { forked_from.store(driver_pid); }
+
+Driver* driverOrNull(ptoError* status);
+
+// Exiting with work queued is clean, as with CUDA: before the host libraries the
+// kernels call (OpenBLAS) run their destructors, every device finishes its
+// queued work. Registered once the driver exists, so it runs before the
+// destructors of everything constructed earlier. Errors are dropped: no one is
+// left to report them to.
+void drainAtExit() {
+  if (forked_from.load() != 0) return;  // a forked child has no workers to wait for
+  ptoError status = PTO_SUCCESS;
+  Driver* driver = driverOrNull(&status);
+  if (driver == nullptr) return;
+  for (int32_t device = 0; device < driver->deviceCount(); ++device) driver->synchronizeDevice(device);
+}
+
 Driver* driverOrNull(ptoError* status) {
+  if (const pid_t parent = forked_from.load(); parent != 0) {
+    *status = failf(PTO_ERROR_NOT_INITIALIZED,
+                    "the pto device cannot be used in a process forked after the device started "
+                    "in its parent (pid ", parent, "); start child processes with the 'spawn' "
+                    "or 'forkserver' method of multiprocessing, as with CUDA");
+    return nullptr;
+  }
   // Leaked on purpose: worker threads and memory live until process exit, as a
   // device driver's state does, so no static destructor races a late free.
   static std::string init_error;
@@ -28,7 +62,11 @@ Driver* driverOrNull(ptoError* status) {
       return nullptr;
     }
     try {
-      return makeSimDriver().release();
+      Driver* made = makeSimDriver().release();
+      driver_pid = getpid();
+      pthread_atfork(nullptr, nullptr, &markForkedChild);
+      std::atexit(&drainAtExit);
+      return made;
     } catch (const std::exception& error) {
       init_error = error.what();
       return nullptr;

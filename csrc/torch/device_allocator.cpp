@@ -298,8 +298,9 @@ class AllocatorState {
   void processPendingFrees(bool wait) {
     std::vector<PendingFree> still_pending;
     for (const PendingFree& entry : pending_) {
-      if (wait) PTO_CHECK(ptoEventSynchronize(entry.event));
-      const ptoError status = ptoEventQuery(entry.event);
+      // An event after failed work completes too: the block is free either way,
+      // and the failure is reported by its stream, not by this allocation.
+      const ptoError status = wait ? ptoEventSynchronize(entry.event) : ptoEventQuery(entry.event);
       if (status == PTO_ERROR_NOT_READY) {
         still_pending.push_back(entry);
         continue;

@@ -78,7 +78,8 @@ class PinnedHostAllocator final : public at::HostAllocator {
     for (auto& [size, ptr] : free_) {
       PinnedBlock& block = blocks_[ptr];
       for (ptoEvent event : block.events) {
-        PTO_CHECK(ptoEventSynchronize(event));
+        // A copy that failed still ends; its stream reports the failure.
+        ptoEventSynchronize(event);
         PTO_CHECK(ptoEventDestroy(event));
       }
       PTO_CHECK(ptoFreeHost(ptr));
@@ -120,7 +121,8 @@ class PinnedHostAllocator final : public at::HostAllocator {
     for (auto it = first; it != last; ++it) {
       PinnedBlock& block = blocks_[it->second];
       bool idle = true;
-      for (ptoEvent event : block.events) idle = idle && ptoEventQuery(event) == PTO_SUCCESS;
+      // A failed copy is over too: its stream, not this block, reports the failure.
+      for (ptoEvent event : block.events) idle = idle && ptoEventQuery(event) != PTO_ERROR_NOT_READY;
       if (!idle) continue;
       for (ptoEvent event : block.events) PTO_CHECK(ptoEventDestroy(event));
       block.events.clear();

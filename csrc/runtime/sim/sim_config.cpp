@@ -46,6 +46,7 @@ SimConfig readSimConfig() {
     }
     config.memory_capacity = *capacity;
   }
+  if (const char* faults = std::getenv("PTO_SIM_FAULTS")) config.faults = parseFaultPlan(faults);
   return config;
 }
 

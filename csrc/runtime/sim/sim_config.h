@@ -1,6 +1,7 @@
 // Configuration of the simulated device, read once from the environment:
 //   PTO_SIM_DEVICES  number of devices (default 2)
 //   PTO_SIM_MEMORY   capacity of each device, e.g. 512M, 16G (default 16G)
+//   PTO_SIM_FAULTS   calls to fail on purpose, e.g. kernel:3,malloc:2 (sim_faults.h)
 #pragma once
 
 #include <cstddef>
@@ -8,11 +9,14 @@
 #include <optional>
 #include <string_view>
 
+#include "sim_faults.h"
+
 namespace pto::rt::sim {
 
 struct SimConfig {
   int32_t device_count = 2;
   size_t memory_capacity = size_t{16} << 30;
+  FaultPlan faults;
 };
 
 // Parses "1048576", "512K", "512M", "16G", "1T" (an optional trailing "B" or "iB").

@@ -47,7 +47,8 @@ ptoEvent toHandle(SimEvent* event) { return reinterpret_cast<ptoEvent>(event); }
 
 class SimDriver final : public Driver {
  public:
-  explicit SimDriver(const SimConfig& config) : devices_(config.device_count) {
+  explicit SimDriver(const SimConfig& config)
+      : devices_(config.device_count), faults_(config.faults) {
     for (auto& device : devices_) device.capacity = config.memory_capacity;
   }
 
@@ -55,16 +56,9 @@ class SimDriver final : public Driver {
   int32_t deviceCount() const override { return static_cast<int32_t>(devices_.size()); }
 
   ptoError synchronizeDevice(int32_t device) override {
-    std::vector<SimStream*> streams{&defaultStreamOf(device)};
-    {
-      std::lock_guard<std::mutex> lock(streams_mutex_);
-      for (auto& [handle, stream] : streams_) {
-        if (stream->device() == device) streams.push_back(stream.get());
-      }
-    }
     ptoError first = PTO_SUCCESS;
     std::string message;
-    for (SimStream* stream : streams) {
+    for (const std::shared_ptr<SimStream>& stream : streamsOf(device)) {
       const ptoError status = stream->synchronize();
       if (status != PTO_SUCCESS && first == PTO_SUCCESS) {
         first = status;
@@ -77,6 +71,10 @@ class SimDriver final : public Driver {
   ptoError malloc(int32_t device, size_t size, void** ptr) override {
     *ptr = nullptr;
     if (size == 0) return PTO_SUCCESS;
+    if (const uint64_t fault = faults_.strike(FaultSite::kMalloc)) {
+      return failf(PTO_ERROR_OUT_OF_MEMORY, "out of memory on pto:", device, ": requested ", size,
+                   " bytes (", describeFault(FaultSite::kMalloc, fault), ")");
+    }
     SimDevice& dev = devices_[device];
     const size_t rounded = roundUp(size, kDeviceAlignment);
     std::lock_guard<std::mutex> lock(memory_mutex_);
@@ -97,6 +95,18 @@ class SimDriver final : public Driver {
   }
 
   ptoError free(void* ptr) override {
+    int32_t device = -1;
+    {
+      std::lock_guard<std::mutex> lock(memory_mutex_);
+      auto it = allocations_.find(reinterpret_cast<uintptr_t>(ptr));
+      if (it != allocations_.end()) device = it->second.device;
+    }
+    if (device < 0) {
+      return failf(PTO_ERROR_INVALID_VALUE, "ptoFree: ", ptr, " is not a device allocation");
+    }
+    // As cudaFree and aclrtFree do: work queued on the device may still read or
+    // write this memory, so it goes back only once that work is done.
+    for (const std::shared_ptr<SimStream>& stream : streamsOf(device)) stream->waitIdle();
     std::lock_guard<std::mutex> lock(memory_mutex_);
     auto it = allocations_.find(reinterpret_cast<uintptr_t>(ptr));
     if (it == allocations_.end() || it->second.device < 0) {
@@ -166,6 +176,7 @@ class SimDriver final : public Driver {
     Command command;
     command.kind = Command::Kind::kMemcpy;
     command.name = name;
+    command.injected_fault = faults_.strike(FaultSite::kMemcpy);
     command.dst = dst;
     command.src = src;
     command.bytes = count;
@@ -177,6 +188,7 @@ class SimDriver final : public Driver {
     Command command;
     command.kind = Command::Kind::kMemset;
     command.name = "memset";
+    command.injected_fault = faults_.strike(FaultSite::kMemset);
     command.dst = ptr;
     command.bytes = count;
     command.fill_value = value;
@@ -189,7 +201,7 @@ class SimDriver final : public Driver {
   }
 
   ptoError streamCreate(int32_t device, ptoStream* stream) override {
-    auto created = std::make_unique<SimStream>(device);
+    auto created = std::make_shared<SimStream>(device);
     *stream = toHandle(created.get());
     std::lock_guard<std::mutex> lock(streams_mutex_);
     streams_.emplace(*stream, std::move(created));
@@ -197,7 +209,7 @@ class SimDriver final : public Driver {
   }
 
   ptoError streamDestroy(ptoStream stream) override {
-    std::unique_ptr<SimStream> doomed;
+    std::shared_ptr<SimStream> doomed;
     {
       std::lock_guard<std::mutex> lock(streams_mutex_);
       auto it = streams_.find(stream);
@@ -208,7 +220,9 @@ class SimDriver final : public Driver {
       doomed = std::move(it->second);
       streams_.erase(it);
     }
-    doomed.reset();  // outside the lock: waits for the stream's pending work
+    // Outside the lock: waits for the stream's pending work (or leaves that to a
+    // thread still waiting on the stream, which holds the last reference).
+    doomed.reset();
     return PTO_SUCCESS;
   }
 
@@ -282,13 +296,13 @@ class SimDriver final : public Driver {
     std::shared_ptr<SimEvent> target;
     if (ptoError s = lookupEvent(event, &target); s) return s;
     target->waitFor(target->recordedGeneration());
-    return PTO_SUCCESS;
+    return reportFailure(*target);
   }
 
   ptoError eventQuery(ptoEvent event) override {
     std::shared_ptr<SimEvent> target;
     if (ptoError s = lookupEvent(event, &target); s) return s;
-    return target->isComplete() ? PTO_SUCCESS : PTO_ERROR_NOT_READY;
+    return target->isComplete() ? reportFailure(*target) : PTO_ERROR_NOT_READY;
   }
 
   ptoError eventElapsedTime(float* milliseconds, ptoEvent start, ptoEvent end) override {
@@ -323,11 +337,31 @@ class SimDriver final : public Driver {
     command.kind = Command::Kind::kKernel;
     command.name = name;
     command.kernel = kernel;
+    command.injected_fault = faults_.strike(FaultSite::kKernel);
     if (arg_bytes > 0) std::memcpy(command.args.data(), args, arg_bytes);
     return submit(stream, std::move(command));
   }
 
  private:
+  // A completed event whose stream had failed before it reports that failure;
+  // the stream keeps it too, until its own synchronization reports it.
+  static ptoError reportFailure(SimEvent& event) {
+    std::string message;
+    const ptoError failure = event.failure(&message);
+    return failure == PTO_SUCCESS ? PTO_SUCCESS : fail(failure, message);
+  }
+
+  // The device's streams, kept alive while the caller waits on them.
+  std::vector<std::shared_ptr<SimStream>> streamsOf(int32_t device) {
+    std::vector<std::shared_ptr<SimStream>> streams{
+        std::shared_ptr<SimStream>(std::shared_ptr<SimStream>(), &defaultStreamOf(device))};
+    std::lock_guard<std::mutex> lock(streams_mutex_);
+    for (auto& [handle, stream] : streams_) {
+      if (stream->device() == device) streams.push_back(stream);
+    }
+    return streams;
+  }
+
   ptoError submit(ptoStream stream, Command command) {
     SimStream* target = nullptr;
     if (ptoError s = lookupStream(stream, &target); s) return s;
@@ -404,10 +438,11 @@ class SimDriver final : public Driver {
   }
 
   std::vector<SimDevice> devices_;
+  FaultInjector faults_;
   std::mutex memory_mutex_;
   std::map<uintptr_t, Allocation> allocations_;
   std::mutex streams_mutex_;
-  std::unordered_map<ptoStream, std::unique_ptr<SimStream>> streams_;
+  std::unordered_map<ptoStream, std::shared_ptr<SimStream>> streams_;
   std::mutex events_mutex_;
   std::unordered_map<ptoEvent, std::shared_ptr<SimEvent>> events_;
 };

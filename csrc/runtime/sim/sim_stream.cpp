@@ -7,6 +7,7 @@
 
 #include "../error.h"
 #include "../profiler.h"
+#include "sim_faults.h"
 #include "sim_parallel.h"
 
 namespace pto::rt::sim {
@@ -70,13 +71,18 @@ void SimStream::enqueue(Command command) {
 }
 
 ptoError SimStream::synchronize() {
+  waitIdle();
+  std::lock_guard<std::mutex> lock(mutex_);
+  return takeStickyError();
+}
+
+void SimStream::waitIdle() {
   const uint64_t target = submitted_count_.load(std::memory_order_acquire);
-  spinUntil([&] { return completed_.load(std::memory_order_acquire) >= target; });
+  if (spinUntil([&] { return completed_.load(std::memory_order_acquire) >= target; })) return;
   std::unique_lock<std::mutex> lock(mutex_);
   ++waiters_;
   done_cv_.wait(lock, [&] { return completed_.load() >= target; });
   --waiters_;
-  return takeStickyError();
 }
 
 ptoError SimStream::query() {
@@ -140,6 +146,13 @@ void SimStream::execute(Command& command) {
 }
 
 void SimStream::runCommand(Command& command) {
+  if (command.injected_fault != 0) {
+    const FaultSite site = command.kind == Command::Kind::kKernel   ? FaultSite::kKernel
+                           : command.kind == Command::Kind::kMemcpy ? FaultSite::kMemcpy
+                                                                    : FaultSite::kMemset;
+    recordFailure(command.name, PTO_ERROR_LAUNCH_FAILED, describeFault(site, command.injected_fault));
+    return;
+  }
   try {
     switch (command.kind) {
       case Command::Kind::kKernel: {
@@ -162,9 +175,14 @@ void SimStream::runCommand(Command& command) {
       case Command::Kind::kMemset:
         fillBytes(command.dst, command.fill_value, command.bytes);
         break;
-      case Command::Kind::kEventRecord:
-        command.event->complete(command.generation);
+      case Command::Kind::kEventRecord: {
+        std::unique_lock<std::mutex> lock(mutex_);
+        const ptoError failure = sticky_code_;
+        const std::string message = sticky_message_;
+        lock.unlock();
+        command.event->complete(command.generation, failure, message);
         break;
+      }
       case Command::Kind::kEventWait:
         command.event->waitFor(command.generation);
         break;

@@ -32,6 +32,7 @@ struct Command {
   int fill_value = 0;
   std::shared_ptr<SimEvent> event;
   uint64_t generation = 0;
+  uint64_t injected_fault = 0;  // PTO_SIM_FAULTS: the ordinal of the call that fails here, or 0
   alignas(16) std::array<std::byte, PTO_MAX_KERNEL_ARG_BYTES> args{};
 };
 
@@ -48,6 +49,8 @@ class SimStream {
   void enqueue(Command command);
   // Waits for everything enqueued so far; reports (and clears) a sticky error.
   ptoError synchronize();
+  // Waits for everything enqueued so far, leaving a sticky error to be reported.
+  void waitIdle();
   // PTO_ERROR_NOT_READY while busy; otherwise reports (and clears) a sticky error.
   ptoError query();
 
