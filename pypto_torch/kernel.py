@@ -39,7 +39,11 @@ class Kernel:
         self.fn = fn
         self.graphs: list = []  # the CompiledGraphs the backend made for this function
         backend = make_backend(fuse=fuse, on_graph=self.graphs.append)
-        self._compiled = torch.compile(fn, backend=backend, fullgraph=True, dynamic=True if dynamic_shape else False)
+        # Not dynamic=False: Dynamo would then trace a graph per shape and, with
+        # fullgraph, raise at its recompile limit (the 9th shape). Its automatic
+        # dynamic shapes trace one graph for all shapes after the second, and the
+        # backend still plans one program per concrete shape.
+        self._compiled = torch.compile(fn, backend=backend, fullgraph=True, dynamic=True if dynamic_shape else None)
 
     def __call__(self, *args, **kwargs):
         seen = len(self.graphs)
@@ -118,6 +122,12 @@ def asm(text: str, *tensors: torch.Tensor):
                         f"got {len(tensors)}")
     given = iter(tensors)
     buffers = [None if kind == "temp" else next(given) for kind in kinds]
+    for number, (tensor, kind) in enumerate(zip(buffers, kinds)):
+        if kind == "output" and tensor.requires_grad and torch.is_grad_enabled():
+            # The program writes the tensor in place, where autograd cannot follow.
+            raise RuntimeError(f"pypto.asm: output buffer %{number} is a tensor that requires grad; a program "
+                               "writes it in place, which autograd cannot track: pass a tensor that does not "
+                               "require grad, or run under torch.no_grad()")
     devices = {t.device for t in tensors if t.device.type == "pto"}
     if len(devices) > 1:
         raise RuntimeError(f"pypto.asm: tensors on several devices: {sorted(map(str, devices))}")

@@ -68,8 +68,11 @@ std::string checkOperand(const Operand& operand, std::span<const uint64_t> buffe
   for (int d = 0; d < operand.rank; ++d) {
     if (operand.shape[d] < 0) return describe("has a negative size in ", shapeText(operand));
   }
-  // Kernels count elements in int64 (Operand::numel and the loops); broadcast
-  // strides let the count grow past that while the operand stays in bounds.
+  // Broadcast strides let the element count grow past any memory while the
+  // operand stays in bounds. No device addresses more than 2^48 bytes, and an
+  // instruction iterating over more elements than that would run for days (or
+  // overflow the kernels' int64 counters), so such an operand is refused.
+  constexpr int64_t kMaxElements = int64_t{1} << 48;
   int64_t count = 1;
   for (int d = 0; d < operand.rank; ++d) {
     if (operand.shape[d] == 0) {
@@ -78,8 +81,8 @@ std::string checkOperand(const Operand& operand, std::span<const uint64_t> buffe
     }
   }
   for (int d = 0; d < operand.rank && count != 0; ++d) {
-    if (__builtin_mul_overflow(count, operand.shape[d], &count)) {
-      return describe("has more than 2^63-1 elements: ", shapeText(operand));
+    if (__builtin_mul_overflow(count, operand.shape[d], &count) || count > kMaxElements) {
+      return describe("has more than 2^48 elements: ", shapeText(operand));
     }
   }
   return checkBounds(operand, buffer_bytes[operand.buffer]);
