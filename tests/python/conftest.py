@@ -2,10 +2,12 @@
 warnings are tested in fresh interpreters (they fire once per op per process)."""
 
 import os
+import random
 import subprocess
 import sys
 import textwrap
 
+import numpy as np
 import pytest
 import torch
 
@@ -52,8 +54,12 @@ def fails_at_next_sync():
 
 @pytest.fixture(autouse=True)
 def _seeded():
+    """Every test starts from the same generators: torch's (CPU and pto), NumPy's and
+    Python's, whichever tests ran before it."""
     torch.manual_seed(0)
     torch.pto.manual_seed_all(0)
+    np.random.seed(0)
+    random.seed(0)
 
 
 def pytest_terminal_summary(terminalreporter):

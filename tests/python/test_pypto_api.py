@@ -267,32 +267,42 @@ def test_synchronize_memory_allocated_and_empty_cache():
 # ---------------------------------------------------------------- ops against torch on the CPU
 
 
+# OPS' inputs are drawn when pytest imports this module, before any test's seed and
+# after whatever the modules imported earlier drew: a generator of their own keeps them
+# the same in every session.
+_INPUTS = torch.Generator().manual_seed(0)
+
+
+def _randn(*shape):
+    return torch.randn(*shape, generator=_INPUTS)
+
+
 def _pos(*shape):
-    return torch.rand(*shape) + 0.5
+    return torch.rand(*shape, generator=_INPUTS) + 0.5
 
 
 # name -> (CPU arguments, keyword arguments, the same computation in plain torch)
 OPS = {
-    "add": ((torch.randn(4, 6), torch.randn(6)), {}, torch.add),
-    "sub": ((torch.randn(4, 6), torch.randn(4, 1)), {}, torch.sub),
-    "mul": ((torch.randn(4, 6), torch.randn(4, 6)), {}, torch.mul),
-    "div": ((torch.randn(4, 6), _pos(4, 6)), {}, torch.div),
-    "exp": ((torch.randn(4, 6),), {}, torch.exp),
+    "add": ((_randn(4, 6), _randn(6)), {}, torch.add),
+    "sub": ((_randn(4, 6), _randn(4, 1)), {}, torch.sub),
+    "mul": ((_randn(4, 6), _randn(4, 6)), {}, torch.mul),
+    "div": ((_randn(4, 6), _pos(4, 6)), {}, torch.div),
+    "exp": ((_randn(4, 6),), {}, torch.exp),
     "log": ((_pos(4, 6),), {}, torch.log),
-    "relu": ((torch.randn(4, 6),), {}, torch.relu),
-    "gelu": ((torch.randn(4, 6),), {"approximate": "tanh"}, lambda x, approximate: F.gelu(x, approximate=approximate)),
-    "matmul": ((torch.randn(2, 4, 5), torch.randn(5, 3)), {}, torch.matmul),
-    "reduce_sum": ((torch.randn(4, 6),), {"axis": 1}, lambda x, axis: x.sum(axis)),
-    "reduce_mean": ((torch.randn(4, 6),), {"axis": 0, "keepdims": True}, lambda x, axis, keepdims: x.mean(axis, True)),
-    "reduce_max": ((torch.randn(4, 6),), {}, lambda x: x.amax(-1)),
-    "reduce_min": ((torch.randn(4, 6),), {"axis": -2}, lambda x, axis: x.amin(axis)),
-    "softmax": ((torch.randn(4, 6),), {"axis": 0}, lambda x, axis: torch.softmax(x, axis)),
-    "transpose": ((torch.randn(2, 4, 6),), {}, lambda x: x.transpose(-2, -1)),
-    "normalize": ((torch.randn(4, 6),), {"axis": 1}, lambda x, axis: F.normalize(x, dim=axis)),
-    "layer_norm": ((torch.randn(4, 6), 6, torch.randn(6), torch.randn(6)), {},
+    "relu": ((_randn(4, 6),), {}, torch.relu),
+    "gelu": ((_randn(4, 6),), {"approximate": "tanh"}, lambda x, approximate: F.gelu(x, approximate=approximate)),
+    "matmul": ((_randn(2, 4, 5), _randn(5, 3)), {}, torch.matmul),
+    "reduce_sum": ((_randn(4, 6),), {"axis": 1}, lambda x, axis: x.sum(axis)),
+    "reduce_mean": ((_randn(4, 6),), {"axis": 0, "keepdims": True}, lambda x, axis, keepdims: x.mean(axis, True)),
+    "reduce_max": ((_randn(4, 6),), {}, lambda x: x.amax(-1)),
+    "reduce_min": ((_randn(4, 6),), {"axis": -2}, lambda x, axis: x.amin(axis)),
+    "softmax": ((_randn(4, 6),), {"axis": 0}, lambda x, axis: torch.softmax(x, axis)),
+    "transpose": ((_randn(2, 4, 6),), {}, lambda x: x.transpose(-2, -1)),
+    "normalize": ((_randn(4, 6),), {"axis": 1}, lambda x, axis: F.normalize(x, dim=axis)),
+    "layer_norm": ((_randn(4, 6), 6, _randn(6), _randn(6)), {},
                    lambda x, n, w, b: F.layer_norm(x, [n], w, b)),
-    "rms_norm": ((torch.randn(4, 6),), {"weight": torch.randn(6)}, lambda x, weight: F.rms_norm(x, [6], weight, 1e-6)),
-    "conv2d": ((torch.randn(1, 3, 6, 6), torch.randn(4, 3, 3, 3), torch.randn(4)), {"padding": 1},
+    "rms_norm": ((_randn(4, 6),), {"weight": _randn(6)}, lambda x, weight: F.rms_norm(x, [6], weight, 1e-6)),
+    "conv2d": ((_randn(1, 3, 6, 6), _randn(4, 3, 3, 3), _randn(4)), {"padding": 1},
                lambda x, w, b, padding: F.conv2d(x, w, b, padding=padding)),
 }
 TENSOR_OPS = list(OPS)
