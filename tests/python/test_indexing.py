@@ -21,8 +21,11 @@ test_opinfo_forward_matches_cpu, test_opinfo_gradients_match_cpu = opinfo_tests(
     gradient_tolerance={"rtol": 1e-4, "atol": 1e-4})
 
 
+# Fractional bounds: an int64 range counts from them truncated, an int32 one from the doubles.
 @pytest.mark.parametrize("start,end,step,dtype", [(0, 10, 1, torch.int64), (2, 11, 3, torch.int32),
-                                                  (0.0, 1.0, 0.1, torch.float32), (5, -5, -2, torch.int64)])
+                                                  (0.0, 1.0, 0.1, torch.float32), (5, -5, -2, torch.int64),
+                                                  (0.0, -8.000001, -4.0, torch.int64), (2.1, -2.9, -1.0, torch.int64),
+                                                  (2.1, -2.9, -1.0, torch.int32), (-0.9, 2.1, 2.0, torch.int64)])
 def test_arange(start, end, step, dtype):
     assert_close(torch.arange(start, end, step, dtype=dtype, device="pto").cpu(),
                  torch.arange(start, end, step, dtype=dtype))

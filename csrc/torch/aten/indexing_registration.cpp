@@ -70,7 +70,14 @@ at::Tensor& arangeOut(const at::Scalar& start, const at::Scalar& end, const at::
   const bool sane = stride != 0 && std::isfinite(first) && std::isfinite(last) &&
                     (stride > 0 ? last >= first : last <= first) && accepts(isa::Opcode::kIota, out.scalar_type());
   if (!sane) return Fallback<ATEN_OP2(arange, start_out)>::call(start, end, step, out);
-  const auto count = static_cast<int64_t>(std::ceil((last - first) / stride));
+  auto count = static_cast<int64_t>(std::ceil((last - first) / stride));
+  if (out.scalar_type() == at::kLong) {
+    // PyTorch counts an int64 range in integers, from start, end and step truncated
+    // (arange(0., -8.000001, -4) is [0, -4]); other dtypes count from the doubles.
+    const int64_t from = start.toLong(), to = end.toLong(), by = step.toLong();
+    if (by == 0) return Fallback<ATEN_OP2(arange, start_out)>::call(start, end, step, out);
+    count = (to - from + by - (by > 0 ? 1 : -1)) / by;
+  }
   at::native::resize_output(out, {count});
   if (count > 0) launchInstruction(isa::Opcode::kIota, out, {}, {first, stride});
   return out;
