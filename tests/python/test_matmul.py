@@ -7,7 +7,7 @@ from torch.testing import assert_close
 from torch.testing._internal.common_methods_invocations import op_db
 
 import pypto_torch
-from opinfo_sweep import opinfo_tests
+from opinfo_sweep import check_forward, opinfo_tests
 
 NATIVE = {"mm", "bmm", "addmm", "baddbmm", "matmul", "nn.functional.linear", "mv", "addmv"}
 OPS = [op for op in op_db if op.name in NATIVE and op.variant_test_name == ""]
@@ -24,6 +24,14 @@ def test_the_sweep_covers_every_native_product():
 test_opinfo_forward_matches_cpu, test_opinfo_gradients_match_cpu = opinfo_tests(
     OPS, list(TOLERANCES), tolerance=lambda op, dtype: TOLERANCES[dtype],
     gradient_tolerance={"rtol": 1e-4, "atol": 1e-4})
+
+
+@pytest.mark.parametrize("op", [op for op in OPS if op.name in ("addmm", "baddbmm", "addmv")], ids=lambda op: op.name)
+def test_complex_alpha_and_beta_run_on_the_cpu_as_complex_tensors_do(op):
+    """tmatmul's scaling immediates are real: complex ones take the CPU path, as complex
+    tensors do, rather than failing to convert to double."""
+    for dtype in (torch.complex64, torch.complex128):
+        assert check_forward(op, dtype) > 0
 
 
 @pytest.mark.parametrize("layout", ["contiguous", "a transposed", "b transposed", "both transposed",

@@ -7,16 +7,16 @@
 
 namespace pto::backend {
 
-at::Tensor matmulOp(const at::Tensor& a, const at::Tensor& b, const at::Tensor& bias, double beta,
-                    double alpha, const at::Tensor& out, bool batched) {
+at::Tensor matmulOp(const at::Tensor& a, const at::Tensor& b, const at::Tensor& bias, const at::Scalar& beta,
+                    const at::Scalar& alpha, const at::Tensor& out, bool batched) {
   const int64_t rank = batched ? 3 : 2;
   const bool same_dtype = b.scalar_type() == a.scalar_type() &&
                           (!bias.defined() || bias.scalar_type() == a.scalar_type()) &&
                           (!out.defined() || out.scalar_type() == a.scalar_type());
   const bool on_one_device = b.device() == a.device() && (!bias.defined() || bias.device() == a.device()) &&
                              (!out.defined() || out.device() == a.device());
-  if (a.dim() != rank || b.dim() != rank || !same_dtype || !on_one_device ||
-      !accepts(isa::Opcode::kMatmul, a.scalar_type())) {
+  if (a.dim() != rank || b.dim() != rank || !same_dtype || !on_one_device || beta.isComplex() ||
+      alpha.isComplex() || !accepts(isa::Opcode::kMatmul, a.scalar_type())) {
     return {};  // the CPU path raises PyTorch's own error for these
   }
   const char* const first = batched ? "batch1" : "mat1";
@@ -33,11 +33,11 @@ at::Tensor matmulOp(const at::Tensor& a, const at::Tensor& b, const at::Tensor& 
   if (out.defined()) at::native::resize_output(output, shape);
   if (output.numel() == 0) return output;
   double accumulate = 0.0;
-  if (bias.defined() && beta != 0.0) {
+  if (bias.defined() && beta.toDouble() != 0.0) {
     if (!bias.is_same(output)) copyOnDevice(output, bias.expand(shape));
-    accumulate = beta;
+    accumulate = beta.toDouble();
   }
-  launchInstruction(isa::Opcode::kMatmul, output, {a, b}, {alpha, accumulate});
+  launchInstruction(isa::Opcode::kMatmul, output, {a, b}, {alpha.toDouble(), accumulate});
   return output;
 }
 

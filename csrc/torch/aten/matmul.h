@@ -7,8 +7,9 @@
 namespace pto::backend {
 
 // out = beta * bias + alpha * (a @ b) for matrices (batched: 3-d batches).
-// bias may be undefined. Returns an undefined tensor when PTO cannot run it.
-at::Tensor matmulOp(const at::Tensor& a, const at::Tensor& b, const at::Tensor& bias, double beta,
-                    double alpha, const at::Tensor& out, bool batched);
+// bias may be undefined. Returns an undefined tensor when PTO cannot run it
+// (complex tensors or scalars among them).
+at::Tensor matmulOp(const at::Tensor& a, const at::Tensor& b, const at::Tensor& bias, const at::Scalar& beta,
+                    const at::Scalar& alpha, const at::Tensor& out, bool batched);
 
 }  // namespace pto::backend

@@ -32,13 +32,13 @@ at::Tensor& bmmOut(const at::Tensor& self, const at::Tensor& mat2, at::Tensor& o
 
 at::Tensor addmm(const at::Tensor& self, const at::Tensor& mat1, const at::Tensor& mat2,
                  const at::Scalar& beta, const at::Scalar& alpha) {
-  at::Tensor r = matmulOp(mat1, mat2, self, beta.toDouble(), alpha.toDouble(), {}, false);
+  at::Tensor r = matmulOp(mat1, mat2, self, beta, alpha, {}, false);
   return r.defined() ? r : Fallback<ATEN_OP(addmm)>::call(self, mat1, mat2, beta, alpha);
 }
 
 at::Tensor& addmmOut(const at::Tensor& self, const at::Tensor& mat1, const at::Tensor& mat2,
                      const at::Scalar& beta, const at::Scalar& alpha, at::Tensor& out) {
-  if (!matmulOp(mat1, mat2, self, beta.toDouble(), alpha.toDouble(), out, false).defined()) {
+  if (!matmulOp(mat1, mat2, self, beta, alpha, out, false).defined()) {
     Fallback<ATEN_OP2(addmm, out)>::call(self, mat1, mat2, beta, alpha, out);
   }
   return out;
@@ -48,7 +48,7 @@ at::Tensor& addmmInplace(at::Tensor& self, const at::Tensor& mat1, const at::Ten
                          const at::Scalar& beta, const at::Scalar& alpha) {
   const bool fits = self.dim() == 2 && mat1.dim() == 2 && mat2.dim() == 2 &&
                     self.size(0) == mat1.size(0) && self.size(1) == mat2.size(1);
-  if (!fits || !matmulOp(mat1, mat2, self, beta.toDouble(), alpha.toDouble(), self, false).defined()) {
+  if (!fits || !matmulOp(mat1, mat2, self, beta, alpha, self, false).defined()) {
     Fallback<ATEN_OP(addmm_)>::call(self, mat1, mat2, beta, alpha);
   }
   return self;
@@ -56,13 +56,13 @@ at::Tensor& addmmInplace(at::Tensor& self, const at::Tensor& mat1, const at::Ten
 
 at::Tensor baddbmm(const at::Tensor& self, const at::Tensor& batch1, const at::Tensor& batch2,
                    const at::Scalar& beta, const at::Scalar& alpha) {
-  at::Tensor r = matmulOp(batch1, batch2, self, beta.toDouble(), alpha.toDouble(), {}, true);
+  at::Tensor r = matmulOp(batch1, batch2, self, beta, alpha, {}, true);
   return r.defined() ? r : Fallback<ATEN_OP(baddbmm)>::call(self, batch1, batch2, beta, alpha);
 }
 
 at::Tensor& baddbmmOut(const at::Tensor& self, const at::Tensor& batch1, const at::Tensor& batch2,
                        const at::Scalar& beta, const at::Scalar& alpha, at::Tensor& out) {
-  if (!matmulOp(batch1, batch2, self, beta.toDouble(), alpha.toDouble(), out, true).defined()) {
+  if (!matmulOp(batch1, batch2, self, beta, alpha, out, true).defined()) {
     Fallback<ATEN_OP2(baddbmm, out)>::call(self, batch1, batch2, beta, alpha, out);
   }
   return out;
@@ -76,7 +76,7 @@ at::Tensor& addmvOut(const at::Tensor& self, const at::Tensor& mat, const at::Te
   if (fits) {
     at::native::resize_output(out, {mat.size(0)});
     const at::Tensor bias = self.expand({mat.size(0)}).unsqueeze(1);
-    if (matmulOp(mat, vec.unsqueeze(1), bias, beta.toDouble(), alpha.toDouble(), out.unsqueeze(1), false).defined()) {
+    if (matmulOp(mat, vec.unsqueeze(1), bias, beta, alpha, out.unsqueeze(1), false).defined()) {
       return out;
     }
   }
