@@ -4,9 +4,9 @@
 // as PTO instructions on the stream, for pto tensors.
 //
 // The conjugate and negative bits are resolved here, as aten's CPU and CUDA copies
-// do: a copy writes src's value into dst as dst's bits read it. On the host, CPU's
-// own copy_ does it; on the device, the bytes are copied as they are and dst's
-// parts negated after.
+// do: a copy writes src's value (its bits resolved), converted to dst's dtype, as
+// dst's bits read it. Both are sign flips: the bytes are converted as they are
+// stored, on either side, and the flips applied after (applyMathBits).
 #include "copy.h"
 
 #include <ATen/MemoryOverlap.h>
@@ -54,10 +54,9 @@ at::Tensor withMathBitsOf(const at::Tensor& t, const at::Tensor& bits) {
   return t;
 }
 
-// A host tensor with like's layout, of `dtype`, reading its bytes as `bits` does.
-at::Tensor hostBuffer(const at::Tensor& like, at::ScalarType dtype, const at::Tensor& bits) {
-  return withMathBitsOf(
-      at::empty_strided(like.sizes(), like.strides(), like.options().device(at::kCPU).dtype(dtype)), bits);
+// A host tensor with like's layout, of `dtype`, without math bits.
+at::Tensor hostBuffer(const at::Tensor& like, at::ScalarType dtype) {
+  return at::empty_strided(like.sizes(), like.strides(), like.options().device(at::kCPU).dtype(dtype));
 }
 
 // The real (0) or imaginary (1) parts of a complex tensor, as a real view.
@@ -91,21 +90,26 @@ void convertOnDevice(const at::Tensor& dst, const at::Tensor& src) {
   }
 }
 
-// Turns dst's bytes, which hold src's bytes converted, into src's value as dst's
-// bits read it: negates the imaginary part (conj) and then everything (neg), the
-// order CPU's copy_ applies them in.
-void resolveMathBits(const at::Tensor& dst, const at::Tensor& src) {
-  const at::Tensor bytes = physical(dst);
+// Negates the parts of `bytes` (dst's bytes, holding src's stored bytes converted
+// to dst's dtype, on the host or the device) that make them src's value stored as
+// dst's bits read it. Negation and conjugation commute with every conversion,
+// except that a real source's negation reaches only the real part of a complex
+// destination, and none of a bool one: bool(-x) == bool(x). (CPU's own copy_
+// converts first and negates after, and its float -> float16/bfloat16 path drops
+// the negative bit.)
+void applyMathBits(const at::Tensor& bytes, const at::Tensor& dst, const at::Tensor& src) {
   if (bytes.numel() == 0) return;
-  if (dst.is_complex() && dst.is_conj() != src.is_conj()) {
-    const at::Tensor imaginary = part(bytes, 1);
-    launchInstruction(Opcode::kNeg, imaginary, {imaginary});
+  const bool src_neg = src.is_neg() && dst.scalar_type() != at::kBool;
+  const bool flip_real = src_neg != dst.is_neg();
+  if (!dst.is_complex()) {
+    if (flip_real) bytes.neg_();
+    return;
   }
-  if (dst.is_neg() != src.is_neg()) {
-    TORCH_CHECK(dst.scalar_type() != at::kBool, "\"neg\" not implemented for 'Bool'");
-    const at::Tensor real = dst.is_complex() ? at::view_as_real(bytes) : bytes;
-    launchInstruction(Opcode::kNeg, real, {real});
-  }
+  const bool src_complex_neg = src.is_complex() && src_neg;
+  const bool src_conj = src.is_complex() && src.is_conj();
+  const bool flip_imaginary = (src_complex_neg != dst.is_neg()) != (src_conj != dst.is_conj());
+  if (flip_real) part(bytes, 0).neg_();
+  if (flip_imaginary) part(bytes, 1).neg_();
 }
 
 // dst <- src, both on the same pto device, on `stream` (the device's current one).
@@ -115,8 +119,9 @@ void copyWithinDevice(const at::Tensor& dst, const at::Tensor& src, c10::Stream 
                              PTO_MEMCPY_DEVICE_TO_DEVICE, nativeStream(stream)));
     return;
   }
-  convertOnDevice(physical(dst), physical(src));
-  resolveMathBits(dst, src);
+  const at::Tensor bytes = physical(dst);
+  convertOnDevice(bytes, physical(src));
+  applyMathBits(bytes, dst, src);
 }
 
 // src's bytes in one dense run on its own device, read with src's math bits: src
@@ -151,9 +156,10 @@ void copyHostToDevice(const at::Tensor& dst, const at::Tensor& src, bool non_blo
   const at::Tensor landing = lands_in_dst ? dst : withMathBitsOf(at::empty(dst.sizes(), dst.options()), dst);
   at::Tensor host = src;
   if (!sameLayout(landing, src) || !sameMathBits(landing, src)) {
-    // CPU's copy_ turns src into the bytes landing stores.
-    host = hostBuffer(landing, dst.scalar_type(), landing);
-    host.copy_(src);
+    // Converted by CPU into the bytes landing stores.
+    host = hostBuffer(landing, dst.scalar_type());
+    host.copy_(physical(src));
+    applyMathBits(host, landing, src);
   }
   PTO_CHECK(ptoMemcpyAsync(landing.data_ptr(), host.data_ptr(), byteCount(landing),
                            PTO_MEMCPY_HOST_TO_DEVICE, nativeStream(stream)));
@@ -167,12 +173,16 @@ void copyDeviceToHost(const at::Tensor& dst, const at::Tensor& src, bool non_blo
   // Device tensor the bytes leave from: src's own when its memory is one dense run.
   const at::Tensor leaving = denseOnItsDevice(src);
   const bool direct = sameLayout(dst, leaving) && sameMathBits(dst, leaving);
-  // Otherwise CPU's copy_ converts them into dst.
-  const at::Tensor host = direct ? dst : hostBuffer(leaving, leaving.scalar_type(), leaving);
+  // Otherwise the CPU converts them into dst.
+  const at::Tensor host = direct ? dst : hostBuffer(leaving, leaving.scalar_type());
   PTO_CHECK(ptoMemcpyAsync(host.data_ptr(), leaving.data_ptr(), byteCount(leaving),
                            PTO_MEMCPY_DEVICE_TO_HOST, nativeStream(stream)));
   finishHostCopy(host, direct, non_blocking && direct, stream);
-  if (!direct) dst.copy_(host);
+  if (!direct) {
+    const at::Tensor bytes = physical(dst);
+    bytes.copy_(host);
+    applyMathBits(bytes, dst, leaving);
+  }
 }
 
 void copyDeviceToDevice(const at::Tensor& dst, const at::Tensor& src) {
@@ -209,6 +219,12 @@ void copyDeviceToDevice(const at::Tensor& dst, const at::Tensor& src) {
 
 at::Tensor copyFrom(const at::Tensor& self, const at::Tensor& dst, bool non_blocking) {
   TORCH_CHECK(self.defined() && dst.defined(), "copy_: undefined tensor");
+  // A copy of a view onto itself does nothing, and aten's copy_ returns before its
+  // checks (an expanded tensor may be copied onto itself).
+  const bool same_data = dst.is_alias_of(self) && dst.storage_offset() == self.storage_offset() &&
+                         dst.sizes() == self.sizes() && dst.strides() == self.strides() &&
+                         dst.scalar_type() == self.scalar_type() && sameMathBits(dst, self);
+  if (same_data) return dst;
   // The checks aten's TensorIterator makes before CPU's copy writes anything.
   at::assert_no_internal_overlap(dst);
   at::assert_no_partial_overlap(dst, self);
