@@ -230,8 +230,19 @@ at::Tensor indexGather(const at::Tensor& self, const c10::List<std::optional<at:
   return out;
 }
 
+// aten's checks before an op writes out while it reads self and the indices.
+void checkIndexingOverlap(const at::Tensor& out, const at::Tensor& self,
+                          const c10::List<std::optional<at::Tensor>>& indices) {
+  at::assert_no_internal_overlap(out);
+  at::assert_no_overlap(out, self);
+  for (const std::optional<at::Tensor>& index : indices) {
+    if (index && index->defined()) at::assert_no_overlap(out, *index);
+  }
+}
+
 at::Tensor& indexOut(const at::Tensor& self, const c10::List<std::optional<at::Tensor>>& indices, at::Tensor& out) {
-  if (out.device() != self.device() || out.scalar_type() != self.scalar_type() || overlaps(out, self)) {
+  checkIndexingOverlap(out, self, indices);
+  if (out.device() != self.device() || out.scalar_type() != self.scalar_type()) {
     return Fallback<ATEN_OP2(index, Tensor_out)>::call(self, indices, out);
   }
   return assign(out, indexGather(self, indices));
@@ -240,6 +251,11 @@ at::Tensor& indexOut(const at::Tensor& self, const c10::List<std::optional<at::T
 // self[indices] = values (+= with accumulate); values broadcast to the selection's shape.
 at::Tensor& indexPut(at::Tensor& self, const c10::List<std::optional<at::Tensor>>& indices, const at::Tensor& values,
                      bool accumulate, bool unsafe) {
+  // aten's _index_put_impl_ checks (an expanded self is only deprecated there).
+  at::assert_no_overlap(self, values);
+  for (const std::optional<at::Tensor>& index : indices) {
+    if (index && index->defined()) at::assert_no_overlap(self, *index);
+  }
   const bool cpu_scalar = values.is_cpu() && values.dim() == 0;  // torch moves it to self's device
   std::optional<AdvancedIndex> plan;
   if (values.scalar_type() == self.scalar_type() && (values.device() == self.device() || cpu_scalar) &&
@@ -250,8 +266,7 @@ at::Tensor& indexPut(at::Tensor& self, const c10::List<std::optional<at::Tensor>
     return Fallback<ATEN_OP(_index_put_impl_)>::call(self, indices, values, accumulate, unsafe);
   }
   if (plan->selectsNothing()) return self;
-  at::Tensor source = values.to(self.device());
-  if (overlaps(self, source)) source = source.clone();  // read all of values before self changes
+  const at::Tensor source = values.to(self.device());
   launchInstruction(accumulate ? isa::Opcode::kScatterAdd : isa::Opcode::kScatter, plan->source,
                     {plan->folded(source.expand(plan->result_shape)), plan->foldedOffsets()}, plan->immediates());
   return self;
@@ -266,9 +281,10 @@ at::Tensor takeFlat(const at::Tensor& self, const at::Tensor& index) {
 }
 
 at::Tensor& takeOut(const at::Tensor& self, const at::Tensor& index, at::Tensor& out) {
-  if (out.device() != self.device() || out.scalar_type() != self.scalar_type() || overlaps(out, self)) {
+  if (out.device() != self.device() || out.scalar_type() != self.scalar_type()) {
     return Fallback<ATEN_OP2(take, out)>::call(self, index, out);
   }
+  checkIndexingOverlap(out, self, {index});
   return assign(out, takeFlat(self, index));
 }
 
@@ -293,6 +309,7 @@ at::Tensor maskedSelect(const at::Tensor& self, const at::Tensor& mask) {
 }
 
 at::Tensor& maskedSelectOut(const at::Tensor& self, const at::Tensor& mask, at::Tensor& out) {
+  checkIndexingOverlap(out, self, {mask});
   const at::Tensor selected = maskedSelect(self, mask);
   at::native::resize_output(out, selected.sizes());
   return out.copy_(selected);

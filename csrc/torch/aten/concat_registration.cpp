@@ -1,5 +1,6 @@
 // cat on pto (and stack, which PyTorch builds on it): each input is one tmov
 // (or tcvt, when promoted) into its slice of the output.
+#include <ATen/MemoryOverlap.h>
 #include <ATen/WrapDimUtils.h>
 #include <ATen/native/Resize.h>
 #include <ATen/Operators.h>
@@ -42,6 +43,9 @@ bool catNative(const at::ITensorListRef& tensors, int64_t dim, at::Tensor& out) 
     shape[d] += t.size(d);
   }
   at::native::resize_output(out, shape);
+  // aten's cat checks, on the resized out (stack reaches them too).
+  at::assert_no_internal_overlap(out);
+  for (const at::Tensor& t : tensors) at::assert_no_overlap(out, t);
   int64_t offset = 0;
   for (const at::Tensor& t : inputs) {
     if (t.numel() > 0) copyOnDevice(out.narrow(d, offset, t.size(d)), t);

@@ -67,11 +67,14 @@ at::Tensor& maskedScatter(at::Tensor& self, const at::Tensor& mask, const at::Te
               mask.scalar_type());
   TORCH_CHECK(self.scalar_type() == source.scalar_type(), "masked_scatter_: expected self and source to have same ",
               "dtypes but got ", self.scalar_type(), " and ", source.scalar_type());
+  at::assert_no_internal_overlap(self);
   at::Tensor target = self.dim() == 0 ? self.view({1}) : self;  // 0-dim: as a one-element line
   const at::Tensor selected = mask.expand(self.sizes()).reshape(target.sizes());
   const int64_t count = selected.sum().item<int64_t>();
   TORCH_CHECK(source.numel() >= count, "Number of elements of source < number of ones in mask");
-  target.index_put_({std::optional<at::Tensor>(selected)}, source.reshape({-1}).narrow(0, 0, count));
+  // masked_scatter_ may read a source that aliases self (index_put_ may not): read it first.
+  const at::Tensor taken = source.reshape({-1}).narrow(0, 0, count);
+  target.index_put_({std::optional<at::Tensor>(selected)}, overlaps(self, taken) ? taken.clone() : taken);
   return self;
 }
 

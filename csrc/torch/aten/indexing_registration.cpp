@@ -3,6 +3,7 @@
 // tril/triu are one ttril/ttriu;
 // arange is tiota, linspace two counts from its ends; nll_loss is a gather plus a few elementwise instructions. Indices out of range fail the tgather kernel, and
 // the next synchronising call raises, naming it.
+#include <ATen/MemoryOverlap.h>
 #include <ATen/WrapDimUtils.h>
 #include <ATen/core/Reduction.h>
 #include <ATen/native/Resize.h>
@@ -40,11 +41,18 @@ at::Tensor gather(const at::Tensor& self, int64_t dim, const at::Tensor& index, 
 
 at::Tensor& gatherOut(const at::Tensor& self, int64_t dim, const at::Tensor& index, bool sparse_grad, at::Tensor& out) {
   if (out.device() == self.device()) at::native::resize_output(out, index.sizes());
+  // aten's gather checks, on the resized out.
+  at::assert_no_internal_overlap(out);
+  at::assert_no_overlap(out, self);
+  at::assert_no_partial_overlap(out, index);
   if (!gatherInto(out, self, dim, index)) Fallback<ATEN_OP2(gather, out)>::call(self, dim, index, sparse_grad, out);
   return out;
 }
 
 at::Tensor& indexSelectOut(const at::Tensor& self, int64_t dim, const at::Tensor& index, at::Tensor& out) {
+  at::assert_no_internal_overlap(out);
+  at::assert_no_overlap(out, self);
+  at::assert_no_overlap(out, index);
   const bool native = self.dim() > 0 && index.dim() <= 1 &&
                       (index.scalar_type() == at::kLong || index.scalar_type() == at::kInt);
   if (native) {
@@ -105,6 +113,13 @@ at::Tensor& linspaceOut(const at::Scalar& start, const at::Scalar& end, int64_t 
   return out.copy_(at::where(at::lt(index, steps / 2), up, down));
 }
 
+// aten's index_add checks: out is written while index and source are read.
+void checkIndexAddOverlap(const at::Tensor& out, const at::Tensor& index, const at::Tensor& source) {
+  at::assert_no_internal_overlap(out);
+  at::assert_no_overlap(out, index);
+  at::assert_no_overlap(out, source);
+}
+
 // out = self, then out[..., index[i], ...] += alpha * source[..., i, ...].
 bool indexAddInto(at::Tensor& out, const at::Tensor& self, int64_t dim, const at::Tensor& index,
                   const at::Tensor& source, const at::Scalar& alpha) {
@@ -132,6 +147,7 @@ bool indexAddInto(at::Tensor& out, const at::Tensor& self, int64_t dim, const at
 
 at::Tensor& indexAddOut(const at::Tensor& self, int64_t dim, const at::Tensor& index, const at::Tensor& source,
                         const at::Scalar& alpha, at::Tensor& out) {
+  checkIndexAddOverlap(out, index, source);
   if (!indexAddInto(out, self, dim, index, source, alpha)) {
     Fallback<ATEN_OP2(index_add, out)>::call(self, dim, index, source, alpha, out);
   }
@@ -146,6 +162,7 @@ at::Tensor indexAdd(const at::Tensor& self, int64_t dim, const at::Tensor& index
 
 at::Tensor& indexAddInplace(at::Tensor& self, int64_t dim, const at::Tensor& index, const at::Tensor& source,
                             const at::Scalar& alpha) {
+  checkIndexAddOverlap(self, index, source);
   if (!indexAddInto(self, self, dim, index, source, alpha)) {
     Fallback<ATEN_OP(index_add_)>::call(self, dim, index, source, alpha);
   }

@@ -56,6 +56,10 @@ std::tuple<at::Tensor&, at::Tensor&> sortOut(const at::Tensor& self, std::option
   const int64_t axis = at::maybe_wrap_dim(dim, self.dim());
   at::native::resize_output(values, self.sizes());
   at::native::resize_output(indices, self.sizes());
+  // aten's sort copies self into values (copy_'s checks), then sorts both outputs in place.
+  at::assert_no_internal_overlap(values);
+  at::assert_no_partial_overlap(values, self);
+  at::assert_no_internal_overlap(indices);
   selectInto(isa::Opcode::kArgsort, self, axis, descending, values, indices);
   return {values, indices};
 }
@@ -74,6 +78,11 @@ std::tuple<at::Tensor&, at::Tensor&> topkOut(const at::Tensor& self, c10::SymInt
   if (!shape.empty()) shape[axis] = count;
   at::native::resize_output(values, shape);
   at::native::resize_output(indices, shape);
+  // aten's topk iterator checks: two outputs, self read.
+  for (const at::Tensor& out : {values, indices}) {
+    at::assert_no_internal_overlap(out);
+    at::assert_no_partial_overlap(out, self);
+  }
   selectInto(isa::Opcode::kTopk, self, axis, largest, values, indices);
   return {values, indices};
 }
@@ -89,6 +98,9 @@ at::Tensor& scanOut(const at::Tensor& self, int64_t dim, std::optional<at::Scala
   if (!out.is_same(self)) at::native::resize_output(out, self.sizes());
   if (out.numel() == 0) return out;
   const at::Tensor input = self.to(out.scalar_type());
+  // aten's scan iterator checks (in place is a full overlap, which they allow).
+  at::assert_no_internal_overlap(out);
+  at::assert_no_partial_overlap(out, input);
   const bool in_place = at::get_overlap_status(out, input) == at::MemOverlapStatus::Full;
   const at::Tensor result = !in_place && sharesStorage(out, input) ? at::empty(out.sizes(), out.options()) : out;
   launchInstruction(opcode, result, {input}, {static_cast<double>(axis), 0.0});
