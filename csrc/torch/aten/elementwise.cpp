@@ -140,7 +140,13 @@ at::Tensor& fill(at::Tensor& self, const at::Scalar& value) {
   }
   if (self.numel() > 0) {
     const double immediate = value.isBoolean() ? static_cast<double>(value.toBool()) : value.toDouble();
-    launchInstruction(Opcode::kFill, self, {}, {immediate, 0.0});
+    // An expanded tensor (stride 0) holds each element once: fill that, as CPU's
+    // fill_ allows, since an instruction's output may not write an element twice.
+    at::Tensor distinct = self;
+    for (int64_t d = 0; d < self.dim(); ++d) {
+      if (self.stride(d) == 0) distinct = distinct.narrow(d, 0, 1);
+    }
+    launchInstruction(Opcode::kFill, distinct, {}, {immediate, 0.0});
   }
   return self;
 }
