@@ -7,7 +7,7 @@ import torch
 from torch.testing._internal.common_methods_invocations import op_db
 
 import pypto_torch
-from opinfo_sweep import opinfo_tests
+from opinfo_sweep import check_forward, opinfo_tests
 
 NAMES = {"cat", "stack", "clamp", "masked_fill", "var", "std", "logsumexp", "nn.functional.leaky_relu",
          "nn.functional.softplus", "fmod", "remainder", "atan2", "nn.functional.scaled_dot_product_attention",
@@ -22,6 +22,13 @@ DTYPES = [torch.float32, torch.float16, torch.bfloat16, torch.int64, torch.bool]
 # at most an ulp or two apart.
 TOLERANCES = {torch.float32: {"rtol": 1e-5, "atol": 1e-5}, torch.float16: {"rtol": 2e-3, "atol": 2e-3},
               torch.bfloat16: {"rtol": 1.6e-2, "atol": 1.6e-2}}
+
+
+def test_logaddexp_of_complex_numbers_keeps_them_complex():
+    """Complex operands have no maximum to shift by: they take the CPU's kernel."""
+    op = next(op for op in OPS if op.name == "logaddexp")
+    for dtype in (torch.complex64, torch.complex128):
+        assert check_forward(op, dtype, rtol=1e-5, atol=1e-5) > 0
 
 
 def test_the_sweep_covers_every_composite():

@@ -1,11 +1,13 @@
 // Pointwise aten ops pto runs as one or two native instructions: clamp,
 // masked_fill, leaky_relu, softplus, isposinf/isneginf, the logical ops. Same formulas and NaN
 // behaviour as PyTorch's CPU kernels.
+#include <ATen/Operators.h>
 #include <torch/library.h>
 
 #include <limits>
 
 #include "composite.h"
+#include "fallback.h"
 
 namespace pto::backend {
 namespace {
@@ -66,9 +68,11 @@ at::Tensor& hardtanhBackwardOut(const at::Tensor& grad, const at::Tensor& self, 
 }
 
 // log(exp(a) + exp(b)) as the CPU computes it: max + log1p(exp(-|a - b|)), and
-// a itself where both are the same infinity.
+// a itself where both are the same infinity. Complex operands have no maximum: the
+// CPU's kernel takes them.
 at::Tensor logaddexpOf(const at::Tensor& self, const at::Tensor& other) {
   at::ScalarType type = at::result_type(self, other);
+  if (at::isComplexType(type)) return Fallback<ATEN_OP(logaddexp)>::call(self, other);
   if (!at::isFloatingType(type)) type = at::typeMetaToScalarType(at::get_default_dtype());
   const at::Tensor a = widened(self.to(type)), b = widened(other.to(type));
   const at::Tensor sum = at::add(at::maximum(a, b), at::log1p(at::exp(at::neg(at::abs(at::sub(a, b))))));
