@@ -9,7 +9,7 @@ from torch.testing import assert_close
 from torch.testing._internal.common_methods_invocations import op_db
 
 import pypto_torch
-from opinfo_sweep import opinfo_tests
+from opinfo_sweep import check_forward, opinfo_tests
 
 OPS = [op for op in op_db if op.name in ("nn.functional.layer_norm", "nn.functional.rms_norm",
                                         "nn.functional.batch_norm") and op.variant_test_name == ""]
@@ -22,6 +22,19 @@ TOLERANCES = {torch.float32: {"rtol": 1e-5, "atol": 1e-5}, torch.float64: {},
 test_opinfo_forward_matches_cpu, test_opinfo_gradients_match_cpu = opinfo_tests(
     OPS, list(TOLERANCES), tolerance=lambda op, dtype: TOLERANCES[dtype],
     gradient_tolerance={"rtol": 1e-4, "atol": 1e-4})
+
+
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16], ids=str)
+def test_native_batch_norm_saves_statistics_in_the_cpus_dtype(dtype):
+    """The input's dtype, or float32 when the parameters are float32 (mixed type)."""
+    op = next(op for op in op_db if op.name == "native_batch_norm")
+    assert check_forward(op, dtype, **TOLERANCES[dtype]) > 0
+    x = torch.randn(4, 3, 5).to(dtype)
+    for parameters in (dtype, torch.float32):
+        weight, bias, mean, var = (torch.ones(3, dtype=parameters) for _ in range(4))
+        want = torch.native_batch_norm(x, weight, bias, mean, var, True, 0.1, 1e-5)
+        got = torch.native_batch_norm(*(t.to("pto") for t in (x, weight, bias, mean, var)), True, 0.1, 1e-5)
+        assert [t.dtype for t in got] == [t.dtype for t in want]
 
 
 def test_layer_norm_is_native():

@@ -126,6 +126,16 @@ at::Tensor perChannel(const at::Tensor& vector, const at::Tensor& input) {
   return vector.reshape(shape);
 }
 
+// The dtype of batch_norm's saved statistics, as the CPU gives them: the input's, or
+// float32 where a float16/bfloat16 input comes with float32 parameters (mixed type).
+at::ScalarType statisticsType(const at::Tensor& input, std::initializer_list<std::optional<at::Tensor>> parameters) {
+  if (!at::isReducedFloatingType(input.scalar_type())) return input.scalar_type();
+  for (const std::optional<at::Tensor>& p : parameters) {
+    if (p && p->defined() && p->scalar_type() == at::kFloat) return at::kFloat;
+  }
+  return input.scalar_type();
+}
+
 std::tuple<at::Tensor, at::Tensor, at::Tensor> batchNorm(
     const at::Tensor& input, const std::optional<at::Tensor>& weight, const std::optional<at::Tensor>& bias,
     const std::optional<at::Tensor>& running_mean, const std::optional<at::Tensor>& running_var, bool training,
@@ -133,6 +143,7 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> batchNorm(
   TORCH_CHECK(input.dim() >= 2, "batch_norm: expected an input with at least 2 dims, got ", input.sizes());
   const at::Tensor x = widened(input);
   const std::vector<int64_t> dims = batchDims(input);
+  const at::ScalarType statistics = statisticsType(input, {weight, bias, running_mean, running_var});
   at::Tensor mean, invstd, save_mean, save_invstd;
   if (training) {
     mean = x.mean(dims);
@@ -147,15 +158,15 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> batchNorm(
       const at::Tensor unbiased = n > 1 ? biased * (static_cast<double>(n) / static_cast<double>(n - 1)) : biased;
       running_var->copy_(*running_var * (1 - momentum) + unbiased * momentum);
     }
-    save_mean = mean;
-    save_invstd = invstd;
+    save_mean = mean.to(statistics);
+    save_invstd = invstd.to(statistics);
   } else {
     TORCH_CHECK(running_mean && running_mean->defined() && running_var && running_var->defined(),
                 "batch_norm: running_mean and running_var must be defined in evaluation mode");
     mean = widened(*running_mean);
     invstd = (widened(*running_var) + eps).rsqrt();
-    save_mean = at::empty({0}, x.options());
-    save_invstd = at::empty({0}, x.options());
+    save_mean = at::empty({0}, x.options().dtype(statistics));
+    save_invstd = at::empty({0}, x.options().dtype(statistics));
   }
   at::Tensor out = (x - perChannel(mean, x)) * perChannel(invstd, x);
   if (weight && weight->defined()) out = out * perChannel(widened(*weight), x);
