@@ -9,7 +9,7 @@ from torch.testing import assert_close
 from torch.testing._internal.common_methods_invocations import op_db
 
 import pypto_torch
-from opinfo_sweep import ONE_ULP, opinfo_tests
+from opinfo_sweep import ONE_ULP, check_forward, opinfo_tests
 
 NAMES = {"nn.functional.max_pool2d", "nn.functional.avg_pool2d", "nn.functional.adaptive_avg_pool2d",
          "nn.functional.interpolate"}
@@ -82,6 +82,13 @@ def test_bilinear_upsampling_and_gradient_run_natively(align_corners, size, scal
     want.sum().backward()
     assert_close(out.detach().cpu(), want.detach())
     assert_close(xp.grad.cpu(), x.grad)
+
+
+def test_float64_bilinear_weights_are_doubles():
+    """PyTorch computes the source positions and weights in the opmath type: double for
+    float64 images (float weights were off by ~1e-6)."""
+    op = next(op for op in OPS if op.variant_test_name == "bilinear")
+    assert check_forward(op, torch.float64) > 0
 
 
 def test_bad_pooling_arguments_raise_pytorchs_message():

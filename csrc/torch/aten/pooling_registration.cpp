@@ -289,26 +289,34 @@ struct LinearAxis {
   at::Tensor low, high, low_weight, high_weight;  // [out] indices (int64) and weights
 };
 
-LinearAxis linearAxis(int64_t input, int64_t output, bool align_corners, std::optional<double> scale,
-                      const at::TensorOptions& options) {
-  const float ratio = align_corners ? (output > 1 ? static_cast<float>(input - 1) / static_cast<float>(output - 1) : 0.0f)
-                      : scale.has_value() && *scale > 0 ? static_cast<float>(1.0 / *scale)
-                                                        : static_cast<float>(input) / static_cast<float>(output);
+// Indices and weights in T, PyTorch's opmath type: double for float64, float otherwise.
+template <typename T>
+LinearAxis linearAxisIn(int64_t input, int64_t output, bool align_corners, std::optional<double> scale,
+                        const at::TensorOptions& options) {
+  const T ratio = align_corners ? (output > 1 ? static_cast<T>(input - 1) / static_cast<T>(output - 1) : T(0))
+                  : scale.has_value() && *scale > 0 ? static_cast<T>(1.0 / *scale)
+                                                    : static_cast<T>(input) / static_cast<T>(output);
   std::vector<int64_t> low(static_cast<size_t>(output)), high(low.size());
-  std::vector<float> low_weight(low.size()), high_weight(low.size());
+  std::vector<T> low_weight(low.size()), high_weight(low.size());
   for (int64_t i = 0; i < output; ++i) {
-    const float source = align_corners ? ratio * static_cast<float>(i)
-                                       : std::max(ratio * (static_cast<float>(i) + 0.5f) - 0.5f, 0.0f);
+    const T source = align_corners ? ratio * static_cast<T>(i)
+                                   : std::max(ratio * (static_cast<T>(i) + T(0.5)) - T(0.5), T(0));
     low[i] = std::min(static_cast<int64_t>(source), input - 1);
     high[i] = std::min(low[i] + 1, input - 1);
-    high_weight[i] = std::min(std::max(source - static_cast<float>(low[i]), 0.0f), 1.0f);
-    low_weight[i] = 1.0f - high_weight[i];
+    high_weight[i] = std::min(std::max(source - static_cast<T>(low[i]), T(0)), T(1));
+    low_weight[i] = T(1) - high_weight[i];
   }
   const auto device = options.device();
   const auto weights = options.dtype(at::isReducedFloatingType(options.dtype().toScalarType())
                                          ? at::kFloat : options.dtype().toScalarType());
   return {at::tensor(low, at::kLong).to(device), at::tensor(high, at::kLong).to(device),
           at::tensor(low_weight).to(weights), at::tensor(high_weight).to(weights)};
+}
+
+LinearAxis linearAxis(int64_t input, int64_t output, bool align_corners, std::optional<double> scale,
+                      const at::TensorOptions& options) {
+  return options.dtype() == at::kDouble ? linearAxisIn<double>(input, output, align_corners, scale, options)
+                                        : linearAxisIn<float>(input, output, align_corners, scale, options);
 }
 
 bool bilinearNative(const at::Tensor& t) { return at::isFloatingType(t.scalar_type()) && t.dim() == 4; }
