@@ -9,10 +9,13 @@
 #include <cstdint>
 #include <cstdlib>
 #include <set>
+#include <stdexcept>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include "runtime/pto_runtime.h"
+#include "runtime/sim/sim_faults.h"
 #include "runtime_test_support.h"
 
 namespace {
@@ -186,3 +189,32 @@ TEST(RuntimeDevice, RecentErrorMessageIsPerThread) {
 }
 
 }  // namespace
+
+// --- Fault injection (PTO_SIM_FAULTS) -------------------------------------
+
+TEST(RuntimeFaults, APlanNamesTheCallsToFailBySite) {
+  using pto::rt::sim::FaultSite;
+  const auto plan = pto::rt::sim::parseFaultPlan("kernel:3,malloc:2,malloc:5");
+  pto::rt::sim::FaultInjector faults(plan);
+  std::vector<uint64_t> kernel_strikes, malloc_strikes;
+  for (int call = 0; call < 6; ++call) {
+    kernel_strikes.push_back(faults.strike(FaultSite::kKernel));
+    malloc_strikes.push_back(faults.strike(FaultSite::kMalloc));
+    EXPECT_EQ(0u, faults.strike(FaultSite::kMemcpy));
+  }
+  EXPECT_EQ((std::vector<uint64_t>{0, 0, 3, 0, 0, 0}), kernel_strikes);
+  EXPECT_EQ((std::vector<uint64_t>{0, 2, 0, 0, 5, 0}), malloc_strikes);
+  EXPECT_EQ("fault injected by PTO_SIM_FAULTS (kernel:3)",
+            pto::rt::sim::describeFault(FaultSite::kKernel, 3));
+}
+
+TEST(RuntimeFaults, AMalformedPlanIsRefusedNamingTheEntry) {
+  for (const char* text : {"kernel", "kernel:0", "kernel:x", "disk:3", "memset:-1", ":4"}) {
+    try {
+      pto::rt::sim::parseFaultPlan(text);
+      ADD_FAILURE() << text << " was accepted";
+    } catch (const std::invalid_argument& error) {
+      EXPECT_TRUE(contains(error.what(), "PTO_SIM_FAULTS")) << error.what();
+    }
+  }
+}

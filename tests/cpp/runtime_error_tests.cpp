@@ -48,12 +48,13 @@ ptoError launchFailure(ptoStream stream, const char* name, const char* text) {
 }
 
 // Waits until everything queued on `stream` so far has run, without
-// synchronizing the stream (which would report and clear its sticky error).
+// synchronizing the stream (which would report and clear its sticky error): an
+// event reports the failure too, but leaves it on the stream.
 void waitUntilRun(ptoStream stream) {
   ptoEvent done = nullptr;
   EXPECT_PTO_OK(ptoEventCreate(&done));
   EXPECT_PTO_OK(ptoEventRecord(done, stream));
-  EXPECT_PTO_OK(ptoEventSynchronize(done));
+  ptoEventSynchronize(done);
   EXPECT_PTO_OK(ptoEventDestroy(done));
 }
 
@@ -288,3 +289,35 @@ TEST(RuntimeError, SetKernelErrorReturnsItsCodeAndSetsTheMessage) {
 }
 
 }  // namespace
+
+// --- Events after a failure ----------------------------------------------
+
+TEST(RuntimeError, AnEventRecordedAfterAFailureReportsItAsTheStreamDoes) {
+  Stream stream;
+  ptoEvent event = nullptr;
+  ASSERT_PTO_OK(ptoEventCreate(&event));
+  ASSERT_PTO_OK(ptoLaunchKernel(stream.get(), "boom_kernel", &boomKernel, nullptr, 0));
+  ASSERT_PTO_OK(ptoEventRecord(event, stream.get()));
+
+  EXPECT_EQ(PTO_ERROR_LAUNCH_FAILED, ptoEventSynchronize(event));
+  EXPECT_TRUE(contains(ptoGetRecentErrMsg(), "boom_kernel")) << ptoGetRecentErrMsg();
+  EXPECT_EQ(PTO_ERROR_LAUNCH_FAILED, ptoEventQuery(event));
+  // The stream's own synchronization still reports (and clears) it.
+  EXPECT_EQ(PTO_ERROR_LAUNCH_FAILED, ptoStreamSynchronize(stream.get()));
+
+  ASSERT_PTO_OK(ptoEventRecord(event, stream.get()));
+  EXPECT_PTO_OK(ptoEventSynchronize(event));
+  EXPECT_PTO_OK(ptoEventQuery(event));
+  EXPECT_PTO_OK(ptoEventDestroy(event));
+}
+
+TEST(RuntimeError, AnEventRecordedBeforeAFailureSucceeds) {
+  Stream stream;
+  ptoEvent event = nullptr;
+  ASSERT_PTO_OK(ptoEventCreate(&event));
+  ASSERT_PTO_OK(ptoEventRecord(event, stream.get()));
+  ASSERT_PTO_OK(ptoLaunchKernel(stream.get(), "boom_kernel", &boomKernel, nullptr, 0));
+  EXPECT_EQ(PTO_ERROR_LAUNCH_FAILED, ptoStreamSynchronize(stream.get()));
+  EXPECT_PTO_OK(ptoEventSynchronize(event));
+  EXPECT_PTO_OK(ptoEventDestroy(event));
+}

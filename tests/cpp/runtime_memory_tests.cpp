@@ -3,9 +3,12 @@
 // copies and fills with their range checks.
 #include <gtest/gtest.h>
 
+#include <atomic>
+#include <chrono>
 #include <cstdint>
 #include <cstring>
 #include <numeric>
+#include <thread>
 #include <vector>
 
 #include "runtime/pto_runtime.h"
@@ -508,3 +511,25 @@ TEST(RuntimeMemory, AsyncCopiesValidateRangesAtTheCall) {
 }
 
 }  // namespace
+
+// As cudaFree: memory goes back to the device only after the work queued on it.
+TEST(RuntimeMemory, FreeWaitsForWorkQueuedOnTheDevice) {
+  void* ptr = nullptr;
+  ASSERT_PTO_OK(ptoMalloc(&ptr, 1 << 20));
+  Stream stream;
+  Latch latch;
+  ASSERT_PTO_OK(ptoLaunchHostFunc(stream.get(), &waitOnLatch, &latch));
+  ASSERT_PTO_OK(ptoMemsetAsync(ptr, 7, 1 << 20, stream.get()));
+  std::atomic<bool> freed{false};
+  std::thread freeing([&] {
+    EXPECT_PTO_OK(ptoFree(ptr));
+    freed = true;
+  });
+  std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  const bool freed_while_queued = freed;
+  latch.open();
+  freeing.join();
+  EXPECT_FALSE(freed_while_queued);
+  EXPECT_TRUE(freed);
+  EXPECT_PTO_OK(ptoStreamSynchronize(stream.get()));
+}
