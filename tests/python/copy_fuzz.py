@@ -32,7 +32,6 @@ DTYPES = [torch.complex64, torch.complex128, torch.float64, torch.float32, torch
           torch.int8, torch.int16, torch.int32, torch.int64, torch.uint8, torch.bool]
 _BITS = {1: torch.uint8, 2: torch.int16, 4: torch.int32, 8: torch.int64}
 _COMPLEX_OF = {torch.float32: torch.complex64, torch.float64: torch.complex128}
-MAX_RANK = 8
 
 
 def _devices():
@@ -94,7 +93,7 @@ def _draw_shape(rng: random.Random):
 
 def _draw_view(rng: random.Random, shape, writable: bool):
     """A recipe for a view of `shape` over a fresh storage: the storage's length and
-    the view's (sizes, strides, offset), plus math-bit and flip transforms."""
+    the view's sizes, strides and offset (_decorate adds math bits and flips)."""
     rank = len(shape)
     numel = 1
     for s in shape:
@@ -105,7 +104,7 @@ def _draw_view(rng: random.Random, shape, writable: bool):
         offset = rng.randint(0, 5)
         span = sum((s - 1) * st for s, st in zip(shape, strides)) if numel else 0
         return {"storage": offset + span + 1 + rng.randint(0, 3), "sizes": list(shape), "strides": strides,
-                "offset": offset, "kind": "as_strided"}
+                "offset": offset}
     # A dense base in a random dimension order, sliced with random starts and steps,
     # some dimensions broadcast from one element (read-only views only).
     order = list(range(rank))
@@ -135,7 +134,7 @@ def _draw_view(rng: random.Random, shape, writable: bool):
     offset = lead + sum(starts[d] * base_strides[d] for d in range(rank))
     strides = [0 if expanded[d] else base_strides[d] * steps[d] for d in range(rank)]
     return {"storage": lead + storage_extent + rng.randint(0, 2), "sizes": list(shape), "strides": strides,
-            "offset": offset, "kind": "sliced"}
+            "offset": offset}
 
 
 def _decorate(rng: random.Random, recipe, dtype, writable: bool):
@@ -224,7 +223,6 @@ class Case:
     def __init__(self, seed: int, index: int):
         self.seed, self.index = seed, index
         rng = random.Random(seed * 1_000_003 + index)
-        self.rng = rng
         self.torch_seed = rng.getrandbits(62)
         devices = _devices()
         directions = ["h2d", "d2h", "d2d"] + (["x01", "x10"] if len(devices) > 1 else [])
