@@ -209,7 +209,7 @@ TEST(RuntimeFaults, APlanNamesTheCallsToFailBySite) {
 }
 
 TEST(RuntimeFaults, AMalformedPlanIsRefusedNamingTheEntry) {
-  for (const char* text : {"kernel", "kernel:0", "kernel:x", "disk:3", "memset:-1", ":4"}) {
+  for (const char* text : {"kernel", "kernel:0", "kernel:x", "disk:3", "memset:1", "malloc:-1", ":4"}) {
     try {
       pto::rt::sim::parseFaultPlan(text);
       ADD_FAILURE() << text << " was accepted";

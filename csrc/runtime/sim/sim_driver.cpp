@@ -188,7 +188,6 @@ class SimDriver final : public Driver {
     Command command;
     command.kind = Command::Kind::kMemset;
     command.name = "memset";
-    command.injected_fault = faults_.strike(FaultSite::kMemset);
     command.dst = ptr;
     command.bytes = count;
     command.fill_value = value;

@@ -14,8 +14,8 @@
 
 namespace pto::rt::sim {
 
-enum class FaultSite : uint8_t { kMalloc, kMemcpy, kMemset, kKernel };
-constexpr size_t kFaultSiteCount = 4;
+enum class FaultSite : uint8_t { kMalloc, kMemcpy, kKernel };
+constexpr size_t kFaultSiteCount = 3;
 
 // The calls to fail, by site: 1 is the first call.
 using FaultPlan = std::array<std::set<uint64_t>, kFaultSiteCount>;

@@ -147,9 +147,7 @@ void SimStream::execute(Command& command) {
 
 void SimStream::runCommand(Command& command) {
   if (command.injected_fault != 0) {
-    const FaultSite site = command.kind == Command::Kind::kKernel   ? FaultSite::kKernel
-                           : command.kind == Command::Kind::kMemcpy ? FaultSite::kMemcpy
-                                                                    : FaultSite::kMemset;
+    const FaultSite site = command.kind == Command::Kind::kKernel ? FaultSite::kKernel : FaultSite::kMemcpy;
     recordFailure(command.name, PTO_ERROR_LAUNCH_FAILED, describeFault(site, command.injected_fault));
     return;
   }
