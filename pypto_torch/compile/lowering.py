@@ -40,11 +40,13 @@ class Lowerer:
         return View(Storage(dtype, self.device), shape, contiguous_strides(shape))
 
     def new_result(self) -> View:
-        """A new contiguous buffer with the node's result dtype and shape."""
-        return self.new(self.meta.dtype, self.meta.shape)
+        """A new buffer with the node's result dtype, shape and strides."""
+        return self.like_meta(self.meta)
 
     def like_meta(self, meta: torch.Tensor) -> View:
-        """A new buffer with the layout aten gives the result (strides included)."""
+        """A new buffer with the layout aten gives the result (strides included): the
+        graph's later views were traced on those strides (an elementwise op on a
+        transposed tensor is transposed too, and a view of it may be no view otherwise)."""
         shape, strides = tuple(meta.shape), tuple(meta.stride())
         if any(s < 0 for s in strides):
             raise Unsupported("negative result strides")
@@ -254,22 +256,22 @@ def _pow_scalar(lw: Lowerer, a, exponent):
     dtype, shape = lw.meta.dtype, lw.meta.shape
     x = lw.operand(a, dtype, shape)
     if exponent == 2:
-        return lw.emit("tmul", lw.new(dtype, shape), x, x)
+        return lw.emit("tmul", lw.new_result(), x, x)
     if exponent == 3:  # gelu's tanh form (GPT-2) cubes: two products, not a pow
-        return lw.emit("tmul", lw.new(dtype, shape), lw.emit("tmul", lw.new(dtype, shape), x, x), x)
+        return lw.emit("tmul", lw.new_result(), lw.emit("tmul", lw.new(dtype, shape), x, x), x)
     if exponent == 1:
-        return lw.emit("tmov", lw.new(dtype, shape), x)
+        return lw.emit("tmov", lw.new_result(), x)
     if exponent == 0.5:
-        return lw.emit("tsqrt", lw.new(dtype, shape), x)
+        return lw.emit("tsqrt", lw.new_result(), x)
     if exponent == -1:
-        return lw.emit("trecip", lw.new(dtype, shape), x)
-    return lw.emit("tpow", lw.new(dtype, shape), x, lw.operand(exponent, dtype, shape))
+        return lw.emit("trecip", lw.new_result(), x)
+    return lw.emit("tpow", lw.new_result(), x, lw.operand(exponent, dtype, shape))
 
 
 @register(aten.logical_not.default)
 def _logical_not(lw: Lowerer, a):
     zero = lw.operand(0, a.dtype, a.shape)
-    return lw.emit("tcmpeq", lw.new(torch.bool, a.shape), a, zero)
+    return lw.emit("tcmpeq", lw.new_result(), a, zero)
 
 
 @register(aten.where.self, aten.where.ScalarOther, aten.where.ScalarSelf, aten.where.Scalar)
@@ -284,10 +286,11 @@ def _clamp(lw: Lowerer, x, low=None, high=None):
     dtype, shape = lw.meta.dtype, lw.meta.shape
     out = lw.operand(x, dtype, shape)
     if low is not None:
-        out = lw.emit("tmax", lw.new(dtype, shape), out, lw.operand(low, dtype, shape))
+        out = lw.emit("tmax", lw.new_result() if high is None else lw.new(dtype, shape), out,
+                      lw.operand(low, dtype, shape))
     if high is not None:
-        out = lw.emit("tmin", lw.new(dtype, shape), out, lw.operand(high, dtype, shape))
-    return out if (low is not None or high is not None) else lw.emit("tmov", lw.new(dtype, shape), out)
+        out = lw.emit("tmin", lw.new_result(), out, lw.operand(high, dtype, shape))
+    return out if (low is not None or high is not None) else lw.emit("tmov", lw.new_result(), out)
 
 
 @register(aten.masked_fill.Scalar, aten.masked_fill.Tensor)
@@ -299,13 +302,12 @@ def _masked_fill(lw: Lowerer, x, mask, value):
 
 @register(aten.gelu.default)
 def _gelu(lw: Lowerer, x, approximate="none"):
-    return lw.emit("tgelut" if approximate == "tanh" else "tgelu", lw.new(x.dtype, x.shape), x)
+    return lw.emit("tgelut" if approximate == "tanh" else "tgelu", lw.new_result(), x)
 
 
 @register(aten.gelu_backward.default)
 def _gelu_backward(lw: Lowerer, grad, x, approximate="none"):
-    return lw.emit("tgelutgrad" if approximate == "tanh" else "tgelugrad", lw.new(x.dtype, x.shape),
-                   expand(grad, x.shape), x)
+    return lw.emit("tgelutgrad" if approximate == "tanh" else "tgelugrad", lw.new_result(), expand(grad, x.shape), x)
 
 
 def _activation_grad(mnemonic: str, *immediates: str):
@@ -326,7 +328,7 @@ LOWERINGS[aten.tanh_backward.default] = _activation_grad("ttanhgrad")
 # -- moves, copies, fills ------------------------------------------------------------------
 @register(aten.clone.default)
 def _clone(lw: Lowerer, x, memory_format=None):
-    return lw.emit("tmov", lw.like_meta(lw.meta), x)
+    return lw.emit("tmov", lw.new_result(), x)
 
 
 @register(aten._to_copy.default)
@@ -334,13 +336,13 @@ def _to_copy(lw: Lowerer, x, dtype=None, layout=None, device=None, pin_memory=No
              memory_format=None):
     if device is not None and torch.device(device).type != lw.device.type:
         raise Unsupported(f"a copy to {device}")
-    out = lw.like_meta(lw.meta)
+    out = lw.new_result()
     return lw.emit("tcvt" if out.dtype != x.dtype else "tmov", out, x)
 
 
 @register(aten.copy.default)
 def _copy(lw: Lowerer, destination, source, non_blocking=False):
-    out = lw.like_meta(lw.meta)
+    out = lw.new_result()
     return lw.emit("tcvt" if out.dtype != source.dtype else "tmov", out, lw.operand(source, source.dtype, out.shape))
 
 
@@ -365,7 +367,7 @@ def _fill(lw: Lowerer, *args, **kwargs):
             value = args[0]
         else:
             value = 0  # empty: any contents will do
-    return lw.emit("texpands", lw.like_meta(lw.meta), value=value)
+    return lw.emit("texpands", lw.new_result(), value=value)
 
 
 @register(aten.arange.start_step, aten.arange.default, aten.arange.start)
@@ -394,7 +396,7 @@ LOWERINGS.update({
     aten.select.int: lambda lw, x, dim, index: select(x, dim, index),
     aten.alias.default: lambda lw, x: x,
     aten.detach.default: lambda lw, x: x,
-    aten.lift_fresh_copy.default: lambda lw, x: lw.emit("tmov", lw.new(x.dtype, x.shape), x),
+    aten.lift_fresh_copy.default: lambda lw, x: lw.emit("tmov", lw.new_result(), x),
     aten.as_strided.default: lambda lw, x, size, stride, storage_offset=None: as_strided(x, size, stride, storage_offset),
 })
 
@@ -419,7 +421,7 @@ LOWERINGS.update({
 
 @register(aten.cat.default)
 def _cat(lw: Lowerer, tensors, dim=0):
-    out = lw.like_meta(lw.meta)
+    out = lw.new_result()
     dim = dim % out.rank
     at = 0
     for part in tensors:
@@ -512,7 +514,7 @@ def _row_op(mnemonic: str):
     def lower(lw: Lowerer, x, dim, half_to_float=False, *rest):
         if x.rank == 0:
             raise Unsupported("a row op on a scalar")
-        out = lw.like_meta(lw.meta)
+        out = lw.new_result()
         lw.emit(mnemonic, _last_dim(out, dim), lw.cast(_last_dim(x, dim), out.dtype))
         return out
     return lower
@@ -524,7 +526,7 @@ LOWERINGS[aten._log_softmax.default] = _row_op("tlogsoftmax")
 
 def _row_grad(mnemonic: str):
     def lower(lw: Lowerer, grad, output, dim, input_dtype):
-        out = lw.like_meta(lw.meta)
+        out = lw.new_result()
         lw.emit(mnemonic, _last_dim(out, dim), lw.cast(_last_dim(grad, dim), out.dtype),
                 lw.cast(_last_dim(output, dim), out.dtype))
         return out

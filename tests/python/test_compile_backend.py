@@ -151,3 +151,17 @@ def test_a_lowering_that_gives_up_takes_its_scalar_fills_with_it():
     assert segment.constants == [] and segment.constant_views == {}
     lowerer.scalar(2.0, torch.float32)
     assert len(segment.constants) == 1 and segment.constants[0].startswith("texpands")
+
+
+# Found by the Hugging Face models (test_compile_hf_models.py), each reduced to a few ops ---
+
+def test_an_elementwise_result_has_aten_strides_for_the_views_after_it():
+    """x * 2 of a transposed x is transposed too, and the graph's later view relies on it
+    (Llama's rotary embedding, then its attention output): given other strides, the view
+    was no view."""
+    def f(x):
+        return (x.transpose(1, 2) * 2).transpose(1, 2).reshape(2, 12, 32)
+
+    x = torch.randn(2, 12, 4, 8)
+    assert_close(torch.compile(f, backend="pypto")(x.to("pto")).cpu(), f(x))
+
