@@ -34,10 +34,16 @@ def attention(query, key, value, attn_mask=None, dropout_p=0.0, is_causal=False,
     """F.scaled_dot_product_attention kept whole, as one fused attention program (the
     lowering of the CPU flash op), where it is plain attention; otherwise as torch runs
     it. Dynamo's graph calls this in its place (see keep_attention_whole)."""
+    # The CPU flash op has no gradient for the mask (T5's learnt position bias is one).
     if (dropout_p != 0.0 or enable_gqa or query.dim() != 4 or key.shape[:-2] != query.shape[:-2]
-            or (attn_mask is not None and attn_mask.dim() > 4)):
+            or (attn_mask is not None and (attn_mask.dim() > 4 or attn_mask.requires_grad))):
         return F.scaled_dot_product_attention(query, key, value, attn_mask, dropout_p, is_causal, scale=scale,
                                               enable_gqa=enable_gqa)
+    if attn_mask is not None and attn_mask.dtype == torch.bool:
+        # The flash op takes additive masks only; this is how scaled_dot_product_attention
+        # itself turns a boolean one (True: take part) into one.
+        attn_mask = torch.zeros(attn_mask.shape, dtype=query.dtype, device=attn_mask.device).masked_fill(
+            attn_mask.logical_not(), float("-inf"))
     return aten._scaled_dot_product_flash_attention_for_cpu(query, key, value, 0.0, is_causal, attn_mask=attn_mask,
                                                             scale=scale)[0]
 

@@ -609,16 +609,18 @@ def _attention(lw: Lowerer, q, k, v, dropout_p=0.0, is_causal=False, attn_mask=N
         else:
             scores = lw.emit("tadd", lw.new(compute, scores_shape), scores, lw.operand(attn_mask, compute, scores_shape),
                              alpha=1)
-    # The weights by the row softmax instruction; the logsumexp (read by the backward
-    # only: dead code in inference) as score minus log-softmax, at any one column.
     weights = lw.emit("tsoftmax", lw.new(compute, scores_shape), scores)
-    log_weights = lw.emit("tlogsoftmax", lw.new(compute, scores_shape), scores)
     out = lw.like_meta(out_meta)
     product = matmul(lw, lw.cast(weights, q.dtype), v, q.dtype)
     lw.emit("tmov", out, product)
+    # The rows' logsumexp (read by the backward only: dead code in inference) as max +
+    # log(sum(exp(score - max))): a masked column's -inf takes no part (a score minus its
+    # log-softmax would be -inf - -inf where a sliding window masks that column).
+    row_max = reduce(lw, "tamax", scores, [-1], True, compute)
+    shifted = lw.emit("tsub", lw.new(compute, scores_shape), scores, expand(row_max, scores_shape), alpha=1)
+    total = reduce(lw, "tsum", lw.emit("texp", lw.new(compute, scores_shape), shifted), [-1], True, compute, scale=1)
     lse = lw.like_meta(lse_meta)
-    first = slice_view(scores, -1, 0, 1)
-    lw.emit("tsub", unsqueeze(lse, -1), first, slice_view(log_weights, -1, 0, 1), alpha=1)
+    lw.emit("tadd", unsqueeze(lse, -1), lw.emit("tlog", lw.new(compute, total.shape), total), row_max, alpha=1)
     return out, lse
 
 

@@ -165,3 +165,33 @@ def test_an_elementwise_result_has_aten_strides_for_the_views_after_it():
     x = torch.randn(2, 12, 4, 8)
     assert_close(torch.compile(f, backend="pypto")(x.to("pto")).cpu(), f(x))
 
+
+def attention_gradients(device, mask, compiled):
+    """The output and the gradients of q, k, v (and of the mask, where it learns) of one
+    attention, on device."""
+    torch.manual_seed(0)
+    q, k, v = (torch.randn(2, 4, 12, 8).to(device).requires_grad_() for _ in range(3))
+    mask = mask.detach().to(device).requires_grad_(mask.requires_grad)
+    attend = torch.compile(F.scaled_dot_product_attention, backend="pypto") if compiled \
+        else F.scaled_dot_product_attention
+    out = attend(q, k, v, attn_mask=mask)
+    (out * torch.arange(out.numel(), device=device).view(out.shape).sin()).sum().backward()
+    leaves = (q, k, v, mask) if mask.requires_grad else (q, k, v)
+    return [out.detach().cpu()] + [leaf.grad.cpu() for leaf in leaves]
+
+
+@pytest.mark.parametrize("mask", ["boolean sliding window", "learnt additive bias"])
+def test_attention_with_a_mask_has_eager_cpu_gradients(mask):
+    """A boolean mask (Llama, Mistral) that hides a row's first column (Mistral's sliding
+    window: the logsumexp the backward reads must not be -inf - -inf there), and an additive
+    mask that learns (T5's position bias, which the CPU flash op cannot differentiate)."""
+    if mask == "boolean sliding window":
+        position = torch.arange(12)
+        distance = position[:, None] - position[None, :]
+        attn_mask = (distance >= 0) & (distance < 4)
+    else:
+        attn_mask = torch.randn(1, 4, 12, 12, requires_grad=True)
+    expected = attention_gradients("cpu", attn_mask, compiled=False)
+    actual = attention_gradients("pto", attn_mask, compiled=True)
+    for a, e in zip(actual, expected):
+        assert_close(a, e, rtol=1e-4, atol=1e-5)
