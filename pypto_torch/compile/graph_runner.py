@@ -286,11 +286,12 @@ def build_plan(gm: torch.fx.GraphModule, args, debug: bool = False, fuse: bool =
         if target.__name__ == "getitem" and isinstance(node_args[0], (tuple, list)):
             env[node] = node_args[0][node_args[1]]
             continue
-        why = None
+        meta, why = None, None
         try:
             meta = target(*pytree.tree_map(_meta, node_args), **pytree.tree_map(_meta, node_kwargs))
         except Exception as error:  # noqa: BLE001: any failure means "run it eagerly"
-            meta, why = None, f"no meta kernel ({type(error).__name__})"
+            why = f"no meta kernel ({type(error).__name__})"
+        shape_unknown = why is not None
         fn = lowering.LOWERINGS.get(target)
         if why is None and fn is None:
             why = f"no lowering for {target}"
@@ -306,7 +307,7 @@ def build_plan(gm: torch.fx.GraphModule, args, debug: bool = False, fuse: bool =
             except Unsupported as error:
                 segment.rollback(mark)
                 why = str(error)
-        if meta is None:
+        if shape_unknown and node.users:
             raise Unsupported(f"{why}, and its result's shape is unknown before it runs", node=node.name)
         fallbacks.append((node.name, why))
         close(position[node], pytree.tree_leaves((node_args, node_kwargs)))

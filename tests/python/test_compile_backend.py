@@ -195,3 +195,17 @@ def test_attention_with_a_mask_has_eager_cpu_gradients(mask):
     actual = attention_gradients("pto", attn_mask, compiled=True)
     for a, e in zip(actual, expected):
         assert_close(a, e, rtol=1e-4, atol=1e-5)
+
+
+def test_a_node_without_a_result_runs_eagerly_alone():
+    """An assert on data (Mixtral's router) has no result, so no shape to be unknown: it
+    runs eagerly between programs; the rest of the graph is still lowered."""
+    def f(x):
+        torch._assert_async(x.sum() > 0, "the sum is positive")
+        return x * 2
+
+    x = torch.rand(4, 4)
+    report = pypto_torch.explain(f, x.to("pto"))
+    assert report.fallback_nodes == [("_assert_async", "no lowering for aten._assert_async.msg")]
+    assert "tmul" in report.program
+    assert_close(torch.compile(f, backend="pypto")(x.to("pto")).cpu(), f(x))
