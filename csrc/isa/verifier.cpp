@@ -36,8 +36,11 @@ std::string elementText(__int128 index) {
 // dtype's size, are not, so each extent saturates at 2^80 (far past any buffer,
 // which holds fewer than 2^64 bytes).
 std::string checkBounds(const Operand& operand, uint64_t buffer_bytes) {
+  // An empty dimension the operand moves along means it touches nothing. An empty
+  // one of stride 0 does not: a reduction over an empty dimension still writes
+  // its identity to every element of the output's other dimensions.
   for (int d = 0; d < operand.rank; ++d) {
-    if (operand.shape[d] == 0) return "";
+    if (operand.shape[d] == 0 && operand.strides[d] != 0) return "";
   }
   constexpr __int128 kSaturation = static_cast<__int128>(1) << 80;
   __int128 low = operand.offset, high = operand.offset;
