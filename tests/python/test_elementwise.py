@@ -7,7 +7,7 @@ from torch.testing import assert_close
 from torch.testing._internal.common_methods_invocations import op_db
 
 import pypto_torch
-from opinfo_sweep import opinfo_tests
+from opinfo_sweep import check_forward, opinfo_tests
 
 NATIVE = {
     "add", "sub", "mul", "div", "maximum", "minimum", "pow", "bitwise_and", "bitwise_or",
@@ -28,6 +28,18 @@ def test_the_sweep_covers_every_native_family():
 
 test_opinfo_forward_matches_cpu, test_opinfo_gradients_match_cpu = opinfo_tests(
     OPS, DTYPES)
+
+
+@pytest.mark.parametrize("op", [op for op in OPS if op.name in ("add", "sub", "lerp")], ids=lambda op: op.name)
+def test_complex_alpha_and_weight_match_cpu(op):
+    """The instructions' immediates are real: a complex alpha (add, sub) or weight
+    (lerp) takes the CPU path instead of failing to convert to double."""
+    for dtype in (torch.complex64, torch.complex128):
+        assert check_forward(op, dtype, rtol=1e-5, atol=1e-5) > 0
+    a, b = torch.randn(5, dtype=torch.complex64), torch.randn(5, dtype=torch.complex64)
+    for alpha in (0.25 + 0.5j, 0.75 - 0.5j):
+        assert_close(torch.add(a.to("pto"), b.to("pto"), alpha=alpha).cpu(), torch.add(a, b, alpha=alpha))
+        assert_close(torch.lerp(a.to("pto"), b.to("pto"), alpha).cpu(), torch.lerp(a, b, alpha))
 
 
 @pytest.mark.parametrize("expression", [

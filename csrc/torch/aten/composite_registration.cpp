@@ -65,13 +65,15 @@ at::Tensor& addcdivInplace(at::Tensor& self, const at::Tensor& tensor1, const at
   return self.copy_(addcdivWide(self, tensor1, tensor2, value));
 }
 
-// lerp as PyTorch computes it: from the nearer end, for precision.
+// lerp as PyTorch computes it: from the nearer end (|weight| < 0.5, complex weights
+// by their modulus), for precision.
 at::Tensor lerpWide(const at::Tensor& self, const at::Tensor& end, const at::Scalar& weight) {
   const at::Tensor start = widened(self), stop = widened(end);
   const at::Tensor difference = at::sub(stop, start);
-  const double w = weight.toDouble();
+  const c10::complex<double> w = weight.toComplexDouble();
   if (std::abs(w) < 0.5) return at::add(start, difference, weight);
-  return at::sub(stop.expand_as(difference), difference, 1.0 - w);
+  const at::Scalar rest = weight.isComplex() ? at::Scalar(1.0 - w) : at::Scalar(1.0 - w.real());
+  return at::sub(stop.expand_as(difference), difference, rest);
 }
 
 at::Tensor& lerpOut(const at::Tensor& self, const at::Tensor& end, const at::Scalar& weight, at::Tensor& out) {

@@ -20,26 +20,25 @@ at::Tensor wrapped(const at::Scalar& value) {
   return tensor;
 }
 
+// The instruction's alpha is a real immediate: a complex alpha takes the CPU path.
 template <Opcode opcode, P promotion, class Op, class Inplace, class Out>
 struct BinaryWithAlpha {
-  static at::Tensor functional(const at::Tensor& self, const at::Tensor& other, const at::Scalar& alpha) {
+  static at::Tensor native(const at::Tensor& self, const at::Tensor& other, const at::Scalar& alpha,
+                           const at::Tensor& out) {
     at::native::alpha_check(at::result_type(self, other), alpha);
-    at::Tensor r = binaryOp(opcode, promotion, self, other, {}, alpha.toDouble());
+    return alpha.isComplex() ? at::Tensor() : binaryOp(opcode, promotion, self, other, out, alpha.toDouble());
+  }
+  static at::Tensor functional(const at::Tensor& self, const at::Tensor& other, const at::Scalar& alpha) {
+    at::Tensor r = native(self, other, alpha, {});
     return r.defined() ? r : Fallback<Op>::call(self, other, alpha);
   }
   static at::Tensor& inplace(at::Tensor& self, const at::Tensor& other, const at::Scalar& alpha) {
-    at::native::alpha_check(at::result_type(self, other), alpha);
-    if (!binaryOp(opcode, promotion, self, other, self, alpha.toDouble()).defined()) {
-      Fallback<Inplace>::call(self, other, alpha);
-    }
+    if (!native(self, other, alpha, self).defined()) Fallback<Inplace>::call(self, other, alpha);
     return self;
   }
   static at::Tensor& out(const at::Tensor& self, const at::Tensor& other, const at::Scalar& alpha,
                          at::Tensor& result) {
-    at::native::alpha_check(at::result_type(self, other), alpha);
-    if (!binaryOp(opcode, promotion, self, other, result, alpha.toDouble()).defined()) {
-      Fallback<Out>::call(self, other, alpha, result);
-    }
+    if (!native(self, other, alpha, result).defined()) Fallback<Out>::call(self, other, alpha, result);
     return result;
   }
 };
