@@ -35,12 +35,12 @@ std::string elementText(__int128 index) {
 // extent is below 2^126, but eight of them, or the highest index times the
 // dtype's size, are not, so each extent saturates at 2^80 (far past any buffer,
 // which holds fewer than 2^64 bytes).
-std::string checkBounds(const Operand& operand, uint64_t buffer_bytes) {
-  // An empty dimension the operand moves along means it touches nothing. An empty
-  // one of stride 0 does not: a reduction over an empty dimension still writes
-  // its identity to every element of the output's other dimensions.
+// `reduction_output`: the operand is a reduction's output, whose stride-0
+// dimensions are the reduced ones; when one of them is empty the reduction
+// still writes its identity to every element of the other dimensions.
+std::string checkBounds(const Operand& operand, uint64_t buffer_bytes, bool reduction_output) {
   for (int d = 0; d < operand.rank; ++d) {
-    if (operand.shape[d] == 0 && operand.strides[d] != 0) return "";
+    if (operand.shape[d] == 0 && !(reduction_output && operand.strides[d] == 0)) return "";
   }
   constexpr __int128 kSaturation = static_cast<__int128>(1) << 80;
   __int128 low = operand.offset, high = operand.offset;
@@ -57,7 +57,7 @@ std::string checkBounds(const Operand& operand, uint64_t buffer_bytes) {
   return "";
 }
 
-std::string checkOperand(const Operand& operand, std::span<const uint64_t> buffer_bytes) {
+std::string checkOperand(const Operand& operand, std::span<const uint64_t> buffer_bytes, bool reduction_output) {
   if (operand.buffer < 0 || operand.buffer >= static_cast<int32_t>(buffer_bytes.size())) {
     return describe("refers to buffer %", operand.buffer, ", but the program has ",
                     buffer_bytes.size());
@@ -88,7 +88,7 @@ std::string checkOperand(const Operand& operand, std::span<const uint64_t> buffe
       return describe("has more than 2^48 elements: ", shapeText(operand));
     }
   }
-  return checkBounds(operand, buffer_bytes[operand.buffer]);
+  return checkBounds(operand, buffer_bytes[operand.buffer], reduction_output);
 }
 
 std::string checkDTypes(const InstructionInfo& entry, const Instruction& instruction) {
@@ -373,7 +373,8 @@ std::string verifyInstruction(const Instruction& instruction, std::span<const ui
                     instruction.operands.size());
   }
   for (size_t i = 0; i < instruction.operands.size(); ++i) {
-    if (std::string error = checkOperand(instruction.operands[i], buffer_bytes); !error.empty()) {
+    const bool reduction_output = i == 0 && entry.group == Group::Reduce;
+    if (std::string error = checkOperand(instruction.operands[i], buffer_bytes, reduction_output); !error.empty()) {
       return describe(entry.name, ": operand ", i, " ", error);
     }
     const bool own_shape_rule = entry.group == Group::Matmul || entry.group == Group::Scatter ||

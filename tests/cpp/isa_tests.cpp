@@ -614,7 +614,7 @@ TEST(Verifier, RejectsHugeShapesAndStridesWithoutOverflow) {
     const std::string error =
         verify(makeProgram({std::numeric_limits<uint64_t>::max()}, {makeInstruction(Opcode::kFill, {operand}, 1)}));
     if (error.empty()) {
-      // Only one dimension can fit (more would count more than 2^63 elements).
+      // Only one dimension can fit (more would count more than 2^48 elements).
       ASSERT_EQ(operand.rank, 1) << print(makeInstruction(Opcode::kFill, {operand}, 1));
       const __int128 extent = static_cast<__int128>(operand.shape[0] - 1) * operand.strides[0];
       const __int128 low = operand.offset + std::min<__int128>(extent, 0);
@@ -640,6 +640,32 @@ TEST(Verifier, RejectsMoreElementsThanAnInt64Counts) {
       verify(makeProgram({std::numeric_limits<uint64_t>::max(), 4}, {makeInstruction(Opcode::kNeg, {out, input})}));
   EXPECT_TRUE(startsWith(error, "instruction 0 (tneg: operand 0")) << error;
   EXPECT_TRUE(contains(error, "elements")) << error;
+}
+
+TEST(Verifier, RejectsBroadcastsOfMoreThan2To48Elements) {
+  // 3037000499^2 is below 2^63: a reduction over it once ran for ever.
+  Operand input;
+  input.buffer = 1;
+  input.rank = 2;
+  input.shape = {3037000499, 3037000499};
+  input.strides = {0, 0};
+  Operand out = input;
+  out.buffer = 0;
+  expectRejected(makeProgram({4, 4}, {makeInstruction(Opcode::kSum, {out, input}, 1.0)}), "tsum",
+                 "more than 2^48 elements");
+  input.shape = {int64_t{1} << 24, int64_t{1} << 24};
+  out.shape = input.shape;
+  EXPECT_EQ(verify(makeProgram({4, 4}, {makeInstruction(Opcode::kSum, {out, input}, 1.0)})), "");
+}
+
+TEST(Verifier, AReductionOverAnEmptyDimensionStillWritesItsOutput) {
+  // Output [3, 16] (the empty third dimension is reduced): its identity is written to
+  // 48 elements, at negative strides here, so before the buffer's start.
+  const Operand in = contiguousOperand(1, DType::kFloat32, {3, 16, 0});
+  Operand out = withStrides(contiguousOperand(0, DType::kFloat32, {3, 16, 0}), {-2, -4, 0});
+  expectRejected(makeProgram({4096, 4096}, {makeInstruction(Opcode::kSum, {out, in}, 1.0)}), "tsum", "outside");
+  out = withStrides(out, {16, 1, 0});
+  EXPECT_EQ(verify(makeProgram({4096, 4096}, {makeInstruction(Opcode::kSum, {out, in}, 1.0)})), "");
 }
 
 TEST(Verifier, RejectsAnOutputThatRepeatsElements) {
