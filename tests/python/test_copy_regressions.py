@@ -141,6 +141,15 @@ OVERLAPS = {
     "topk_values_overlap_input": """lambda d: (lambda x: torch.topk(
         x, 2, out=(x[:2], torch.empty(2, dtype=torch.long, device=d))))(torch.randn(5, device=d))""",
     "cumsum_out_overlaps_input": "lambda d: (lambda x: torch.cumsum(x[:4], 0, out=x[1:]))(torch.randn(5, device=d))",
+    "clamp_out_overlaps_input": "lambda d: (lambda x: torch.clamp(x[:4], 0, 1, out=x[1:]))(torch.randn(5, device=d))",
+    "addcmul_out_overlaps_input": """lambda d: (lambda x: torch.addcmul(
+        x[:4], x[:4], x[:4], out=x[1:]))(torch.randn(5, device=d))""",
+    "index_fill_index_aliases_self": """lambda d: (lambda x: x.index_fill_(
+        0, x[:2], 1))(torch.zeros(5, dtype=torch.long, device=d))""",
+    "index_copy_index_aliases_self": """lambda d: (lambda x: x.index_copy_(
+        0, x[:2], torch.zeros(2, dtype=torch.long, device=d)))(torch.zeros(5, dtype=torch.long, device=d))""",
+    "masked_fill_mask_overlaps_self": """lambda d: (lambda x: x[1:].masked_fill_(
+        x[:-1], True))(torch.zeros(5, dtype=torch.bool, device=d))""",
 }
 
 

@@ -16,7 +16,7 @@ template <at::Tensor (*Fn)(const at::Tensor&)>
 struct Activation {
   static at::Tensor functional(const at::Tensor& self) { return Fn(widened(self)).to(self.scalar_type()); }
   static at::Tensor& inplace(at::Tensor& self) { return self.copy_(Fn(widened(self))); }
-  static at::Tensor& out(const at::Tensor& self, at::Tensor& result) { return assign(result, Fn(widened(self))); }
+  static at::Tensor& out(const at::Tensor& self, at::Tensor& result) { return assignPointwise(result, {self}, Fn(widened(self))); }
 };
 
 // x > 0 ? scale * x : alpha * scale * (exp(input_scale * x) - 1)
@@ -30,7 +30,7 @@ at::Tensor eluOf(const at::Tensor& self, const at::Scalar& alpha, const at::Scal
 
 at::Tensor& eluOut(const at::Tensor& self, const at::Scalar& alpha, const at::Scalar& scale,
                    const at::Scalar& input_scale, at::Tensor& out) {
-  return assign(out, eluOf(self, alpha, scale, input_scale));
+  return assignPointwise(out, {self}, eluOf(self, alpha, scale, input_scale));
 }
 
 at::Tensor& eluInplace(at::Tensor& self, const at::Scalar& alpha, const at::Scalar& scale,
@@ -52,7 +52,7 @@ at::Tensor eluBackward(const at::Tensor& grad, const at::Scalar& alpha, const at
 at::Tensor& eluBackwardOut(const at::Tensor& grad, const at::Scalar& alpha, const at::Scalar& scale,
                            const at::Scalar& input_scale, bool is_result, const at::Tensor& self_or_result,
                            at::Tensor& grad_input) {
-  return assign(grad_input, eluBackward(grad, alpha, scale, input_scale, is_result, self_or_result));
+  return assignPointwise(grad_input, {grad, self_or_result}, eluBackward(grad, alpha, scale, input_scale, is_result, self_or_result));
 }
 
 // min(max(x + 3, 0), 6) / 6
@@ -65,7 +65,7 @@ at::Tensor hardsigmoidBackward(const at::Tensor& grad, const at::Tensor& self) {
 }
 
 at::Tensor& hardsigmoidBackwardOut(const at::Tensor& grad, const at::Tensor& self, at::Tensor& grad_input) {
-  return assign(grad_input, hardsigmoidBackward(grad, self));
+  return assignPointwise(grad_input, {grad, self}, hardsigmoidBackward(grad, self));
 }
 
 // x * min(max(x + 3, 0), 6) / 6
@@ -109,7 +109,7 @@ at::Tensor gluBackward(const at::Tensor& grad, const at::Tensor& self, int64_t d
 }
 
 at::Tensor& gluBackwardOut(const at::Tensor& grad, const at::Tensor& self, int64_t dim, at::Tensor& grad_input) {
-  return assign(grad_input, gluBackward(grad, self, dim));
+  return assignPointwise(grad_input, {grad, self}, gluBackward(grad, self, dim));
 }
 
 // prelu's kernel (torch broadcasts the weight first): x > 0 ? x : weight * x.
@@ -134,7 +134,7 @@ at::Tensor logitOf(const at::Tensor& self, std::optional<double> eps) {
 }
 
 at::Tensor& logitOut(const at::Tensor& self, std::optional<double> eps, at::Tensor& out) {
-  return assign(out, logitOf(self, eps));
+  return assignPointwise(out, {self}, logitOf(self, eps));
 }
 
 at::Tensor& logitInplace(at::Tensor& self, std::optional<double> eps) { return self.copy_(logitOf(self, eps)); }
@@ -153,7 +153,7 @@ at::Tensor logitBackward(const at::Tensor& grad, const at::Tensor& self, std::op
 
 at::Tensor& logitBackwardOut(const at::Tensor& grad, const at::Tensor& self, std::optional<double> eps,
                              at::Tensor& grad_input) {
-  return assign(grad_input, logitBackward(grad, self, eps));
+  return assignPointwise(grad_input, {grad, self}, logitBackward(grad, self, eps));
 }
 
 // softshrink: x - lambd above lambd, x + lambd below -lambd, 0 between.
@@ -165,7 +165,7 @@ at::Tensor softshrinkOf(const at::Tensor& self, const at::Scalar& lambd) {
 }
 
 at::Tensor& softshrinkOut(const at::Tensor& self, const at::Scalar& lambd, at::Tensor& out) {
-  return assign(out, softshrinkOf(self, lambd));
+  return assignPointwise(out, {self}, softshrinkOf(self, lambd));
 }
 
 at::Tensor softshrinkBackward(const at::Tensor& grad, const at::Tensor& self, const at::Scalar& lambd) {
@@ -176,7 +176,7 @@ at::Tensor softshrinkBackward(const at::Tensor& grad, const at::Tensor& self, co
 
 at::Tensor& softshrinkBackwardOut(const at::Tensor& grad, const at::Tensor& self, const at::Scalar& lambd,
                                   at::Tensor& grad_input) {
-  return assign(grad_input, softshrinkBackward(grad, self, lambd));
+  return assignPointwise(grad_input, {grad, self}, softshrinkBackward(grad, self, lambd));
 }
 
 }  // namespace

@@ -22,6 +22,16 @@ inline at::Tensor& assign(at::Tensor& out, const at::Tensor& value) {
   return out.copy_(value);
 }
 
+// assign() for a pointwise op's out= form, after the checks aten's TensorIterator
+// makes there: no element of out written twice, none read from an input that
+// out only partly covers.
+inline at::Tensor& assignPointwise(at::Tensor& out, std::initializer_list<at::Tensor> inputs,
+                                   const at::Tensor& value) {
+  at::assert_no_internal_overlap(out);
+  for (const at::Tensor& input : inputs) at::assert_no_partial_overlap(out, input);
+  return assign(out, value);
+}
+
 // Whether a and b share any element (where torch cannot tell, it says no): a kernel
 // writing one while it reads the other would see its own writes.
 inline bool overlaps(const at::Tensor& a, const at::Tensor& b) {

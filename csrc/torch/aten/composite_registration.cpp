@@ -21,7 +21,7 @@ at::Tensor addcmulWide(const at::Tensor& self, const at::Tensor& tensor1, const 
 
 at::Tensor& addcmulOut(const at::Tensor& self, const at::Tensor& tensor1, const at::Tensor& tensor2,
                        const at::Scalar& value, at::Tensor& out) {
-  return assign(out, addcmulWide(self, tensor1, tensor2, value));
+  return assignPointwise(out, {self, tensor1, tensor2}, addcmulWide(self, tensor1, tensor2, value));
 }
 
 at::Tensor addcmul(const at::Tensor& self, const at::Tensor& tensor1, const at::Tensor& tensor2,
@@ -52,7 +52,7 @@ at::Tensor addcdivWide(const at::Tensor& self, const at::Tensor& tensor1, const 
 
 at::Tensor& addcdivOut(const at::Tensor& self, const at::Tensor& tensor1, const at::Tensor& tensor2,
                        const at::Scalar& value, at::Tensor& out) {
-  return assign(out, addcdivWide(self, tensor1, tensor2, value));
+  return assignPointwise(out, {self, tensor1, tensor2}, addcdivWide(self, tensor1, tensor2, value));
 }
 
 at::Tensor addcdiv(const at::Tensor& self, const at::Tensor& tensor1, const at::Tensor& tensor2,
@@ -77,7 +77,7 @@ at::Tensor lerpWide(const at::Tensor& self, const at::Tensor& end, const at::Sca
 }
 
 at::Tensor& lerpOut(const at::Tensor& self, const at::Tensor& end, const at::Scalar& weight, at::Tensor& out) {
-  return assign(out, lerpWide(self, end, weight));
+  return assignPointwise(out, {self, end}, lerpWide(self, end, weight));
 }
 
 at::Tensor lerp(const at::Tensor& self, const at::Tensor& end, const at::Scalar& weight) {

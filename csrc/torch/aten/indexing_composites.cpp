@@ -30,6 +30,7 @@ at::Tensor& indexFillScalar(at::Tensor& self, int64_t dim, const at::Tensor& ind
   TORCH_CHECK(index.dim() <= 1, "index_fill_(): Index is supposed to be a vector");
   TORCH_CHECK(index.scalar_type() == at::kLong || index.scalar_type() == at::kInt,
               "index_fill_(): Expected dtype int32/int64 for index");
+  at::assert_no_overlap(self, index);
   if (self.dim() == 0 || index.numel() == 0) return self.dim() == 0 && index.numel() > 0 ? self.fill_(value) : self;
   const int64_t axis = at::maybe_wrap_dim(dim, self.dim());
   return self.scatter_(axis, positionsAlong(index, axis, self.sizes(), self.size(axis)), value);
@@ -47,6 +48,9 @@ at::Tensor& indexCopyInplace(at::Tensor& self, int64_t dim, const at::Tensor& in
               index.scalar_type());
   TORCH_CHECK(self.scalar_type() == source.scalar_type(), "index_copy_(): self and source expected to have the same ",
               "dtype, but got (self) ", self.scalar_type(), " and (source) ", source.scalar_type());
+  at::assert_no_internal_overlap(self);
+  at::assert_no_overlap(self, index);
+  at::assert_no_overlap(self, source);
   if (self.dim() == 0 || index.numel() == 0) return index.numel() > 0 ? self.copy_(source.reshape({})) : self;
   const int64_t axis = at::maybe_wrap_dim(dim, self.dim());
   const at::Tensor values = source.dim() == 0 ? source.reshape(std::vector<int64_t>(self.dim(), 1)) : source;

@@ -30,19 +30,19 @@ at::Tensor clamp(const at::Tensor& self, const std::optional<at::Scalar>& min, c
 }
 at::Tensor& clampOut(const at::Tensor& self, const std::optional<at::Scalar>& min, const std::optional<at::Scalar>& max,
                      at::Tensor& out) {
-  return assign(out, clampWith(self, min, max));
+  return assignPointwise(out, {self}, clampWith(self, min, max));
 }
 at::Tensor& clampInplace(at::Tensor& self, const std::optional<at::Scalar>& min, const std::optional<at::Scalar>& max) {
   return self.copy_(clampWith(self, min, max));
 }
 at::Tensor clampMin(const at::Tensor& self, const at::Scalar& min) { return clampWith(self, min, std::nullopt); }
 at::Tensor& clampMinOut(const at::Tensor& self, const at::Scalar& min, at::Tensor& out) {
-  return assign(out, clampWith(self, min, std::nullopt));
+  return assignPointwise(out, {self}, clampWith(self, min, std::nullopt));
 }
 at::Tensor& clampMinInplace(at::Tensor& self, const at::Scalar& min) { return self.copy_(clampWith(self, min, std::nullopt)); }
 at::Tensor clampMax(const at::Tensor& self, const at::Scalar& max) { return clampWith(self, std::nullopt, max); }
 at::Tensor& clampMaxOut(const at::Tensor& self, const at::Scalar& max, at::Tensor& out) {
-  return assign(out, clampWith(self, std::nullopt, max));
+  return assignPointwise(out, {self}, clampWith(self, std::nullopt, max));
 }
 at::Tensor& clampMaxInplace(at::Tensor& self, const at::Scalar& max) { return self.copy_(clampWith(self, std::nullopt, max)); }
 
@@ -52,7 +52,7 @@ at::Tensor hardtanh(const at::Tensor& self, const at::Scalar& min, const at::Sca
   return clampWith(self, min, max);
 }
 at::Tensor& hardtanhOut(const at::Tensor& self, const at::Scalar& min, const at::Scalar& max, at::Tensor& out) {
-  return assign(out, clampWith(self, min, max));
+  return assignPointwise(out, {self}, clampWith(self, min, max));
 }
 at::Tensor& hardtanhInplace(at::Tensor& self, const at::Scalar& min, const at::Scalar& max) {
   return self.copy_(clampWith(self, min, max));
@@ -64,7 +64,7 @@ at::Tensor hardtanhBackward(const at::Tensor& grad, const at::Tensor& self, cons
 }
 at::Tensor& hardtanhBackwardOut(const at::Tensor& grad, const at::Tensor& self, const at::Scalar& min,
                                 const at::Scalar& max, at::Tensor& grad_input) {
-  return assign(grad_input, hardtanhBackward(grad, self, min, max));
+  return assignPointwise(grad_input, {grad, self}, hardtanhBackward(grad, self, min, max));
 }
 
 // log(exp(a) + exp(b)) as the CPU computes it: max + log1p(exp(-|a - b|)), and
@@ -80,12 +80,13 @@ at::Tensor logaddexpOf(const at::Tensor& self, const at::Tensor& other) {
 }
 
 at::Tensor& logaddexpOut(const at::Tensor& self, const at::Tensor& other, at::Tensor& out) {
-  return assign(out, logaddexpOf(self, other));
+  return assignPointwise(out, {self, other}, logaddexpOf(self, other));
 }
 
 at::Tensor& maskedFillScalar(at::Tensor& self, const at::Tensor& mask, const at::Scalar& value) {
   TORCH_CHECK(mask.scalar_type() == at::kBool, "masked_fill_ only supports boolean masks, but got mask with dtype ",
               mask.scalar_type());
+  at::assert_no_partial_overlap(self, mask);
   return self.copy_(at::where(mask, scalarLike(self, value), self));
 }
 
@@ -94,6 +95,7 @@ at::Tensor& maskedFillTensor(at::Tensor& self, const at::Tensor& mask, const at:
               value.dim(), " dimension(s).");
   TORCH_CHECK(mask.scalar_type() == at::kBool, "masked_fill_ only supports boolean masks, but got mask with dtype ",
               mask.scalar_type());
+  at::assert_no_partial_overlap(self, mask);
   return self.copy_(at::where(mask, value.to(self.device(), self.scalar_type()), self));
 }
 
@@ -101,7 +103,7 @@ at::Tensor leakyReluOf(const at::Tensor& self, const at::Scalar& slope) {
   return at::where(at::gt(self, 0), self, at::mul(self, scalarLike(self, slope)));
 }
 at::Tensor& leakyReluOut(const at::Tensor& self, const at::Scalar& slope, at::Tensor& out) {
-  return assign(out, leakyReluOf(self, slope));
+  return assignPointwise(out, {self}, leakyReluOf(self, slope));
 }
 
 // softplus(x) = log1p(exp(beta * x)) / beta, linear above the threshold.
@@ -111,7 +113,7 @@ at::Tensor softplusOf(const at::Tensor& self, const at::Scalar& beta, const at::
   return at::where(at::gt(scaled, scalarLike(self, threshold)), self, smooth);
 }
 at::Tensor& softplusOut(const at::Tensor& self, const at::Scalar& beta, const at::Scalar& threshold, at::Tensor& out) {
-  return assign(out, softplusOf(self, beta, threshold));
+  return assignPointwise(out, {self}, softplusOf(self, beta, threshold));
 }
 
 at::Tensor isInfinity(const at::Tensor& self, double infinity) {
@@ -119,26 +121,26 @@ at::Tensor isInfinity(const at::Tensor& self, double infinity) {
   return at::eq(self, infinity);
 }
 at::Tensor& isposinfOut(const at::Tensor& self, at::Tensor& out) {
-  return assign(out, isInfinity(self, std::numeric_limits<double>::infinity()));
+  return assignPointwise(out, {self}, isInfinity(self, std::numeric_limits<double>::infinity()));
 }
 at::Tensor& isneginfOut(const at::Tensor& self, at::Tensor& out) {
-  return assign(out, isInfinity(self, -std::numeric_limits<double>::infinity()));
+  return assignPointwise(out, {self}, isInfinity(self, -std::numeric_limits<double>::infinity()));
 }
 
 // logical_*: on truth values, a bool result (or out's dtype).
 at::Tensor truth(const at::Tensor& t) { return t.scalar_type() == at::kBool ? t : at::ne(t, 0); }
 
 at::Tensor& logicalAndOut(const at::Tensor& self, const at::Tensor& other, at::Tensor& out) {
-  return assign(out, at::bitwise_and(truth(self), truth(other)));
+  return assignPointwise(out, {self, other}, at::bitwise_and(truth(self), truth(other)));
 }
 at::Tensor& logicalOrOut(const at::Tensor& self, const at::Tensor& other, at::Tensor& out) {
-  return assign(out, at::bitwise_or(truth(self), truth(other)));
+  return assignPointwise(out, {self, other}, at::bitwise_or(truth(self), truth(other)));
 }
 at::Tensor& logicalXorOut(const at::Tensor& self, const at::Tensor& other, at::Tensor& out) {
-  return assign(out, at::bitwise_xor(truth(self), truth(other)));
+  return assignPointwise(out, {self, other}, at::bitwise_xor(truth(self), truth(other)));
 }
 at::Tensor& logicalNotOut(const at::Tensor& self, at::Tensor& out) {
-  return assign(out, at::bitwise_not(truth(self)));
+  return assignPointwise(out, {self}, at::bitwise_not(truth(self)));
 }
 
 }  // namespace
