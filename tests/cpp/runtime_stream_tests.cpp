@@ -452,3 +452,25 @@ TEST(RuntimeStream, DeviceSynchronizeWaitsForEveryStreamOfTheDevice) {
 }
 
 }  // namespace
+
+// As a full CUDA launch queue: a host thread far ahead of the device waits for it,
+// so queued commands cannot grow without bound.
+TEST(RuntimeStream, LaunchWaitsWhenTheQueueIsFull) {
+  Stream stream;
+  Latch latch;
+  ASSERT_PTO_OK(ptoLaunchHostFunc(stream.get(), &waitOnLatch, &latch));
+  std::atomic<int> launched{0};
+  std::thread launcher([&] {
+    for (int i = 0; i < 3000; ++i) {
+      EXPECT_PTO_OK(ptoLaunchKernel(stream.get(), "noop", &noopKernel, nullptr, 0));
+      ++launched;
+    }
+  });
+  std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  const int launched_while_blocked = launched;
+  latch.open();
+  launcher.join();
+  EXPECT_LT(launched_while_blocked, 3000);
+  EXPECT_GE(launched_while_blocked, 1000);
+  EXPECT_PTO_OK(ptoStreamSynchronize(stream.get()));
+}

@@ -17,6 +17,12 @@ namespace {
 // short enough not to hold a core that torch's own threads may want.
 constexpr auto kSpinTime = std::chrono::microseconds(50);
 
+// As a CUDA stream's launch queue: a host thread that runs this far ahead of the
+// device waits for it, so the queue (and the host memory its commands and their
+// arguments hold) stays bounded however fast work is submitted. A wait names a
+// record already queued on another stream, so no cycle of full queues can form.
+constexpr uint64_t kMaxPending = 1024;
+
 // Copies and fills this large are split over the device's cores, as a DMA engine
 // with several channels would; smaller ones are not worth waking a thread for.
 constexpr size_t kParallelBytes = size_t{4} << 20;
@@ -60,7 +66,12 @@ SimStream::~SimStream() {
 void SimStream::enqueue(Command command) {
   bool wake = false;
   {
-    std::lock_guard<std::mutex> lock(mutex_);
+    std::unique_lock<std::mutex> lock(mutex_);
+    if (submitted_ - completed_.load() >= kMaxPending) {
+      ++waiters_;
+      done_cv_.wait(lock, [&] { return submitted_ - completed_.load() < kMaxPending; });
+      --waiters_;
+    }
     queue_.push_back(std::move(command));
     ++submitted_;
     submitted_count_.store(submitted_, std::memory_order_release);

@@ -46,6 +46,7 @@ class SimStream {
 
   int32_t device() const { return device_; }
 
+  // Waits while kMaxPending commands are already queued (as a full CUDA launch queue).
   void enqueue(Command command);
   // Waits for everything enqueued so far; reports (and clears) a sticky error.
   ptoError synchronize();
