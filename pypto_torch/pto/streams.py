@@ -55,14 +55,17 @@ def set_stream(stream: torch.Stream) -> None:
 
 
 class stream:
-    """Context manager that makes `stream` current on its device (None: no-op)."""
+    """Context manager that makes `stream` current on its device (None: no-op); as
+    torch.cuda.stream, the current device is the stream's inside and is restored after."""
 
     def __init__(self, stream: torch.Stream | None):
         self.stream = stream
         self.previous: torch.Stream | None = None
+        self.previous_on_current_device: torch.Stream | None = None
 
     def __enter__(self):
         if self.stream is not None:
+            self.previous_on_current_device = torch.accelerator.current_stream()
             self.previous = torch.accelerator.current_stream(self.stream.device)
             torch.accelerator.set_stream(self.stream)
         return self.stream
@@ -70,4 +73,6 @@ class stream:
     def __exit__(self, *exc_info):
         if self.previous is not None:
             torch.accelerator.set_stream(self.previous)
+            # Setting a stream makes its device current: the caller's device comes back last.
+            torch.accelerator.set_stream(self.previous_on_current_device)
         return False

@@ -38,6 +38,7 @@ def test_stream_on_second_device():
         z = torch.ones(3, device="pto:1") * 3
     stream.synchronize()
     assert torch.equal(z.cpu(), torch.full((3,), 3.0))
+    assert torch.pto.current_device() == 0  # the stream's device was current only inside
 
 
 def test_event_elapsed_time_is_positive_and_ordered():
