@@ -1,16 +1,24 @@
 # The two commands of the README, and their parts.
 #   make demo   set everything up, build, run the demo
-#   make test   set everything up, build, run every test (ctest, TSAN, pytest)
+#   make test   set everything up, build, run every test (ctest, TSAN, ASan+UBSan, pytest)
 PYTHON ?= python3
 BUILD := build/cmake
 TSAN_BUILD := build/tsan
+# One AddressSanitizer + UndefinedBehaviorSanitizer build for the GoogleTest suites
+# and the extension, so the torch-free layers are compiled once for both.
+ASAN_BUILD := build/asan
+# The package as Python imports it under ASan: the sanitized _C beside links to
+# everything else in pypto_torch/.
+ASAN_PYTHON := $(ASAN_BUILD)/python
+# Every GoogleTest executable tests/cpp/CMakeLists.txt defines.
+CPP_SUITES := $(shell sed -n 's/^pto_gtest.\([a-z_]*\).*/\1/p' tests/cpp/CMakeLists.txt)
 
-.PHONY: demo test deps build test-cpp test-tsan test-python bench
+.PHONY: demo test deps build test-cpp test-tsan test-asan test-python bench
 
 demo: build
 	$(PYTHON) -m pypto_torch.demo
 
-test: build test-cpp test-tsan test-python
+test: build test-cpp test-tsan test-asan test-python
 
 deps: build/.deps-installed
 build/.deps-installed: requirements.txt requirements-apt.txt scripts/install-deps.sh
@@ -32,7 +40,15 @@ test-cpp: build
 test-tsan: deps
 	cmake -S . -B $(TSAN_BUILD) -G Ninja -DPTO_TSAN=ON -DPTO_BUILD_TORCH=OFF >/dev/null
 	cmake --build $(TSAN_BUILD)
-	for suite in runtime_tests isa_tests kernels_tests kernels_structured_tests compiler_tests; do $(TSAN_BUILD)/tests/cpp/$$suite --gtest_brief=1 || exit 1; done
+	for suite in $(CPP_SUITES); do $(TSAN_BUILD)/tests/cpp/$$suite --gtest_brief=1 || exit 1; done
+
+$(ASAN_BUILD)/build.ninja: | deps
+	cmake -S . -B $(ASAN_BUILD) -G Ninja -DPTO_ASAN=ON -DPTO_PYTHON_OUTPUT_DIR=$(CURDIR)/$(ASAN_PYTHON)/pypto_torch >/dev/null
+
+# The torch-free suites under ASan+UBSan, leaks included.
+test-asan: $(ASAN_BUILD)/build.ninja
+	cmake --build $(ASAN_BUILD) --target $(CPP_SUITES)
+	for suite in $(CPP_SUITES); do $(ASAN_BUILD)/tests/cpp/$$suite --gtest_brief=1 || exit 1; done
 
 test-python: build
 	$(PYTHON) -m pytest
