@@ -156,6 +156,16 @@ def test_dropout_trains_natively_and_its_gradient_is_the_mask():
     assert torch.equal(torch.nn.functional.dropout(x, 1.0).cpu(), torch.zeros(64, 100))
 
 
+@pytest.mark.parametrize("dtype", [torch.int8, torch.int64, torch.bool, torch.float16], ids=str)
+def test_dropout_backward_promotes_as_the_cpu_does(dtype):
+    """grad * mask * scale: integer and bool gradients give float results, not an error."""
+    grad, mask = torch.arange(6).to(dtype), torch.tensor([True, False, True, True, False, True])
+    want = torch.ops.aten.native_dropout_backward(grad, mask, 1.25)
+    got = torch.ops.aten.native_dropout_backward(grad.to("pto"), mask.to("pto"), 1.25)
+    assert got.dtype == want.dtype
+    assert_close(got.cpu(), want)
+
+
 def test_randperm_is_a_native_reproducible_permutation():
     before = pypto_torch.fallback_ops()
     torch.pto.manual_seed(4)

@@ -162,9 +162,11 @@ std::tuple<at::Tensor, at::Tensor> nativeDropout(const at::Tensor& input, double
   return {input.mul(mask).mul_(scale), mask};
 }
 
+// grad * mask * scale, promoted as PyTorch's kernel promotes it: integer and bool
+// gradients give the default float dtype.
 at::Tensor nativeDropoutBackward(const at::Tensor& grad_output, const at::Tensor& mask, double scale) {
   TORCH_CHECK(mask.scalar_type() == at::kBool, "Mask should be Bool Scalar Type", mask.scalar_type());
-  return grad_output.mul(mask).mul_(scale);
+  return grad_output.mul(mask).mul(scale);
 }
 
 // normal(mean, std) with tensor parameters: standard normals, scaled and shifted.
