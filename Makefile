@@ -12,13 +12,17 @@ ASAN_BUILD := build/asan
 ASAN_PYTHON := $(ASAN_BUILD)/python
 # Every GoogleTest executable tests/cpp/CMakeLists.txt defines.
 CPP_SUITES := $(shell sed -n 's/^pto_gtest.\([a-z_]*\).*/\1/p' tests/cpp/CMakeLists.txt)
+# What the torch glue does with memory: devices, copies, streams, the allocator and
+# a training run.
+ASAN_PYTESTS := $(sort $(wildcard $(addprefix tests/python/test_,$(addsuffix .py,\
+	copy copy_fuzz device memory streams training))))
 
-.PHONY: demo test deps build test-cpp test-tsan test-asan test-python bench
+.PHONY: demo test deps build test-cpp test-tsan test-asan test-asan-python test-python bench
 
 demo: build
 	$(PYTHON) -m pypto_torch.demo
 
-test: build test-cpp test-tsan test-asan test-python
+test: build test-cpp test-tsan test-asan test-asan-python test-python
 
 deps: build/.deps-installed
 build/.deps-installed: requirements.txt requirements-apt.txt scripts/install-deps.sh
@@ -49,6 +53,22 @@ $(ASAN_BUILD)/build.ninja: | deps
 test-asan: $(ASAN_BUILD)/build.ninja
 	cmake --build $(ASAN_BUILD) --target $(CPP_SUITES)
 	for suite in $(CPP_SUITES); do $(ASAN_BUILD)/tests/cpp/$$suite --gtest_brief=1 || exit 1; done
+
+# The whole extension under ASan+UBSan, in the uninstrumented python and torch: the
+# ASan runtime must be loaded before them (LD_PRELOAD). No leak checks: CPython
+# and torch keep interned objects, modules and registries alive until exit on
+# purpose. PYTHONSAFEPATH keeps the working directory, where the uninstrumented
+# pypto_torch lies, off sys.path, in pytest and in the interpreters tests start.
+ASAN_PYTHON_ENV = LD_PRELOAD=$$($(CXX) -print-file-name=libasan.so) PYTHONPATH=$(CURDIR)/$(ASAN_PYTHON) \
+	PYTHONSAFEPATH=1 ASAN_OPTIONS=detect_leaks=0 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
+test-asan-python: $(ASAN_BUILD)/build.ninja
+	cmake --build $(ASAN_BUILD) --target _C
+	find $(ASAN_PYTHON)/pypto_torch -maxdepth 1 -type l -delete
+	for entry in pypto_torch/*; do case $$entry in *.so|*/__pycache__) ;; \
+		*) ln -s $(CURDIR)/$$entry $(ASAN_PYTHON)/pypto_torch/ ;; esac; done
+	@# Stops here if Python would import some other, uninstrumented _C.
+	$(ASAN_PYTHON_ENV) $(PYTHON) -c "import pypto_torch, sys; sys.exit('$(ASAN_PYTHON)/' not in pypto_torch._C.__file__)"
+	$(ASAN_PYTHON_ENV) $(PYTHON) -m pytest $(ASAN_PYTESTS)
 
 test-python: build
 	$(PYTHON) -m pytest
