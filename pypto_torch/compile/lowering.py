@@ -633,6 +633,51 @@ def _embedding(lw: Lowerer, weight, indices, padding_idx=-1, scale_grad_by_freq=
     return reshape(lw, out, tuple(indices.shape) + (weight.shape[1],))
 
 
+@register(aten.gather.default)
+def _gather(lw: Lowerer, x, dim, index, sparse_grad=False):
+    """torch.gather is tgather (cross entropy's pick of each target's score)."""
+    if x.rank == 0:
+        raise Unsupported("a gather from a scalar")
+    return lw.emit("tgather", lw.new_result(), x, lw.cast(index, torch.int64), axis=dim % x.rank, wrap=0)
+
+
+@register(aten.scatter.value, aten.scatter.src)
+def _scatter(lw: Lowerer, x, dim, index, source):
+    """x moved into the result, then the source's elements written where the index points
+    (cross entropy's backward): tscatter's source has the index's shape."""
+    if x.rank == 0:
+        raise Unsupported("a scatter into a scalar")
+    out = lw.emit("tmov", lw.new_result(), x)
+    if isinstance(source, View):
+        source = View(source.storage, index.shape, source.strides[:index.rank], source.offset)
+    lw.emit("tscatter", out, lw.operand(source, out.dtype, index.shape), lw.cast(index, torch.int64),
+            axis=dim % x.rank, wrap=0)
+    return out
+
+
+@register(aten.slice_scatter.default)
+def _slice_scatter(lw: Lowerer, x, source, dim=0, start=None, end=None, step=1):
+    """x moved into the result, then the source into its slice (the backward of a slice:
+    rotary embeddings' halves)."""
+    out = lw.emit("tmov", lw.new_result(), x)
+    lw.emit("tmov" if source.dtype == out.dtype else "tcvt", slice_view(out, dim, start, end, step), source)
+    return out
+
+
+@register(aten.constant_pad_nd.default)
+def _constant_pad(lw: Lowerer, x, pad, value=0):
+    """The fill, then x into the middle (the causal-LM loss pads its shifted labels)."""
+    if any(n < 0 for n in pad):
+        raise Unsupported("a pad that crops")
+    out = lw.emit("texpands", lw.new_result(), value=value)
+    middle = out
+    for i, before in enumerate(pad[::2]):
+        dim = out.rank - 1 - i
+        middle = slice_view(middle, dim, before, before + x.shape[dim])
+    lw.emit("tmov" if x.dtype == out.dtype else "tcvt", middle, x)
+    return out
+
+
 # Python arithmetic on sizes, which symbolic shapes leave in the graph.
 SIZE_OPS = {
     operator.add: operator.add, operator.sub: operator.sub, operator.mul: operator.mul,

@@ -209,3 +209,35 @@ def test_a_node_without_a_result_runs_eagerly_alone():
     assert report.fallback_nodes == [("_assert_async", "no lowering for aten._assert_async.msg")]
     assert "tmul" in report.program
     assert_close(torch.compile(f, backend="pypto")(x.to("pto")).cpu(), f(x))
+
+
+INDEXING = {  # what the Hugging Face models' losses, embeddings and rotary halves need
+    "gather": lambda x, i: torch.gather(x, 1, i) * 2,
+    "scatter a value": lambda x, i: torch.scatter(x * 2, 1, i, -1.0),
+    "scatter a source": lambda x, i: torch.scatter(x * 2, 1, i, x[1:, 2:] * 3),
+    "slice_scatter with a step": lambda x, i: torch.slice_scatter(x * 2, x[:, :3] * 3, 1, 2, 8, 2),
+    "pad": lambda x, i: F.pad(x * 2, (2, 1, 1, 3), value=0.5),
+    "pad integers": lambda x, i: F.pad(i + 1, (0, 1), value=-100),
+}
+
+
+@pytest.mark.parametrize("name", list(INDEXING))
+def test_indexing_ops_are_lowered(name):
+    fn = INDEXING[name]
+    x, i = torch.randn(6, 10), torch.randint(0, 10, (4, 3))
+    report = pypto_torch.explain(fn, x.to("pto"), i.to("pto"))
+    assert report.fallback_nodes == [], report
+    assert_close(torch.compile(fn, backend="pypto")(x.to("pto"), i.to("pto")).cpu(), fn(x, i))
+
+
+def test_cross_entropy_gradient_with_an_ignored_target_is_lowered():
+    """gather forward, scatter backward: no eager node left in the loss."""
+    from pypto_torch.compile.backend import make_backend
+
+    logits, target = torch.randn(6, 10, requires_grad=True), torch.randint(0, 10, (6,))
+    target[2] = -100
+    dut, graphs = logits.detach().to("pto").requires_grad_(), []
+    torch.compile(F.cross_entropy, backend=make_backend(on_graph=graphs.append))(dut, target.to("pto")).backward()
+    F.cross_entropy(logits, target).backward()
+    assert_close(dut.grad.cpu(), logits.grad)
+    assert len(graphs) == 2 and all(plan.fallback_nodes == [] for graph in graphs for plan in graph.plans.values())
