@@ -29,29 +29,25 @@ SEQ = 12  # tokens per sequence: longer than Mistral's sliding window, short eno
 VOCAB = 100
 
 
-def _tokens(mask=True):
-    """Two sequences of SEQ tokens; the second padded after 9 where `mask`."""
+def _tokens():
+    """Two sequences of SEQ tokens, the second padded after 9."""
     torch.manual_seed(1)
-    ids = torch.randint(3, VOCAB, (2, SEQ))
-    inputs = {"input_ids": ids}
-    if mask:
-        attention_mask = torch.ones(2, SEQ, dtype=torch.long)
-        attention_mask[1, 9:] = 0
-        inputs["attention_mask"] = attention_mask
-    return inputs
+    attention_mask = torch.ones(2, SEQ, dtype=torch.long)
+    attention_mask[1, 9:] = 0
+    return {"input_ids": torch.randint(3, VOCAB, (2, SEQ)), "attention_mask": attention_mask}
 
 
 def _lm_labels(inputs):
     """Labels for a language-model loss: the tokens, -100 (ignored) where padded."""
     labels = inputs["input_ids"].clone()
-    if "attention_mask" in inputs:
-        labels[inputs["attention_mask"] == 0] = -100
+    labels[inputs["attention_mask"] == 0] = -100
     return {**inputs, "labels": labels}
 
 
-def _class_labels(inputs, classes=3):
+def _class_labels(inputs):
+    """One of the 3 classes (num_labels=3) per example."""
     torch.manual_seed(2)
-    return {**inputs, "labels": torch.randint(0, classes, (2,))}
+    return {**inputs, "labels": torch.randint(0, 3, (2,))}
 
 
 def _decoder_tokens():
