@@ -159,7 +159,8 @@ void convertRows(const StridedLoop& loop) {
       To* out = reinterpret_cast<To*>(p[0]);
       const From* in = reinterpret_cast<const From*>(p[1]);
       if constexpr (std::is_same_v<To, From>) {
-        std::memcpy(out, in, static_cast<size_t>(n) * sizeof(To));
+        // memmove: the two may be overlapping views of one storage (x[1:].copy_(x[:-1])).
+        std::memmove(out, in, static_cast<size_t>(n) * sizeof(To));
       } else {
         for (int64_t i = 0; i < n; ++i) out[i] = castTo<To>(widen(in[i]));
       }
