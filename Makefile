@@ -55,12 +55,16 @@ test-asan: $(ASAN_BUILD)/build.ninja
 	for suite in $(CPP_SUITES); do $(ASAN_BUILD)/tests/cpp/$$suite --gtest_brief=1 || exit 1; done
 
 # The whole extension under ASan+UBSan, in the uninstrumented python and torch: the
-# ASan runtime must be loaded before them (LD_PRELOAD). No leak checks: CPython
-# and torch keep interned objects, modules and registries alive until exit on
-# purpose. PYTHONSAFEPATH keeps the working directory, where the uninstrumented
-# pypto_torch lies, off sys.path, in pytest and in the interpreters tests start.
-ASAN_PYTHON_ENV = LD_PRELOAD=$$($(CXX) -print-file-name=libasan.so) PYTHONPATH=$(CURDIR)/$(ASAN_PYTHON) \
-	PYTHONSAFEPATH=1 ASAN_OPTIONS=detect_leaks=0 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
+# ASan runtime must be loaded before them (LD_PRELOAD), and libstdc++ with it, or
+# ASan finds no __cxa_throw to wrap and aborts at the first C++ exception. No leak
+# checks: CPython and torch keep interned objects, modules and registries alive
+# until exit on purpose. PYTHONSAFEPATH keeps the working directory, where the
+# uninstrumented pypto_torch lies, off sys.path, in pytest and in the interpreters
+# tests start. --capture=sys lets a report, written to file descriptor 2 just
+# before the process aborts, reach the terminal.
+ASAN_PYTHON_ENV = LD_PRELOAD="$$($(CXX) -print-file-name=libasan.so) $$($(CXX) -print-file-name=libstdc++.so)" \
+	PYTHONPATH=$(CURDIR)/$(ASAN_PYTHON) PYTHONSAFEPATH=1 \
+	ASAN_OPTIONS=detect_leaks=0 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
 test-asan-python: $(ASAN_BUILD)/build.ninja
 	cmake --build $(ASAN_BUILD) --target _C
 	find $(ASAN_PYTHON)/pypto_torch -maxdepth 1 -type l -delete
@@ -68,7 +72,7 @@ test-asan-python: $(ASAN_BUILD)/build.ninja
 		*) ln -s $(CURDIR)/$$entry $(ASAN_PYTHON)/pypto_torch/ ;; esac; done
 	@# Stops here if Python would import some other, uninstrumented _C.
 	$(ASAN_PYTHON_ENV) $(PYTHON) -c "import pypto_torch, sys; sys.exit('$(ASAN_PYTHON)/' not in pypto_torch._C.__file__)"
-	$(ASAN_PYTHON_ENV) $(PYTHON) -m pytest $(ASAN_PYTESTS)
+	$(ASAN_PYTHON_ENV) $(PYTHON) -m pytest --capture=sys $(ASAN_PYTESTS)
 
 test-python: build
 	$(PYTHON) -m pytest
