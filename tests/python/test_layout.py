@@ -87,3 +87,12 @@ def test_bad_arguments_raise_pytorchs_message(call, message):
     with pytest.raises((RuntimeError, IndexError), match=message):
         call(x)
     assert torch.equal(x.flip(1).flip(1).cpu(), x.cpu())  # still usable
+
+
+def test_an_elementwise_result_keeps_its_inputs_layout():
+    """As TensorIterator does: views the CPU allows on such a result work on pto too."""
+    x = torch.randn(2, 12, 4, 8).transpose(1, 2)
+    on_pto = x.to("pto")
+    for op in (lambda t: t * 2, torch.exp, lambda t: t + t):
+        assert op(on_pto).stride() == op(x).stride()
+        assert_close(op(on_pto).transpose(1, 2).view(2, 12, 32).cpu(), op(x).transpose(1, 2).view(2, 12, 32))

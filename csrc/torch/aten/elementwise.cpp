@@ -47,8 +47,12 @@ at::Tensor onDevice(const at::Tensor& t, at::ScalarType dtype, const c10::Device
 at::Tensor outputFor(const at::Tensor& out, const at::Tensor& like, c10::IntArrayRef shape,
                      at::ScalarType result, const c10::Device& device) {
   if (!out.defined()) {
-    const auto format = like.sizes() == shape ? like.suggest_memory_format() : at::MemoryFormat::Contiguous;
-    return at::empty(shape, like.options().dtype(result).device(device), format);
+    // As TensorIterator does: a result of the input's shape keeps its layout (a
+    // transposed input gives a transposed result), so views the CPU allows on the
+    // result are allowed on pto too.
+    const auto options = like.options().dtype(result).device(device);
+    if (like.sizes() == shape) return at::empty_like(like, options, at::MemoryFormat::Preserve);
+    return at::empty(shape, options);
   }
   TORCH_CHECK(at::canCast(result, out.scalar_type()), "result type ", result,
               " can't be cast to the desired output type ", out.scalar_type());
