@@ -30,6 +30,11 @@ print("usable", torch.allclose((y @ y).cpu(), y.cpu() @ y.cpu(), atol=1e-4))
 COMPUTE = """y = (x * 3 + 1).exp().sum(0)
     torch.testing.assert_close(y.cpu(), (x.cpu() * 3 + 1).exp().sum(0), rtol=1e-5, atol=1e-4)"""
 
+# Each step allocates 4 MiB more than the last: a new segment from the device every time.
+GROWING_ALLOCATION = """sizes.append(sizes[-1] + (4 << 20))
+    y = torch.ones(sizes[-1] // 4, device="pto")
+    assert y.sum().item() == sizes[-1] // 4"""
+
 
 def run_with_faults(python, faults: str, step: str = COMPUTE) -> str:
     result = python(HARNESS.format(step=step), PTO_SIM_FAULTS=faults, PTO_FALLBACK="silent")
@@ -54,18 +59,12 @@ def test_a_failing_copy_raises_naming_the_copy(python):
 def test_one_failed_allocation_is_retried_after_freeing_the_cache(python):
     """As CUDA's allocator does: an out-of-memory answer first empties the cache
     (waiting for the work that uses it) and asks again, and the user sees nothing."""
-    step = """sizes.append(sizes[-1] + (4 << 20))
-    y = torch.ones(sizes[-1] // 4, device="pto")
-    assert y.sum().item() == sizes[-1] // 4"""
-    out = run_with_faults(python, "malloc:4", step)
+    out = run_with_faults(python, "malloc:4", GROWING_ALLOCATION)
     assert "raised 0" in out and "retries 1" in out
 
 
 def test_allocation_failing_twice_raises_out_of_memory_and_recovers(python):
-    step = """sizes.append(sizes[-1] + (4 << 20))
-    y = torch.ones(sizes[-1] // 4, device="pto")
-    assert y.sum().item() == sizes[-1] // 4"""
-    out = run_with_faults(python, "malloc:4,malloc:5", step)
+    out = run_with_faults(python, "malloc:4,malloc:5", GROWING_ALLOCATION)
     assert "raised 1" in out and "error: OutOfMemoryError: PTO out of memory" in out
 
 
