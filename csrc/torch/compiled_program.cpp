@@ -1,5 +1,7 @@
 #include "compiled_program.h"
 
+#include <ATen/EmptyTensor.h>
+
 #include <stdexcept>
 #include <string_view>
 
@@ -8,22 +10,6 @@
 #include "pto_check.h"
 
 namespace pto::backend {
-namespace {
-
-// The bytes a buffer bound to `tensor` may reach: from its first element to its
-// last, not to the end of its storage, whose other bytes may belong to other
-// views (big[16:32] must not let a program write big[32:64]).
-uint64_t viewBytes(const at::Tensor& tensor) {
-  if (tensor.numel() == 0) return 0;
-  uint64_t last = 0;
-  for (int64_t d = 0; d < tensor.dim(); ++d) {
-    TORCH_CHECK(tensor.stride(d) >= 0, "compiled program: a tensor with negative strides cannot be bound");
-    last += static_cast<uint64_t>(tensor.size(d) - 1) * static_cast<uint64_t>(tensor.stride(d));
-  }
-  return (last + 1) * tensor.element_size();
-}
-
-}  // namespace
 
 CompiledGraphProgram::CompiledGraphProgram(const std::string& pto_as, bool debug, bool fuse) {
   isa::ParseResult parsed = isa::parse(pto_as);
@@ -53,7 +39,9 @@ void CompiledGraphProgram::run(const std::vector<std::optional<at::Tensor>>& buf
                 "compiled program: buffer %", b, " is a tensor on ", where, ", expected pto:", static_cast<int>(device),
                 host_memory_is_device_memory ? " or cpu" : "");
     addresses[b] = tensor.data_ptr();
-    sizes[b] = viewBytes(tensor);
+    // From its first element to its last, not to the end of its storage, whose other
+    // bytes may belong to other views (big[16:32] must not let a program write big[32:64]).
+    sizes[b] = at::detail::computeStorageNbytes(tensor.sizes(), tensor.strides(), tensor.element_size());
   }
   c10::DeviceGuard guard(c10::Device(c10::DeviceType::PrivateUse1, device));
   at::Tensor arena;
