@@ -152,8 +152,8 @@ def show_compile() -> None:
     report = pypto_torch.explain(softmax_by_hand, x)
     row("aten nodes lowered", len(report.lowered_nodes))
     row("nodes run eagerly", len(report.fallback_nodes))
-    row("fused kernels", f"{report.fused_kernels} (one pass over each tile of rows)")
-    row("arena of temporaries", f"{report.arena_bytes} bytes: they live in tile scratch")
+    row("fused stages", f"{report.fused_stages} (one pass over each tile of rows)")
+    row("workspace of temporaries", f"{report.workspace_bytes} bytes: they live in tile scratch")
 
     def best_ms(fn, tensor) -> float:
         """The best of 20 calls, each waited for (the device runs asynchronously)."""

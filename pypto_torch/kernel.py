@@ -100,7 +100,7 @@ def _line_of_instruction(text: str, index: int) -> int:
 @functools.lru_cache(maxsize=64)
 def _assemble(text: str):
     try:
-        return _C._CompiledProgram(text)
+        return _C._GraphProgram(text)
     except ValueError as error:
         message = str(error)
         found = re.search(r"instruction (\d+) \((.*)\)$", message)
@@ -112,7 +112,7 @@ def _assemble(text: str):
 
 def asm(text: str, *tensors: torch.Tensor):
     """Runs a PTO-AS program written by hand: the tensors are bound, in order, to the
-    buffers it declares as input or output (temporaries get an arena). Returns the
+    buffers it declares as input or output (temporaries get a workspace). Returns the
     output buffers' tensors (one tensor, or a tuple). Errors name the line."""
     program = _assemble(text)
     kinds = program.buffer_kinds

@@ -1,7 +1,7 @@
 #include <vector>
 
 #include "passes.h"
-#include "tiling.h"
+#include "isa/tiling.h"
 
 namespace pto::compiler {
 namespace {
@@ -26,7 +26,7 @@ bool sameReduction(const isa::Instruction& instruction, int d) {
 
 // What may run by tiles, but a GEMM: its operands' shapes follow their own rule.
 bool collapsible(const isa::Instruction& instruction) {
-  return fusable(instruction) && isa::groupOf(instruction.opcode) != isa::Group::Matmul;
+  return isa::fusable(instruction) && isa::groupOf(instruction.opcode) != isa::Group::Matmul;
 }
 
 }  // namespace
@@ -36,7 +36,7 @@ int collapseLeadingDims(isa::Program& program) {
   for (isa::Instruction& instruction : program.instructions) {
     if (!collapsible(instruction)) continue;
     // Never the last dimension: the row ops work along it, and a GEMM's output rows
-    // (the dimension before it) are what a fused kernel tiles over.
+    // (the dimension before it) are what a fused stage tiles over.
     for (int d = 0; d + 2 < instruction.operands[0].rank;) {
       std::vector<int64_t> strides(instruction.operands.size());
       bool all = sameReduction(instruction, d);

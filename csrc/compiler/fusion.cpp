@@ -1,12 +1,12 @@
 #include <algorithm>
 
 #include "passes.h"
-#include "tiling.h"
+#include "isa/tiling.h"
 
 namespace pto::compiler {
 namespace {
 
-// Elements of one instruction's tile a fused kernel aims at: a few tens of KiB,
+// Elements of one instruction's tile a fused stage aims at: a few tens of KiB,
 // so that a tile's intermediates stay in the core's cache (the Unified Buffer).
 constexpr int64_t kTileElements = 16384;
 // Output rows of a GEMM tile: enough for BLAS to run at full speed on each core's band.
@@ -40,38 +40,38 @@ int chooseTileDim(const isa::Program& program, int32_t first, int32_t count, int
   return t;
 }
 
-// The deepest tile dimension the kernel [first, first + count) allows, or -1.
+// The deepest tile dimension the stage [first, first + count) allows, or -1.
 int deepestShared(const isa::Program& program, int32_t first, int32_t count) {
   const isa::Operand& lead = program.instructions[first].operands[0];
   int deepest = isa::kMaxRank;
   for (int32_t i = first; i < first + count; ++i) {
     const isa::Instruction& instruction = program.instructions[i];
-    if (!fusable(instruction)) return -1;
+    if (!isa::fusable(instruction)) return -1;
     const isa::Operand& out = instruction.operands[0];
     int shared = -1;
     while (shared + 1 < std::min(out.rank, lead.rank) && out.shape[shared + 1] == lead.shape[shared + 1]) ++shared;
-    deepest = std::min({deepest, deepestTileDim(instruction), shared});
+    deepest = std::min({deepest, isa::deepestTileDim(instruction), shared});
   }
   return deepest;
 }
 
-Kernel tiledKernel(const isa::Program& program, int32_t first, int32_t count, int t) {
-  Kernel kernel;
-  kernel.first = first;
-  kernel.count = count;
-  kernel.tile_dim = t;
+isa::Stage tiledStage(const isa::Program& program, int32_t first, int32_t count, int t) {
+  isa::Stage stage;
+  stage.first = first;
+  stage.count = count;
+  stage.tile_dim = t;
   const isa::Operand& lead = program.instructions[first].operands[0];
-  std::copy_n(lead.shape.begin(), t + 1, kernel.domain.begin());
-  kernel.parallel_tiles = !holdsGemm(program, first, count);
-  const int64_t rows = kernel.parallel_tiles ? kTileElements / innerElements(program, first, count, t) : kGemmTileRows;
-  kernel.tile_rows = std::clamp<int64_t>(rows, 1, std::max<int64_t>(1, lead.shape[t]));
-  return kernel;
+  std::copy_n(lead.shape.begin(), t + 1, stage.domain.begin());
+  stage.parallel_tiles = !holdsGemm(program, first, count);
+  const int64_t rows = stage.parallel_tiles ? kTileElements / innerElements(program, first, count, t) : kGemmTileRows;
+  stage.tile_rows = std::clamp<int64_t>(rows, 1, std::max<int64_t>(1, lead.shape[t]));
+  return stage;
 }
 
-// Whether `next` may join the kernel [first, first + count) as far as its GEMM goes:
-// a GEMM kernel is a GEMM with the moves that set up its output before it (the bias)
+// Whether `next` may join the stage [first, first + count) as far as its GEMM goes:
+// a GEMM stage is a GEMM with the moves that set up its output before it (the bias)
 // and elementwise instructions after it (its epilogue). Reductions, row ops and other
-// GEMMs keep to kernels of their own, where their tiles can be sized for them.
+// GEMMs keep to stages of their own, where their tiles can be sized for them.
 bool gemmAllows(const isa::Program& program, int32_t first, int32_t count, const isa::Instruction& next) {
   const auto group = [](const isa::Instruction& instruction) { return isa::groupOf(instruction.opcode); };
   if (group(next) == isa::Group::Matmul) {
@@ -83,7 +83,7 @@ bool gemmAllows(const isa::Program& program, int32_t first, int32_t count, const
   }
   if (!holdsGemm(program, first, count)) return true;
   if (group(next) == isa::Group::Reduce || group(next) == isa::Group::Row) return false;
-  // An epilogue reads what the kernel computed; anything else (the next GEMM's bias)
+  // An epilogue reads what the stage computed; anything else (the next GEMM's bias)
   // goes with what reads it.
   for (size_t k = 1; k < next.operands.size(); ++k) {
     for (int32_t i = first; i < first + count; ++i) {
@@ -95,8 +95,8 @@ bool gemmAllows(const isa::Program& program, int32_t first, int32_t count, const
 
 }  // namespace
 
-std::vector<Kernel> fuse(const isa::Program& program) {
-  std::vector<Kernel> kernels;
+std::vector<isa::Stage> fuse(const isa::Program& program) {
+  std::vector<isa::Stage> stages;
   const auto total = static_cast<int32_t>(program.instructions.size());
   for (int32_t first = 0; first < total;) {
     int32_t count = 1;
@@ -106,19 +106,19 @@ std::vector<Kernel> fuse(const isa::Program& program) {
         const int deepest = deepestShared(program, first, count + 1);
         if (deepest < 0) break;
         const int t = chooseTileDim(program, first, count + 1, deepest);
-        if (!checkTiling(program, first, count + 1, t).empty()) break;
+        if (!isa::checkTiling(program, first, count + 1, t).empty()) break;
         tile_dim = t;
         ++count;
       }
     }
     if (count > 1) {
-      kernels.push_back(tiledKernel(program, first, count, tile_dim));
+      stages.push_back(tiledStage(program, first, count, tile_dim));
     } else {
-      kernels.push_back(Kernel{.first = first, .count = 1});
+      stages.push_back(isa::Stage{.first = first, .count = 1});
     }
     first += count;
   }
-  return kernels;
+  return stages;
 }
 
 }  // namespace pto::compiler

@@ -4,7 +4,7 @@
 
 #include <vector>
 
-#include "compiled_program.h"
+#include "compile.h"
 
 namespace pto::compiler {
 
@@ -25,21 +25,15 @@ int eliminateCommonSubexpressions(isa::Program& program);
 // many merges it made.
 int collapseLeadingDims(isa::Program& program);
 
-// Groups consecutive instructions into kernels: runs of instructions that may
-// interleave by tile (tiling.h) become one tiled kernel; every other instruction
-// is a kernel of its own.
-std::vector<Kernel> fuse(const isa::Program& program);
+// Groups consecutive instructions into stages: runs of instructions that may
+// interleave by tile (isa/tiling.h) become one tiled stage; every other
+// instruction is a stage of its own.
+std::vector<isa::Stage> fuse(const isa::Program& program);
 
-// Places every buffer (compiled_program.h): temporaries that one tiled kernel
-// keeps to itself go to its tile scratch, sized to the Unified Buffer; the rest go,
-// by liveness over kernels, inside outputs not yet written, else in one arena.
-void planMemory(CompiledProgram& compiled);
-
-// The kernels, first and last, that use each buffer ({-1, -1}: none).
-struct KernelSpan {
-  int32_t first = -1, last = -1;
-};
-std::vector<KernelSpan> kernelLifetimes(const isa::Program& program, const std::vector<Kernel>& kernels);
+// Places every buffer (isa/schedule.h): temporaries that one tiled stage
+// keeps to itself go to its tile scratch, which takes at most tile_memory_bytes; the rest go,
+// by liveness over stages, inside outputs not yet written, else in the workspace.
+void planMemory(isa::ScheduledProgram& compiled, uint64_t tile_memory_bytes);
 
 // The instructions that write and read each buffer.
 struct BufferUses {

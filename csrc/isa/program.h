@@ -51,6 +51,11 @@ struct Program {
 // A contiguous operand of `shape` over the start of `buffer`.
 Operand contiguousOperand(int32_t buffer, DType dtype, std::initializer_list<int64_t> shape);
 
+// The one-instruction program of `instruction` (an eager op): each buffer an
+// operand refers to is declared as large as the operands reach into it, the
+// output's an output, the rest inputs.
+Program programOf(Instruction instruction);
+
 // Checks a program against the instruction table: operand counts, dtypes,
 // shapes, immediates, and that every operand stays inside its buffer.
 // Returns "" when valid, else what is wrong and where ("instruction 2 (tadd): ...").

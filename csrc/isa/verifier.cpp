@@ -1,4 +1,6 @@
+#include <algorithm>
 #include <cmath>
+#include <cstdint>
 #include <sstream>
 
 #include "program.h"
@@ -38,21 +40,32 @@ std::string elementText(__int128 index) {
 // `reduction_output`: the operand is a reduction's output, whose stride-0
 // dimensions are the reduced ones; when one of them is empty the reduction
 // still writes its identity to every element of the other dimensions.
-std::string checkBounds(const Operand& operand, uint64_t buffer_bytes, bool reduction_output) {
+struct ElementRange {
+  bool empty = true;
+  __int128 low = 0, high = 0;  // the lowest and highest element the operand reaches
+};
+
+ElementRange elementRange(const Operand& operand, bool reduction_output) {
   for (int d = 0; d < operand.rank; ++d) {
-    if (operand.shape[d] == 0 && !(reduction_output && operand.strides[d] == 0)) return "";
+    if (operand.shape[d] == 0 && !(reduction_output && operand.strides[d] == 0)) return {};
   }
   constexpr __int128 kSaturation = static_cast<__int128>(1) << 80;
-  __int128 low = operand.offset, high = operand.offset;
+  ElementRange range{false, operand.offset, operand.offset};
   for (int d = 0; d < operand.rank; ++d) {
     __int128 extent = static_cast<__int128>(operand.shape[d] - 1) * operand.strides[d];
     extent = extent > kSaturation ? kSaturation : extent < -kSaturation ? -kSaturation : extent;
-    (extent < 0 ? low : high) += extent;
+    (extent < 0 ? range.low : range.high) += extent;
   }
+  return range;
+}
+
+std::string checkBounds(const Operand& operand, uint64_t buffer_bytes, bool reduction_output) {
+  const ElementRange range = elementRange(operand, reduction_output);
+  if (range.empty) return "";
   const auto size = static_cast<__int128>(dtypeSize(operand.dtype));
-  if (low < 0 || (high + 1) * size > static_cast<__int128>(buffer_bytes)) {
+  if (range.low < 0 || (range.high + 1) * size > static_cast<__int128>(buffer_bytes)) {
     return describe("reaches outside buffer %", operand.buffer, " (", buffer_bytes,
-                    " bytes): elements ", elementText(low), " to ", elementText(high));
+                    " bytes): elements ", elementText(range.low), " to ", elementText(range.high));
   }
   return "";
 }
@@ -443,6 +456,26 @@ std::string verifyInstruction(const Instruction& instruction, std::span<const ui
     return describe(entry.name, ": ", error);
   }
   return "";
+}
+
+Program programOf(Instruction instruction) {
+  Program program;
+  const bool reduces = info(instruction.opcode).group == Group::Reduce;
+  for (size_t i = 0; i < instruction.operands.size(); ++i) {
+    const Operand& operand = instruction.operands[i];
+    // A buffer index past the operands' count is left undeclared, for verify() to refuse.
+    if (operand.buffer < 0 || static_cast<size_t>(operand.buffer) >= instruction.operands.size()) continue;
+    const auto b = static_cast<size_t>(operand.buffer);
+    if (program.buffers.size() <= b) program.buffers.resize(b + 1);
+    if (i == 0) program.buffers[b].kind = BufferKind::kOutput;
+    const ElementRange range = elementRange(operand, i == 0 && reduces);
+    if (range.empty || range.low < 0) continue;
+    const __int128 reach = (range.high + 1) * static_cast<__int128>(dtypeSize(operand.dtype));
+    const uint64_t bytes = reach > static_cast<__int128>(UINT64_MAX) ? UINT64_MAX : static_cast<uint64_t>(reach);
+    program.buffers[b].bytes = std::max(program.buffers[b].bytes, bytes);
+  }
+  program.instructions.push_back(std::move(instruction));
+  return program;
 }
 
 std::string verify(const Program& program) {

@@ -6,12 +6,13 @@
 #include <ATen/Context.h>
 #include <c10/core/DeviceGuard.h>
 
+#include <map>
 #include <vector>
 
 #include "isa/instructions.h"
 #include "runtime/pto_runtime.h"
 #include "torch/aten/fallback.h"
-#include "torch/compiled_program.h"
+#include "torch/graph_program.h"
 #include "torch/device.h"
 #include "torch/generator.h"
 #include "torch/pto_check.h"
@@ -69,6 +70,18 @@ PYBIND11_MODULE(_C, m) {
   m.def("_init", [] { at::globalContext().lazyInitDevice(c10::DeviceType::PrivateUse1); });
   m.def("_driver_name", [] { return std::string(ptoGetDriverName()); });
   m.def("_device_count", [] { return static_cast<int>(deviceCount()); });
+  m.def("_device_attribute", [](int device, const std::string& name) {
+    static const std::map<std::string, ptoDeviceAttribute> kAttributes = {
+        {"core_count", PTO_DEVICE_ATTR_CORE_COUNT},
+        {"unified_buffer_bytes", PTO_DEVICE_ATTR_UNIFIED_BUFFER_BYTES},
+        {"pageable_memory_access", PTO_DEVICE_ATTR_PAGEABLE_MEMORY_ACCESS},
+        {"bfloat16", PTO_DEVICE_ATTR_BFLOAT16},
+        {"float64", PTO_DEVICE_ATTR_FLOAT64},
+        {"total_memory_bytes", PTO_DEVICE_ATTR_TOTAL_MEMORY_BYTES}};
+    const auto found = kAttributes.find(name);
+    TORCH_CHECK(found != kAttributes.end(), "unknown pto device attribute '", name, "'");
+    return deviceAttribute(static_cast<c10::DeviceIndex>(device), found->second);
+  });
   m.def("_current_device", [] { return static_cast<int>(currentDevice()); });
   m.def("_set_device", [](int index) { setCurrentDevice(static_cast<c10::DeviceIndex>(index)); });
   m.def("_exchange_device", [](int index) {
@@ -108,15 +121,16 @@ PYBIND11_MODULE(_C, m) {
     return activities;
   });
 
-  py::class_<CompiledGraphProgram>(m, "_CompiledProgram")
+  py::class_<GraphProgram>(m, "_GraphProgram")
       .def(py::init<const std::string&, bool, bool>(), py::arg("pto_as"), py::arg("debug") = false,
            py::arg("fuse") = true)
-      .def_property_readonly("text", &CompiledGraphProgram::text)
-      .def_property_readonly("fused_kernels", &CompiledGraphProgram::fusedKernels)
-      .def_property_readonly("kernels", &CompiledGraphProgram::kernelCount)
-      .def_property_readonly("instructions", &CompiledGraphProgram::instructionCount)
-      .def_property_readonly("arena_bytes", &CompiledGraphProgram::arenaBytes)
-      .def_property_readonly("buffer_kinds", &CompiledGraphProgram::bufferKinds)
-      .def("run", [](const CompiledGraphProgram& program, const std::vector<std::optional<at::Tensor>>& buffers,
-                     int device) { program.run(buffers, static_cast<c10::DeviceIndex>(device)); });
+      .def_property_readonly("text", &GraphProgram::text)
+      .def_property_readonly("fused_stages", &GraphProgram::fusedStages)
+      .def_property_readonly("stages", &GraphProgram::stageCount)
+      .def_property_readonly("instructions", &GraphProgram::instructionCount)
+      .def_property_readonly("workspace_bytes", &GraphProgram::workspaceBytes)
+      .def_property_readonly("buffer_kinds", &GraphProgram::bufferKinds)
+      .def("run", [](GraphProgram& program, const std::vector<std::optional<at::Tensor>>& buffers, int device) {
+        program.run(buffers, static_cast<c10::DeviceIndex>(device));
+      });
 }

@@ -3,6 +3,7 @@
 #include <pthread.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cstdlib>
 #include <cstring>
@@ -10,9 +11,11 @@
 #include <memory>
 #include <mutex>
 #include <string>
+#include <vector>
 
 #include "driver.h"
 #include "error.h"
+#include "program.h"
 
 namespace pto::rt {
 namespace {
@@ -29,6 +32,43 @@ pid_t driver_pid = 0;
 void markForkedChild() { forked_from.store(driver_pid); }
 
 Driver* driverOrNull(ptoError* status);
+
+struct RegisteredDriver {
+  std::string name;
+  int priority;
+  DriverFactory factory;
+};
+
+// Filled by the drivers' static initialisers, read at the first runtime call.
+std::vector<RegisteredDriver>& registeredDrivers() {
+  static std::vector<RegisteredDriver> drivers;
+  return drivers;
+}
+
+// PTO_DRIVER's driver, else the registered one of highest priority that starts.
+Driver* startDriver(const char* requested, std::string* why) {
+  std::vector<RegisteredDriver> candidates = registeredDrivers();
+  std::stable_sort(candidates.begin(), candidates.end(),
+                   [](const RegisteredDriver& a, const RegisteredDriver& b) { return a.priority > b.priority; });
+  std::string names;
+  for (const RegisteredDriver& candidate : candidates) names += (names.empty() ? "'" : ", '") + candidate.name + "'";
+  if (candidates.empty()) {
+    *why = "this build has no pto driver";
+    return nullptr;
+  }
+  for (const RegisteredDriver& candidate : candidates) {
+    if (requested != nullptr && candidate.name != requested) continue;
+    try {
+      return candidate.factory().release();
+    } catch (const std::exception& error) {
+      *why += (why->empty() ? "" : "; ") + candidate.name + " driver: " + error.what();
+    }
+  }
+  if (requested != nullptr && why->empty()) {
+    *why = std::string("PTO_DRIVER=") + requested + " is not available: this build has " + names;
+  }
+  return nullptr;
+}
 
 // Exiting with work queued is clean, as with CUDA: before the host libraries the
 // kernels call (OpenBLAS) run their destructors, every device finishes its
@@ -55,22 +95,13 @@ Driver* driverOrNull(ptoError* status) {
   // device driver's state does, so no static destructor races a late free.
   static std::string init_error;
   static Driver* driver = []() -> Driver* {
-    const char* requested = std::getenv("PTO_DRIVER");
-    if (requested != nullptr && std::strcmp(requested, "sim") != 0) {
-      init_error = std::string("PTO_DRIVER=") + requested +
-                   " is not available: this build has the 'sim' driver only";
-      return nullptr;
-    }
-    try {
-      Driver* made = makeSimDriver().release();
+    Driver* made = startDriver(std::getenv("PTO_DRIVER"), &init_error);
+    if (made != nullptr) {
       driver_pid = getpid();
       pthread_atfork(nullptr, nullptr, &markForkedChild);
       std::atexit(&drainAtExit);
-      return made;
-    } catch (const std::exception& error) {
-      init_error = error.what();
-      return nullptr;
     }
+    return made;
   }();
   if (driver == nullptr) *status = fail(PTO_ERROR_NOT_INITIALIZED, init_error);
   return driver;
@@ -106,6 +137,44 @@ ptoError fail(ptoError code, std::string message) {
 
 const std::string& recentErrorMessage() { return tls_recent_error; }
 
+bool registerDriver(const char* name, int priority, DriverFactory factory) {
+  registeredDrivers().push_back({name, priority, factory});
+  return true;
+}
+
+}  // namespace pto::rt
+
+// A loaded program: the program (for the API's launch checks) and what the
+// driver made of it.
+struct ptoProgramImpl {
+  static constexpr uint64_t kLive = 0x21676f72706f7470;  // "ptoprog!"
+  uint64_t tag = kLive;
+  int32_t device = 0;
+  std::shared_ptr<const pto::isa::ScheduledProgram> program;
+  std::shared_ptr<pto::rt::DeviceProgram> loaded;
+};
+
+namespace pto::rt {
+
+ptoError loadProgram(std::shared_ptr<const isa::ScheduledProgram> program, ptoProgram* handle) {
+  ptoError status = PTO_SUCCESS;
+  Driver* driver = driverOrNull(&status);
+  if (driver == nullptr) return status;
+  if (handle == nullptr || program == nullptr) return fail(PTO_ERROR_INVALID_VALUE, "ptoProgramLoad: null argument");
+  if (std::string why = isa::verify(program->program); !why.empty()) {
+    return fail(PTO_ERROR_INVALID_VALUE, "ptoProgramLoad: " + why);
+  }
+  if (std::string why = isa::verifySchedule(*program); !why.empty()) {
+    return fail(PTO_ERROR_INVALID_VALUE, "ptoProgramLoad: unsound schedule: " + why);
+  }
+  auto impl = std::make_unique<ptoProgramImpl>();
+  impl->device = tls_current_device;
+  impl->program = std::move(program);
+  if (ptoError s = driver->loadProgram(impl->device, impl->program, &impl->loaded); s != PTO_SUCCESS) return s;
+  *handle = impl.release();
+  return PTO_SUCCESS;
+}
+
 }  // namespace pto::rt
 
 using pto::rt::Driver;
@@ -126,6 +195,17 @@ using pto::rt::failf;
 #define PTO_REQUIRE(cond, ...) \
   if (!(cond)) return failf(PTO_ERROR_INVALID_VALUE, __VA_ARGS__)
 
+namespace {
+
+ptoError checkProgram(ptoProgram program, const char* call) {
+  if (program == nullptr || program->tag != ptoProgramImpl::kLive) {
+    return failf(PTO_ERROR_INVALID_HANDLE, call, ": ", static_cast<void*>(program), " is not a loaded program");
+  }
+  return PTO_SUCCESS;
+}
+
+}  // namespace
+
 extern "C" {
 
 const char* ptoGetErrorName(ptoError error) {
@@ -138,15 +218,12 @@ const char* ptoGetErrorName(ptoError error) {
     case PTO_ERROR_NOT_READY: return "PTO_ERROR_NOT_READY";
     case PTO_ERROR_LAUNCH_FAILED: return "PTO_ERROR_LAUNCH_FAILED";
     case PTO_ERROR_NOT_INITIALIZED: return "PTO_ERROR_NOT_INITIALIZED";
+    case PTO_ERROR_NOT_SUPPORTED: return "PTO_ERROR_NOT_SUPPORTED";
   }
   return "PTO_ERROR_UNKNOWN";
 }
 
 const char* ptoGetRecentErrMsg(void) { return pto::rt::tls_recent_error.c_str(); }
-
-ptoError ptoSetKernelError(ptoError error, const char* message) {
-  return pto::rt::fail(error, message == nullptr ? "" : message);
-}
 
 ptoError ptoInit(void) {
   PTO_DRIVER_OR_RETURN(driver);
@@ -164,6 +241,13 @@ ptoError ptoGetDeviceCount(int32_t* count) {
   PTO_REQUIRE(count != nullptr, "ptoGetDeviceCount: count is null");
   *count = driver->deviceCount();
   return PTO_SUCCESS;
+}
+
+ptoError ptoDeviceGetAttribute(int64_t* value, ptoDeviceAttribute attribute, int32_t device) {
+  PTO_DRIVER_OR_RETURN(driver);
+  PTO_REQUIRE(value != nullptr, "ptoDeviceGetAttribute: value is null");
+  PTO_RETURN_IF_ERROR(pto::rt::checkDevice(driver, device));
+  return driver->deviceAttribute(device, attribute, value);
 }
 
 ptoError ptoSetDevice(int32_t device) {
@@ -334,22 +418,58 @@ ptoError ptoEventElapsedTime(float* milliseconds, ptoEvent start, ptoEvent end) 
   return driver->eventElapsedTime(milliseconds, start, end);
 }
 
+ptoError ptoProgramLoad(ptoProgram* program, const char* pto_as) {
+  PTO_DRIVER_OR_RETURN(driver);
+  PTO_REQUIRE(program != nullptr && pto_as != nullptr, "ptoProgramLoad: null argument");
+  pto::isa::ParseResult parsed = pto::isa::parse(pto_as);
+  PTO_REQUIRE(parsed.error.empty(), "ptoProgramLoad: PTO-AS ", parsed.error);
+  return pto::rt::loadProgram(
+      std::make_shared<const pto::isa::ScheduledProgram>(pto::isa::scheduleInOrder(std::move(parsed.program))), program);
+}
+
+ptoError ptoProgramRelease(ptoProgram program) {
+  PTO_DRIVER_OR_RETURN(driver);
+  if (program == nullptr) return PTO_SUCCESS;
+  PTO_RETURN_IF_ERROR(checkProgram(program, "ptoProgramRelease"));
+  program->tag = 0;
+  delete program;
+  return PTO_SUCCESS;
+}
+
+ptoError ptoProgramGetWorkspaceSize(ptoProgram program, size_t* bytes) {
+  PTO_DRIVER_OR_RETURN(driver);
+  PTO_RETURN_IF_ERROR(checkProgram(program, "ptoProgramGetWorkspaceSize"));
+  PTO_REQUIRE(bytes != nullptr, "ptoProgramGetWorkspaceSize: bytes is null");
+  *bytes = program->program->workspace_bytes;
+  return PTO_SUCCESS;
+}
+
+ptoError ptoProgramLaunch(ptoProgram program, ptoStream stream, void* const* buffers,
+                          const uint64_t* buffer_bytes, size_t buffer_count, void* workspace) {
+  PTO_DRIVER_OR_RETURN(driver);
+  PTO_RETURN_IF_ERROR(checkProgram(program, "ptoProgramLaunch"));
+  const pto::isa::ScheduledProgram& scheduled = *program->program;
+  const std::vector<pto::isa::Buffer>& declared = scheduled.program.buffers;
+  PTO_REQUIRE(buffer_count == declared.size(), "ptoProgramLaunch: the program declares ", declared.size(),
+              " buffers, the launch binds ", buffer_count);
+  PTO_REQUIRE(buffer_count == 0 || (buffers != nullptr && buffer_bytes != nullptr), "ptoProgramLaunch: buffers is null");
+  for (size_t b = 0; b < buffer_count; ++b) {
+    if (scheduled.placements[b].placement != pto::isa::Placement::kBound) continue;
+    PTO_REQUIRE(buffers[b] != nullptr || declared[b].bytes == 0, "ptoProgramLaunch: buffer %", b, " is not bound");
+    PTO_REQUIRE(buffer_bytes[b] >= declared[b].bytes, "ptoProgramLaunch: buffer %", b, " needs ", declared[b].bytes,
+                " bytes, got ", buffer_bytes[b]);
+  }
+  PTO_REQUIRE(workspace != nullptr || scheduled.workspace_bytes == 0, "ptoProgramLaunch: the program needs ",
+              scheduled.workspace_bytes, " bytes of workspace");
+  PTO_RETURN_IF_ERROR(pto::rt::resolveStream(driver, &stream));
+  return driver->launchProgram(stream, program->loaded, std::span<void* const>(buffers, buffer_count), workspace);
+}
+
 ptoError ptoLaunchHostFunc(ptoStream stream, ptoHostFn fn, void* user_data) {
   PTO_DRIVER_OR_RETURN(driver);
   PTO_REQUIRE(fn != nullptr, "ptoLaunchHostFunc: function is null");
   PTO_RETURN_IF_ERROR(pto::rt::resolveStream(driver, &stream));
   return driver->launchHostFunc(stream, fn, user_data);
-}
-
-ptoError ptoLaunchKernel(ptoStream stream, const char* name, ptoKernelFn kernel, const void* args,
-                         size_t arg_bytes) {
-  PTO_DRIVER_OR_RETURN(driver);
-  PTO_REQUIRE(kernel != nullptr && name != nullptr, "ptoLaunchKernel: kernel or name is null");
-  PTO_REQUIRE(arg_bytes <= PTO_MAX_KERNEL_ARG_BYTES, "ptoLaunchKernel(", name, "): ", arg_bytes,
-              " argument bytes exceed the limit of ", PTO_MAX_KERNEL_ARG_BYTES);
-  PTO_REQUIRE(arg_bytes == 0 || args != nullptr, "ptoLaunchKernel(", name, "): args is null");
-  PTO_RETURN_IF_ERROR(pto::rt::resolveStream(driver, &stream));
-  return driver->launchKernel(stream, name, kernel, args, arg_bytes);
 }
 
 }  // extern "C"

@@ -1,58 +1,107 @@
-// The Driver interface: what a device backend must provide behind pto_runtime.h.
+// The Driver interface: what a device backend provides behind pto_runtime.h.
 //
-// The API layer (api.cpp) owns what is driver-independent: lazy initialisation,
-// the per-thread current device, argument checks and error messages. A driver
-// receives explicit device indices and already-validated arguments.
+// The API layer (api.cpp) owns what is driver-independent: driver selection, the
+// per-thread current device, argument checks and error messages, program
+// verification and the checks of a launch's buffers. A driver receives explicit
+// device indices and already-validated arguments.
+//
+// A new driver implements the pure virtual methods (memory, copies, streams,
+// events, programs); the others have defaults that are correct for any driver,
+// if slower or less informative than a native call (docs/PORTING.md maps each
+// method to its ACL and CUDA call).
 #pragma once
 
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <mutex>
+#include <span>
+#include <vector>
 
+#include "isa/schedule.h"
 #include "pto_runtime.h"
 
 namespace pto::rt {
+
+// A program as a driver holds it (its device code). The API layer keeps it with
+// the program's handle; a driver keeps it alive too while launches of it are queued.
+class DeviceProgram {
+ public:
+  virtual ~DeviceProgram() = default;
+};
 
 class Driver {
  public:
   virtual ~Driver() = default;
 
+  // Devices.
   virtual const char* name() const = 0;
   virtual int32_t deviceCount() const = 0;
   virtual ptoError synchronizeDevice(int32_t device) = 0;
+  // Default: one core, the PTO ISA's 192 KiB Unified Buffer, no host memory access
+  // from programs, bfloat16 and float64 present, total memory from memGetInfo.
+  virtual ptoError deviceAttribute(int32_t device, ptoDeviceAttribute attribute, int64_t* value);
 
+  // Memory.
   virtual ptoError malloc(int32_t device, size_t size, void** ptr) = 0;
   virtual ptoError free(void* ptr) = 0;
-  virtual ptoError mallocHost(size_t size, void** ptr) = 0;
-  virtual ptoError freeHost(void* ptr) = 0;
-  virtual ptoError memGetInfo(int32_t device, size_t* free_bytes, size_t* total_bytes) = 0;
-  virtual ptoError pointerGetAttributes(const void* ptr, ptoPointerAttributes* attributes) = 0;
+  // Default: page-aligned host memory that is not pinned (copies from it still work).
+  virtual ptoError mallocHost(size_t size, void** ptr);
+  virtual ptoError freeHost(void* ptr);
+  // Default: PTO_ERROR_NOT_SUPPORTED.
+  virtual ptoError memGetInfo(int32_t device, size_t* free_bytes, size_t* total_bytes);
+  // Default: every pointer is unregistered host memory.
+  virtual ptoError pointerGetAttributes(const void* ptr, ptoPointerAttributes* attributes);
 
+  // Copies and fills.
   virtual ptoError memcpyAsync(void* dst, const void* src, size_t count, ptoMemcpyKind kind,
                                ptoStream stream) = 0;
-  virtual ptoError memsetAsync(void* ptr, int value, size_t count, ptoStream stream) = 0;
+  // Default: a host buffer of the value, copied to the device in stream order.
+  virtual ptoError memsetAsync(void* ptr, int value, size_t count, ptoStream stream);
 
-  virtual ptoError defaultStream(int32_t device, ptoStream* stream) = 0;
+  // Streams.
   virtual ptoError streamCreate(int32_t device, ptoStream* stream) = 0;
   virtual ptoError streamDestroy(ptoStream stream) = 0;
   virtual ptoError streamSynchronize(ptoStream stream) = 0;
-  virtual ptoError streamQuery(ptoStream stream) = 0;
   virtual ptoError streamWaitEvent(ptoStream stream, ptoEvent event) = 0;
   virtual ptoError streamGetDevice(ptoStream stream, int32_t* device) = 0;
+  // Default: a stream per device, created at first use and never destroyed.
+  virtual ptoError defaultStream(int32_t device, ptoStream* stream);
+  // Default: records an event on the stream and queries it.
+  virtual ptoError streamQuery(ptoStream stream);
 
+  // Events.
   virtual ptoError eventCreate(ptoEvent* event) = 0;
   virtual ptoError eventDestroy(ptoEvent event) = 0;
   virtual ptoError eventRecord(ptoEvent event, ptoStream stream) = 0;
   virtual ptoError eventSynchronize(ptoEvent event) = 0;
   virtual ptoError eventQuery(ptoEvent event) = 0;
-  virtual ptoError eventElapsedTime(float* milliseconds, ptoEvent start, ptoEvent end) = 0;
+  // Default: PTO_ERROR_NOT_SUPPORTED.
+  virtual ptoError eventElapsedTime(float* milliseconds, ptoEvent start, ptoEvent end);
 
-  virtual ptoError launchHostFunc(ptoStream stream, ptoHostFn fn, void* user_data) = 0;
-  virtual ptoError launchKernel(ptoStream stream, const char* name, ptoKernelFn kernel,
-                                const void* args, size_t arg_bytes) = 0;
+  // Programs. `program` has been verified, its schedule too. At launch, `buffers`
+  // holds an address for every buffer the program binds (inputs and outputs,
+  // checked against their declared sizes; other entries null) and `workspace`
+  // program.workspace_bytes of device memory (null when it needs none). A launch
+  // on a stream of another device than the program's fails with PTO_ERROR_INVALID_VALUE.
+  virtual ptoError loadProgram(int32_t device, std::shared_ptr<const isa::ScheduledProgram> program,
+                               std::shared_ptr<DeviceProgram>* loaded) = 0;
+  virtual ptoError launchProgram(ptoStream stream, const std::shared_ptr<DeviceProgram>& program,
+                                 std::span<void* const> buffers, void* workspace) = 0;
+
+  // Host work. Default: waits for the stream, then calls fn on the calling thread.
+  virtual ptoError launchHostFunc(ptoStream stream, ptoHostFn fn, void* user_data);
+
+ private:
+  std::mutex default_streams_mutex_;
+  std::vector<ptoStream> default_streams_;  // the default defaultStream()'s, one per device
 };
 
-// The simulated device: the default driver, always built.
-std::unique_ptr<Driver> makeSimDriver();
+// How a driver makes itself available: a factory registered under a name, from a
+// static initialiser of the driver's own library (sim_driver.cpp). PTO_DRIVER=name
+// selects one; otherwise the registered driver of highest priority whose factory
+// succeeds runs (a hardware driver throws from its factory when it finds no device).
+using DriverFactory = std::unique_ptr<Driver> (*)();
+bool registerDriver(const char* name, int priority, DriverFactory factory);
 
 }  // namespace pto::rt

@@ -28,6 +28,7 @@ typedef enum ptoError {
   PTO_ERROR_NOT_READY = 5,  // query: work still pending; not an error
   PTO_ERROR_LAUNCH_FAILED = 6,
   PTO_ERROR_NOT_INITIALIZED = 7,
+  PTO_ERROR_NOT_SUPPORTED = 8,  // the driver does not offer this call or attribute
 } ptoError;
 
 typedef enum ptoMemcpyKind {
@@ -52,28 +53,33 @@ typedef struct ptoPointerAttributes {
 
 typedef struct ptoStreamImpl* ptoStream;  // nullptr means the current device's default stream
 typedef struct ptoEventImpl* ptoEvent;
+typedef struct ptoProgramImpl* ptoProgram;  // a program loaded onto a device
 
 // A host function queued on a stream (aclrtLaunchHostFunc / aclrtLaunchCallback).
+// It is host code: it must not touch device memory (copy through the runtime).
 typedef void (*ptoHostFn)(void* user_data);
 
-// A device kernel. On the sim driver it runs on the stream's worker thread with
-// a private copy of the argument block given at launch; a non-success return
-// makes the stream's error sticky under the kernel's name.
-typedef ptoError (*ptoKernelFn)(const void* args);
-
-// Largest argument block a kernel launch carries inline (as CUDA/ACL limit params).
-#define PTO_MAX_KERNEL_ARG_BYTES 256
+// What a device is and can do: code above the runtime asks these, never which
+// driver runs.
+typedef enum ptoDeviceAttribute {
+  PTO_DEVICE_ATTR_CORE_COUNT = 0,             // cores that run a program's tiles in parallel
+  PTO_DEVICE_ATTR_UNIFIED_BUFFER_BYTES = 1,   // each core's on-chip tile memory
+  PTO_DEVICE_ATTR_PAGEABLE_MEMORY_ACCESS = 2, // 1: programs may read and write plain host
+                                              // memory by its address (as
+                                              // cudaDevAttrPageableMemoryAccess)
+  PTO_DEVICE_ATTR_BFLOAT16 = 3,               // 1: bfloat16 arithmetic in hardware
+  PTO_DEVICE_ATTR_FLOAT64 = 4,                // 1: float64 arithmetic in hardware
+  PTO_DEVICE_ATTR_TOTAL_MEMORY_BYTES = 5,
+} ptoDeviceAttribute;
 
 const char* ptoGetErrorName(ptoError error);
 const char* ptoGetRecentErrMsg(void);
-// For kernels: records why the kernel fails (the message its stream's sticky
-// error will carry) and returns `error`, so a kernel can `return ptoSetKernelError(...)`.
-ptoError ptoSetKernelError(ptoError error, const char* message);
 
 // Driver selection and devices.
 ptoError ptoInit(void);
-const char* ptoGetDriverName(void);  // "sim" or "acl"
+const char* ptoGetDriverName(void);  // for people to read ("sim", "acl"); code asks attributes
 ptoError ptoGetDeviceCount(int32_t* count);
+ptoError ptoDeviceGetAttribute(int64_t* value, ptoDeviceAttribute attribute, int32_t device);
 ptoError ptoSetDevice(int32_t device);
 ptoError ptoGetDevice(int32_t* device);
 ptoError ptoDeviceSynchronize(void);
@@ -110,30 +116,45 @@ ptoError ptoEventSynchronize(ptoEvent event);
 ptoError ptoEventQuery(ptoEvent event);  // PTO_SUCCESS when complete (or never recorded)
 ptoError ptoEventElapsedTime(float* milliseconds, ptoEvent start, ptoEvent end);
 
-// Work submission.
-ptoError ptoLaunchHostFunc(ptoStream stream, ptoHostFn fn, void* user_data);
-// `name` is kept, not copied: it must outlive the launch (a string literal does).
-ptoError ptoLaunchKernel(ptoStream stream, const char* name, ptoKernelFn kernel,
-                         const void* args, size_t arg_bytes);
+// Programs: PTO code as a driver holds it (aclrtBinaryLoad / cuModuleLoadData).
+// A program is loaded once onto the current device and launched any number of
+// times on that device's streams, each launch binding its input and output
+// buffers to memory. Loading verifies it; a launch checks every bound buffer
+// against the size the program declares. PTO-AS text loads with each instruction
+// run whole and its temporaries one after another in the launch's workspace; the
+// compiler's tiled, fused programs load through pto::rt::loadProgram (program.h).
+ptoError ptoProgramLoad(ptoProgram* program, const char* pto_as);
+ptoError ptoProgramRelease(ptoProgram program);  // launches already queued still run
+// Device memory a launch needs for the program's temporaries (0: none).
+ptoError ptoProgramGetWorkspaceSize(ptoProgram program, size_t* bytes);
+// `buffers` and `buffer_bytes` hold one entry per buffer the program declares
+// (entries for its temporaries are ignored); `workspace` is device memory of the
+// workspace size, ordered on `stream` like the buffers. A failing instruction
+// fails the launch with "instruction N (mnemonic): why" at the next synchronize.
+ptoError ptoProgramLaunch(ptoProgram program, ptoStream stream, void* const* buffers,
+                          const uint64_t* buffer_bytes, size_t buffer_count, void* workspace);
 
-// Profiling (as CUPTI activities or aclprof): while started, every kernel, copy and
-// fill a stream executes is recorded with its stream, device and start and end
-// times; kernels annotate their own record with what they read and wrote, and a
-// kernel that runs several instructions (a compiled program) records one activity
-// per instruction or fused kernel inside it.
+// Host work ordered on a stream.
+ptoError ptoLaunchHostFunc(ptoStream stream, ptoHostFn fn, void* user_data);
+
+// Profiling (as CUPTI activities or aclprof): while started, the driver records
+// every program launch, copy and fill a stream executes, with its stream, device,
+// start and end times, the bytes it moved and the FLOPs it computed; a launch of
+// a multi-instruction program is recorded too as one activity per instruction or
+// fused kernel inside it.
 typedef enum {
-  PTO_ACTIVITY_KERNEL = 0,       // one launched kernel (an eager instruction)
+  PTO_ACTIVITY_KERNEL = 0,       // a launch of a one-instruction program (an eager op)
   PTO_ACTIVITY_COPY = 1,
   PTO_ACTIVITY_FILL = 2,
-  PTO_ACTIVITY_PROGRAM = 3,      // a launch holding the activities recorded inside it
+  PTO_ACTIVITY_PROGRAM = 3,      // a launch of a program of several instructions
   PTO_ACTIVITY_INSTRUCTION = 4,  // inside a program: an instruction or a fused kernel
 } ptoActivityKind;
 
 #define PTO_ACTIVITY_DETAIL_BYTES 192
 
 typedef struct {
-  char name[64];                             // the kernel's name, or "copy HtoD" ...
-  char detail[PTO_ACTIVITY_DETAIL_BYTES];    // operands, as the kernel annotated them
+  char name[64];                             // the instruction's mnemonic, "program", "copy HtoD" ...
+  char detail[PTO_ACTIVITY_DETAIL_BYTES];    // the operands ("f32[4,16] <- f32[4,16], f32[1,16]")
   ptoActivityKind kind;
   int32_t device;
   uint64_t stream;                           // an identifier of the stream
@@ -148,10 +169,5 @@ ptoError ptoProfilerStop(void);  // recorded activities stay until flushed
 ptoError ptoProfilerFlush(ptoActivity* out, size_t capacity, size_t* count);
 int ptoProfilerEnabled(void);
 uint64_t ptoProfilerNow(void);  // the clock activities use, in ns
-// For kernels, while profiling: what the running kernel's activity reads, writes and
-// computes; and activities inside it (kind, name and times are the caller's; stream
-// and device are filled in from the running kernel's).
-void ptoProfilerAnnotate(const char* detail, uint64_t bytes, double flops);
-void ptoProfilerRecordInside(const ptoActivity* activity);
 
 }  // extern "C"

@@ -52,6 +52,13 @@ c10::DeviceIndex currentDevice() {
   return static_cast<c10::DeviceIndex>(device);
 }
 
+int64_t deviceAttribute(c10::DeviceIndex index, ptoDeviceAttribute attribute) {
+  checkDeviceIndex(index);
+  int64_t value = 0;
+  PTO_CHECK(ptoDeviceGetAttribute(&value, attribute, index));
+  return value;
+}
+
 void setCurrentDevice(c10::DeviceIndex index) {
   checkDeviceIndex(index);
   PTO_CHECK(ptoSetDevice(index));

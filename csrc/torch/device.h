@@ -26,4 +26,7 @@ c10::Stream currentStream(c10::DeviceIndex index);
 void setCurrentStream(c10::Stream stream);
 ptoStream nativeStream(c10::Stream stream);
 
+// What the device can do (pto_runtime.h): asked, never inferred from the driver's name.
+int64_t deviceAttribute(c10::DeviceIndex index, ptoDeviceAttribute attribute);
+
 }  // namespace pto::backend

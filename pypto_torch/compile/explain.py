@@ -1,7 +1,7 @@
 """``pypto_torch.explain(fn, *example_inputs)``: what the pypto backend makes of a
 function, without running it: the captured aten graph, the final PTO program, which
-nodes were lowered and which run eagerly (and why), how many fused kernels, and the
-arena of temporaries."""
+nodes were lowered and which run eagerly (and why), its stages (how many fuse several
+instructions into one tile loop), and the workspace its temporaries need."""
 from __future__ import annotations
 
 import dataclasses
@@ -19,9 +19,9 @@ class Explanation:
     program: str
     lowered_nodes: list
     fallback_nodes: list   # (node name, why it runs eagerly)
-    fused_kernels: int
-    arena_bytes: int
-    kernels: int
+    fused_stages: int
+    workspace_bytes: int
+    stages: int
     instructions: int
 
     def __repr__(self) -> str:
@@ -33,8 +33,8 @@ class Explanation:
         lines += [f"    {name}: {why}" for name, why in self.fallback_nodes]
         lines += [
             f"  PTO instructions         : {self.instructions}",
-            f"  kernels (launch units)   : {self.kernels}, of which fused: {self.fused_kernels}",
-            f"  arena of temporaries     : {self.arena_bytes} bytes",
+            f"  stages                   : {self.stages}, of which fused: {self.fused_stages}",
+            f"  workspace of temporaries : {self.workspace_bytes} bytes",
             "  program (PTO-AS):",
         ]
         lines += ["    " + line for line in self.program.splitlines()]
@@ -67,8 +67,8 @@ def explain(fn, *example_inputs) -> Explanation:
         program="\n".join(step.program.text for step in programs),
         lowered_nodes=list(plan.lowered_nodes),
         fallback_nodes=list(plan.fallback_nodes),
-        fused_kernels=sum(step.program.fused_kernels for step in programs),
-        arena_bytes=max((step.program.arena_bytes for step in programs), default=0),
-        kernels=sum(step.program.kernels for step in programs),
+        fused_stages=sum(step.program.fused_stages for step in programs),
+        workspace_bytes=max((step.program.workspace_bytes for step in programs), default=0),
+        stages=sum(step.program.stages for step in programs),
         instructions=sum(step.program.instructions for step in programs),
     )

@@ -93,7 +93,7 @@ class Binding:
 
 @dataclasses.dataclass
 class ProgramStep:
-    program: _C._CompiledProgram
+    program: _C._GraphProgram
     bindings: list       # one Binding (or None: a temporary) per buffer
 
 
@@ -159,7 +159,7 @@ class Segment:
             lines.append(f"buffer %{index} {kind} {numel * storage.dtype.itemsize}")
             bindings.append(binding)
         text = "\n".join(lines + self.constants + self.instructions) + "\n"
-        program = _C._CompiledProgram(text, debug, fuse)
+        program = _C._GraphProgram(text, debug, fuse)
         return ProgramStep(program, bindings)
 
 

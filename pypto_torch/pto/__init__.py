@@ -1,5 +1,7 @@
 """``torch.pto``: the pto device module, shaped after ``torch.cuda``."""
 
+import dataclasses
+import functools
 from typing import Any
 
 import torch
@@ -87,6 +89,38 @@ def get_device_name(device: Any = None) -> str:
     return f"PTO {_C._driver_name()} device"
 
 
+@dataclasses.dataclass(frozen=True)
+class DeviceProperties:
+    """What a pto device is and can do, as the runtime reports it (ptoDeviceGetAttribute)."""
+
+    name: str
+    total_memory: int              # bytes
+    multi_processor_count: int     # cores that run a program's tiles in parallel
+    unified_buffer_bytes: int      # each core's on-chip tile memory
+    pageable_memory_access: bool   # programs reach plain host memory by its address
+    bfloat16: bool
+    float64: bool
+
+
+def get_device_properties(device: Any = None) -> DeviceProperties:
+    index = _device_index(device)
+    index = current_device() if index < 0 else index
+    attribute = functools.partial(_C._device_attribute, index)
+    return DeviceProperties(
+        name=get_device_name(index),
+        total_memory=attribute("total_memory_bytes"),
+        multi_processor_count=attribute("core_count"),
+        unified_buffer_bytes=attribute("unified_buffer_bytes"),
+        pageable_memory_access=bool(attribute("pageable_memory_access")),
+        bfloat16=bool(attribute("bfloat16")),
+        float64=bool(attribute("float64")),
+    )
+
+
+def is_bf16_supported(including_emulation: bool = True) -> bool:
+    return including_emulation or get_device_properties().bfloat16
+
+
 def get_amp_supported_dtype() -> list[torch.dtype]:
     return [torch.float16, torch.bfloat16]
 
@@ -115,6 +149,7 @@ class device_of(device):
 
 
 __all__ = [
+    "DeviceProperties",
     "Event",
     "Stream",
     "current_device",
@@ -126,11 +161,13 @@ __all__ = [
     "empty_cache",
     "get_amp_supported_dtype",
     "get_device_name",
+    "get_device_properties",
     "get_rng_state",
     "get_rng_state_all",
     "init",
     "initial_seed",
     "is_available",
+    "is_bf16_supported",
     "is_initialized",
     "manual_seed",
     "manual_seed_all",

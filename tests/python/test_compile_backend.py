@@ -41,17 +41,17 @@ def test_dynamo_knows_the_pto_device():
     interface.synchronize()
 
 
-def test_explain_reports_graph_program_nodes_kernels_and_arena():
+def test_explain_reports_graph_program_nodes_stages_and_workspace():
     x = torch.randn(64, 128, device="pto")
     report = pypto_torch.explain(handwritten_softmax, x)
     assert isinstance(report.graph, torch.fx.GraphModule)
     assert report.fallback_nodes == []
     assert len(report.lowered_nodes) >= 5
-    assert report.fused_kernels == 1
-    assert "# kernel 0: 5 instructions fused" in report.program
+    assert report.fused_stages == 1
+    assert "# stage 0: 5 instructions fused" in report.program
     for mnemonic in ("tamax", "tsub", "texp", "tsum", "tdiv"):
         assert mnemonic in report.program
-    assert report.arena_bytes == 0  # every temporary lives in a tile's scratch
+    assert report.workspace_bytes == 0  # every temporary lives in a tile's scratch
     text = repr(report)
     assert "nodes run eagerly        : 0" in text and "of which fused: 1" in text
 
@@ -103,7 +103,7 @@ def test_compile_debug_prints_the_program_after_every_pass(python):
     for stage in ("parsing", "dead code elimination", "common subexpression elimination",
                   "fusion and memory planning"):
         assert f"# ---- PTO program after {stage} ----" in result.stderr
-    assert "tsoftmax" in result.stderr and "# kernel 0" in result.stderr
+    assert "tsoftmax" in result.stderr and "# stage 0" in result.stderr
 
 
 def test_bad_input_is_a_clear_error_and_the_device_stays_usable():

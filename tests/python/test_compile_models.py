@@ -365,6 +365,6 @@ def test_explain_transformer_block_has_no_fallback_node():
 def test_explain_handwritten_softmax_is_one_fused_kernel():
     (x,) = pto_leaves(CASES["handwritten_softmax"][1]())
     report = pypto_torch.explain(handwritten_softmax, x)
-    assert report.fused_kernels == 1, report
+    assert report.fused_stages == 1, report
     assert len(report.fallback_nodes) == 0, report
-    assert isinstance(report.arena_bytes, int) and report.arena_bytes >= 0, report
+    assert isinstance(report.workspace_bytes, int) and report.workspace_bytes >= 0, report

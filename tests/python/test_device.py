@@ -100,3 +100,20 @@ def test_mixing_devices_errors_like_cuda():
 def test_pinned_tensors_cannot_live_on_device():
     with pytest.raises(RuntimeError, match="only CPU tensors can be pinned"):
         torch.empty(2, device="pto", pin_memory=True)
+
+
+def test_device_properties_come_from_the_runtime_attributes():
+    props = torch.pto.get_device_properties(0)
+    assert props.name == torch.pto.get_device_name(0)
+    assert props.multi_processor_count >= 1
+    assert props.unified_buffer_bytes == 192 * 1024
+    # The simulated device's memory is host memory: programs may bind CPU tensors.
+    assert props.pageable_memory_access is True
+    assert props.total_memory == torch.pto.mem_get_info(0)[1]
+    assert torch.pto.is_bf16_supported()
+    assert torch.pto.get_device_properties("pto:1") == torch.pto.get_device_properties(1)
+
+
+def test_device_properties_of_a_bad_index_raise_clearly():
+    with pytest.raises(RuntimeError, match="pto:99 is not a valid device"):
+        torch.pto.get_device_properties(99)

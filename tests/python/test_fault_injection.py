@@ -44,10 +44,10 @@ def run_with_faults(python, faults: str, step: str = COMPUTE) -> str:
 
 
 def test_a_failing_kernel_raises_naming_its_instruction(python):
-    out = run_with_faults(python, "kernel:30")
+    out = run_with_faults(python, "launch:30")
     assert "raised 1" in out
     error = next(line for line in out.splitlines() if line.startswith("error:"))
-    assert "asynchronous t" in error and "fault injected by PTO_SIM_FAULTS (kernel:30)" in error
+    assert "asynchronous t" in error and "fault injected by PTO_SIM_FAULTS (launch:30)" in error
 
 
 def test_a_failing_copy_raises_naming_the_copy(python):
@@ -75,5 +75,5 @@ def test_a_malformed_plan_is_a_clear_error(python):
             torch.ones(3, device="pto")
         except RuntimeError as error:
             print("raised:", error)
-    """, PTO_SIM_FAULTS="kernel:zero")
-    assert "PTO_SIM_FAULTS: 'kernel:zero' is not SITE:N" in result.stdout, result.stdout + result.stderr
+    """, PTO_SIM_FAULTS="launch:zero")
+    assert "PTO_SIM_FAULTS: 'launch:zero' is not SITE:N" in result.stdout, result.stdout + result.stderr

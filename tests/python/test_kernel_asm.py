@@ -26,7 +26,7 @@ def test_a_kernel_is_one_fused_program_and_matches_eager():
     (graph,) = fused.graphs
     (plan,) = graph.plans.values()
     (program,) = plan.programs
-    assert program.program.fused_kernels == 1 and plan.fallback_nodes == []
+    assert program.program.fused_stages == 1 and plan.fallback_nodes == []
     assert fused.__name__ == "softmax_by_hand"
 
 
@@ -47,7 +47,7 @@ def test_fuse_false_keeps_each_instruction_a_kernel():
     x = torch.randn(32, 32, device="pto")
     assert_close(unfused(x).cpu(), torch.softmax(x.cpu(), -1))
     (plan,) = unfused.graphs[0].plans.values()
-    assert plan.programs[0].program.fused_kernels == 0
+    assert plan.programs[0].program.fused_stages == 0
 
 
 def test_a_graph_break_names_the_offending_line():

@@ -1,7 +1,7 @@
 // Configuration of the simulated device, read once from the environment:
 //   PTO_SIM_DEVICES  number of devices (default 2)
 //   PTO_SIM_MEMORY   capacity of each device, e.g. 512M, 16G (default 16G)
-//   PTO_SIM_FAULTS   calls to fail on purpose, e.g. kernel:3,malloc:2 (sim_faults.h)
+//   PTO_SIM_FAULTS   calls to fail on purpose, e.g. launch:3,malloc:2 (sim_faults.h)
 #pragma once
 
 #include <cstddef>

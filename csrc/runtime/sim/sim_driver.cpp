@@ -14,6 +14,8 @@
 #include "../error.h"
 #include "sim_config.h"
 #include "sim_event.h"
+#include "sim_parallel.h"
+#include "sim_program.h"
 #include "sim_stream.h"
 
 namespace pto::rt::sim {
@@ -330,15 +332,40 @@ class SimDriver final : public Driver {
     return submit(stream, std::move(command));
   }
 
-  ptoError launchKernel(ptoStream stream, const char* name, ptoKernelFn kernel, const void* args,
-                        size_t arg_bytes) override {
+  ptoError loadProgram(int32_t device, std::shared_ptr<const isa::ScheduledProgram> program,
+                       std::shared_ptr<DeviceProgram>* loaded) override {
+    *loaded = std::make_shared<SimProgram>(device, std::move(program));
+    return PTO_SUCCESS;
+  }
+
+  ptoError launchProgram(ptoStream stream, const std::shared_ptr<DeviceProgram>& loaded,
+                         std::span<void* const> buffers, void* workspace) override {
+    SimStream* target = nullptr;
+    if (ptoError s = lookupStream(stream, &target); s) return s;
+    auto program = std::static_pointer_cast<const SimProgram>(loaded);
+    if (program->device() != target->device()) {
+      return failf(PTO_ERROR_INVALID_VALUE, "ptoProgramLaunch: the program is loaded on pto:", program->device(),
+                   ", the stream belongs to pto:", target->device());
+    }
     Command command;
-    command.kind = Command::Kind::kKernel;
-    command.name = name;
-    command.kernel = kernel;
-    command.injected_fault = faults_.strike(FaultSite::kKernel);
-    if (arg_bytes > 0) std::memcpy(command.args.data(), args, arg_bytes);
-    return submit(stream, std::move(command));
+    command.kind = Command::Kind::kProgram;
+    command.name = program->name();
+    command.buffers = program->bufferAddresses(buffers, workspace);
+    command.program = std::move(program);
+    command.injected_fault = faults_.strike(FaultSite::kLaunch);
+    target->enqueue(std::move(command));
+    return PTO_SUCCESS;
+  }
+
+  ptoError deviceAttribute(int32_t device, ptoDeviceAttribute attribute, int64_t* value) override {
+    switch (attribute) {
+      case PTO_DEVICE_ATTR_CORE_COUNT: *value = static_cast<int64_t>(parallelism()); return PTO_SUCCESS;
+      // Device memory is host memory, so programs reach plain host memory as well
+      // (the compiled path binds CPU tensors in place).
+      case PTO_DEVICE_ATTR_PAGEABLE_MEMORY_ACCESS: *value = 1; return PTO_SUCCESS;
+      case PTO_DEVICE_ATTR_TOTAL_MEMORY_BYTES: *value = static_cast<int64_t>(devices_[device].capacity); return PTO_SUCCESS;
+      default: return Driver::deviceAttribute(device, attribute, value);
+    }
   }
 
  private:
@@ -449,10 +476,14 @@ class SimDriver final : public Driver {
 }  // namespace
 }  // namespace pto::rt::sim
 
-namespace pto::rt {
+namespace pto::rt::sim {
+namespace {
 
-std::unique_ptr<Driver> makeSimDriver() {
-  return std::make_unique<sim::SimDriver>(sim::readSimConfig());
-}
+// The simulated device is always there: the driver of lowest priority, run
+// when no hardware driver finds a device.
+const bool registered = registerDriver("sim", 0, [] {
+  return std::unique_ptr<Driver>(std::make_unique<SimDriver>(readSimConfig()));
+});
 
-}  // namespace pto::rt
+}  // namespace
+}  // namespace pto::rt::sim

@@ -6,7 +6,7 @@
 namespace pto::rt::sim {
 
 std::string_view faultSiteName(FaultSite site) {
-  static constexpr std::string_view kNames[kFaultSiteCount] = {"malloc", "memcpy", "kernel"};
+  static constexpr std::string_view kNames[kFaultSiteCount] = {"malloc", "memcpy", "launch"};
   return kNames[static_cast<size_t>(site)];
 }
 
@@ -28,7 +28,7 @@ FaultPlan parseFaultPlan(std::string_view text) {
     if (index == kFaultSiteCount || ec != std::errc() || end != count.data() + count.size() ||
         ordinal == 0) {
       throw std::invalid_argument("PTO_SIM_FAULTS: '" + std::string(entry) +
-                                  "' is not SITE:N with SITE one of malloc, memcpy, kernel "
+                                  "' is not SITE:N with SITE one of malloc, memcpy, launch "
                                   "and N >= 1 (the Nth call at that site fails)");
     }
     plan[index].insert(ordinal);

@@ -1,7 +1,7 @@
 // Fault injection for the simulated device (PTO_SIM_FAULTS): fails chosen calls
 // so that tests can prove every failure surfaces as a clear error and leaves the
-// process and the device usable. "kernel:3,malloc:2,malloc:3" fails the third
-// kernel launched, and the second and third device allocations, counted from
+// process and the device usable. "launch:3,malloc:2,malloc:3" fails the third
+// program launch, and the second and third device allocations, counted from
 // the start of the process over all devices and streams.
 #pragma once
 
@@ -14,7 +14,7 @@
 
 namespace pto::rt::sim {
 
-enum class FaultSite : uint8_t { kMalloc, kMemcpy, kKernel };
+enum class FaultSite : uint8_t { kMalloc, kMemcpy, kLaunch };
 constexpr size_t kFaultSiteCount = 3;
 
 // The calls to fail, by site: 1 is the first call.
@@ -42,7 +42,7 @@ class FaultInjector {
   std::array<std::atomic<uint64_t>, kFaultSiteCount> calls_{};
 };
 
-// What an injected failure says: "fault injected by PTO_SIM_FAULTS (kernel:3)".
+// What an injected failure says: "fault injected by PTO_SIM_FAULTS (launch:3)".
 std::string describeFault(FaultSite site, uint64_t ordinal);
 
 }  // namespace pto::rt::sim

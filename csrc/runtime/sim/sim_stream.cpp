@@ -1,6 +1,7 @@
 #include "sim_stream.h"
 
 #include <chrono>
+#include <cstdio>
 #include <cstring>
 #include <exception>
 #include <thread>
@@ -140,41 +141,66 @@ void SimStream::workerLoop() {
   }
 }
 
+// Programs, copies and fills are what a profiler shows; events and host functions
+// are not. The driver delivers each as one activity (a program of several
+// instructions also as one per stage), as CUPTI delivers a kernel's record.
 void SimStream::execute(Command& command) {
-  // Kernels, copies and fills are what a profiler shows; events and host functions are not.
-  const bool profiled = profiler::enabled() && (command.kind == Command::Kind::kKernel ||
+  const bool profiled = profiler::enabled() && (command.kind == Command::Kind::kProgram ||
                                                 command.kind == Command::Kind::kMemcpy ||
                                                 command.kind == Command::Kind::kMemset);
   if (profiled) {
-    const ptoActivityKind kind = command.kind == Command::Kind::kKernel   ? PTO_ACTIVITY_KERNEL
-                                 : command.kind == Command::Kind::kMemcpy ? PTO_ACTIVITY_COPY
-                                                                          : PTO_ACTIVITY_FILL;
-    const uint64_t bytes = command.kind == Command::Kind::kMemcpy ? 2 * command.bytes : command.bytes;
-    profiler::begin(kind, command.name, device_, reinterpret_cast<uintptr_t>(this), bytes);
+    runProfiled(command);
+  } else {
+    runCommand(command);
   }
-  runCommand(command);
-  if (profiled) profiler::end();
+}
+
+void SimStream::runProfiled(Command& command) {
+  ptoActivity activity{};
+  std::vector<ptoActivity> inside;
+  if (command.kind == Command::Kind::kProgram) {
+    activity = command.program->launchActivity();
+  } else {
+    std::snprintf(activity.name, sizeof activity.name, "%s", command.name);
+    activity.kind = command.kind == Command::Kind::kMemcpy ? PTO_ACTIVITY_COPY : PTO_ACTIVITY_FILL;
+    activity.bytes = command.kind == Command::Kind::kMemcpy ? 2 * command.bytes : command.bytes;
+  }
+  activity.start_ns = ptoProfilerNow();
+  if (command.kind == Command::Kind::kProgram && command.injected_fault == 0) {
+    runProgram(command, &inside);
+  } else {
+    runCommand(command);
+  }
+  activity.end_ns = ptoProfilerNow();
+  activity.device = device_;
+  activity.stream = reinterpret_cast<uintptr_t>(this);
+  for (ptoActivity& stage : inside) {
+    stage.device = activity.device;
+    stage.stream = activity.stream;
+    profiler::record(stage);
+  }
+  profiler::record(activity);
+}
+
+void SimStream::runProgram(Command& command, std::vector<ptoActivity>* inside) {
+  try {
+    command.program->run(command.buffers, inside);
+  } catch (const std::exception& error) {
+    recordFailure(command.name, PTO_ERROR_LAUNCH_FAILED, std::string("PTO_ERROR_LAUNCH_FAILED: ") + error.what());
+  }
 }
 
 void SimStream::runCommand(Command& command) {
   if (command.injected_fault != 0) {
-    const FaultSite site = command.kind == Command::Kind::kKernel ? FaultSite::kKernel : FaultSite::kMemcpy;
+    const FaultSite site = command.kind == Command::Kind::kProgram ? FaultSite::kLaunch : FaultSite::kMemcpy;
     recordFailure(command.name, PTO_ERROR_LAUNCH_FAILED, describeFault(site, command.injected_fault));
     return;
   }
   try {
     switch (command.kind) {
-      case Command::Kind::kKernel: {
-        // Start from an empty message, so a kernel failing without ptoSetKernelError
-        // is not reported with what failed earlier on this worker thread.
-        fail(PTO_SUCCESS, std::string());
-        const ptoError status = command.kernel(command.args.data());
-        if (status != PTO_SUCCESS) {
-          recordFailure(command.name, status,
-                        std::string(ptoGetErrorName(status)) + ": " + recentErrorMessage());
-        }
+      case Command::Kind::kProgram:
+        runProgram(command, nullptr);
         break;
-      }
       case Command::Kind::kHostFunc:
         command.host_fn(command.user_data);
         break;

@@ -12,18 +12,21 @@
 #include <mutex>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include "../pto_runtime.h"
 #include "sim_event.h"
+#include "sim_program.h"
 
 namespace pto::rt::sim {
 
 struct Command {
-  enum class Kind : uint8_t { kKernel, kHostFunc, kMemcpy, kMemset, kEventRecord, kEventWait };
+  enum class Kind : uint8_t { kProgram, kHostFunc, kMemcpy, kMemset, kEventRecord, kEventWait };
 
-  Kind kind = Kind::kKernel;
-  const char* name = "";  // what a sticky error names: the kernel or runtime call
-  ptoKernelFn kernel = nullptr;
+  Kind kind = Kind::kProgram;
+  const char* name = "";  // what a sticky error names: the program or runtime call
+  std::shared_ptr<const SimProgram> program;
+  std::vector<void*> buffers;  // the program's: every buffer's address
   ptoHostFn host_fn = nullptr;
   void* user_data = nullptr;
   void* dst = nullptr;
@@ -33,7 +36,6 @@ struct Command {
   std::shared_ptr<SimEvent> event;
   uint64_t generation = 0;
   uint64_t injected_fault = 0;  // PTO_SIM_FAULTS: the ordinal of the call that fails here, or 0
-  alignas(16) std::array<std::byte, PTO_MAX_KERNEL_ARG_BYTES> args{};
 };
 
 class SimStream {
@@ -62,6 +64,8 @@ class SimStream {
   template <typename Ready>
   static bool spinUntil(Ready ready);
   void execute(Command& command);     // runCommand, recorded while profiling
+  void runProfiled(Command& command);
+  void runProgram(Command& command, std::vector<ptoActivity>* inside);
   void runCommand(Command& command);
   void recordFailure(const char* op, ptoError code, const std::string& detail);
   ptoError takeStickyError();

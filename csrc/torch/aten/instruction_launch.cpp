@@ -4,7 +4,7 @@
 
 #include "../device.h"
 #include "../pto_check.h"
-#include "kernels/launch.h"
+#include "../program_cache.h"
 
 namespace pto::backend {
 
@@ -69,9 +69,12 @@ struct Launch {
     return instruction.operands.back();
   }
 
+  // The instruction is a one-instruction program, loaded once per device and kept.
   void onStreamOf(const at::Tensor& out) {
-    const ptoStream stream = nativeStream(currentStream(out.device().index()));
-    PTO_CHECK(kernels::launch(stream, instruction, buffers, sizes));
+    const c10::DeviceIndex device = out.device().index();
+    const ptoProgram program = loadedProgram(instruction, device);
+    const ptoStream stream = nativeStream(currentStream(device));
+    PTO_CHECK(ptoProgramLaunch(program, stream, buffers.data(), sizes.data(), buffers.size(), nullptr));
   }
 };
 

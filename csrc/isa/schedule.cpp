@@ -1,0 +1,143 @@
+// The schedule's definition in code: its verifier, the plain schedule, PTO-AS.
+#include "schedule.h"
+
+#include <string>
+
+#include "tiling.h"
+
+namespace pto::isa {
+
+int ScheduledProgram::fusedStageCount() const {
+  int fused = 0;
+  for (const Stage& stage : stages) fused += stage.tiled() && stage.count > 1;
+  return fused;
+}
+
+std::vector<StageSpan> stageLifetimes(const Program& program, const std::vector<Stage>& stages) {
+  std::vector<StageSpan> spans(program.buffers.size());
+  for (size_t k = 0; k < stages.size(); ++k) {
+    for (int32_t i = stages[k].first; i < stages[k].first + stages[k].count; ++i) {
+      for (const Operand& operand : program.instructions[i].operands) {
+        StageSpan& span = spans[operand.buffer];
+        if (span.first < 0) span.first = static_cast<int32_t>(k);
+        span.last = static_cast<int32_t>(k);
+      }
+    }
+  }
+  return spans;
+}
+
+int64_t Stage::tileCount() const {
+  if (!tiled()) return 1;
+  int64_t tiles = (domain[tile_dim] + tile_rows - 1) / tile_rows;
+  for (int d = 0; d < tile_dim; ++d) tiles *= domain[d];
+  return tiles;
+}
+
+std::string verifySchedule(const ScheduledProgram& scheduled) {
+  const Program& program = scheduled.program;
+  if (scheduled.placements.size() != program.buffers.size()) return "a placement per buffer is missing";
+  int32_t next = 0;
+  for (size_t k = 0; k < scheduled.stages.size(); ++k) {
+    const Stage& stage = scheduled.stages[k];
+    if (stage.first != next || stage.count < 1) return "stage " + std::to_string(k) + " does not start where the last ended";
+    next += stage.count;
+    if (next > static_cast<int32_t>(program.instructions.size())) return "stage " + std::to_string(k) + " runs past the program";
+    if (!stage.tiled()) continue;
+    if (std::string why = checkTiling(program, stage.first, stage.count, stage.tile_dim); !why.empty()) {
+      return "stage " + std::to_string(k) + ": " + why;
+    }
+    if (stage.tile_rows < 1) return "stage " + std::to_string(k) + " has empty tiles";
+  }
+  if (next != static_cast<int32_t>(program.instructions.size())) return "instructions after the last stage";
+  const std::vector<StageSpan> lifetime = stageLifetimes(program, scheduled.stages);
+  for (size_t b = 0; b < program.buffers.size(); ++b) {
+    if (lifetime[b].first < 0) continue;
+    const Placement placement = scheduled.placements[b].placement;
+    if (placement == Placement::kUnused) return "buffer %" + std::to_string(b) + " is used but placed nowhere";
+    if (placement == Placement::kScratch && lifetime[b].first != lifetime[b].last) {
+      return "scratch buffer %" + std::to_string(b) + " is used by two stages";
+    }
+  }
+  auto regionOf = [&](const BufferPlacement& place) { return place.placement == Placement::kInOutput ? place.host : -1; };
+  for (size_t a = 0; a < program.buffers.size(); ++a) {
+    const BufferPlacement& pa = scheduled.placements[a];
+    if (pa.placement != Placement::kWorkspace && pa.placement != Placement::kInOutput) continue;
+    if (pa.placement == Placement::kWorkspace && pa.offset + program.buffers[a].bytes > scheduled.workspace_bytes) {
+      return "buffer %" + std::to_string(a) + " overruns the workspace";
+    }
+    if (pa.placement == Placement::kInOutput) {
+      const bool host_ok = pa.host >= 0 && pa.host < static_cast<int32_t>(program.buffers.size()) &&
+                           program.buffers[pa.host].kind == BufferKind::kOutput;
+      if (!host_ok || pa.offset + program.buffers[a].bytes > program.buffers[pa.host].bytes) {
+        return "buffer %" + std::to_string(a) + " does not fit in the output it is placed in";
+      }
+      if (lifetime[a].last >= lifetime[pa.host].first) {
+        return "buffer %" + std::to_string(a) + " is still live when its host output %" + std::to_string(pa.host) + " is written";
+      }
+    }
+    for (size_t b = a + 1; b < program.buffers.size(); ++b) {
+      const BufferPlacement& pb = scheduled.placements[b];
+      if ((pb.placement != Placement::kWorkspace && pb.placement != Placement::kInOutput) || regionOf(pa) != regionOf(pb)) continue;
+      const bool live_together = !(lifetime[a].last < lifetime[b].first || lifetime[b].last < lifetime[a].first);
+      const bool overlap = pa.offset < pb.offset + program.buffers[b].bytes && pb.offset < pa.offset + program.buffers[a].bytes;
+      if (live_together && overlap) {
+        return "buffers %" + std::to_string(a) + " and %" + std::to_string(b) + " are live at once and overlap";
+      }
+    }
+  }
+  return "";
+}
+
+std::string print(const ScheduledProgram& scheduled) {
+  const Program& program = scheduled.program;
+  std::string text = "# " + std::to_string(scheduled.stages.size()) + " stages (" +
+                     std::to_string(scheduled.fusedStageCount()) + " fused), workspace " +
+                     std::to_string(scheduled.workspace_bytes) + " bytes\n";
+  for (size_t b = 0; b < program.buffers.size(); ++b) {
+    std::string line = print(b, program.buffers[b]);
+    const BufferPlacement& place = scheduled.placements[b];
+    switch (place.placement) {
+      case Placement::kBound: break;
+      case Placement::kWorkspace: line += "  # workspace @" + std::to_string(place.offset); break;
+      case Placement::kScratch: line += "  # tile scratch @" + std::to_string(place.offset); break;
+      case Placement::kInOutput:
+        line += "  # in output %" + std::to_string(place.host) + " @" + std::to_string(place.offset);
+        break;
+      case Placement::kUnused: line += "  # unused"; break;
+    }
+    text += line + "\n";
+  }
+  for (size_t k = 0; k < scheduled.stages.size(); ++k) {
+    const Stage& stage = scheduled.stages[k];
+    text += "# stage " + std::to_string(k);
+    if (stage.tiled()) {
+      text += ": " + std::to_string(stage.count) + " instructions fused, tiles of " +
+              std::to_string(stage.tile_rows) + " along dim " + std::to_string(stage.tile_dim) + " of " +
+              "[" + dimsText(stage.domain, stage.tile_dim + 1) + "]" + ", " + std::to_string(stage.tileCount()) + " tiles" +
+              (stage.parallel_tiles ? "" : " in order");
+    }
+    text += "\n";
+    for (int32_t i = stage.first; i < stage.first + stage.count; ++i) {
+      text += print(program.instructions[i]) + "\n";
+    }
+  }
+  return text;
+}
+
+ScheduledProgram scheduleInOrder(Program program) {
+  ScheduledProgram scheduled;
+  scheduled.placements.resize(program.buffers.size());
+  for (size_t b = 0; b < program.buffers.size(); ++b) {
+    if (program.buffers[b].kind != BufferKind::kTemp) continue;
+    scheduled.placements[b] = {.placement = Placement::kWorkspace, .offset = scheduled.workspace_bytes};
+    scheduled.workspace_bytes += (program.buffers[b].bytes + 63) / 64 * 64;
+  }
+  for (int32_t i = 0; i < static_cast<int32_t>(program.instructions.size()); ++i) {
+    scheduled.stages.push_back(Stage{.first = i, .count = 1});
+  }
+  scheduled.program = std::move(program);
+  return scheduled;
+}
+
+}  // namespace pto::isa

@@ -1,0 +1,82 @@
+// A program with its schedule: the program's instructions grouped into stages
+// (one instruction run whole, or several fused into one tile loop) and a place
+// for every buffer: bound to the launch's memory, in the launch's workspace, or
+// in a tile's scratch (the Unified Buffer) when no other stage ever sees it.
+// The compiler makes schedules; a driver runs them; both read this definition.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "program.h"
+
+namespace pto::isa {
+
+// Consecutive instructions [first, first + count) run as one unit. Untiled
+// (tile_dim < 0), each runs whole, spread over the cores. Tiled (a fused stage),
+// the stage's instructions share the extents `domain` of dimensions 0..tile_dim;
+// a tile is one index of the dimensions before tile_dim and `tile_rows` indices
+// along it, and every instruction of the stage runs on a tile before the next
+// tile starts, so a tile's intermediates stay in its scratch.
+struct Stage {
+  int32_t first = 0;
+  int32_t count = 1;
+  int32_t tile_dim = -1;
+  int64_t tile_rows = 0;
+  std::array<int64_t, kMaxRank> domain{};
+  // Tiles run in parallel over the cores, or one after another when a GEMM is
+  // inside (BLAS spreads each GEMM over the cores itself).
+  bool parallel_tiles = true;
+  uint64_t scratch_bytes = 0;  // per tile
+
+  bool tiled() const { return tile_dim >= 0; }
+  int64_t tileCount() const;
+};
+
+enum class Placement : uint8_t {
+  kBound,      // an input or output: memory the launch binds
+  kWorkspace,  // a temporary that crosses stages: at `offset` in the launch's workspace
+  kScratch,    // a temporary inside one tiled stage: at `offset` in each tile's scratch
+  kInOutput,   // a temporary whose life ends before output buffer `host` is first
+               // written: at `offset` in that output's memory (no workspace needed for it)
+  kUnused,     // no instruction refers to it any more
+};
+
+struct BufferPlacement {
+  Placement placement = Placement::kBound;
+  uint64_t offset = 0;
+  int64_t row_pitch = 0;  // kScratch: elements between consecutive tile rows
+  int32_t host = -1;      // kInOutput: the output buffer it lives in
+};
+
+struct ScheduledProgram {
+  Program program;
+  std::vector<Stage> stages;
+  std::vector<BufferPlacement> placements;  // one per buffer
+  uint64_t workspace_bytes = 0;
+
+  int fusedStageCount() const;  // tiled stages of more than one instruction
+};
+
+// The plain schedule: each instruction a stage of its own, run whole; every
+// temporary in the workspace, one after another.
+ScheduledProgram scheduleInOrder(Program program);
+
+// Checks the stages and placements against the program: every instruction in
+// exactly one stage, in order; a tiled stage's instructions legal to interleave by
+// tile (tiling.h); scratch buffers used by one stage only; workspace temporaries
+// that are live at once never overlap. Returns "" when sound, else what is wrong.
+std::string verifySchedule(const ScheduledProgram& scheduled);
+
+// The stages, first and last, that use each buffer ({-1, -1}: none).
+struct StageSpan {
+  int32_t first = -1, last = -1;
+};
+std::vector<StageSpan> stageLifetimes(const Program& program, const std::vector<Stage>& stages);
+
+// PTO-AS with the schedule as comments: it still parses as the program.
+std::string print(const ScheduledProgram& scheduled);
+
+}  // namespace pto::isa

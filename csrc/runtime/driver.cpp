@@ -1,0 +1,114 @@
+// The defaults of the Driver's optional methods, written against its required
+// ones, so that a new driver runs everything from its first day.
+#include "driver.h"
+
+#include <cstdlib>
+#include <cstring>
+
+#include "error.h"
+
+namespace pto::rt {
+namespace {
+
+constexpr size_t kPageBytes = 4096;
+// The PTO ISA's Unified Buffer: what a core's tiles may hold on chip.
+constexpr int64_t kUnifiedBufferBytes = 192 * 1024;
+
+}  // namespace
+
+ptoError Driver::deviceAttribute(int32_t device, ptoDeviceAttribute attribute, int64_t* value) {
+  switch (attribute) {
+    case PTO_DEVICE_ATTR_CORE_COUNT: *value = 1; return PTO_SUCCESS;
+    case PTO_DEVICE_ATTR_UNIFIED_BUFFER_BYTES: *value = kUnifiedBufferBytes; return PTO_SUCCESS;
+    case PTO_DEVICE_ATTR_PAGEABLE_MEMORY_ACCESS: *value = 0; return PTO_SUCCESS;
+    case PTO_DEVICE_ATTR_BFLOAT16: *value = 1; return PTO_SUCCESS;
+    case PTO_DEVICE_ATTR_FLOAT64: *value = 1; return PTO_SUCCESS;
+    case PTO_DEVICE_ATTR_TOTAL_MEMORY_BYTES: {
+      size_t free_bytes = 0, total_bytes = 0;
+      if (ptoError s = memGetInfo(device, &free_bytes, &total_bytes); s != PTO_SUCCESS) return s;
+      *value = static_cast<int64_t>(total_bytes);
+      return PTO_SUCCESS;
+    }
+  }
+  return failf(PTO_ERROR_INVALID_VALUE, "unknown device attribute ", static_cast<int>(attribute));
+}
+
+ptoError Driver::mallocHost(size_t size, void** ptr) {
+  const size_t rounded = (size + kPageBytes - 1) / kPageBytes * kPageBytes;
+  *ptr = rounded < size ? nullptr : std::aligned_alloc(kPageBytes, rounded == 0 ? kPageBytes : rounded);
+  if (*ptr == nullptr) return failf(PTO_ERROR_OUT_OF_MEMORY, "cannot allocate ", size, " bytes of host memory");
+  return PTO_SUCCESS;
+}
+
+ptoError Driver::freeHost(void* ptr) {
+  std::free(ptr);
+  return PTO_SUCCESS;
+}
+
+ptoError Driver::memGetInfo(int32_t, size_t*, size_t*) {
+  return failf(PTO_ERROR_NOT_SUPPORTED, "the ", name(), " driver does not report free memory");
+}
+
+ptoError Driver::pointerGetAttributes(const void* ptr, ptoPointerAttributes* attributes) {
+  *attributes = ptoPointerAttributes{PTO_MEMORY_UNREGISTERED, -1, const_cast<void*>(ptr), 0};
+  return PTO_SUCCESS;
+}
+
+namespace {
+
+struct FillSource {
+  Driver* driver;
+  void* host;
+};
+
+void freeFillSource(void* user_data) {
+  auto* source = static_cast<FillSource*>(user_data);
+  source->driver->freeHost(source->host);
+  delete source;
+}
+
+}  // namespace
+
+ptoError Driver::memsetAsync(void* ptr, int value, size_t count, ptoStream stream) {
+  void* host = nullptr;
+  if (ptoError s = mallocHost(count, &host); s != PTO_SUCCESS) return s;
+  std::memset(host, value, count);
+  if (ptoError s = memcpyAsync(ptr, host, count, PTO_MEMCPY_HOST_TO_DEVICE, stream); s != PTO_SUCCESS) {
+    freeHost(host);
+    return s;
+  }
+  // The source lives until the copy has run: freed by a host function after it.
+  return launchHostFunc(stream, &freeFillSource, new FillSource{this, host});
+}
+
+ptoError Driver::defaultStream(int32_t device, ptoStream* stream) {
+  std::lock_guard<std::mutex> lock(default_streams_mutex_);
+  if (default_streams_.empty()) default_streams_.assign(static_cast<size_t>(deviceCount()), nullptr);
+  ptoStream& slot = default_streams_[static_cast<size_t>(device)];
+  if (slot == nullptr) {
+    if (ptoError s = streamCreate(device, &slot); s != PTO_SUCCESS) return s;
+  }
+  *stream = slot;
+  return PTO_SUCCESS;
+}
+
+ptoError Driver::streamQuery(ptoStream stream) {
+  ptoEvent probe = nullptr;
+  if (ptoError s = eventCreate(&probe); s != PTO_SUCCESS) return s;
+  ptoError status = eventRecord(probe, stream);
+  if (status == PTO_SUCCESS) status = eventQuery(probe);
+  eventDestroy(probe);
+  return status;
+}
+
+ptoError Driver::eventElapsedTime(float*, ptoEvent, ptoEvent) {
+  return failf(PTO_ERROR_NOT_SUPPORTED, "the ", name(), " driver does not time events");
+}
+
+ptoError Driver::launchHostFunc(ptoStream stream, ptoHostFn fn, void* user_data) {
+  if (ptoError s = streamSynchronize(stream); s != PTO_SUCCESS) return s;
+  fn(user_data);
+  return PTO_SUCCESS;
+}
+
+}  // namespace pto::rt

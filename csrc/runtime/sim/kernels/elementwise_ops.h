@@ -1,0 +1,205 @@
+// The arithmetic of each elementwise instruction on one computed value, with
+// PyTorch CPU's semantics (NaN propagation, integer wrap-around, -0.0).
+#pragma once
+
+#include <cmath>
+#include <limits>
+#include <stdexcept>
+#include <type_traits>
+
+#include "element_types.h"
+#include "fast_math.h"
+#include "isa/instructions.h"
+
+namespace pto::rt::sim::kernels {
+
+using isa::Opcode;
+
+template <typename C>
+inline bool isNaN(C x) {
+  if constexpr (std::is_floating_point_v<C>) return std::isnan(x);
+  else return false;
+}
+
+// Integer arithmetic wraps (two's complement), as it does in PyTorch.
+template <typename C>
+inline C wrap(auto value) {
+  return static_cast<C>(static_cast<std::make_unsigned_t<C>>(value));
+}
+
+// exp in the compute type: the vectorisable fastExp for float, libm for double.
+template <typename C>
+inline C expOf(C x) {
+  if constexpr (std::is_same_v<C, float>) return fastExp(x);
+  else return std::exp(x);
+}
+
+// tanh likewise: the vectorisable fastTanh for float, libm for double.
+template <typename C>
+inline C tanhOf(C x) {
+  if constexpr (std::is_same_v<C, float>) return fastTanh(x);
+  else return std::tanh(x);
+}
+
+template <Opcode op, typename C>
+inline C unaryOp(C x) {
+  if constexpr (op == Opcode::kAbs) {
+    if constexpr (std::is_floating_point_v<C>) return std::abs(x);
+    else if constexpr (std::is_unsigned_v<C> || std::is_same_v<C, bool>) return x;
+    else return x < 0 ? wrap<C>(0ull - static_cast<unsigned long long>(x)) : x;
+  } else if constexpr (op == Opcode::kNeg) {
+    if constexpr (std::is_floating_point_v<C>) return -x;
+    else return wrap<C>(0ull - static_cast<unsigned long long>(x));
+  } else if constexpr (op == Opcode::kSign) {
+    if constexpr (std::is_floating_point_v<C>) return isNaN(x) ? C(0) : C((C(0) < x) - (x < C(0)));
+    else return C((C(0) < x) - (x < C(0)));
+  } else if constexpr (op == Opcode::kRelu) {
+    if constexpr (std::is_floating_point_v<C>) return isNaN(x) || x > C(0) ? x : C(0);
+    else return x > C(0) ? x : C(0);
+  } else if constexpr (op == Opcode::kNot) {
+    if constexpr (std::is_same_v<C, bool>) return !x;
+    else return static_cast<C>(~x);
+  } else if constexpr (op == Opcode::kExp) return expOf(x);
+  else if constexpr (op == Opcode::kExp2) return std::exp2(x);
+  else if constexpr (op == Opcode::kExpm1) return std::expm1(x);
+  else if constexpr (op == Opcode::kLog) return std::log(x);
+  else if constexpr (op == Opcode::kLog2) return std::log2(x);
+  else if constexpr (op == Opcode::kLog1p) return std::log1p(x);
+  else if constexpr (op == Opcode::kSqrt) return std::sqrt(x);
+  else if constexpr (op == Opcode::kRsqrt) return C(1) / std::sqrt(x);
+  else if constexpr (op == Opcode::kRecip) return C(1) / x;
+  else if constexpr (op == Opcode::kSin) return std::sin(x);
+  else if constexpr (op == Opcode::kCos) return std::cos(x);
+  else if constexpr (op == Opcode::kTan) return std::tan(x);
+  else if constexpr (op == Opcode::kTanh) return tanhOf(x);
+  else if constexpr (op == Opcode::kSigmoid) return C(1) / (C(1) + expOf(-x));
+  else if constexpr (op == Opcode::kSilu) return x / (C(1) + expOf(-x));
+  else if constexpr (op == Opcode::kGelu) {
+    if constexpr (std::is_same_v<C, float>) return x * fastNormalCdf(x);
+    else return C(0.5) * x * (C(1) + std::erf(x * C(0.70710678118654752440)));
+  } else if constexpr (op == Opcode::kGeluTanh) {
+    const C inner = C(0.79788456080286535588) * (x + C(0.044715) * x * x * x);
+    return C(0.5) * x * (C(1) + tanhOf(inner));
+  } else if constexpr (op == Opcode::kErf) return std::erf(x);
+  else if constexpr (op == Opcode::kFloor) return std::floor(x);
+  else if constexpr (op == Opcode::kCeil) return std::ceil(x);
+  else if constexpr (op == Opcode::kRound) return std::nearbyint(x);
+  else if constexpr (op == Opcode::kTrunc) return std::trunc(x);
+  else static_assert(op == Opcode::kAbs, "not a unary instruction");
+}
+
+// The integer divisions check for zero, as PyTorch's CPU kernels do, and take
+// b == -1 apart: the lowest value divided by it would trap (it wraps, as negation does).
+template <typename C>
+inline void checkDivisor(C b) {
+  if (b == C(0)) throw std::domain_error("ZeroDivisionError");
+}
+
+// Storage: the dtype's own type. PyTorch's CPU kernels round float16/bfloat16
+// divisions to it after every step (Half arithmetic), so these do too.
+template <Opcode op, typename C, typename Storage>
+inline C divisionOp(C a, C b) {
+  if constexpr (std::is_floating_point_v<C>) {
+    auto round = [](C x) { return static_cast<C>(widen(castTo<Storage>(x))); };
+    if constexpr (op == Opcode::kFmod) return std::fmod(a, b);
+    if constexpr (op == Opcode::kTruncDiv) return std::trunc(round(a / b));
+    const C mod = std::fmod(a, b);
+    if constexpr (op == Opcode::kRemainder) return mod != C(0) && ((mod < C(0)) != (b < C(0))) ? mod + b : mod;
+    // kFloorDiv, as c10::div_floor_floating: exact where floor(a / b) would round wrongly.
+    if (b == C(0)) return a / b;
+    C quotient = round(round(a - mod) / b);
+    if (mod != C(0) && (b < C(0)) != (mod < C(0))) quotient = round(quotient - C(1));
+    if (quotient == C(0)) return std::copysign(C(0), round(a / b));
+    C floored = std::floor(quotient);
+    if (round(quotient - floored) > C(0.5)) floored = round(floored + C(1));
+    return floored;
+  } else {
+    checkDivisor(b);
+    if (std::is_signed_v<C> && b == C(-1)) {
+      if constexpr (op == Opcode::kFmod || op == Opcode::kRemainder) return C(0);
+      else return wrap<C>(0ull - static_cast<unsigned long long>(a));
+    }
+    if constexpr (op == Opcode::kFmod) return static_cast<C>(a % b);
+    if constexpr (op == Opcode::kTruncDiv) return static_cast<C>(a / b);
+    const C mod = static_cast<C>(a % b);
+    if constexpr (op == Opcode::kRemainder) return mod != 0 && ((mod < 0) != (b < 0)) ? static_cast<C>(mod + b) : mod;
+    const C quotient = static_cast<C>(a / b);  // kFloorDiv: one less where the signs differ and b does not divide a
+    return mod != 0 && ((a < 0) != (b < 0)) ? static_cast<C>(quotient - 1) : quotient;
+  }
+}
+
+template <Opcode op, typename C, typename Storage = C>
+inline C binaryOp(C a, C b, C alpha) {
+  if constexpr (op == Opcode::kAdd || op == Opcode::kSub) {
+    if constexpr (std::is_floating_point_v<C>) {
+      const C scaled = alpha * b;  // exact when alpha == 1 (NaN, inf and -0.0 included): no branch
+      return op == Opcode::kAdd ? a + scaled : a - scaled;
+    } else {
+      using U = unsigned long long;
+      const U scaled = static_cast<U>(alpha) * static_cast<U>(b);
+      return wrap<C>(op == Opcode::kAdd ? static_cast<U>(a) + scaled : static_cast<U>(a) - scaled);
+    }
+  } else if constexpr (op == Opcode::kMul) {
+    if constexpr (std::is_same_v<C, bool>) return a && b;
+    else if constexpr (std::is_floating_point_v<C>) return a * b;
+    else return wrap<C>(static_cast<unsigned long long>(a) * static_cast<unsigned long long>(b));
+  } else if constexpr (op == Opcode::kDiv) return a / b;
+  else if constexpr (op == Opcode::kMax) {
+    if (isNaN(a) || isNaN(b)) return std::numeric_limits<C>::quiet_NaN();
+    return a > b ? a : b;
+  } else if constexpr (op == Opcode::kMin) {
+    if (isNaN(a) || isNaN(b)) return std::numeric_limits<C>::quiet_NaN();
+    return a < b ? a : b;
+  } else if constexpr (op == Opcode::kPow) return std::pow(a, b);
+  else if constexpr (op == Opcode::kFmod || op == Opcode::kRemainder || op == Opcode::kFloorDiv ||
+                     op == Opcode::kTruncDiv) {
+    return divisionOp<op, C, Storage>(a, b);
+  } else if constexpr (op == Opcode::kAtan2) return std::atan2(a, b);
+  else if constexpr (op == Opcode::kReluGrad) return b > alpha ? a : C(0);  // alpha: the threshold
+  else if constexpr (op == Opcode::kGeluGrad) {
+    C cdf;
+    if constexpr (std::is_same_v<C, float>) cdf = fastNormalCdf(b);
+    else cdf = C(0.5) * (C(1) + std::erf(b * C(0.70710678118654752440)));
+    const C pdf = expOf(C(-0.5) * b * b) * C(0.39894228040143267794);
+    return a * (cdf + b * pdf);
+  } else if constexpr (op == Opcode::kGeluTanhGrad) {
+    const C k = C(0.79788456080286535588), c = C(0.044715);
+    const C inner = k * (b + c * b * b * b);
+    const C t = tanhOf(inner);
+    const C left = C(0.5) * b * (C(1) - t * t) * k * (C(1) + C(3) * c * b * b);
+    return a * (C(0.5) * (C(1) + t) + left);
+  } else if constexpr (op == Opcode::kSiluGrad) {
+    const C s = C(1) / (C(1) + std::exp(-b));
+    return a * s * (C(1) + b * (C(1) - s));
+  } else if constexpr (op == Opcode::kSigmoidGrad) return a * (C(1) - b) * b;
+  else if constexpr (op == Opcode::kTanhGrad) return a * (C(1) - b * b);
+  else if constexpr (op == Opcode::kAnd) return static_cast<C>(a & b);
+  else if constexpr (op == Opcode::kOr) return static_cast<C>(a | b);
+  else if constexpr (op == Opcode::kXor) return static_cast<C>(a ^ b);
+  else if constexpr (op == Opcode::kShiftLeft || op == Opcode::kShiftRight) {
+    constexpr int kBits = static_cast<int>(sizeof(C) * 8);
+    const bool negative = static_cast<std::make_signed_t<C>>(b) < 0;
+    if constexpr (op == Opcode::kShiftLeft) {
+      if (negative || b >= C(kBits - 1) + 1) return C(0);
+      return static_cast<C>(static_cast<std::make_unsigned_t<C>>(a) << b);
+    } else {
+      constexpr int kWidest = kBits - (std::is_signed_v<C> ? 1 : 0);
+      if (negative || b >= static_cast<C>(kWidest)) return static_cast<C>(a >> kWidest);
+      return static_cast<C>(a >> b);
+    }
+  }
+  else static_assert(op == Opcode::kAdd, "not a binary instruction");
+}
+
+template <Opcode op, typename C>
+inline bool compareOp(C a, C b) {
+  if constexpr (op == Opcode::kEq) return a == b;
+  else if constexpr (op == Opcode::kNe) return a != b;
+  else if constexpr (op == Opcode::kLt) return a < b;
+  else if constexpr (op == Opcode::kLe) return a <= b;
+  else if constexpr (op == Opcode::kGt) return a > b;
+  else if constexpr (op == Opcode::kGe) return a >= b;
+  else static_assert(op == Opcode::kEq, "not a comparison");
+}
+
+}  // namespace pto::rt::sim::kernels

@@ -1,0 +1,277 @@
+// Kernels of the reductions. The output operand is viewed at the input's shape
+// with stride 0 along the reduced dimensions. Two strategies:
+//  - rows: the input's innermost dimension is reduced: each output element folds
+//    a run of memory, with several independent accumulators (vectorisable);
+//  - columns: the innermost dimension is kept: a vector of accumulators, one per
+//    output element of that dimension, folds whole input rows at a time.
+#include <algorithm>
+#include <array>
+#include <cmath>
+#include <limits>
+#include <vector>
+
+#include "element_types.h"
+#include "elementwise_ops.h"
+#include "execute.h"
+#include "runtime/sim/sim_parallel.h"
+#include "vector_extrema.h"
+
+namespace pto::rt::sim::kernels {
+namespace {
+
+using isa::Opcode;
+
+struct Dim {
+  int64_t size;
+  int64_t in_stride;   // elements
+  int64_t out_stride;  // elements
+};
+
+struct Plan {
+  std::vector<Dim> kept;     // outermost first
+  std::vector<Dim> reduced;  // outermost first (row-major over the input's dims)
+  int64_t kept_count = 1;
+  int64_t reduced_count = 1;
+};
+
+Plan makePlan(const isa::Operand& out, const isa::Operand& in) {
+  Plan plan;
+  for (int d = 0; d < in.rank; ++d) {
+    const Dim dim{in.shape[d], in.strides[d], out.strides[d]};
+    if (in.shape[d] == 1) continue;
+    if (out.strides[d] == 0) {
+      plan.reduced.push_back(dim);
+      plan.reduced_count *= dim.size;
+    } else {
+      plan.kept.push_back(dim);
+      plan.kept_count *= dim.size;
+    }
+  }
+  return plan;
+}
+
+// Offset (elements) of the i-th combination of `dims`, row-major.
+int64_t offsetOf(const std::vector<Dim>& dims, int64_t index, bool output) {
+  int64_t offset = 0;
+  for (int d = static_cast<int>(dims.size()) - 1; d >= 0; --d) {
+    const int64_t i = index % dims[d].size;
+    index /= dims[d].size;
+    offset += i * (output ? dims[d].out_stride : dims[d].in_stride);
+  }
+  return offset;
+}
+
+// The fold of each reduction: accumulator type, start, step, and result.
+template <Opcode op, typename C>
+struct Fold {
+  // max/min are exact in the compute type; sums and products widen (double, and
+  // for integers 64 bits, unsigned so that they wrap without signed overflow; GCC 12
+  // at -O3 miscompiled 8-bit sums folded as int64 through uint64 casts).
+  static constexpr bool kExtreme = op == Opcode::kAmax || op == Opcode::kAmin;
+  using Acc = std::conditional_t<kExtreme || std::is_same_v<C, bool>, C,
+                                 std::conditional_t<std::is_floating_point_v<C>, double, uint64_t>>;
+  static Acc init() {
+    if constexpr (op == Opcode::kSum) return Acc(0);
+    else if constexpr (op == Opcode::kProd) return Acc(1);
+    else if constexpr (op == Opcode::kAny) return false;
+    else if constexpr (op == Opcode::kAll) return true;
+    // Floats start at an infinity, not at the finite extreme: the max of a row of -inf is -inf.
+    else if constexpr (std::numeric_limits<C>::has_infinity) {
+      return op == Opcode::kAmax ? -std::numeric_limits<C>::infinity() : std::numeric_limits<C>::infinity();
+    }
+    else if constexpr (op == Opcode::kAmax) return std::numeric_limits<C>::lowest();
+    else return std::numeric_limits<C>::max();  // kAmin
+  }
+  static Acc merge(Acc a, Acc b) {
+    if constexpr (op == Opcode::kSum || op == Opcode::kProd || std::is_same_v<Acc, bool>) {
+      if constexpr (op == Opcode::kSum) {
+        return a + b;
+      } else if constexpr (op == Opcode::kProd) {
+        return a * b;
+      } else {
+        return step(a, static_cast<C>(b));
+      }
+    } else {
+      if (isNaN(a) || isNaN(b)) return Acc(NAN);
+      return op == Opcode::kAmax ? std::max(a, b) : std::min(a, b);
+    }
+  }
+
+  static Acc step(Acc acc, C x) {
+    if constexpr (op == Opcode::kSum) return acc + static_cast<Acc>(x);  // integers: sign-extended, wrapping
+    else if constexpr (op == Opcode::kProd) return acc * static_cast<Acc>(x);
+    else if constexpr (op == Opcode::kAny) return acc || x;
+    else if constexpr (op == Opcode::kAll) return acc && x;
+    else if constexpr (op == Opcode::kAmax) return isNaN(acc) || isNaN(x) ? Acc(NAN) : (x > acc ? Acc(x) : acc);
+    else return isNaN(acc) || isNaN(x) ? Acc(NAN) : (x < acc ? Acc(x) : acc);
+  }
+};
+
+template <Opcode op, typename T>
+void reduceValues(const isa::Operand& out_op, const isa::Operand& in_op, std::span<void* const> buffers,
+                  double scale) {
+  using C = ComputeType<T>;
+  using F = Fold<op, C>;
+  using Acc = typename F::Acc;
+  const Plan plan = makePlan(out_op, in_op);
+  const char* in = static_cast<const char*>(buffers[in_op.buffer]) + in_op.offset * sizeof(T);
+  char* out = static_cast<char*>(buffers[out_op.buffer]) + out_op.offset * sizeof(T);
+  auto finish = [&](Acc acc) {
+    if constexpr (op == Opcode::kSum && std::is_floating_point_v<C>) return static_cast<C>(acc * scale);
+    else return static_cast<C>(acc);
+  };
+  if (plan.kept_count == 0) return;
+  if (plan.reduced_count == 0) {  // folding nothing: every output is the fold's start
+    for (int64_t k = 0; k < plan.kept_count; ++k) {
+      store<T>(out + offsetOf(plan.kept, k, true) * static_cast<int64_t>(sizeof(T)), finish(F::init()));
+    }
+    return;
+  }
+  // Rows when the reduced run is the innermost in memory, unless it is too short to
+  // fill a vector (pooling windows of 2 or 3): then columns of outputs fold faster.
+  const bool rows = plan.reduced.empty() || plan.kept.empty() ||
+                    (std::abs(plan.reduced.back().in_stride) <= std::abs(plan.kept.back().in_stride) &&
+                     plan.reduced.back().size >= 8);
+  if (rows) {
+    // Each output folds its reduced elements; the innermost reduced run is read
+    // with eight accumulators (independent chains the compiler can vectorise).
+    const Dim inner = plan.reduced.empty() ? Dim{1, 0, 0} : plan.reduced.back();
+    std::vector<Dim> outer_reduced(plan.reduced.begin(), plan.reduced.empty() ? plan.reduced.end() : plan.reduced.end() - 1);
+    const int64_t outer_count = plan.reduced.empty() ? 1 : plan.reduced_count / inner.size;
+    auto reduceOne = [&](int64_t k) {
+      const char* base = in + offsetOf(plan.kept, k, false) * static_cast<int64_t>(sizeof(T));
+      Acc lanes[8];
+      std::fill(std::begin(lanes), std::end(lanes), F::init());
+      for (int64_t r = 0; r < outer_count; ++r) {
+        const char* run = base + offsetOf(outer_reduced, r, false) * static_cast<int64_t>(sizeof(T));
+        const int64_t stride = inner.in_stride * static_cast<int64_t>(sizeof(T));
+        int64_t i = 0;
+        if constexpr (std::is_same_v<T, float> && (op == Opcode::kAmax || op == Opcode::kAmin)) {
+          if (stride == sizeof(T)) {  // vector max/min over the run, NaNs flagged alongside
+            bool nan = false;
+            const float extreme = runExtreme<op == Opcode::kAmax>(reinterpret_cast<const float*>(run), inner.size, &nan);
+            lanes[0] = F::step(lanes[0], nan ? std::numeric_limits<float>::quiet_NaN() : extreme);
+            continue;
+          }
+        }
+        if (stride == sizeof(T)) {
+          const T* values = reinterpret_cast<const T*>(run);
+          for (; i + 8 <= inner.size; i += 8) {
+            for (int l = 0; l < 8; ++l) lanes[l] = F::step(lanes[l], widen(values[i + l]));
+          }
+        }
+        for (; i < inner.size; ++i) lanes[0] = F::step(lanes[0], load<T>(run + i * stride));
+      }
+      Acc acc = lanes[0];
+      for (int l = 1; l < 8; ++l) acc = F::merge(acc, lanes[l]);
+      store<T>(out + offsetOf(plan.kept, k, true) * static_cast<int64_t>(sizeof(T)), finish(acc));
+    };
+    rt::sim::parallelFor(static_cast<size_t>(plan.kept_count),
+                         static_cast<size_t>(std::max<int64_t>(1, 65536 / std::max<int64_t>(1, plan.reduced_count))),
+                         [&](size_t begin, size_t end) {
+                           for (size_t k = begin; k < end; ++k) reduceOne(static_cast<int64_t>(k));
+                         });
+    return;
+  }
+  // Columns: the innermost kept dimension is folded as a vector.
+  const Dim inner = plan.kept.back();
+  std::vector<Dim> outer_kept(plan.kept.begin(), plan.kept.end() - 1);
+  const int64_t outer_count = plan.kept_count / inner.size;
+  // Each output element folds reduced_count rows: size the chunks by that work.
+  const auto column_grain = static_cast<size_t>(std::max<int64_t>(64, 32768 / std::max<int64_t>(1, plan.reduced_count)));
+  rt::sim::parallelFor(static_cast<size_t>(outer_count * inner.size), column_grain, [&](size_t begin, size_t end) {
+    std::vector<Acc> acc;
+    for (size_t flat = begin; flat < end;) {
+      const int64_t o = static_cast<int64_t>(flat) / inner.size;
+      const int64_t first = static_cast<int64_t>(flat) % inner.size;
+      const int64_t count = std::min<int64_t>(inner.size - first, static_cast<int64_t>(end - flat));
+      acc.assign(static_cast<size_t>(count), F::init());
+      const int64_t base = offsetOf(outer_kept, o, false) + first * inner.in_stride;
+      for (int64_t r = 0; r < plan.reduced_count; ++r) {
+        const char* row = in + (base + offsetOf(plan.reduced, r, false)) * static_cast<int64_t>(sizeof(T));
+        const int64_t stride = inner.in_stride * static_cast<int64_t>(sizeof(T));
+        if (stride == sizeof(T)) {
+          const T* values = reinterpret_cast<const T*>(row);
+          for (int64_t i = 0; i < count; ++i) acc[i] = F::step(acc[i], widen(values[i]));
+        } else {
+          for (int64_t i = 0; i < count; ++i) acc[i] = F::step(acc[i], load<T>(row + i * stride));
+        }
+      }
+      const int64_t out_base = offsetOf(outer_kept, o, true) + first * inner.out_stride;
+      for (int64_t i = 0; i < count; ++i) {
+        store<T>(out + (out_base + i * inner.out_stride) * static_cast<int64_t>(sizeof(T)), finish(acc[i]));
+      }
+      flat += static_cast<size_t>(count);
+    }
+  });
+}
+
+// argmax/argmin: the row-major position, among the reduced elements, of the first
+// extreme value (a NaN counts as the extreme, as in PyTorch).
+template <Opcode op, typename T>
+void reduceIndex(const isa::Operand& out_op, const isa::Operand& in_op, std::span<void* const> buffers) {
+  using C = ComputeType<T>;
+  const Plan plan = makePlan(out_op, in_op);
+  const char* in = static_cast<const char*>(buffers[in_op.buffer]) + in_op.offset * sizeof(T);
+  char* out = static_cast<char*>(buffers[out_op.buffer]) + out_op.offset * sizeof(int64_t);
+  if (plan.kept_count == 0 || plan.reduced_count == 0) return;  // the glue rejects empty argmax
+  rt::sim::parallelFor(static_cast<size_t>(plan.kept_count), 64, [&](size_t begin, size_t end) {
+    for (size_t k = begin; k < end; ++k) {
+      const char* base = in + offsetOf(plan.kept, static_cast<int64_t>(k), false) * static_cast<int64_t>(sizeof(T));
+      C best{};
+      int64_t best_index = 0;
+      // The reduced elements in row-major order, odometer-style (no division per element).
+      std::array<int64_t, isa::kMaxRank> position{};
+      int64_t offset = 0;
+      const int dims = static_cast<int>(plan.reduced.size());
+      for (int64_t r = 0; r < plan.reduced_count; ++r) {
+        const C x = load<T>(base + offset * static_cast<int64_t>(sizeof(T)));
+        for (int d = dims - 1; d >= 0; --d) {
+          offset += plan.reduced[d].in_stride;
+          if (++position[d] < plan.reduced[d].size) break;
+          offset -= position[d] * plan.reduced[d].in_stride;
+          position[d] = 0;
+        }
+        if (r == 0) {
+          best = x;
+          continue;
+        }
+        if (isNaN(best)) break;
+        const bool better = isNaN(x) || (op == Opcode::kArgmax ? x > best : x < best);
+        if (better) {
+          best = x;
+          best_index = r;
+        }
+      }
+      store<int64_t>(out + offsetOf(plan.kept, static_cast<int64_t>(k), true) * static_cast<int64_t>(sizeof(int64_t)),
+                     best_index);
+    }
+  });
+}
+
+template <Opcode op>
+constexpr bool isIndexReduction() { return op == Opcode::kArgmax || op == Opcode::kArgmin; }
+
+}  // namespace
+
+void executeReduce(const isa::Instruction& instruction, std::span<void* const> buffers) {
+  const isa::Operand& out = instruction.operands[0];
+  const isa::Operand& in = instruction.operands[1];
+  const double scale = isa::info(instruction.opcode).immediateCount() > 0 ? instruction.immediates[0] : 1.0;
+  dispatchDType(in.dtype, [&]<typename T>() {
+    switch (instruction.opcode) {
+#define PTO_INSTRUCTION(op, name, group, inputs, dtypes, output, immediates)                        \
+      case Opcode::op:                                                                             \
+        if constexpr (isa::Group::group == isa::Group::Reduce &&                                   \
+                      isa::acceptedDTypes(Opcode::op).contains(dtypeOf<T>())) {                    \
+          if constexpr (isIndexReduction<Opcode::op>()) reduceIndex<Opcode::op, T>(out, in, buffers); \
+          else reduceValues<Opcode::op, T>(out, in, buffers, scale);                               \
+        }                                                                                          \
+        return;
+#include "isa/instructions.def"
+#undef PTO_INSTRUCTION
+    }
+  });
+}
+
+}  // namespace pto::rt::sim::kernels

@@ -1,0 +1,76 @@
+#include "graph_program.h"
+
+#include <ATen/EmptyTensor.h>
+
+#include <stdexcept>
+
+#include "compiler/compile.h"
+#include "device.h"
+#include "pto_check.h"
+#include "runtime/program.h"
+
+namespace pto::backend {
+
+GraphProgram::GraphProgram(const std::string& pto_as, bool debug, bool fuse) {
+  isa::ParseResult parsed = isa::parse(pto_as);
+  if (!parsed.error.empty()) throw std::invalid_argument("PTO-AS " + parsed.error);
+  const compiler::CompileOptions options{
+      .debug = debug,
+      .fuse = fuse,
+      .tile_memory_bytes = static_cast<uint64_t>(deviceAttribute(currentDevice(), PTO_DEVICE_ATTR_UNIFIED_BUFFER_BYTES))};
+  scheduled_ = std::make_shared<const isa::ScheduledProgram>(compiler::compile(std::move(parsed.program), options));
+}
+
+GraphProgram::~GraphProgram() {
+  for (ptoProgram program : loaded_) ptoProgramRelease(program);  // launches already queued still run
+}
+
+std::vector<std::string> GraphProgram::bufferKinds() const {
+  std::vector<std::string> kinds;
+  for (const isa::Buffer& buffer : scheduled_->program.buffers) kinds.emplace_back(isa::kindName(buffer.kind));
+  return kinds;
+}
+
+ptoProgram GraphProgram::loadedOn(c10::DeviceIndex device) {
+  std::lock_guard<std::mutex> lock(loaded_mutex_);
+  if (loaded_.empty()) loaded_.assign(static_cast<size_t>(deviceCount()), nullptr);
+  ptoProgram& program = loaded_[static_cast<size_t>(device)];
+  if (program == nullptr) PTO_CHECK(rt::loadProgram(scheduled_, &program));  // on the guard's device
+  return program;
+}
+
+void GraphProgram::run(const std::vector<std::optional<at::Tensor>>& buffers, c10::DeviceIndex device) {
+  const isa::Program& program = scheduled_->program;
+  TORCH_CHECK(buffers.size() == program.buffers.size(), "graph program: expected ", program.buffers.size(),
+              " buffers, got ", buffers.size());
+  checkDeviceIndex(device);
+  const bool binds_host_memory = deviceAttribute(device, PTO_DEVICE_ATTR_PAGEABLE_MEMORY_ACCESS) != 0;
+  std::vector<void*> addresses(buffers.size(), nullptr);
+  std::vector<uint64_t> sizes(buffers.size(), 0);
+  for (size_t b = 0; b < buffers.size(); ++b) {
+    if (!buffers[b] || !buffers[b]->defined()) continue;
+    const at::Tensor& tensor = *buffers[b];
+    const c10::Device where = tensor.device();
+    TORCH_CHECK(where == c10::Device(c10::DeviceType::PrivateUse1, device) || (where.is_cpu() && binds_host_memory),
+                "graph program: buffer %", b, " is a tensor on ", where, ", expected pto:", static_cast<int>(device),
+                binds_host_memory ? " or cpu" : "");
+    addresses[b] = tensor.data_ptr();
+    // From its first element to its last, not to the end of its storage, whose other
+    // bytes may belong to other views (big[16:32] must not let a program write big[32:64]).
+    sizes[b] = at::detail::computeStorageNbytes(tensor.sizes(), tensor.strides(), tensor.element_size());
+  }
+  c10::DeviceGuard guard(c10::Device(c10::DeviceType::PrivateUse1, device));
+  const ptoProgram loaded = loadedOn(device);
+  at::Tensor workspace;
+  if (scheduled_->workspace_bytes > 0) {
+    // Freed when this returns: the caching allocator hands the block out again only
+    // to work queued after this launch on the same stream.
+    workspace = at::empty({static_cast<int64_t>(scheduled_->workspace_bytes)},
+                          at::TensorOptions().dtype(at::kByte).device(c10::DeviceType::PrivateUse1, device));
+  }
+  const ptoStream stream = nativeStream(currentStream(device));
+  PTO_CHECK(ptoProgramLaunch(loaded, stream, addresses.data(), sizes.data(), addresses.size(),
+                             workspace.defined() ? workspace.data_ptr() : nullptr));
+}
+
+}  // namespace pto::backend
