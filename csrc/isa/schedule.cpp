@@ -34,6 +34,35 @@ int64_t Stage::tileCount() const {
   return tiles;
 }
 
+namespace {
+
+// A tile's scratch buffers: used inside tiled stages only, every use row aligned
+// within the pitch planned for it, and all of them inside the stage's scratch.
+std::string checkScratch(const ScheduledProgram& scheduled) {
+  const Program& program = scheduled.program;
+  for (size_t k = 0; k < scheduled.stages.size(); ++k) {
+    const Stage& stage = scheduled.stages[k];
+    for (int32_t i = stage.first; i < stage.first + stage.count; ++i) {
+      for (const Operand& operand : program.instructions[i].operands) {
+        const BufferPlacement& place = scheduled.placements[operand.buffer];
+        if (place.placement != Placement::kScratch) continue;
+        const std::string where = "scratch buffer %" + std::to_string(operand.buffer) + " in stage " + std::to_string(k);
+        if (!stage.tiled()) return where + ", which is not tiled";
+        const int64_t pitch = rowPitch(operand, stage.tile_dim);
+        if (pitch == 0 || pitch > place.row_pitch) return where + " is not row aligned within its pitch";
+        const __int128 end = static_cast<__int128>(place.offset) +
+                             static_cast<__int128>(stage.tile_rows) * place.row_pitch * dtypeSize(operand.dtype);
+        if (place.row_pitch <= 0 || end > static_cast<__int128>(stage.scratch_bytes)) {
+          return where + " overruns the tile's " + std::to_string(stage.scratch_bytes) + "-byte scratch";
+        }
+      }
+    }
+  }
+  return "";
+}
+
+}  // namespace
+
 std::string verifySchedule(const ScheduledProgram& scheduled) {
   const Program& program = scheduled.program;
   if (scheduled.placements.size() != program.buffers.size()) return "a placement per buffer is missing";
@@ -50,6 +79,14 @@ std::string verifySchedule(const ScheduledProgram& scheduled) {
     if (stage.tile_rows < 1) return "stage " + std::to_string(k) + " has empty tiles";
   }
   if (next != static_cast<int32_t>(program.instructions.size())) return "instructions after the last stage";
+  for (size_t b = 0; b < program.buffers.size(); ++b) {
+    const bool bound_kind = program.buffers[b].kind != BufferKind::kTemp;
+    if (bound_kind != (scheduled.placements[b].placement == Placement::kBound)) {
+      return "buffer %" + std::to_string(b) + (bound_kind ? " is an input or output not bound to the launch's memory"
+                                                          : " is a temporary bound to the launch's memory");
+    }
+  }
+  if (std::string why = checkScratch(scheduled); !why.empty()) return why;
   const std::vector<StageSpan> lifetime = stageLifetimes(program, scheduled.stages);
   for (size_t b = 0; b < program.buffers.size(); ++b) {
     if (lifetime[b].first < 0) continue;

@@ -111,7 +111,7 @@ ptoError checkDevice(Driver* driver, int32_t device) {
   if (device < 0 || device >= driver->deviceCount()) {
     return failf(PTO_ERROR_INVALID_DEVICE, "invalid device index ", device, ": the ",
                  driver->name(), " driver has ", driver->deviceCount(),
-                 " device(s) (set PTO_SIM_DEVICES to change)");
+                 " device(s)");
   }
   return PTO_SUCCESS;
 }
@@ -462,6 +462,10 @@ ptoError ptoProgramLaunch(ptoProgram program, ptoStream stream, void* const* buf
   PTO_REQUIRE(workspace != nullptr || scheduled.workspace_bytes == 0, "ptoProgramLaunch: the program needs ",
               scheduled.workspace_bytes, " bytes of workspace");
   PTO_RETURN_IF_ERROR(pto::rt::resolveStream(driver, &stream));
+  int32_t stream_device = -1;
+  PTO_RETURN_IF_ERROR(driver->streamGetDevice(stream, &stream_device));
+  PTO_REQUIRE(stream_device == program->device, "ptoProgramLaunch: the program is loaded on pto:", program->device,
+              ", the stream belongs to pto:", stream_device);
   return driver->launchProgram(stream, program->loaded, std::span<void* const>(buffers, buffer_count), workspace);
 }
 

@@ -21,7 +21,7 @@ ptoError Driver::deviceAttribute(int32_t device, ptoDeviceAttribute attribute, i
     case PTO_DEVICE_ATTR_CORE_COUNT: *value = 1; return PTO_SUCCESS;
     case PTO_DEVICE_ATTR_UNIFIED_BUFFER_BYTES: *value = kUnifiedBufferBytes; return PTO_SUCCESS;
     case PTO_DEVICE_ATTR_PAGEABLE_MEMORY_ACCESS: *value = 0; return PTO_SUCCESS;
-    case PTO_DEVICE_ATTR_BFLOAT16: *value = 1; return PTO_SUCCESS;
+    case PTO_DEVICE_ATTR_BFLOAT16: *value = 0; return PTO_SUCCESS;
     case PTO_DEVICE_ATTR_FLOAT64: *value = 1; return PTO_SUCCESS;
     case PTO_DEVICE_ATTR_TOTAL_MEMORY_BYTES: {
       size_t free_bytes = 0, total_bytes = 0;
@@ -42,15 +42,6 @@ ptoError Driver::mallocHost(size_t size, void** ptr) {
 
 ptoError Driver::freeHost(void* ptr) {
   std::free(ptr);
-  return PTO_SUCCESS;
-}
-
-ptoError Driver::memGetInfo(int32_t, size_t*, size_t*) {
-  return failf(PTO_ERROR_NOT_SUPPORTED, "the ", name(), " driver does not report free memory");
-}
-
-ptoError Driver::pointerGetAttributes(const void* ptr, ptoPointerAttributes* attributes) {
-  *attributes = ptoPointerAttributes{PTO_MEMORY_UNREGISTERED, -1, const_cast<void*>(ptr), 0};
   return PTO_SUCCESS;
 }
 
@@ -92,23 +83,8 @@ ptoError Driver::defaultStream(int32_t device, ptoStream* stream) {
   return PTO_SUCCESS;
 }
 
-ptoError Driver::streamQuery(ptoStream stream) {
-  ptoEvent probe = nullptr;
-  if (ptoError s = eventCreate(&probe); s != PTO_SUCCESS) return s;
-  ptoError status = eventRecord(probe, stream);
-  if (status == PTO_SUCCESS) status = eventQuery(probe);
-  eventDestroy(probe);
-  return status;
-}
-
 ptoError Driver::eventElapsedTime(float*, ptoEvent, ptoEvent) {
   return failf(PTO_ERROR_NOT_SUPPORTED, "the ", name(), " driver does not time events");
-}
-
-ptoError Driver::launchHostFunc(ptoStream stream, ptoHostFn fn, void* user_data) {
-  if (ptoError s = streamSynchronize(stream); s != PTO_SUCCESS) return s;
-  fn(user_data);
-  return PTO_SUCCESS;
 }
 
 }  // namespace pto::rt

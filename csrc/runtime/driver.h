@@ -39,7 +39,7 @@ class Driver {
   virtual int32_t deviceCount() const = 0;
   virtual ptoError synchronizeDevice(int32_t device) = 0;
   // Default: one core, the PTO ISA's 192 KiB Unified Buffer, no host memory access
-  // from programs, bfloat16 and float64 present, total memory from memGetInfo.
+  // from programs, float64 present, no bfloat16 claimed, total memory from memGetInfo.
   virtual ptoError deviceAttribute(int32_t device, ptoDeviceAttribute attribute, int64_t* value);
 
   // Memory.
@@ -48,10 +48,10 @@ class Driver {
   // Default: page-aligned host memory that is not pinned (copies from it still work).
   virtual ptoError mallocHost(size_t size, void** ptr);
   virtual ptoError freeHost(void* ptr);
-  // Default: PTO_ERROR_NOT_SUPPORTED.
-  virtual ptoError memGetInfo(int32_t device, size_t* free_bytes, size_t* total_bytes);
-  // Default: every pointer is unregistered host memory.
-  virtual ptoError pointerGetAttributes(const void* ptr, ptoPointerAttributes* attributes);
+  virtual ptoError memGetInfo(int32_t device, size_t* free_bytes, size_t* total_bytes) = 0;
+  // Which device (or pinned host) allocation holds `ptr`: the caching allocators
+  // and torch's device-of-pointer queries depend on it.
+  virtual ptoError pointerGetAttributes(const void* ptr, ptoPointerAttributes* attributes) = 0;
 
   // Copies and fills.
   virtual ptoError memcpyAsync(void* dst, const void* src, size_t count, ptoMemcpyKind kind,
@@ -65,10 +65,10 @@ class Driver {
   virtual ptoError streamSynchronize(ptoStream stream) = 0;
   virtual ptoError streamWaitEvent(ptoStream stream, ptoEvent event) = 0;
   virtual ptoError streamGetDevice(ptoStream stream, int32_t* device) = 0;
+  // PTO_ERROR_NOT_READY while busy; otherwise reports (and clears) a sticky error.
+  virtual ptoError streamQuery(ptoStream stream) = 0;
   // Default: a stream per device, created at first use and never destroyed.
   virtual ptoError defaultStream(int32_t device, ptoStream* stream);
-  // Default: records an event on the stream and queries it.
-  virtual ptoError streamQuery(ptoStream stream);
 
   // Events.
   virtual ptoError eventCreate(ptoEvent* event) = 0;
@@ -82,15 +82,15 @@ class Driver {
   // Programs. `program` has been verified, its schedule too. At launch, `buffers`
   // holds an address for every buffer the program binds (inputs and outputs,
   // checked against their declared sizes; other entries null) and `workspace`
-  // program.workspace_bytes of device memory (null when it needs none). A launch
-  // on a stream of another device than the program's fails with PTO_ERROR_INVALID_VALUE.
+  // program.workspace_bytes of device memory (null when it needs none); the
+  // stream belongs to the device the program was loaded on (api.cpp checks).
   virtual ptoError loadProgram(int32_t device, std::shared_ptr<const isa::ScheduledProgram> program,
                                std::shared_ptr<DeviceProgram>* loaded) = 0;
   virtual ptoError launchProgram(ptoStream stream, const std::shared_ptr<DeviceProgram>& program,
                                  std::span<void* const> buffers, void* workspace) = 0;
 
-  // Host work. Default: waits for the stream, then calls fn on the calling thread.
-  virtual ptoError launchHostFunc(ptoStream stream, ptoHostFn fn, void* user_data);
+  // Host work in stream order (the default memsetAsync relies on it too).
+  virtual ptoError launchHostFunc(ptoStream stream, ptoHostFn fn, void* user_data) = 0;
 
  private:
   std::mutex default_streams_mutex_;

@@ -22,7 +22,9 @@ void store(const ptoActivity& activity) {
 
 bool enabled() { return g_enabled.load(std::memory_order_relaxed); }
 
-void record(const ptoActivity& activity) { store(activity); }
+void record(const ptoActivity& activity) {
+  if (enabled()) store(activity);
+}
 
 }  // namespace pto::rt::profiler
 

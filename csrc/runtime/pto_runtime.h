@@ -140,20 +140,20 @@ ptoError ptoLaunchHostFunc(ptoStream stream, ptoHostFn fn, void* user_data);
 // Profiling (as CUPTI activities or aclprof): while started, the driver records
 // every program launch, copy and fill a stream executes, with its stream, device,
 // start and end times, the bytes it moved and the FLOPs it computed; a launch of
-// a multi-instruction program is recorded too as one activity per instruction or
-// fused kernel inside it.
+// a multi-instruction program is recorded too as one activity per stage inside it
+// (an instruction, or several fused into one tile loop).
 typedef enum {
   PTO_ACTIVITY_KERNEL = 0,       // a launch of a one-instruction program (an eager op)
   PTO_ACTIVITY_COPY = 1,
   PTO_ACTIVITY_FILL = 2,
   PTO_ACTIVITY_PROGRAM = 3,      // a launch of a program of several instructions
-  PTO_ACTIVITY_INSTRUCTION = 4,  // inside a program: an instruction or a fused kernel
+  PTO_ACTIVITY_INSTRUCTION = 4,  // inside a program: a stage (an instruction, or fused ones)
 } ptoActivityKind;
 
 #define PTO_ACTIVITY_DETAIL_BYTES 192
 
 typedef struct {
-  char name[64];                             // the instruction's mnemonic, "program", "copy HtoD" ...
+  char name[64];                             // the instruction's mnemonic, "program", "memcpy host-to-device" ...
   char detail[PTO_ACTIVITY_DETAIL_BYTES];    // the operands ("f32[4,16] <- f32[4,16], f32[1,16]")
   ptoActivityKind kind;
   int32_t device;

@@ -43,7 +43,7 @@ void checkDeviceIndex(c10::DeviceIndex index) {
   const auto count = deviceCount();
   TORCH_CHECK(index >= 0 && index < count, "pto:", static_cast<int>(index),
               " is not a valid device: there are ", static_cast<int>(count),
-              " pto device(s) (PTO_SIM_DEVICES sets the number of simulated devices)");
+              " pto device(s)");
 }
 
 c10::DeviceIndex currentDevice() {

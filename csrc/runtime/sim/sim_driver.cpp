@@ -334,7 +334,7 @@ class SimDriver final : public Driver {
 
   ptoError loadProgram(int32_t device, std::shared_ptr<const isa::ScheduledProgram> program,
                        std::shared_ptr<DeviceProgram>* loaded) override {
-    *loaded = std::make_shared<SimProgram>(device, std::move(program));
+    *loaded = std::make_shared<SimProgram>(std::move(program));
     return PTO_SUCCESS;
   }
 
@@ -343,10 +343,6 @@ class SimDriver final : public Driver {
     SimStream* target = nullptr;
     if (ptoError s = lookupStream(stream, &target); s) return s;
     auto program = std::static_pointer_cast<const SimProgram>(loaded);
-    if (program->device() != target->device()) {
-      return failf(PTO_ERROR_INVALID_VALUE, "ptoProgramLaunch: the program is loaded on pto:", program->device(),
-                   ", the stream belongs to pto:", target->device());
-    }
     Command command;
     command.kind = Command::Kind::kProgram;
     command.name = program->name();
@@ -363,6 +359,7 @@ class SimDriver final : public Driver {
       // Device memory is host memory, so programs reach plain host memory as well
       // (the compiled path binds CPU tensors in place).
       case PTO_DEVICE_ATTR_PAGEABLE_MEMORY_ACCESS: *value = 1; return PTO_SUCCESS;
+      case PTO_DEVICE_ATTR_BFLOAT16: *value = 1; return PTO_SUCCESS;
       case PTO_DEVICE_ATTR_TOTAL_MEMORY_BYTES: *value = static_cast<int64_t>(devices_[device].capacity); return PTO_SUCCESS;
       default: return Driver::deviceAttribute(device, attribute, value);
     }

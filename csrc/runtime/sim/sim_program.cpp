@@ -35,9 +35,8 @@ char* scratchOfThisThread(uint64_t bytes) {
 
 }  // namespace
 
-SimProgram::SimProgram(int32_t device, std::shared_ptr<const isa::ScheduledProgram> scheduled)
-    : device_(device),
-      scheduled_(std::move(scheduled)),
+SimProgram::SimProgram(std::shared_ptr<const isa::ScheduledProgram> scheduled)
+    : scheduled_(std::move(scheduled)),
       name_(scheduled_->program.instructions.size() == 1
                 ? isa::info(scheduled_->program.instructions[0].opcode).name.data()  // a literal of the table
                 : "program") {

@@ -15,9 +15,8 @@ namespace pto::rt::sim {
 
 class SimProgram final : public DeviceProgram {
  public:
-  SimProgram(int32_t device, std::shared_ptr<const isa::ScheduledProgram> scheduled);
+  explicit SimProgram(std::shared_ptr<const isa::ScheduledProgram> scheduled);
 
-  int32_t device() const { return device_; }
   const isa::ScheduledProgram& scheduled() const { return *scheduled_; }
   // What a failure of a launch names: the instruction of a one-instruction
   // program (an eager op), else "program". A literal: it outlives every launch.
@@ -44,7 +43,6 @@ class SimProgram final : public DeviceProgram {
   void runTiles(size_t s, std::span<void* const> buffers, int64_t begin, int64_t end) const;
   ptoActivity stageActivity(const isa::Stage& stage, uint64_t start_ns) const;
 
-  const int32_t device_;
   const std::shared_ptr<const isa::ScheduledProgram> scheduled_;
   const char* name_;
   std::vector<std::vector<int32_t>> scratch_of_;  // per stage, the buffers in its tile scratch
