@@ -10,7 +10,9 @@
 #include <exception>
 #include <memory>
 #include <mutex>
+#include <shared_mutex>
 #include <string>
+#include <unordered_set>
 #include <vector>
 
 #include "driver.h"
@@ -147,12 +149,20 @@ bool registerDriver(const char* name, int priority, DriverFactory factory) {
 // A loaded program: the program (for the API's launch checks) and what the
 // driver made of it.
 struct ptoProgramImpl {
-  static constexpr uint64_t kLive = 0x21676f72706f7470;  // "ptoprog!"
-  uint64_t tag = kLive;
   int32_t device = 0;
   std::shared_ptr<const pto::isa::ScheduledProgram> program;
   std::shared_ptr<pto::rt::DeviceProgram> loaded;
 };
+
+namespace {
+
+// The live handles: a released or forged one is refused, never dereferenced.
+// Launches only read the set, so they share the lock. Leaked, as the driver is,
+// so that a handle released by a late destructor at exit still finds them.
+std::shared_mutex& live_programs_mutex = *new std::shared_mutex;
+std::unordered_set<ptoProgram>& live_programs = *new std::unordered_set<ptoProgram>;
+
+}  // namespace
 
 namespace pto::rt {
 
@@ -172,6 +182,8 @@ ptoError loadProgram(std::shared_ptr<const isa::ScheduledProgram> program, ptoPr
   impl->program = std::move(program);
   if (ptoError s = driver->loadProgram(impl->device, impl->program, &impl->loaded); s != PTO_SUCCESS) return s;
   *handle = impl.release();
+  std::unique_lock<std::shared_mutex> lock(live_programs_mutex);
+  live_programs.insert(*handle);
   return PTO_SUCCESS;
 }
 
@@ -198,7 +210,8 @@ using pto::rt::failf;
 namespace {
 
 ptoError checkProgram(ptoProgram program, const char* call) {
-  if (program == nullptr || program->tag != ptoProgramImpl::kLive) {
+  std::shared_lock<std::shared_mutex> lock(live_programs_mutex);
+  if (!live_programs.contains(program)) {
     return failf(PTO_ERROR_INVALID_HANDLE, call, ": ", static_cast<void*>(program), " is not a loaded program");
   }
   return PTO_SUCCESS;
@@ -430,9 +443,14 @@ ptoError ptoProgramLoad(ptoProgram* program, const char* pto_as) {
 ptoError ptoProgramRelease(ptoProgram program) {
   PTO_DRIVER_OR_RETURN(driver);
   if (program == nullptr) return PTO_SUCCESS;
-  PTO_RETURN_IF_ERROR(checkProgram(program, "ptoProgramRelease"));
-  program->tag = 0;
-  delete program;
+  {
+    std::unique_lock<std::shared_mutex> lock(live_programs_mutex);
+    if (live_programs.erase(program) == 0) {
+      return failf(PTO_ERROR_INVALID_HANDLE, "ptoProgramRelease: ", static_cast<void*>(program),
+                   " is not a loaded program");
+    }
+  }
+  delete program;  // the driver keeps its program alive while launches of it are queued
   return PTO_SUCCESS;
 }
 

@@ -6,6 +6,8 @@
 #include <deque>
 #include <mutex>
 
+#include "error.h"
+
 namespace pto::rt::profiler {
 namespace {
 
@@ -43,7 +45,9 @@ ptoError ptoProfilerStop(void) {
 }
 
 ptoError ptoProfilerFlush(ptoActivity* out, size_t capacity, size_t* count) {
-  if (count == nullptr || (out == nullptr && capacity > 0)) return PTO_ERROR_INVALID_VALUE;
+  if (count == nullptr || (out == nullptr && capacity > 0)) {
+    return pto::rt::fail(PTO_ERROR_INVALID_VALUE, "ptoProfilerFlush: null output");
+  }
   std::lock_guard<std::mutex> lock(g_mutex);
   const size_t taken = std::min(capacity, g_activities.size());
   std::copy_n(g_activities.begin(), taken, out);

@@ -1,9 +1,11 @@
 // The compiler (csrc/compiler): dead code and common subexpression elimination,
-// fusion into tiled kernels and where it must stop, the memory plan (tile scratch,
-// arena reuse by liveness), verification after each pass, and launching a compiled
-// program on a stream against running its instructions one at a time.
+// fusion into tiled stages and where it must stop, the memory plan (tile scratch,
+// workspace reuse by liveness), verification after each pass, and a compiled
+// program loaded and launched through the runtime against the same program run
+// one instruction at a time.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <memory>
 #include <random>
@@ -11,11 +13,11 @@
 #include <string>
 #include <vector>
 
-#include "compiler/compiled_program.h"
+#include "compiler/compile.h"
 #include "compiler/passes.h"
-#include "compiler/program_launch.h"
 #include "isa/program.h"
-#include "kernels/execute.h"
+#include "isa/schedule.h"
+#include "runtime/program.h"
 #include "runtime/pto_runtime.h"
 
 namespace {
@@ -73,40 +75,40 @@ TEST(CommonSubexpressions, AnInputWrittenInBetweenIsNotTheSameInput) {
   EXPECT_EQ(compiler::eliminateCommonSubexpressions(program), 0);
 }
 
-TEST(Fusion, TheHandWrittenSoftmaxIsOneTiledKernelWithItsTemporariesInScratch) {
-  const compiler::CompiledProgram compiled = compiler::compile(parsed(handSoftmax(512, 256)));
-  ASSERT_EQ(compiled.kernels.size(), 1u);
-  const compiler::Kernel& kernel = compiled.kernels[0];
-  EXPECT_EQ(kernel.count, 5);
-  EXPECT_EQ(kernel.tile_dim, 0);
-  EXPECT_TRUE(kernel.parallel_tiles);
-  EXPECT_GT(kernel.tileCount(), 1);
-  EXPECT_LE(kernel.scratch_bytes, 192u * 1024u);  // the Unified Buffer
-  EXPECT_EQ(compiled.fusedKernelCount(), 1);
-  EXPECT_EQ(compiled.arena_bytes, 0u);
-  for (int b = 2; b <= 5; ++b) EXPECT_EQ(compiled.placements[b].placement, compiler::Placement::kScratch) << b;
-  EXPECT_EQ(compiler::verifyPlan(compiled), "");
+TEST(Fusion, TheHandWrittenSoftmaxIsOneTiledStageWithItsTemporariesInScratch) {
+  const isa::ScheduledProgram compiled = compiler::compile(parsed(handSoftmax(512, 256)));
+  ASSERT_EQ(compiled.stages.size(), 1u);
+  const isa::Stage& stage = compiled.stages[0];
+  EXPECT_EQ(stage.count, 5);
+  EXPECT_EQ(stage.tile_dim, 0);
+  EXPECT_TRUE(stage.parallel_tiles);
+  EXPECT_GT(stage.tileCount(), 1);
+  EXPECT_LE(stage.scratch_bytes, 192u * 1024u);  // the Unified Buffer
+  EXPECT_EQ(compiled.fusedStageCount(), 1);
+  EXPECT_EQ(compiled.workspace_bytes, 0u);
+  for (int b = 2; b <= 5; ++b) EXPECT_EQ(compiled.placements[b].placement, isa::Placement::kScratch) << b;
+  EXPECT_EQ(isa::verifySchedule(compiled), "");
 }
 
 TEST(Fusion, StopsWhereATileWouldReadAnotherTilesRows) {
-  // The column sum reads every row of what the kernel wrote: it cannot join.
+  // The column sum reads every row of what the stage wrote: it cannot join.
   isa::Program program = parsed(
       "buffer %0 input 1024\nbuffer %1 output 64\nbuffer %2 temp 1024\nbuffer %3 temp 1024\n"
       "texp %2:f32[16,16;16,1]@0, %0:f32[16,16;16,1]@0\n"
       "tneg %3:f32[16,16;16,1]@0, %2:f32[16,16;16,1]@0\n"
       "tsum %1:f32[16,16;0,1]@0, %3:f32[16,16;16,1]@0 scale=1\n");
-  const compiler::CompiledProgram compiled = compiler::compile(program);
-  ASSERT_EQ(compiled.kernels.size(), 2u);
-  EXPECT_EQ(compiled.kernels[0].count, 2);
-  EXPECT_EQ(compiled.kernels[1].count, 1);
-  EXPECT_FALSE(compiled.kernels[1].tiled());
-  EXPECT_EQ(compiled.placements[3].placement, compiler::Placement::kArena);
+  const isa::ScheduledProgram compiled = compiler::compile(program);
+  ASSERT_EQ(compiled.stages.size(), 2u);
+  EXPECT_EQ(compiled.stages[0].count, 2);
+  EXPECT_EQ(compiled.stages[1].count, 1);
+  EXPECT_FALSE(compiled.stages[1].tiled());
+  EXPECT_EQ(compiled.placements[3].placement, isa::Placement::kWorkspace);
   // A transposed read of a tile-written buffer is another tile's rows too.
   isa::Program transposed = parsed(
       "buffer %0 input 1024\nbuffer %1 output 1024\nbuffer %2 temp 1024\n"
       "texp %2:f32[16,16;16,1]@0, %0:f32[16,16;16,1]@0\n"
       "tneg %1:f32[16,16;16,1]@0, %2:f32[16,16;1,16]@0\n");
-  EXPECT_EQ(compiler::compile(transposed).fusedKernelCount(), 0);
+  EXPECT_EQ(compiler::compile(transposed).fusedStageCount(), 0);
 }
 
 TEST(CollapseDims, LeadingDimensionsMergeWhereEveryOperandAllows) {
@@ -127,23 +129,23 @@ TEST(CollapseDims, LeadingDimensionsMergeWhereEveryOperandAllows) {
 }
 
 TEST(Fusion, AGemmTakesItsBiasAndElementwiseEpilogueButNotAReduction) {
-  // out = gelu(x @ w + bias); then a row sum of it, in a kernel of its own.
-  const compiler::CompiledProgram compiled = compiler::compile(parsed(
+  // out = gelu(x @ w + bias); then a row sum of it, in a stage of its own.
+  const isa::ScheduledProgram compiled = compiler::compile(parsed(
       "buffer %0 input 8192\nbuffer %1 input 4096\nbuffer %2 input 128\nbuffer %3 temp 8192\n"
       "buffer %4 output 8192\nbuffer %5 output 256\n"
       "tmov %3:f32[64,32;32,1]@0, %2:f32[64,32;0,1]@0\n"
       "tmatmul %3:f32[64,32;32,1]@0, %0:f32[64,32;32,1]@0, %1:f32[32,32;32,1]@0 alpha=1 beta=1\n"
       "tgelu %4:f32[64,32;32,1]@0, %3:f32[64,32;32,1]@0\n"
       "tsum %5:f32[64,32;1,0]@0, %4:f32[64,32;32,1]@0 scale=1\n"));
-  ASSERT_EQ(compiled.kernels.size(), 2u);
-  EXPECT_EQ(compiled.kernels[0].count, 3);
-  EXPECT_FALSE(compiled.kernels[0].parallel_tiles);  // BLAS bands each GEMM itself
-  EXPECT_EQ(compiled.placements[3].placement, compiler::Placement::kScratch);
-  EXPECT_EQ(compiled.kernels[1].count, 1);
+  ASSERT_EQ(compiled.stages.size(), 2u);
+  EXPECT_EQ(compiled.stages[0].count, 3);
+  EXPECT_FALSE(compiled.stages[0].parallel_tiles);  // BLAS bands each GEMM itself
+  EXPECT_EQ(compiled.placements[3].placement, isa::Placement::kScratch);
+  EXPECT_EQ(compiled.stages[1].count, 1);
 }
 
-TEST(MemoryPlan, TemporariesShareTheArenaByLivenessOrLiveInAnOutputNotYetWritten) {
-  // Sorts do not fuse, so each is a kernel and every temporary crosses kernels.
+TEST(MemoryPlan, TemporariesShareTheWorkspaceByLivenessOrLiveInAnOutputNotYetWritten) {
+  // Sorts do not fuse, so each is a stage and every temporary crosses stages.
   isa::Program program = parsed(
       "buffer %0 input 64\nbuffer %1 output 128\nbuffer %2 temp 128\nbuffer %3 temp 128\nbuffer %4 temp 128\n"
       "buffer %5 temp 128\n"
@@ -152,19 +154,19 @@ TEST(MemoryPlan, TemporariesShareTheArenaByLivenessOrLiveInAnOutputNotYetWritten
       "targsort %4:i64[16;1]@0, %3:i64[16;1]@0 axis=0 descending=0\n"
       "targsort %5:i64[16;1]@0, %4:i64[16;1]@0 axis=0 descending=0\n"
       "targsort %1:i64[16;1]@0, %5:i64[16;1]@0 axis=0 descending=0\n");
-  const compiler::CompiledProgram compiled = compiler::compile(program);
+  const isa::ScheduledProgram compiled = compiler::compile(program);
   const auto& placements = compiled.placements;
-  // %2 (kernels 0-1) dies before the output %1 is written (kernel 4): it lives there;
-  // %4 (2-3) as well, once %2 is gone; %3 and %5 share the arena, never live together.
-  EXPECT_EQ(placements[2].placement, compiler::Placement::kInOutput);
+  // %2 (stages 0-1) dies before the output %1 is written (stage 4): it lives there;
+  // %4 (2-3) as well, once %2 is gone; %3 and %5 share the workspace, never live together.
+  EXPECT_EQ(placements[2].placement, isa::Placement::kInOutput);
   EXPECT_EQ(placements[2].host, 1);
-  EXPECT_EQ(placements[4].placement, compiler::Placement::kInOutput);
-  EXPECT_EQ(placements[3].placement, compiler::Placement::kArena);
-  EXPECT_EQ(placements[5].placement, compiler::Placement::kArena);
+  EXPECT_EQ(placements[4].placement, isa::Placement::kInOutput);
+  EXPECT_EQ(placements[3].placement, isa::Placement::kWorkspace);
+  EXPECT_EQ(placements[5].placement, isa::Placement::kWorkspace);
   EXPECT_EQ(placements[3].offset, placements[5].offset);
-  EXPECT_EQ(compiled.arena_bytes, 128u);
-  EXPECT_EQ(compiler::verifyPlan(compiled), "");
-  EXPECT_NE(compiler::print(compiled).find("# in output %1 @0"), std::string::npos);
+  EXPECT_EQ(compiled.workspace_bytes, 128u);
+  EXPECT_EQ(isa::verifySchedule(compiled), "");
+  EXPECT_NE(isa::print(compiled).find("# in output %1 @0"), std::string::npos);
 }
 
 TEST(Compile, AnInvalidProgramNamesThePassAndTheInstruction) {
@@ -177,62 +179,195 @@ TEST(Compile, AnInvalidProgramNamesThePassAndTheInstruction) {
   }
 }
 
+// A target with a smaller Unified Buffer gets smaller tiles; without fusion,
+// every instruction is a stage of its own.
+TEST(Compile, OptionsBoundTheTileScratchOrTurnFusionOff) {
+  const isa::Program program = parsed(handSoftmax(512, 256));
+  const isa::ScheduledProgram roomy = compiler::compile(program);
+  const isa::ScheduledProgram tight = compiler::compile(program, {.tile_memory_bytes = 32 * 1024});
+  ASSERT_EQ(roomy.stages.size(), 1u);
+  ASSERT_EQ(tight.stages.size(), 1u);
+  EXPECT_LE(tight.stages[0].scratch_bytes, 32u * 1024u);
+  EXPECT_GT(tight.stages[0].tileCount(), roomy.stages[0].tileCount());
+  EXPECT_EQ(isa::verifySchedule(tight), "");
+
+  const isa::ScheduledProgram unfused = compiler::compile(program, {.fuse = false});
+  EXPECT_EQ(unfused.stages.size(), 5u);
+  EXPECT_EQ(unfused.fusedStageCount(), 0);
+  for (const isa::Stage& stage : unfused.stages) EXPECT_EQ(stage.count, 1);
+  EXPECT_EQ(isa::verifySchedule(unfused), "");
+}
+
 TEST(Compile, ThePrintedProgramParsesBackToTheSameInstructions) {
-  const compiler::CompiledProgram compiled = compiler::compile(parsed(handSoftmax(64, 32)));
-  const std::string text = compiler::print(compiled);
-  EXPECT_NE(text.find("# kernel 0: 5 instructions fused"), std::string::npos) << text;
+  const isa::ScheduledProgram compiled = compiler::compile(parsed(handSoftmax(64, 32)));
+  const std::string text = isa::print(compiled);
+  EXPECT_EQ(text.rfind("# 1 stages (1 fused), workspace 0 bytes\n", 0), 0u) << text;
+  EXPECT_NE(text.find("# stage 0: 5 instructions fused"), std::string::npos) << text;
   EXPECT_EQ(parsed(text), compiled.program);
 }
 
+// A compiled program goes to the device through the runtime, as the torch glue
+// sends it: loaded as a handle, launched on a stream with device buffers bound.
 class ProgramLaunch : public ::testing::Test {
  protected:
   void SetUp() override { ASSERT_EQ(ptoGetDefaultStream(0, &stream_), PTO_SUCCESS); }
+  void TearDown() override {
+    for (ptoProgram program : programs_) EXPECT_EQ(ptoProgramRelease(program), PTO_SUCCESS);
+    for (void* memory : device_memory_) EXPECT_EQ(ptoFree(memory), PTO_SUCCESS);
+  }
+
+  ptoProgram load(isa::ScheduledProgram scheduled) {
+    ptoProgram program = nullptr;
+    EXPECT_EQ(rt::loadProgram(std::make_shared<const isa::ScheduledProgram>(std::move(scheduled)), &program),
+              PTO_SUCCESS) << ptoGetRecentErrMsg();
+    if (program != nullptr) programs_.push_back(program);
+    return program;
+  }
+
+  // Device memory of `bytes` (at least one), released at the end of the test.
+  void* deviceMemory(size_t bytes) {
+    void* memory = nullptr;
+    EXPECT_EQ(ptoMalloc(&memory, std::max<size_t>(bytes, 1)), PTO_SUCCESS);
+    device_memory_.push_back(memory);
+    return memory;
+  }
+
+  template <typename T>
+  void* upload(const std::vector<T>& values) {
+    void* memory = deviceMemory(values.size() * sizeof(T));
+    EXPECT_EQ(ptoMemcpy(memory, values.data(), values.size() * sizeof(T), PTO_MEMCPY_HOST_TO_DEVICE), PTO_SUCCESS);
+    return memory;
+  }
+
+  template <typename T>
+  std::vector<T> download(const void* memory, size_t count) {
+    std::vector<T> values(count);
+    EXPECT_EQ(ptoMemcpy(values.data(), memory, count * sizeof(T), PTO_MEMCPY_DEVICE_TO_HOST), PTO_SUCCESS);
+    return values;
+  }
+
+  // Launches `program` with its first two buffers bound to `in` and `out` (the
+  // others temporaries) and a workspace of the size the program asks for.
+  ptoError launchInOut(ptoProgram program, size_t buffer_count, void* in, void* out, uint64_t bytes) {
+    std::vector<void*> bound(buffer_count, nullptr);
+    std::vector<uint64_t> sizes(buffer_count, 0);
+    bound[0] = in, sizes[0] = bytes;
+    bound[1] = out, sizes[1] = bytes;
+    size_t workspace_bytes = 0;
+    EXPECT_EQ(ptoProgramGetWorkspaceSize(program, &workspace_bytes), PTO_SUCCESS);
+    void* workspace = workspace_bytes > 0 ? deviceMemory(workspace_bytes) : nullptr;
+    return ptoProgramLaunch(program, stream_, bound.data(), sizes.data(), buffer_count, workspace);
+  }
+
   ptoStream stream_ = nullptr;
+  std::vector<ptoProgram> programs_;
+  std::vector<void*> device_memory_;
 };
 
 TEST_F(ProgramLaunch, TheFusedSoftmaxMatchesItsInstructionsRunOneByOne) {
   constexpr int kRows = 300, kCols = 77;  // a last tile shorter than the others
-  isa::Program program = parsed(handSoftmax(kRows, kCols));
-  std::vector<float> x(kRows * kCols), fused(x.size()), reference(x.size());
+  const isa::Program program = parsed(handSoftmax(kRows, kCols));
+  std::vector<float> x(kRows * kCols);
   std::mt19937 random(7);
   std::normal_distribution<float> normal(0.0f, 3.0f);
   for (float& v : x) v = normal(random);
-  std::vector<float> row(kRows), work(x.size()), exps(x.size()), sums(kRows);
-  std::vector<void*> unfused = {x.data(), reference.data(), row.data(), work.data(), exps.data(), sums.data()};
-  for (const isa::Instruction& instruction : program.instructions) kernels::execute(instruction, unfused);
+  const uint64_t bytes = x.size() * sizeof(float);
 
-  auto compiled = std::make_shared<const compiler::CompiledProgram>(compiler::compile(program));
-  ASSERT_EQ(compiled->fusedKernelCount(), 1);
-  std::vector<void*> bound(program.buffers.size(), nullptr);
-  std::vector<uint64_t> sizes(program.buffers.size(), 0);
-  bound[0] = x.data(), sizes[0] = x.size() * 4;
-  bound[1] = fused.data(), sizes[1] = fused.size() * 4;
-  ASSERT_EQ(compiler::launchProgram(stream_, compiled, bound, sizes, nullptr), PTO_SUCCESS);
+  // The reference: the same program unfused, each instruction a stage of its own
+  // and every temporary in the workspace.
+  const ptoProgram one_by_one = load(isa::scheduleInOrder(program));
+  const isa::ScheduledProgram compiled = compiler::compile(program);
+  ASSERT_EQ(compiled.fusedStageCount(), 1);
+  EXPECT_EQ(compiled.workspace_bytes, 0u);  // the temporaries live in tile scratch
+  const ptoProgram fused = load(compiled);
+  ASSERT_TRUE(one_by_one != nullptr && fused != nullptr);
+
+  void* in = upload(x);
+  void* reference = deviceMemory(bytes);
+  void* out = deviceMemory(bytes);
+  ASSERT_EQ(launchInOut(one_by_one, program.buffers.size(), in, reference, bytes), PTO_SUCCESS) << ptoGetRecentErrMsg();
+  ASSERT_EQ(launchInOut(fused, program.buffers.size(), in, out, bytes), PTO_SUCCESS) << ptoGetRecentErrMsg();
+  ASSERT_EQ(ptoStreamSynchronize(stream_), PTO_SUCCESS) << ptoGetRecentErrMsg();
+  EXPECT_EQ(download<float>(out, x.size()), download<float>(reference, x.size()));
+}
+
+// While profiling, the driver records the launch as one program activity and the
+// fused stage as one activity inside it, named by its instructions.
+TEST_F(ProgramLaunch, AFusedStageIsProfiledAsOneActivityNamingItsInstructions) {
+  constexpr int kRows = 512, kCols = 256;
+  constexpr uint64_t kBytes = kRows * kCols * 4;
+  const isa::Program program = parsed(handSoftmax(kRows, kCols));
+  const isa::ScheduledProgram compiled = compiler::compile(program);
+  ASSERT_EQ(compiled.stages.size(), 1u);
+  const int64_t tiles = compiled.stages[0].tileCount();
+  ASSERT_GT(tiles, 1);
+  const ptoProgram fused = load(compiled);
+  ASSERT_NE(fused, nullptr);
+  void* in = upload(std::vector<float>(kRows * kCols, 1.0f));
+  void* out = deviceMemory(kBytes);
+  std::vector<ptoActivity> activities(8);
+  size_t count = 0;
+  ASSERT_EQ(ptoProfilerFlush(activities.data(), activities.size(), &count), PTO_SUCCESS);  // drop older ones
+  ASSERT_EQ(ptoProfilerStart(), PTO_SUCCESS);
+  ASSERT_EQ(launchInOut(fused, program.buffers.size(), in, out, kBytes), PTO_SUCCESS) << ptoGetRecentErrMsg();
   ASSERT_EQ(ptoStreamSynchronize(stream_), PTO_SUCCESS);
-  EXPECT_EQ(fused, reference);
+  ASSERT_EQ(ptoProfilerStop(), PTO_SUCCESS);
+  ASSERT_EQ(ptoProfilerFlush(activities.data(), activities.size(), &count), PTO_SUCCESS);
+  ASSERT_EQ(count, 2u);
+  const bool stage_first = activities[0].kind == PTO_ACTIVITY_INSTRUCTION;
+  const ptoActivity& stage = activities[stage_first ? 0 : 1];
+  const ptoActivity& launch = activities[stage_first ? 1 : 0];
+  EXPECT_EQ(launch.kind, PTO_ACTIVITY_PROGRAM);
+  EXPECT_STREQ(launch.name, "program");
+  EXPECT_STREQ(launch.detail, "5 instructions in 1 stages");
+  EXPECT_EQ(stage.kind, PTO_ACTIVITY_INSTRUCTION);
+  EXPECT_STREQ(stage.name, "fused:tamax+tsub+texp+tsum+tdiv");
+  EXPECT_EQ(std::string(stage.detail), "f32[512,256] <- f32[512,256], " + std::to_string(tiles) + " tiles");
+  // What reaches memory: the input, read by tamax and tsub, and the output; the
+  // temporaries stay in tile scratch.
+  EXPECT_EQ(stage.bytes, 3 * kBytes);
+  EXPECT_EQ(stage.stream, launch.stream);
+  EXPECT_GE(stage.start_ns, launch.start_ns);
+  EXPECT_LE(stage.end_ns, launch.end_ns);
+  EXPECT_EQ(download<float>(out, kRows * kCols), std::vector<float>(kRows * kCols, 1.0f / kCols));
 }
 
 TEST_F(ProgramLaunch, UnboundOrShortBuffersAreRefusedAndAFailingInstructionIsNamed) {
-  auto compiled = std::make_shared<const compiler::CompiledProgram>(compiler::compile(parsed(
+  isa::ScheduledProgram compiled = compiler::compile(parsed(
       "buffer %0 input 16\nbuffer %1 input 32\nbuffer %2 output 16\nbuffer %3 temp 16\n"
-      "texp %3:f32[4;1]@0, %0:f32[4;1]@0\n"  // then a gather, which does not fuse: %3 is in the arena
-      "tgather %2:f32[4;1]@0, %3:f32[4;1]@0, %1:i64[4;1]@0 axis=0 wrap=0\n")));
-  ASSERT_GT(compiled->arena_bytes, 0u);
-  std::vector<uint8_t> arena(compiled->arena_bytes);
-  float x[4] = {1, 2, 3, 4}, out[4] = {};
-  int64_t index[4] = {3, 2, 9, 0};  // 9 is out of range
-  std::vector<void*> bound = {x, index, out, nullptr};
+      "texp %3:f32[4;1]@0, %0:f32[4;1]@0\n"  // then a gather, which does not fuse: %3 is in the workspace
+      "tgather %2:f32[4;1]@0, %3:f32[4;1]@0, %1:i64[4;1]@0 axis=0 wrap=0\n"));
+  ASSERT_EQ(compiled.placements[3].placement, isa::Placement::kWorkspace);
+  ASSERT_GT(compiled.workspace_bytes, 0u);
+  const uint64_t workspace_bytes = compiled.workspace_bytes;
+  const ptoProgram program = load(std::move(compiled));
+  ASSERT_NE(program, nullptr);
+  size_t asked = 0;
+  ASSERT_EQ(ptoProgramGetWorkspaceSize(program, &asked), PTO_SUCCESS);
+  EXPECT_EQ(asked, workspace_bytes);
+
+  void* workspace = deviceMemory(workspace_bytes);
+  void* x = upload(std::vector<float>{1, 2, 3, 4});
+  void* index = upload(std::vector<int64_t>{3, 2, 9, 0});  // 9 is out of range
+  void* out = deviceMemory(16);
+  std::vector<void*> bound = {x, index, out, nullptr};  // the temporary's entry is ignored
   std::vector<uint64_t> sizes = {16, 32, 8, 0};
-  EXPECT_EQ(compiler::launchProgram(stream_, compiled, bound, sizes, arena.data()), PTO_ERROR_INVALID_VALUE);
-  EXPECT_NE(std::string(ptoGetRecentErrMsg()).find("buffer %2 needs 16 bytes, got 8"), std::string::npos);
+  EXPECT_EQ(ptoProgramLaunch(program, stream_, bound.data(), sizes.data(), 4, workspace), PTO_ERROR_INVALID_VALUE);
+  EXPECT_NE(std::string(ptoGetRecentErrMsg()).find("buffer %2 needs 16 bytes, got 8"), std::string::npos)
+      << ptoGetRecentErrMsg();
   sizes[2] = 16;
-  EXPECT_EQ(compiler::launchProgram(stream_, compiled, bound, sizes, nullptr), PTO_ERROR_INVALID_VALUE);
+  EXPECT_EQ(ptoProgramLaunch(program, stream_, bound.data(), sizes.data(), 4, nullptr), PTO_ERROR_INVALID_VALUE);
+  EXPECT_NE(std::string(ptoGetRecentErrMsg()).find("workspace"), std::string::npos) << ptoGetRecentErrMsg();
   std::vector<void*> missing = {x, nullptr, out, nullptr};
-  EXPECT_EQ(compiler::launchProgram(stream_, compiled, missing, sizes, arena.data()), PTO_ERROR_INVALID_VALUE);
+  EXPECT_EQ(ptoProgramLaunch(program, stream_, missing.data(), sizes.data(), 4, workspace), PTO_ERROR_INVALID_VALUE);
+  EXPECT_NE(std::string(ptoGetRecentErrMsg()).find("buffer %1 is not bound"), std::string::npos)
+      << ptoGetRecentErrMsg();
   // Accepted, and failing at the sync with the instruction that failed.
-  ASSERT_EQ(compiler::launchProgram(stream_, compiled, bound, sizes, arena.data()), PTO_SUCCESS);
+  ASSERT_EQ(ptoProgramLaunch(program, stream_, bound.data(), sizes.data(), 4, workspace), PTO_SUCCESS);
   EXPECT_EQ(ptoStreamSynchronize(stream_), PTO_ERROR_LAUNCH_FAILED);
-  EXPECT_NE(std::string(ptoGetRecentErrMsg()).find("instruction 1 (tgather)"), std::string::npos) << ptoGetRecentErrMsg();
+  const std::string message = ptoGetRecentErrMsg();
+  EXPECT_NE(message.find("asynchronous program failed on pto:0"), std::string::npos) << message;
+  EXPECT_NE(message.find("instruction 1 (tgather): index 9 is out of bounds"), std::string::npos) << message;
   EXPECT_EQ(ptoStreamSynchronize(stream_), PTO_SUCCESS);  // reported once; the stream goes on
 }
 

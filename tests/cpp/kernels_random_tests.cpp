@@ -12,13 +12,14 @@
 #include <vector>
 
 #include "isa/program.h"
-#include "kernels/element_types.h"
-#include "kernels/execute.h"
-#include "kernels/fast_math.h"
+#include "runtime/sim/kernels/element_types.h"
+#include "runtime/sim/kernels/execute.h"
+#include "runtime/sim/kernels/fast_math.h"
 
 namespace pto {
 namespace {
 
+namespace kernels = rt::sim::kernels;  // the sim driver's instruction kernels
 using isa::DType;
 using isa::Instruction;
 using isa::Opcode;

@@ -1,4 +1,4 @@
-// The structured kernels (csrc/kernels): the reductions, tmatmul, the fused row
+// The structured kernels (csrc/runtime/sim/kernels): the reductions, tmatmul, the fused row
 // ops, tgather, tscatter/tscatteradd, twrapindex, tnonzero, tiota, the sorts and
 // the scans, each against a naive reference loop written here that computes in
 // double (integer sums and products: wrapping in 64 bits; the scans: in PyTorch's
@@ -9,10 +9,10 @@
 // softmax and its gradients over strided rows, rows of -inf, NaN and large
 // values; gather and scatter along each axis (duplicate indices: the last write
 // wins, sums in index order) and their out-of-bounds failures, from execute() and
-// from a launch on a runtime stream; index wrapping; nonzero's coordinates over
-// strided inputs; tiota's ranges; targsort against std::stable_sort and ttopk's
-// picks, with NaNs and ties, on short lines and on radix-sorted long ones; the
-// scans by whole lines, by blocks of lines and in place.
+// from a program launched on a runtime stream; index wrapping; nonzero's
+// coordinates over strided inputs; tiota's ranges; targsort against
+// std::stable_sort and ttopk's picks, with NaNs and ties, on short lines and on
+// radix-sorted long ones; the scans by whole lines, by blocks of lines and in place.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -22,6 +22,7 @@
 #include <cstring>
 #include <limits>
 #include <map>
+#include <memory>
 #include <numeric>
 #include <random>
 #include <sstream>
@@ -31,17 +32,19 @@
 #include <vector>
 
 #include "isa/program.h"
-#include "kernels/element_types.h"
-#include "kernels/execute.h"
-#include "kernels/half.h"
-#include "kernels/launch.h"
+#include "isa/schedule.h"
+#include "runtime/sim/kernels/element_types.h"
+#include "runtime/sim/kernels/execute.h"
+#include "runtime/sim/kernels/half.h"
 #include "kernels_test_support.h"
+#include "runtime/program.h"
 #include "runtime/pto_runtime.h"
 #include "runtime_test_support.h"
 
 namespace {
 
 using namespace pto;
+namespace kernels = rt::sim::kernels;  // the sim driver's instruction kernels
 using isa::DType;
 using isa::Instruction;
 using isa::Opcode;
@@ -119,6 +122,21 @@ void verifyAndRun(const Instruction& instruction, std::vector<Bytes>& memory) {
   }
   ASSERT_EQ(isa::verifyInstruction(instruction, bytes), "") << isa::print(instruction);
   kernels::execute(instruction, buffers);
+}
+
+// Runs `instruction` as an eager op does: its one-instruction program loaded onto
+// the current device and launched on `stream`. Loading verifies it (a refusal is
+// returned with the verifier's message). The handle is released at once, which
+// the launch already queued survives.
+ptoError launchInstruction(ptoStream stream, const Instruction& instruction, const std::vector<void*>& buffers,
+                           const std::vector<uint64_t>& bytes) {
+  ptoProgram program = nullptr;
+  const ptoError loaded = rt::loadProgram(
+      std::make_shared<const isa::ScheduledProgram>(isa::scheduleInOrder(isa::programOf(instruction))), &program);
+  if (loaded != PTO_SUCCESS) return loaded;
+  const ptoError launched = ptoProgramLaunch(program, stream, buffers.data(), bytes.data(), buffers.size(), nullptr);
+  EXPECT_PTO_OK(ptoProgramRelease(program));
+  return launched;
 }
 
 // Whether every byte of `after` outside the operand's elements is still `before`'s.
@@ -1120,19 +1138,19 @@ TEST(Gather, AnIndexOutOfBoundsFailsTheStreamUntilReported) {
                      isa::contiguousOperand(2, DType::kInt64, {3})};
   const std::vector<void*> buffers = {out.data(), in.data(), index.data()};
   const std::vector<uint64_t> bytes = {12, 20, 24};
-  ASSERT_PTO_OK(kernels::launch(stream.get(), gather, buffers, bytes));  // the launch itself succeeds
+  ASSERT_PTO_OK(launchInstruction(stream.get(), gather, buffers, bytes));  // the launch itself succeeds
   EXPECT_EQ(PTO_ERROR_LAUNCH_FAILED, ptoStreamSynchronize(stream.get()));
   const std::string message = ptoGetRecentErrMsg();
   EXPECT_TRUE(contains(message, "tgather")) << message;
   EXPECT_TRUE(contains(message, "index 5 is out of bounds")) << message;
   // Reported, the error is cleared: the stream runs the next launch.
   index[1] = 2;
-  ASSERT_PTO_OK(kernels::launch(stream.get(), gather, buffers, bytes));
+  ASSERT_PTO_OK(launchInstruction(stream.get(), gather, buffers, bytes));
   EXPECT_PTO_OK(ptoStreamSynchronize(stream.get()));
   EXPECT_EQ(out, (std::vector<float>{14, 12, 10}));
   // An instruction the verifier refuses fails the launch itself, and queues nothing.
   gather.immediates[0] = 1;
-  EXPECT_EQ(PTO_ERROR_INVALID_VALUE, kernels::launch(stream.get(), gather, buffers, bytes));
+  EXPECT_EQ(PTO_ERROR_INVALID_VALUE, launchInstruction(stream.get(), gather, buffers, bytes));
   EXPECT_TRUE(contains(ptoGetRecentErrMsg(), "axis=1")) << ptoGetRecentErrMsg();
   EXPECT_PTO_OK(ptoStreamSynchronize(stream.get()));
 }
@@ -1391,14 +1409,14 @@ TEST(Scatter, AnIndexOutOfBoundsFailsTheStreamUntilReported) {
                       isa::contiguousOperand(2, DType::kInt64, {3})};
   const std::vector<void*> buffers = {out.data(), in.data(), index.data()};
   const std::vector<uint64_t> bytes = {16, 12, 24};
-  ASSERT_PTO_OK(kernels::launch(stream.get(), scatter, buffers, bytes));
+  ASSERT_PTO_OK(launchInstruction(stream.get(), scatter, buffers, bytes));
   EXPECT_EQ(PTO_ERROR_LAUNCH_FAILED, ptoStreamSynchronize(stream.get()));
   const std::string message = ptoGetRecentErrMsg();
   EXPECT_TRUE(contains(message, "tscatteradd")) << message;
   EXPECT_TRUE(contains(message, "index 4 is out of bounds for dimension 0 with size 4")) << message;
   index[1] = 3;
   std::fill(out.begin(), out.end(), 0.0f);
-  ASSERT_PTO_OK(kernels::launch(stream.get(), scatter, buffers, bytes));
+  ASSERT_PTO_OK(launchInstruction(stream.get(), scatter, buffers, bytes));
   EXPECT_PTO_OK(ptoStreamSynchronize(stream.get()));
   EXPECT_EQ(out, (std::vector<float>{12, 0, 0, 21}));
 }

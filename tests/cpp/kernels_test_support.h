@@ -18,16 +18,16 @@
 #include <vector>
 
 #include "isa/program.h"
-#include "kernels/element_types.h"
-#include "kernels/half.h"
+#include "runtime/sim/kernels/element_types.h"
+#include "runtime/sim/kernels/half.h"
 
 namespace pto_test {
 
 using pto::isa::DType;
 using pto::isa::Operand;
-using pto::kernels::BFloat16;
-using pto::kernels::ComputeType;
-using pto::kernels::Half;
+using pto::rt::sim::kernels::BFloat16;
+using pto::rt::sim::kernels::ComputeType;
+using pto::rt::sim::kernels::Half;
 
 inline bool halfIsNaN(uint16_t bits) { return (bits & 0x7fffu) > 0x7c00u; }
 inline bool bf16IsNaN(uint16_t bits) { return (bits & 0x7fffu) > 0x7f80u; }
@@ -55,14 +55,14 @@ void forEachType(Fn&& fn) {
 
 template <typename T>
 std::string typeName() {
-  return std::string(pto::isa::dtypeName(pto::kernels::dtypeOf<T>()));
+  return std::string(pto::isa::dtypeName(pto::rt::sim::kernels::dtypeOf<T>()));
 }
 
 template <typename T>
 ComputeType<T> refLoad(const char* p) {
   T value;
   std::memcpy(&value, p, sizeof value);
-  if constexpr (std::is_same_v<T, Half> || std::is_same_v<T, BFloat16>) return pto::kernels::toFloat(value);
+  if constexpr (std::is_same_v<T, Half> || std::is_same_v<T, BFloat16>) return pto::rt::sim::kernels::toFloat(value);
   else return value;
 }
 
@@ -71,8 +71,8 @@ ComputeType<T> refLoad(const char* p) {
 template <typename To, typename From>
 To refCast(From value) {
   if constexpr (std::is_same_v<To, bool>) return value != From(0);
-  else if constexpr (std::is_same_v<To, Half>) return pto::kernels::toHalf(static_cast<float>(value));
-  else if constexpr (std::is_same_v<To, BFloat16>) return pto::kernels::toBFloat16(static_cast<float>(value));
+  else if constexpr (std::is_same_v<To, Half>) return pto::rt::sim::kernels::toHalf(static_cast<float>(value));
+  else if constexpr (std::is_same_v<To, BFloat16>) return pto::rt::sim::kernels::toBFloat16(static_cast<float>(value));
   else if constexpr (std::is_same_v<To, uint8_t> && std::is_floating_point_v<From>)
     return static_cast<uint8_t>(static_cast<int64_t>(value));
   else return static_cast<To>(value);

@@ -1,4 +1,4 @@
-// The elementwise kernels (csrc/kernels): every family against a naive N-d
+// The elementwise kernels (csrc/runtime/sim/kernels): every family against a naive N-d
 // reference loop written here, which computes element by element through the
 // per-op functions of elementwise_ops.h; for each dtype an instruction takes and
 // for contiguous, transposed, broadcast, scalar, reversed, padded (unmergeable),
@@ -22,17 +22,18 @@
 #include <vector>
 
 #include "isa/program.h"
-#include "kernels/element_types.h"
-#include "kernels/elementwise_ops.h"
-#include "kernels/fast_math.h"
-#include "kernels/execute.h"
-#include "kernels/half.h"
-#include "kernels/strided_loop.h"
+#include "runtime/sim/kernels/element_types.h"
+#include "runtime/sim/kernels/elementwise_ops.h"
+#include "runtime/sim/kernels/fast_math.h"
+#include "runtime/sim/kernels/execute.h"
+#include "runtime/sim/kernels/half.h"
+#include "runtime/sim/kernels/strided_loop.h"
 #include "kernels_test_support.h"
 
 namespace {
 
 using namespace pto;
+namespace kernels = rt::sim::kernels;  // the sim driver's instruction kernels
 using isa::DType;
 using isa::Group;
 using isa::Instruction;

@@ -1,5 +1,5 @@
 // Devices of the PTO runtime: driver selection, device count, the per-thread
-// current device, default streams and error names.
+// current device, device attributes, default streams and error names.
 //
 // The sim configuration (PTO_SIM_DEVICES, PTO_SIM_MEMORY) is read once per
 // process at the first runtime call, so these tests check what the C API
@@ -109,6 +109,47 @@ TEST(RuntimeDevice, SetDeviceRejectsNegativeIndex) {
   EXPECT_EQ(0, currentDevice());
 }
 
+// --- Attributes -----------------------------------------------------------
+
+int64_t attribute(ptoDeviceAttribute which, int32_t device = 0) {
+  int64_t value = -1;
+  EXPECT_PTO_OK(ptoDeviceGetAttribute(&value, which, device));
+  return value;
+}
+
+// What the simulated device says it is: the host's cores, the PTO ISA's 192 KiB
+// Unified Buffer, host memory that programs can address, both wide types.
+TEST(RuntimeDevice, TheSimulatedDeviceDescribesItself) {
+  for (int32_t device = 0; device < deviceCount(); ++device) {
+    EXPECT_GE(attribute(PTO_DEVICE_ATTR_CORE_COUNT, device), 1) << device;
+    EXPECT_EQ(196608, attribute(PTO_DEVICE_ATTR_UNIFIED_BUFFER_BYTES, device)) << device;
+    EXPECT_EQ(1, attribute(PTO_DEVICE_ATTR_PAGEABLE_MEMORY_ACCESS, device)) << device;
+    EXPECT_EQ(1, attribute(PTO_DEVICE_ATTR_BFLOAT16, device)) << device;
+    EXPECT_EQ(1, attribute(PTO_DEVICE_ATTR_FLOAT64, device)) << device;
+  }
+}
+
+TEST(RuntimeDevice, TotalMemoryIsTheDevicesCapacity) {
+  size_t free_bytes = 0, total_bytes = 0;
+  ASSERT_PTO_OK(ptoMemGetInfo(&free_bytes, &total_bytes));
+  EXPECT_EQ(static_cast<int64_t>(total_bytes), attribute(PTO_DEVICE_ATTR_TOTAL_MEMORY_BYTES));
+  if (std::getenv("PTO_SIM_MEMORY") == nullptr) {
+    EXPECT_EQ(int64_t{16} << 30, attribute(PTO_DEVICE_ATTR_TOTAL_MEMORY_BYTES)) << "PTO_SIM_MEMORY's default";
+  }
+}
+
+TEST(RuntimeDevice, GetAttributeRejectsAnInvalidDeviceANullValueAndAnUnknownAttribute) {
+  int64_t value = -1;
+  EXPECT_EQ(PTO_ERROR_INVALID_DEVICE, ptoDeviceGetAttribute(&value, PTO_DEVICE_ATTR_CORE_COUNT, deviceCount()));
+  EXPECT_EQ(PTO_ERROR_INVALID_DEVICE, ptoDeviceGetAttribute(&value, PTO_DEVICE_ATTR_CORE_COUNT, -1));
+  EXPECT_EQ(-1, value);
+  EXPECT_EQ(PTO_ERROR_INVALID_VALUE, ptoDeviceGetAttribute(nullptr, PTO_DEVICE_ATTR_CORE_COUNT, 0));
+  EXPECT_NE(std::string(ptoGetRecentErrMsg()).find("ptoDeviceGetAttribute"), std::string::npos)
+      << ptoGetRecentErrMsg();
+  EXPECT_EQ(PTO_ERROR_INVALID_VALUE, ptoDeviceGetAttribute(&value, static_cast<ptoDeviceAttribute>(99), 0));
+  EXPECT_NE(std::string(ptoGetRecentErrMsg()).find("99"), std::string::npos) << ptoGetRecentErrMsg();
+}
+
 // --- Default streams ------------------------------------------------------
 
 TEST(RuntimeDevice, EachDeviceHasItsOwnDefaultStream) {
@@ -164,6 +205,7 @@ TEST(RuntimeDevice, ErrorNamesMatchTheEnumerators) {
   EXPECT_STREQ("PTO_ERROR_NOT_READY", ptoGetErrorName(PTO_ERROR_NOT_READY));
   EXPECT_STREQ("PTO_ERROR_LAUNCH_FAILED", ptoGetErrorName(PTO_ERROR_LAUNCH_FAILED));
   EXPECT_STREQ("PTO_ERROR_NOT_INITIALIZED", ptoGetErrorName(PTO_ERROR_NOT_INITIALIZED));
+  EXPECT_STREQ("PTO_ERROR_NOT_SUPPORTED", ptoGetErrorName(PTO_ERROR_NOT_SUPPORTED));
 }
 
 TEST(RuntimeDevice, ErrorNameOfAnUnknownCodeIsUnknown) {
@@ -194,22 +236,22 @@ TEST(RuntimeDevice, RecentErrorMessageIsPerThread) {
 
 TEST(RuntimeFaults, APlanNamesTheCallsToFailBySite) {
   using pto::rt::sim::FaultSite;
-  const auto plan = pto::rt::sim::parseFaultPlan("kernel:3,malloc:2,malloc:5");
+  const auto plan = pto::rt::sim::parseFaultPlan("launch:3,malloc:2,malloc:5");
   pto::rt::sim::FaultInjector faults(plan);
   std::vector<uint64_t> kernel_strikes, malloc_strikes;
   for (int call = 0; call < 6; ++call) {
-    kernel_strikes.push_back(faults.strike(FaultSite::kKernel));
+    kernel_strikes.push_back(faults.strike(FaultSite::kLaunch));
     malloc_strikes.push_back(faults.strike(FaultSite::kMalloc));
     EXPECT_EQ(0u, faults.strike(FaultSite::kMemcpy));
   }
   EXPECT_EQ((std::vector<uint64_t>{0, 0, 3, 0, 0, 0}), kernel_strikes);
   EXPECT_EQ((std::vector<uint64_t>{0, 2, 0, 0, 5, 0}), malloc_strikes);
-  EXPECT_EQ("fault injected by PTO_SIM_FAULTS (kernel:3)",
-            pto::rt::sim::describeFault(FaultSite::kKernel, 3));
+  EXPECT_EQ("fault injected by PTO_SIM_FAULTS (launch:3)",
+            pto::rt::sim::describeFault(FaultSite::kLaunch, 3));
 }
 
 TEST(RuntimeFaults, AMalformedPlanIsRefusedNamingTheEntry) {
-  for (const char* text : {"kernel", "kernel:0", "kernel:x", "disk:3", "memset:1", "malloc:-1", ":4"}) {
+  for (const char* text : {"launch", "launch:0", "launch:x", "disk:3", "memset:1", "malloc:-1", ":4"}) {
     try {
       pto::rt::sim::parseFaultPlan(text);
       ADD_FAILURE() << text << " was accepted";

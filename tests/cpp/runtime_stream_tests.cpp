@@ -1,5 +1,6 @@
 // Streams of the PTO runtime: in-order queues whose launches return at once,
-// kernels with copied argument blocks, host functions, concurrent submission,
+// program launches with copied buffer bindings, copies, fills and host
+// functions in one order, concurrent submission, the bounded launch queue,
 // handles and the default stream.
 #include <gtest/gtest.h>
 
@@ -7,7 +8,6 @@
 #include <atomic>
 #include <chrono>
 #include <cstdint>
-#include <cstring>
 #include <string>
 #include <thread>
 #include <vector>
@@ -20,7 +20,7 @@ namespace {
 using namespace pto_test;
 using namespace std::chrono_literals;
 
-// Host function and kernel that append to a log the stream worker owns until synchronize.
+// A host function that appends to a log the stream worker owns until synchronize.
 struct LogEntry {
   std::vector<int>* log;
   int value;
@@ -31,35 +31,61 @@ void appendHostFn(void* data) {
   entry->log->push_back(entry->value);
 }
 
-ptoError appendKernel(const void* args) {
-  const auto* entry = static_cast<const LogEntry*>(args);
-  entry->log->push_back(entry->value);
-  return PTO_SUCCESS;
-}
+// Work of each kind a stream runs, round after round: a program adds 1 to a
+// device counter, a copy brings the counter back to the round's host slot, and
+// a host function appends that slot to the log. Run in launch order, the log
+// reads 1, 2, 3, ...: each copy saw its own round's program and no later one,
+// and each host function its own round's copy.
+class CountingRounds {
+ public:
+  explicit CountingRounds(int rounds) : slots_(rounds, -1.0f), entries_(rounds) {
+    EXPECT_PTO_OK(ptoMemset(counter_.get(), 0, counter_.bytes()));
+  }
 
-ptoError launchAppend(ptoStream stream, std::vector<int>* log, int value) {
-  const LogEntry args{log, value};
-  return ptoLaunchKernel(stream, "append", &appendKernel, &args, sizeof args);
+  ptoError queue(ptoStream stream, int round) {
+    entries_[round] = Entry{&log_, &slots_[round]};
+    if (ptoError s = launchWith(add_one_.get(), stream, {&counter_, &one_}); s != PTO_SUCCESS) return s;
+    if (ptoError s = ptoMemcpyAsync(&slots_[round], counter_.get(), sizeof(float), PTO_MEMCPY_DEVICE_TO_HOST, stream);
+        s != PTO_SUCCESS) {
+      return s;
+    }
+    return ptoLaunchHostFunc(stream, &appendSlot, &entries_[round]);
+  }
+
+  const std::vector<float>& log() const { return log_; }
+
+ private:
+  struct Entry {
+    std::vector<float>* log;
+    const float* slot;
+  };
+  static void appendSlot(void* data) {
+    auto* entry = static_cast<Entry*>(data);
+    entry->log->push_back(*entry->slot);
+  }
+
+  Program add_one_{accumulateProgram(1)};
+  DeviceBuffer counter_{sizeof(float)};
+  DeviceBuffer one_{std::vector<float>{1.0f}};
+  std::vector<float> slots_;
+  std::vector<Entry> entries_;
+  std::vector<float> log_;  // touched only by the stream's worker until synchronize
+};
+
+std::vector<float> oneTo(int count) {
+  std::vector<float> values(count);
+  for (int i = 0; i < count; ++i) values[i] = static_cast<float>(i + 1);
+  return values;
 }
 
 // --- Ordering -------------------------------------------------------------
 
 TEST(RuntimeStream, WorkOnOneStreamRunsInLaunchOrder) {
   Stream stream;
-  std::vector<int> log;
-  std::vector<LogEntry> host_entries(200);
-  for (int i = 0; i < 400; ++i) {
-    if (i % 2 == 0) {
-      ASSERT_PTO_OK(launchAppend(stream.get(), &log, i));
-    } else {
-      host_entries[i / 2] = LogEntry{&log, i};
-      ASSERT_PTO_OK(ptoLaunchHostFunc(stream.get(), &appendHostFn, &host_entries[i / 2]));
-    }
-  }
+  CountingRounds rounds(200);
+  for (int i = 0; i < 200; ++i) ASSERT_PTO_OK(rounds.queue(stream.get(), i));
   ASSERT_PTO_OK(ptoStreamSynchronize(stream.get()));
-
-  ASSERT_EQ(400u, log.size());
-  for (int i = 0; i < 400; ++i) EXPECT_EQ(i, log[i]);
+  EXPECT_EQ(oneTo(200), rounds.log());
 }
 
 TEST(RuntimeStream, LaunchReturnsBeforeTheWorkRuns) {
@@ -85,57 +111,34 @@ TEST(RuntimeStream, QueryOfAnIdleStreamSucceeds) {
   EXPECT_PTO_OK(ptoStreamSynchronize(stream.get()));
 }
 
-// A device buffer of ints the kernels below work on in place.
-struct BufferArgs {
-  int* data;
-  int count;
-};
-
-ptoError addOneKernel(const void* raw) {
-  const auto* args = static_cast<const BufferArgs*>(raw);
-  for (int i = 0; i < args->count; ++i) args->data[i] += 1;
-  return PTO_SUCCESS;
-}
-
-ptoError timesThreeKernel(const void* raw) {
-  const auto* args = static_cast<const BufferArgs*>(raw);
-  for (int i = 0; i < args->count; ++i) args->data[i] *= 3;
-  return PTO_SUCCESS;
-}
-
-TEST(RuntimeStream, AsyncCopiesAndFillsAreOrderedWithKernels) {
+TEST(RuntimeStream, AsyncCopiesAndFillsAreOrderedWithPrograms) {
   constexpr int kCount = 256;
-  constexpr size_t kBytes = kCount * sizeof(int);
+  constexpr size_t kBytes = kCount * sizeof(float);
   Stream stream;
-  void* device = nullptr;
-  ASSERT_PTO_OK(ptoMalloc(&device, kBytes));
-  const BufferArgs args{static_cast<int*>(device), kCount};
-  std::vector<int> input(kCount, 5), after_fill(kCount, -1), after_add(kCount, -1),
-      after_upload(kCount, -1);
+  DeviceBuffer data(kBytes);
+  const DeviceBuffer ones(std::vector<float>(kCount, 1.0f));
+  Program add_ones(accumulateProgram(kCount));
+  // tadd with alpha=2 of a buffer and itself: %0 = %0 + 2 * %0.
+  Program times_three("buffer %0 output 1024\ntadd %0:f32[256;1]@0, %0:f32[256;1]@0, %0:f32[256;1]@0 alpha=2\n");
+  std::vector<float> input(kCount, 5), after_fill(kCount, -1), after_add(kCount, -1), after_upload(kCount, -1);
 
   // Everything is queued behind the latch before any of it runs.
   Latch latch;
   ASSERT_PTO_OK(ptoLaunchHostFunc(stream.get(), &waitOnLatch, &latch));
-  EXPECT_PTO_OK(ptoMemsetAsync(device, 0, kBytes, stream.get()));
-  EXPECT_PTO_OK(ptoMemcpyAsync(after_fill.data(), device, kBytes, PTO_MEMCPY_DEVICE_TO_HOST,
-                               stream.get()));
-  EXPECT_PTO_OK(ptoLaunchKernel(stream.get(), "add_one", &addOneKernel, &args, sizeof args));
-  EXPECT_PTO_OK(ptoMemcpyAsync(after_add.data(), device, kBytes, PTO_MEMCPY_DEVICE_TO_HOST,
-                               stream.get()));
-  EXPECT_PTO_OK(ptoMemcpyAsync(device, input.data(), kBytes, PTO_MEMCPY_HOST_TO_DEVICE,
-                               stream.get()));
-  EXPECT_PTO_OK(ptoLaunchKernel(stream.get(), "times_three", &timesThreeKernel, &args,
-                                sizeof args));
-  EXPECT_PTO_OK(ptoMemcpyAsync(after_upload.data(), device, kBytes, PTO_MEMCPY_DEVICE_TO_HOST,
-                               stream.get()));
+  EXPECT_PTO_OK(ptoMemsetAsync(data.get(), 0, kBytes, stream.get()));
+  EXPECT_PTO_OK(ptoMemcpyAsync(after_fill.data(), data.get(), kBytes, PTO_MEMCPY_DEVICE_TO_HOST, stream.get()));
+  EXPECT_PTO_OK(launchWith(add_ones.get(), stream.get(), {&data, &ones}));
+  EXPECT_PTO_OK(ptoMemcpyAsync(after_add.data(), data.get(), kBytes, PTO_MEMCPY_DEVICE_TO_HOST, stream.get()));
+  EXPECT_PTO_OK(ptoMemcpyAsync(data.get(), input.data(), kBytes, PTO_MEMCPY_HOST_TO_DEVICE, stream.get()));
+  EXPECT_PTO_OK(launchWith(times_three.get(), stream.get(), {&data}));
+  EXPECT_PTO_OK(ptoMemcpyAsync(after_upload.data(), data.get(), kBytes, PTO_MEMCPY_DEVICE_TO_HOST, stream.get()));
   EXPECT_EQ(-1, after_fill[0]) << "nothing may run before the latch opens";
   latch.open();
   ASSERT_PTO_OK(ptoStreamSynchronize(stream.get()));
 
-  EXPECT_EQ(std::vector<int>(kCount, 0), after_fill);
-  EXPECT_EQ(std::vector<int>(kCount, 1), after_add);
-  EXPECT_EQ(std::vector<int>(kCount, 15), after_upload);
-  EXPECT_PTO_OK(ptoFree(device));
+  EXPECT_EQ(std::vector<float>(kCount, 0), after_fill);
+  EXPECT_EQ(std::vector<float>(kCount, 1), after_add);
+  EXPECT_EQ(std::vector<float>(kCount, 15), after_upload);
 }
 
 TEST(RuntimeStream, SeparateStreamsRunIndependently) {
@@ -154,23 +157,34 @@ TEST(RuntimeStream, SeparateStreamsRunIndependently) {
 
 // --- Concurrency ----------------------------------------------------------
 
+// Each thread launches a program and a host function in turn: every launch runs
+// once, and each thread's host functions run in the order it launched them.
 TEST(RuntimeStream, ConcurrentLaunchesOntoOneStreamAllRunInPerThreadOrder) {
   constexpr int kThreads = 4;
   constexpr int kLaunchesPerThread = 250;
   Stream stream;
+  Program add_one(accumulateProgram(1));
+  DeviceBuffer counter(sizeof(float));
+  const DeviceBuffer one(std::vector<float>{1.0f});
+  ASSERT_PTO_OK(ptoMemset(counter.get(), 0, counter.bytes()));
   std::vector<int> log;  // touched only by the stream's worker until synchronize
+  std::vector<LogEntry> entries(kThreads * kLaunchesPerThread);
 
   std::vector<std::thread> threads;
   for (int t = 0; t < kThreads; ++t) {
     threads.emplace_back([&, t] {
       for (int i = 0; i < kLaunchesPerThread; ++i) {
-        EXPECT_PTO_OK(launchAppend(stream.get(), &log, t * kLaunchesPerThread + i));
+        LogEntry& entry = entries[t * kLaunchesPerThread + i];
+        entry = LogEntry{&log, t * kLaunchesPerThread + i};
+        EXPECT_PTO_OK(launchWith(add_one.get(), stream.get(), {&counter, &one}));
+        EXPECT_PTO_OK(ptoLaunchHostFunc(stream.get(), &appendHostFn, &entry));
       }
     });
   }
   for (auto& thread : threads) thread.join();
   ASSERT_PTO_OK(ptoStreamSynchronize(stream.get()));
 
+  EXPECT_EQ(std::vector<float>(1, kThreads * kLaunchesPerThread), counter.floats());
   ASSERT_EQ(static_cast<size_t>(kThreads * kLaunchesPerThread), log.size());
   std::vector<int> next(kThreads, 0);
   for (int value : log) {
@@ -222,101 +236,55 @@ TEST(RuntimeStream, ConcurrentSynchronizeFromSeveralThreads) {
   EXPECT_EQ((std::array<int, 3>{1, 1, 1}), seen);
 }
 
-// --- Kernel arguments -----------------------------------------------------
+// --- Program launches ----------------------------------------------------
 
-struct ValueArgs {
-  int value;
-  int* out;
-};
-
-ptoError storeValueKernel(const void* raw) {
-  const auto* args = static_cast<const ValueArgs*>(raw);
-  *args->out = args->value;
-  return PTO_SUCCESS;
-}
-
-TEST(RuntimeStream, KernelArgumentsAreCopiedAtLaunch) {
+// The launch takes the buffers' addresses and sizes when it is made: the caller's
+// arrays are free to change (or go) before the program runs.
+TEST(RuntimeStream, BufferBindingsAreCopiedAtLaunch) {
   Stream stream;
   Latch latch;
-  int out = 0;
-  ValueArgs args{41, &out};
+  Program fill(fillProgram(4, 41));
+  DeviceBuffer bound(16), other(16);
+  ASSERT_PTO_OK(ptoMemset(bound.get(), 0, 16));
+  ASSERT_PTO_OK(ptoMemset(other.get(), 0, 16));
+  void* buffers[] = {bound.get()};
+  uint64_t bytes[] = {16};
   ASSERT_PTO_OK(ptoLaunchHostFunc(stream.get(), &waitOnLatch, &latch));
-  EXPECT_PTO_OK(ptoLaunchKernel(stream.get(), "store", &storeValueKernel, &args, sizeof args));
-  args.value = 99;  // the kernel has not run yet, and must not see this
+  EXPECT_PTO_OK(ptoProgramLaunch(fill.get(), stream.get(), buffers, bytes, 1, nullptr));
+  buffers[0] = other.get();  // the program has not run yet, and must not see this
+  bytes[0] = 0;
   latch.open();
   ASSERT_PTO_OK(ptoStreamSynchronize(stream.get()));
-  EXPECT_EQ(41, out);
+  EXPECT_EQ(std::vector<float>(4, 41), bound.floats());
+  EXPECT_EQ(std::vector<float>(4, 0), other.floats());
 }
 
-TEST(RuntimeStream, ArgumentBlockGoesOutOfScopeBeforeTheKernelRuns) {
+TEST(RuntimeStream, BufferArraysGoOutOfScopeBeforeTheProgramRuns) {
   Stream stream;
   Latch latch;
-  int out = 0;
+  Program fill(fillProgram(4, 7));
+  DeviceBuffer out(16);
   ASSERT_PTO_OK(ptoLaunchHostFunc(stream.get(), &waitOnLatch, &latch));
   {
-    ValueArgs args{7, &out};
-    EXPECT_PTO_OK(ptoLaunchKernel(stream.get(), "store", &storeValueKernel, &args, sizeof args));
+    std::vector<void*> buffers = {out.get()};
+    std::vector<uint64_t> bytes = {16};
+    EXPECT_PTO_OK(ptoProgramLaunch(fill.get(), stream.get(), buffers.data(), bytes.data(), 1, nullptr));
   }
   latch.open();
   ASSERT_PTO_OK(ptoStreamSynchronize(stream.get()));
-  EXPECT_EQ(7, out);
+  EXPECT_EQ(std::vector<float>(4, 7), out.floats());
 }
 
-struct FullBlockCheck {
-  std::array<uint8_t, PTO_MAX_KERNEL_ARG_BYTES - sizeof(bool*)> bytes;
-  bool* intact;
-};
-static_assert(sizeof(FullBlockCheck) == PTO_MAX_KERNEL_ARG_BYTES);
-
-ptoError checkFullBlockKernel(const void* raw) {
-  const auto* args = static_cast<const FullBlockCheck*>(raw);
-  bool intact = true;
-  for (size_t i = 0; i < args->bytes.size(); ++i) {
-    intact = intact && args->bytes[i] == static_cast<uint8_t>(i * 13 + 1);
-  }
-  *args->intact = intact;
-  return PTO_SUCCESS;
-}
-
-TEST(RuntimeStream, ArgumentBlockOfTheMaximumSizeArrivesIntact) {
+TEST(RuntimeStream, LaunchRejectsANullProgramBuffersOrHostFunction) {
   Stream stream;
-  bool intact = false;
-  FullBlockCheck args{};
-  for (size_t i = 0; i < args.bytes.size(); ++i) args.bytes[i] = static_cast<uint8_t>(i * 13 + 1);
-  args.intact = &intact;
-  ASSERT_PTO_OK(ptoLaunchKernel(stream.get(), "check_block", &checkFullBlockKernel, &args,
-                                PTO_MAX_KERNEL_ARG_BYTES));
-  ASSERT_PTO_OK(ptoStreamSynchronize(stream.get()));
-  EXPECT_TRUE(intact);
-}
-
-TEST(RuntimeStream, ArgumentBlockOverTheLimitIsRejected) {
-  Stream stream;
-  std::array<uint8_t, PTO_MAX_KERNEL_ARG_BYTES + 1> args{};
-  EXPECT_EQ(PTO_ERROR_INVALID_VALUE, ptoLaunchKernel(stream.get(), "too_big", &noopKernel,
-                                                     args.data(), args.size()));
-  const std::string message = ptoGetRecentErrMsg();
-  EXPECT_TRUE(contains(message, "too_big")) << message;
-  EXPECT_TRUE(contains(message, std::to_string(PTO_MAX_KERNEL_ARG_BYTES))) << message;
-  EXPECT_PTO_OK(ptoStreamSynchronize(stream.get()));
-}
-
-TEST(RuntimeStream, LaunchWithoutArgumentsPassesNoBlock) {
-  Stream stream;
-  EXPECT_PTO_OK(ptoLaunchKernel(stream.get(), "noop", &noopKernel, nullptr, 0));
-  EXPECT_PTO_OK(ptoStreamSynchronize(stream.get()));
-}
-
-TEST(RuntimeStream, LaunchRejectsNullKernelNameOrArguments) {
-  Stream stream;
-  int args = 0;
-  EXPECT_EQ(PTO_ERROR_INVALID_VALUE,
-            ptoLaunchKernel(stream.get(), "null_kernel", nullptr, &args, sizeof args));
-  EXPECT_EQ(PTO_ERROR_INVALID_VALUE,
-            ptoLaunchKernel(stream.get(), nullptr, &noopKernel, &args, sizeof args));
-  EXPECT_EQ(PTO_ERROR_INVALID_VALUE,
-            ptoLaunchKernel(stream.get(), "null_args", &noopKernel, nullptr, 8));
-  EXPECT_TRUE(contains(ptoGetRecentErrMsg(), "args is null")) << ptoGetRecentErrMsg();
+  Program fill(fillProgram(4, 1));
+  DeviceBuffer out(16);
+  void* buffers[] = {out.get()};
+  uint64_t bytes[] = {16};
+  EXPECT_EQ(PTO_ERROR_INVALID_HANDLE, ptoProgramLaunch(nullptr, stream.get(), buffers, bytes, 1, nullptr));
+  EXPECT_EQ(PTO_ERROR_INVALID_VALUE, ptoProgramLaunch(fill.get(), stream.get(), nullptr, bytes, 1, nullptr));
+  EXPECT_TRUE(contains(ptoGetRecentErrMsg(), "buffers is null")) << ptoGetRecentErrMsg();
+  EXPECT_EQ(PTO_ERROR_INVALID_VALUE, ptoProgramLaunch(fill.get(), stream.get(), buffers, nullptr, 1, nullptr));
   EXPECT_EQ(PTO_ERROR_INVALID_VALUE, ptoLaunchHostFunc(stream.get(), nullptr, nullptr));
   EXPECT_PTO_OK(ptoStreamSynchronize(stream.get()));
 }
@@ -353,7 +321,9 @@ TEST(RuntimeStream, DestroyedStreamHandleIsInvalid) {
   EXPECT_EQ(PTO_ERROR_INVALID_HANDLE, ptoStreamQuery(stream));
   EXPECT_EQ(PTO_ERROR_INVALID_HANDLE, ptoStreamGetDevice(stream, &device));
   EXPECT_EQ(PTO_ERROR_INVALID_HANDLE, ptoLaunchHostFunc(stream, &incrementHostFn, &ran));
-  EXPECT_EQ(PTO_ERROR_INVALID_HANDLE, ptoLaunchKernel(stream, "noop", &noopKernel, nullptr, 0));
+  Program fill(fillProgram(4, 1));
+  DeviceBuffer out(16);
+  EXPECT_EQ(PTO_ERROR_INVALID_HANDLE, launchWith(fill.get(), stream, {&out}));
   EXPECT_EQ(PTO_ERROR_INVALID_HANDLE, ptoStreamDestroy(stream));
   EXPECT_EQ(0, ran);
 }
@@ -365,6 +335,9 @@ TEST(RuntimeStream, ForgedStreamHandleIsInvalid) {
   EXPECT_EQ(PTO_ERROR_INVALID_HANDLE, ptoStreamQuery(forged));
   int ran = 0;
   EXPECT_EQ(PTO_ERROR_INVALID_HANDLE, ptoLaunchHostFunc(forged, &incrementHostFn, &ran));
+  Program fill(fillProgram(4, 1));
+  DeviceBuffer out(16);
+  EXPECT_EQ(PTO_ERROR_INVALID_HANDLE, launchWith(fill.get(), forged, {&out}));
   EXPECT_EQ(PTO_ERROR_INVALID_HANDLE, ptoStreamDestroy(forged));
   EXPECT_EQ(0, ran);
   EXPECT_EQ(0, not_a_stream);
@@ -410,12 +383,11 @@ TEST(RuntimeStream, StreamGetDeviceRejectsNullOutput) {
 // --- The default stream ---------------------------------------------------
 
 TEST(RuntimeStream, DefaultStreamRunsWorkInOrder) {
-  std::vector<int> log;
-  for (int i = 0; i < 50; ++i) ASSERT_PTO_OK(launchAppend(nullptr, &log, i));
+  CountingRounds rounds(50);
+  for (int i = 0; i < 50; ++i) ASSERT_PTO_OK(rounds.queue(nullptr, i));
   ASSERT_PTO_OK(ptoStreamSynchronize(nullptr));
   EXPECT_PTO_OK(ptoStreamQuery(nullptr));
-  ASSERT_EQ(50u, log.size());
-  for (int i = 0; i < 50; ++i) EXPECT_EQ(i, log[i]);
+  EXPECT_EQ(oneTo(50), rounds.log());
 }
 
 TEST(RuntimeStream, NullAndExplicitDefaultHandleShareOneQueue) {
@@ -457,12 +429,16 @@ TEST(RuntimeStream, DeviceSynchronizeWaitsForEveryStreamOfTheDevice) {
 // so queued commands cannot grow without bound.
 TEST(RuntimeStream, LaunchWaitsWhenTheQueueIsFull) {
   Stream stream;
+  Program add_one(accumulateProgram(1));
+  DeviceBuffer counter(sizeof(float));
+  const DeviceBuffer one(std::vector<float>{1.0f});
+  ASSERT_PTO_OK(ptoMemset(counter.get(), 0, counter.bytes()));
   Latch latch;
   ASSERT_PTO_OK(ptoLaunchHostFunc(stream.get(), &waitOnLatch, &latch));
   std::atomic<int> launched{0};
   std::thread launcher([&] {
     for (int i = 0; i < 3000; ++i) {
-      EXPECT_PTO_OK(ptoLaunchKernel(stream.get(), "noop", &noopKernel, nullptr, 0));
+      EXPECT_PTO_OK(launchWith(add_one.get(), stream.get(), {&counter, &one}));
       ++launched;
     }
   });
@@ -473,4 +449,5 @@ TEST(RuntimeStream, LaunchWaitsWhenTheQueueIsFull) {
   EXPECT_LT(launched_while_blocked, 3000);
   EXPECT_GE(launched_while_blocked, 1000);
   EXPECT_PTO_OK(ptoStreamSynchronize(stream.get()));
+  EXPECT_EQ(std::vector<float>(1, 3000), counter.floats()) << "every launch, waited for or not, ran once";
 }

@@ -187,6 +187,8 @@ void SimStream::runProgram(Command& command, std::vector<ptoActivity>* inside) {
     command.program->run(command.buffers, inside);
   } catch (const std::exception& error) {
     recordFailure(command.name, PTO_ERROR_LAUNCH_FAILED, std::string("PTO_ERROR_LAUNCH_FAILED: ") + error.what());
+  } catch (...) {
+    recordFailure(command.name, PTO_ERROR_LAUNCH_FAILED, "PTO_ERROR_LAUNCH_FAILED: unknown exception");
   }
 }
 
