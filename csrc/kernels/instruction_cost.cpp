@@ -26,19 +26,14 @@ InstructionCost costOf(const isa::Instruction& instruction) {
   InstructionCost cost;
   for (const isa::Operand& operand : instruction.operands) cost.bytes += operandBytes(operand);
   const isa::Operand& out = instruction.operands[0];
-  switch (isa::groupOf(instruction.opcode)) {
-    case isa::Group::Matmul: {
-      const isa::Operand& a = instruction.operands[1];
-      cost.flops = 2.0 * static_cast<double>(out.numel()) * static_cast<double>(a.shape[a.rank - 1]);
-      break;
-    }
-    case isa::Group::Reduce:
-    case isa::Group::Row:
-      cost.flops = static_cast<double>(instruction.operands[1].numel()) *
-                   (isa::groupOf(instruction.opcode) == isa::Group::Row ? 4.0 : 1.0);
-      break;
-    default:
-      cost.flops = static_cast<double>(out.numel());
+  const isa::InstructionInfo& entry = isa::info(instruction.opcode);
+  if (entry.has(isa::Property::Gemm)) {
+    const isa::Operand& a = instruction.operands[1];
+    cost.flops = 2.0 * static_cast<double>(out.numel()) * static_cast<double>(a.shape[a.rank - 1]);
+  } else if (entry.has(isa::Property::Reduction) || entry.has(isa::Property::RowOp)) {
+    cost.flops = static_cast<double>(instruction.operands[1].numel()) * (entry.has(isa::Property::RowOp) ? 4.0 : 1.0);
+  } else {
+    cost.flops = static_cast<double>(out.numel());
   }
   return cost;
 }
