@@ -18,15 +18,16 @@ bool mergeable(const isa::Operand& operand, int d, int64_t* stride) {
 
 // A reduction keeps its reduced dimensions apart from the kept ones.
 bool sameReduction(const isa::Instruction& instruction, int d) {
-  if (isa::groupOf(instruction.opcode) != isa::Group::Reduce) return true;
+  if (!isa::info(instruction.opcode).has(isa::Property::Reduction)) return true;
   const isa::Operand& out = instruction.operands[0];
   const bool outer = out.strides[d] == 0 && out.shape[d] > 1, inner = out.strides[d + 1] == 0 && out.shape[d + 1] > 1;
   return outer == inner || out.shape[d] == 1 || out.shape[d + 1] == 1;
 }
 
-// What may run by tiles, but a GEMM: its operands' shapes follow their own rule.
+// What may run by tiles and has operands of the output's shape, so that a dimension
+// merges alike in all of them (not a GEMM: its operands' shapes follow their own rule).
 bool collapsible(const isa::Instruction& instruction) {
-  return isa::fusable(instruction) && isa::groupOf(instruction.opcode) != isa::Group::Matmul;
+  return isa::fusable(instruction) && isa::info(instruction.opcode).has(isa::Property::SameShape);
 }
 
 }  // namespace

@@ -1,3 +1,4 @@
+#include <algorithm>
 #include <set>
 
 #include "passes.h"
@@ -5,12 +6,10 @@
 namespace pto::compiler {
 
 bool readsOutput(const isa::Instruction& instruction) {
-  switch (isa::groupOf(instruction.opcode)) {
-    case isa::Group::Matmul: return instruction.immediates[1] != 0.0;  // beta
-    case isa::Group::Scatter:
-    case isa::Group::ScatterElements: return true;
-    default: return false;
-  }
+  const isa::InstructionInfo& entry = isa::info(instruction.opcode);
+  if (!entry.has(isa::Property::ReadsOutput)) return false;
+  const auto beta = std::ranges::find(entry.immediates, "beta");  // beta == 0 ignores the output
+  return beta == entry.immediates.end() || instruction.immediates[beta - entry.immediates.begin()] != 0.0;
 }
 
 BufferUses bufferUses(const isa::Program& program) {

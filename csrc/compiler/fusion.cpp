@@ -24,9 +24,13 @@ int64_t innerElements(const isa::Program& program, int32_t first, int32_t count,
   return widest;
 }
 
+bool has(const isa::Instruction& instruction, isa::Property property) {
+  return isa::info(instruction.opcode).has(property);
+}
+
 bool holdsGemm(const isa::Program& program, int32_t first, int32_t count) {
   for (int32_t i = first; i < first + count; ++i) {
-    if (isa::groupOf(program.instructions[i].opcode) == isa::Group::Matmul) return true;
+    if (has(program.instructions[i], isa::Property::Gemm)) return true;
   }
   return false;
 }
@@ -69,20 +73,19 @@ isa::Stage tiledStage(const isa::Program& program, int32_t first, int32_t count,
 }
 
 // Whether `next` may join the stage [first, first + count) as far as its GEMM goes:
-// a GEMM stage is a GEMM with the moves that set up its output before it (the bias)
+// a GEMM stage is a GEMM with the copies that set up its output before it (the bias)
 // and elementwise instructions after it (its epilogue). Reductions, row ops and other
 // GEMMs keep to stages of their own, where their tiles can be sized for them.
 bool gemmAllows(const isa::Program& program, int32_t first, int32_t count, const isa::Instruction& next) {
-  const auto group = [](const isa::Instruction& instruction) { return isa::groupOf(instruction.opcode); };
-  if (group(next) == isa::Group::Matmul) {
+  if (has(next, isa::Property::Gemm)) {
     for (int32_t i = first; i < first + count; ++i) {
       const isa::Instruction& before = program.instructions[i];
-      if (group(before) != isa::Group::Convert || before.operands[0].buffer != next.operands[0].buffer) return false;
+      if (!has(before, isa::Property::Copy) || before.operands[0].buffer != next.operands[0].buffer) return false;
     }
     return true;
   }
   if (!holdsGemm(program, first, count)) return true;
-  if (group(next) == isa::Group::Reduce || group(next) == isa::Group::Row) return false;
+  if (!has(next, isa::Property::Elementwise)) return false;
   // An epilogue reads what the stage computed; anything else (the next GEMM's bias)
   // goes with what reads it.
   for (size_t k = 1; k < next.operands.size(); ++k) {

@@ -41,7 +41,8 @@ struct BufferUses {
 };
 BufferUses bufferUses(const isa::Program& program);
 
-// Whether the instruction reads its own output too (accumulating GEMMs, scatters).
+// Whether the instruction reads its own output too: a ReadsOutput one (instructions.def:
+// accumulating GEMMs, scatters), unless its beta immediate is 0.
 bool readsOutput(const isa::Instruction& instruction);
 
 }  // namespace pto::compiler

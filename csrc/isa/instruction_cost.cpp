@@ -26,19 +26,14 @@ InstructionCost costOf(const Instruction& instruction) {
   InstructionCost cost;
   for (const Operand& operand : instruction.operands) cost.bytes += operandBytes(operand);
   const Operand& out = instruction.operands[0];
-  switch (groupOf(instruction.opcode)) {
-    case Group::Matmul: {
-      const Operand& a = instruction.operands[1];
-      cost.flops = 2.0 * static_cast<double>(out.numel()) * static_cast<double>(a.shape[a.rank - 1]);
-      break;
-    }
-    case Group::Reduce:
-    case Group::Row:
-      cost.flops = static_cast<double>(instruction.operands[1].numel()) *
-                   (groupOf(instruction.opcode) == Group::Row ? 4.0 : 1.0);
-      break;
-    default:
-      cost.flops = static_cast<double>(out.numel());
+  const InstructionInfo& entry = info(instruction.opcode);
+  if (entry.has(Property::Gemm)) {
+    const Operand& a = instruction.operands[1];
+    cost.flops = 2.0 * static_cast<double>(out.numel()) * static_cast<double>(a.shape[a.rank - 1]);
+  } else if (entry.has(Property::Reduction) || entry.has(Property::RowOp)) {
+    cost.flops = static_cast<double>(instruction.operands[1].numel()) * (entry.has(Property::RowOp) ? 4.0 : 1.0);
+  } else {
+    cost.flops = static_cast<double>(out.numel());
   }
   return cost;
 }

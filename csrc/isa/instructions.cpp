@@ -3,12 +3,17 @@
 namespace pto::isa {
 namespace {
 
+using enum Property;  // the table names properties as instructions.def spells them
+
 constexpr InstructionInfo kTable[] = {
 #define PTO_IMMEDIATES(...) {__VA_ARGS__}
-#define PTO_INSTRUCTION(op, name, group, inputs, dtypes, output, immediates) \
-  {Opcode::op, name, Group::group, inputs, dtypes, OutputDType::output, PTO_IMMEDIATES immediates},
+#define PTO_PROPERTIES(...) Properties{__VA_ARGS__}
+#define PTO_INSTRUCTION(op, name, group, inputs, dtypes, output, immediates, properties) \
+  {Opcode::op, name, Group::group, inputs, dtypes, OutputDType::output, PTO_IMMEDIATES immediates, \
+   PTO_PROPERTIES properties},
 #include "instructions.def"
 #undef PTO_INSTRUCTION
+#undef PTO_PROPERTIES
 #undef PTO_IMMEDIATES
 };
 
@@ -55,6 +60,22 @@ std::string_view outputName(OutputDType output) {
     case OutputDType::Bool: return "Bool";
     case OutputDType::Any: return "Any";
     case OutputDType::Index: return "Index";
+  }
+  return "?";
+}
+
+std::string_view propertyName(Property property) {
+  switch (property) {
+    case Property::Elementwise: return "Elementwise";
+    case Property::Reduction: return "Reduction";
+    case Property::RowOp: return "RowOp";
+    case Property::Gemm: return "Gemm";
+    case Property::SameShape: return "SameShape";
+    case Property::Tileable: return "Tileable";
+    case Property::Copy: return "Copy";
+    case Property::ReadsOutput: return "ReadsOutput";
+    case Property::IndexInput: return "IndexInput";
+    case Property::TypedImmediates: return "TypedImmediates";
   }
   return "?";
 }

@@ -5,33 +5,25 @@
 namespace pto::isa {
 
 bool fusable(const Instruction& instruction) {
-  switch (groupOf(instruction.opcode)) {
-    case Group::Unary: case Group::Binary: case Group::Compare: case Group::Select:
-    case Group::Convert: case Group::Fill: case Group::Reduce: case Group::Row:
-      return true;
-    case Group::Matmul:
-      return instruction.operands[0].rank == 2;
-    default:
-      return false;
-  }
+  const InstructionInfo& entry = info(instruction.opcode);
+  return entry.has(Property::Tileable) && (!entry.has(Property::Gemm) || instruction.operands[0].rank == 2);
 }
 
 int deepestTileDim(const Instruction& instruction) {
+  const InstructionInfo& entry = info(instruction.opcode);
   const Operand& out = instruction.operands[0];
-  switch (groupOf(instruction.opcode)) {
-    case Group::Matmul: return 0;  // M: a tile is a band of output rows and of a's rows
-    case Group::Row: return out.rank - 2;
-    case Group::Reduce:
-      for (int d = 0; d < out.rank; ++d) {
-        if (out.strides[d] == 0 && out.shape[d] > 1) return d - 1;
-      }
-      return out.rank - 1;
-    default: return out.rank - 1;
+  if (entry.has(Property::Gemm)) return 0;  // M: a tile is a band of output rows and of a's rows
+  if (entry.has(Property::RowOp)) return out.rank - 2;
+  if (entry.has(Property::Reduction)) {
+    for (int d = 0; d < out.rank; ++d) {
+      if (out.strides[d] == 0 && out.shape[d] > 1) return d - 1;
+    }
   }
+  return out.rank - 1;
 }
 
 bool slicedOperand(const Instruction& instruction, size_t operand) {
-  return !(groupOf(instruction.opcode) == Group::Matmul && operand == 2);
+  return !(info(instruction.opcode).has(Property::Gemm) && operand == 2);
 }
 
 Operand sliceOperand(const Operand& operand, const Stage& stage, const int64_t* outer, int64_t row, int64_t rows,

@@ -16,8 +16,8 @@
 
 namespace pto::isa {
 
-// Instruction families a tiled stage may hold: elementwise ones, conversions and
-// moves, fills, reductions, the row ops, and rank-2 GEMMs (tiled over M).
+// Whether a tiled stage may hold the instruction: a Tileable one (instructions.def),
+// a GEMM only at rank 2 (tiled over M).
 bool fusable(const Instruction& instruction);
 
 // The deepest dimension a tile may range over for this instruction: the last

@@ -108,9 +108,7 @@ std::string checkDTypes(const InstructionInfo& entry, const Instruction& instruc
   const Operand& out = instruction.operands[0];
   for (int i = 1; i <= entry.inputs; ++i) {
     const DType input = instruction.operands[i].dtype;
-    const bool is_index = entry.group == Group::Gather || entry.group == Group::Scatter ||
-                          entry.group == Group::ScatterElements;
-    if (is_index && i == 2) continue;
+    if (entry.has(Property::IndexInput) && i == entry.inputs) continue;
     const bool is_condition = entry.group == Group::Select && i == 1;
     if (is_condition) {
       if (input != DType::kBool) return describe("condition operand must be bool, not ", dtypeName(input));
@@ -154,7 +152,7 @@ std::string checkDTypes(const InstructionInfo& entry, const Instruction& instruc
 // undefined behaviour. Unsigned types also take negatives down to -max, which
 // wrap (two's complement), as PyTorch allows for its integer scalars.
 std::string checkImmediates(const InstructionInfo& entry, const Instruction& instruction) {
-  if (entry.group != Group::Binary && entry.group != Group::Fill && entry.group != Group::Iota) return "";
+  if (!entry.has(Property::TypedImmediates)) return "";
   const DType dtype = instruction.operands[0].dtype;
   if (!isIntegral(dtype)) return "";
   double low = 0, high = 0;  // the truncated value's exclusive bounds
@@ -229,6 +227,9 @@ std::string checkGather(const Instruction& instruction) {
   const Operand& in = instruction.operands[1];
   const Operand& index = instruction.operands[2];
   const double axis = instruction.immediates[0];
+  if (!sameShape(index, out)) {
+    return describe("operand 2 has shape ", shapeText(index), " but the output has ", shapeText(out));
+  }
   if (index.dtype != DType::kInt64) return describe("the index must be i64, not ", dtypeName(index.dtype));
   if (in.rank != out.rank) return describe("input rank ", in.rank, " differs from the output's ", out.rank);
   if (!(axis >= 0 && axis < std::max(out.rank, 1) && axis == static_cast<int>(axis))) {
@@ -386,14 +387,11 @@ std::string verifyInstruction(const Instruction& instruction, std::span<const ui
                     instruction.operands.size());
   }
   for (size_t i = 0; i < instruction.operands.size(); ++i) {
-    const bool reduction_output = i == 0 && entry.group == Group::Reduce;
+    const bool reduction_output = i == 0 && entry.has(Property::Reduction);
     if (std::string error = checkOperand(instruction.operands[i], buffer_bytes, reduction_output); !error.empty()) {
       return describe(entry.name, ": operand ", i, " ", error);
     }
-    const bool own_shape_rule = entry.group == Group::Matmul || entry.group == Group::Scatter ||
-                                ((entry.group == Group::Gather || entry.group == Group::Sort) && i == 1) ||
-                                entry.group == Group::ScatterElements || entry.group == Group::Nonzero;
-    if (!own_shape_rule && !sameShape(instruction.operands[i], instruction.operands[0])) {
+    if (entry.has(Property::SameShape) && !sameShape(instruction.operands[i], instruction.operands[0])) {
       return describe(entry.name, ": operand ", i, " has shape ", shapeText(instruction.operands[i]),
                       " but the output has ", shapeText(instruction.operands[0]));
     }
@@ -440,7 +438,7 @@ std::string verifyInstruction(const Instruction& instruction, std::span<const ui
   if (entry.group == Group::Iota && instruction.operands[0].rank != 1) {
     return describe(entry.name, ": the output must have rank 1, not ", instruction.operands[0].rank);
   }
-  if (entry.group != Group::Reduce && instruction.operands[0].numel() > 0) {  // empty: writes nothing
+  if (!entry.has(Property::Reduction) && instruction.operands[0].numel() > 0) {  // empty: writes nothing
     const Operand& out = instruction.operands[0];
     for (int d = 0; d < out.rank; ++d) {
       if (out.strides[d] == 0 && out.shape[d] > 1) {

@@ -50,6 +50,11 @@ py::list isaTable() {
     }
     py::list immediates;
     for (int i = 0; i < entry.immediateCount(); ++i) immediates.append(std::string(entry.immediates[i]));
+    py::list properties;
+    for (int p = 0; p < isa::kPropertyCount; ++p) {
+      const auto property = static_cast<isa::Property>(p);
+      if (entry.has(property)) properties.append(std::string(isa::propertyName(property)));
+    }
     py::dict row;
     row["mnemonic"] = std::string(entry.name);
     row["group"] = std::string(isa::groupName(entry.group));
@@ -57,6 +62,7 @@ py::list isaTable() {
     row["dtypes"] = dtypes;
     row["output"] = std::string(isa::outputName(entry.output));
     row["immediates"] = immediates;
+    row["properties"] = properties;
     rows.append(row);
   }
   return rows;

@@ -57,15 +57,20 @@ struct DefRow {
   int inputs;
   OutputDType output;
   std::vector<std::string_view> immediates;
+  std::vector<Property> properties;
 };
 
 const std::vector<DefRow>& defRows() {
+  using enum Property;
   static const std::vector<DefRow> rows = {
 #define PTO_DEF_IMMEDIATES(...) std::vector<std::string_view>{__VA_ARGS__}
-#define PTO_INSTRUCTION(op, name, group, inputs, dtypes, output, immediates) \
-  {Opcode::op, name, Group::group, inputs, OutputDType::output, PTO_DEF_IMMEDIATES immediates},
+#define PTO_DEF_PROPERTIES(...) std::vector<Property>{__VA_ARGS__}
+#define PTO_INSTRUCTION(op, name, group, inputs, dtypes, output, immediates, properties) \
+  {Opcode::op, name, Group::group, inputs, OutputDType::output, PTO_DEF_IMMEDIATES immediates, \
+   PTO_DEF_PROPERTIES properties},
 #include "isa/instructions.def"
 #undef PTO_INSTRUCTION
+#undef PTO_DEF_PROPERTIES
 #undef PTO_DEF_IMMEDIATES
   };
   return rows;
@@ -98,6 +103,11 @@ TEST(InstructionTable, RowsMatchTheDefinitionFile) {
     for (int k = 0; k < kMaxImmediates; ++k) {
       const std::string_view expected = k < static_cast<int>(row.immediates.size()) ? row.immediates[k] : "";
       EXPECT_EQ(entry.immediates[k], expected) << "immediate " << k;
+    }
+    for (int p = 0; p < kPropertyCount; ++p) {
+      const auto property = static_cast<Property>(p);
+      const bool listed = std::ranges::find(row.properties, property) != row.properties.end();
+      EXPECT_EQ(entry.has(property), listed) << propertyName(property);
     }
   }
 }
@@ -255,6 +265,60 @@ TEST(InstructionTable, ConstexprViewsAgreeWithTheRuntimeTable) {
       EXPECT_EQ(acceptedDTypes(entry.opcode).contains(d), entry.dtypes.contains(d))
           << entry.name << " " << dtypeName(d);
     }
+  }
+}
+
+// The properties column, which the compiler's passes and the verifier read.
+TEST(InstructionTable, PropertiesOfRepresentativeInstructions) {
+  using enum Property;
+  auto expectProperties = [](Opcode opcode, std::initializer_list<Property> expected) {
+    const InstructionInfo& entry = info(opcode);
+    for (int p = 0; p < kPropertyCount; ++p) {
+      const auto property = static_cast<Property>(p);
+      const bool wanted = std::ranges::find(expected, property) != expected.end();
+      EXPECT_EQ(entry.has(property), wanted) << entry.name << " " << propertyName(property);
+    }
+  };
+  expectProperties(Opcode::kAdd, {Elementwise, SameShape, Tileable, TypedImmediates});
+  expectProperties(Opcode::kExp, {Elementwise, SameShape, Tileable});
+  expectProperties(Opcode::kLt, {Elementwise, SameShape, Tileable});
+  expectProperties(Opcode::kConvert, {Elementwise, SameShape, Tileable, Copy});
+  expectProperties(Opcode::kFill, {Elementwise, SameShape, Tileable, TypedImmediates});
+  expectProperties(Opcode::kSum, {Reduction, SameShape, Tileable});
+  expectProperties(Opcode::kArgmax, {Reduction, SameShape, Tileable});
+  expectProperties(Opcode::kSoftmax, {RowOp, SameShape, Tileable});
+  expectProperties(Opcode::kMatmul, {Gemm, Tileable, ReadsOutput});
+  expectProperties(Opcode::kGather, {IndexInput});
+  expectProperties(Opcode::kIndexAdd, {ReadsOutput, IndexInput});
+  expectProperties(Opcode::kScatterAdd, {ReadsOutput, IndexInput});
+  // Elementwise, but no fused kernel runs it by tiles.
+  expectProperties(Opcode::kWrapIndex, {Elementwise, SameShape});
+  // Their elements depend on their positions: not elementwise.
+  expectProperties(Opcode::kIota, {SameShape, TypedImmediates});
+  expectProperties(Opcode::kUniform, {SameShape});
+  expectProperties(Opcode::kTril, {SameShape});
+  expectProperties(Opcode::kCumsum, {SameShape});
+  expectProperties(Opcode::kArgsort, {});
+  expectProperties(Opcode::kNonzero, {});
+}
+
+// What the passes take for granted of every row.
+TEST(InstructionTable, PropertiesAgreeWithEachOther) {
+  std::set<std::string_view> names;
+  for (int p = 0; p < kPropertyCount; ++p) EXPECT_TRUE(names.insert(propertyName(static_cast<Property>(p))).second);
+  for (const InstructionInfo& entry : instructionTable()) {
+    SCOPED_TRACE(std::string(entry.name));
+    using enum Property;
+    // A tiled kernel splits an instruction by one rule: the one its properties name.
+    const int tile_rules = entry.has(Elementwise) + entry.has(Reduction) + entry.has(RowOp) + entry.has(Gemm);
+    EXPECT_LE(tile_rules, 1);
+    if (entry.has(Tileable)) EXPECT_EQ(tile_rules, 1);
+    // Tiles slice every operand alike, a GEMM's aside.
+    if (entry.has(Tileable) && !entry.has(Gemm)) EXPECT_TRUE(entry.has(SameShape));
+    if (entry.has(Gemm)) EXPECT_FALSE(entry.has(SameShape));
+    if (entry.has(Copy)) EXPECT_TRUE(entry.has(Elementwise) && entry.inputs == 1);
+    if (entry.has(IndexInput)) EXPECT_GE(entry.inputs, 2);
+    if (entry.has(TypedImmediates)) EXPECT_GT(entry.immediateCount(), 0);
   }
 }
 

@@ -346,7 +346,7 @@ void runCases(const Harness& h, const std::vector<ShapeCase>& cases, uint64_t se
 // Calls fn.template operator()<Opcode::op>() for every opcode of `group` in the table.
 template <Group group, typename Fn>
 void forEachOpcode(Fn&& fn) {
-#define PTO_INSTRUCTION(op, name, grp, inputs, dtypes, output, immediates) \
+#define PTO_INSTRUCTION(op, name, grp, inputs, dtypes, output, immediates, properties) \
   if constexpr (Group::grp == group) fn.template operator()<Opcode::op>();
 #include "isa/instructions.def"
 #undef PTO_INSTRUCTION

@@ -20,8 +20,11 @@ def test_isa_table_rows():
     table = {row["mnemonic"]: row for row in _C._isa_table()}
     assert table["tadd"] == {"mnemonic": "tadd", "group": "Binary", "inputs": 2,
                              "dtypes": ["u8", "i8", "i16", "i32", "i64", "f16", "bf16", "f32", "f64"],
-                             "output": "Same", "immediates": ["alpha"]}
+                             "output": "Same", "immediates": ["alpha"],
+                             "properties": ["Elementwise", "SameShape", "Tileable", "TypedImmediates"]}
     assert table["tmatmul"]["immediates"] == ["alpha", "beta"]
+    assert table["tmatmul"]["properties"] == ["Gemm", "Tileable", "ReadsOutput"]
+    assert "Tileable" not in table["tgather"]["properties"]
     assert table["targmax"]["output"] == "Index"
     assert table["tany"]["dtypes"] == ["bool"]
 

@@ -17,7 +17,7 @@ using isa::Group;
 template <Group group, typename Fn>
 void dispatchOpcode(Opcode opcode, Fn&& fn) {
   switch (opcode) {
-#define PTO_INSTRUCTION(op, name, grp, inputs, dtypes, output, immediates) \
+#define PTO_INSTRUCTION(op, name, grp, inputs, dtypes, output, immediates, properties) \
     case Opcode::op:                                                        \
       if constexpr (Group::grp == group) fn.template operator()<Opcode::op>(); \
       return;

@@ -260,7 +260,7 @@ void executeReduce(const isa::Instruction& instruction, std::span<void* const> b
   const double scale = isa::info(instruction.opcode).immediateCount() > 0 ? instruction.immediates[0] : 1.0;
   dispatchDType(in.dtype, [&]<typename T>() {
     switch (instruction.opcode) {
-#define PTO_INSTRUCTION(op, name, group, inputs, dtypes, output, immediates)                        \
+#define PTO_INSTRUCTION(op, name, group, inputs, dtypes, output, immediates, properties)           \
       case Opcode::op:                                                                             \
         if constexpr (isa::Group::group == isa::Group::Reduce &&                                   \
                       isa::acceptedDTypes(Opcode::op).contains(dtypeOf<T>())) {                    \
