@@ -165,7 +165,7 @@ def forward_times(r: Run, case: Case) -> dict[str, float]:
 def peak_memory(case: Case, way: str) -> int | None:
     """Bytes of pto memory one forward took at its peak above what was allocated before the
     call (the parameters and inputs of every case), plus, compiled, what the compiled forward
-    keeps between calls (an arena, say) since its first call."""
+    keeps between calls (a workspace, say) since its first call."""
     fn = case.call(way)
     if fn is None:
         return None

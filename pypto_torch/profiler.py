@@ -1,8 +1,8 @@
 """pypto.Profiler: what the device executed, instruction by instruction.
 
-While a Profiler runs, the runtime records every kernel, copy and fill each stream
-executes (and, inside a compiled program, each instruction or fused kernel) with
-its stream, start and end, the bytes it read and wrote and its FLOPs. ``report()``
+While a Profiler runs, the driver records every program launch, copy and fill each
+stream executes (and, inside a program of several instructions, each stage: one
+instruction or several fused) with its stream, start and end, the bytes it read and wrote and its FLOPs. ``report()``
 tabulates them against the machine's measured copy bandwidth and GEMM throughput;
 ``export_chrome_trace`` writes Chrome/Perfetto trace JSON; ``visualize`` draws a
 timeline, one lane per stream: a self-contained HTML page, or an image for .png.

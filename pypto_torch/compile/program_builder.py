@@ -86,7 +86,7 @@ def pto_dtype(dtype: torch.dtype) -> str:
 
 @dataclasses.dataclass
 class Binding:
-    """What buffer %i of a compiled program is bound to at run time."""
+    """What buffer %i of a graph program is bound to at run time."""
     slot: int
     allocate: tuple | None = None  # (shape, strides, dtype, device) of an output the run allocates
 

@@ -206,7 +206,7 @@ TEST(Compile, ThePrintedProgramParsesBackToTheSameInstructions) {
   EXPECT_EQ(parsed(text), compiled.program);
 }
 
-// A compiled program goes to the device through the runtime, as the torch glue
+// A scheduled program goes to the device through the runtime, as the torch glue
 // sends it: loaded as a handle, launched on a stream with device buffers bound.
 class ProgramLaunch : public ::testing::Test {
  protected:
