@@ -6,6 +6,8 @@
 #include <ATen/Context.h>
 #include <c10/core/DeviceGuard.h>
 
+#include <string>
+#include <utility>
 #include <vector>
 
 #include "isa/instructions.h"
@@ -13,6 +15,7 @@
 #include "torch/aten/fallback.h"
 #include "torch/compiled_program.h"
 #include "torch/device.h"
+#include "torch/dtype_map.h"
 #include "torch/generator.h"
 #include "torch/pto_check.h"
 
@@ -61,6 +64,13 @@ py::list isaTable() {
   return rows;
 }
 
+// The torch <-> PTO dtype map as (torch dtype, PTO dtype name) pairs, for the compiler.
+std::vector<std::pair<at::ScalarType, std::string>> dtypeMapPairs() {
+  std::vector<std::pair<at::ScalarType, std::string>> pairs;
+  for (const DTypePair& pair : dtypeMap()) pairs.emplace_back(pair.torch, pto::isa::dtypeName(pair.pto));
+  return pairs;
+}
+
 }  // namespace
 
 PYBIND11_MODULE(_C, m) {
@@ -88,6 +98,7 @@ PYBIND11_MODULE(_C, m) {
   m.def("_fallback_counts", [] { return fallbackCounts(); });
   m.def("_fallback_mode", [] { return std::string(fallbackModeName(fallbackMode())); });
   m.def("_isa_table", &isaTable);
+  m.def("_dtype_map", &dtypeMapPairs);
   m.def("_set_fallback_mode", [](const std::string& mode) { setFallbackMode(parseFallbackMode(mode)); });
 
   m.def("_profiler_start", [] { PTO_CHECK(ptoProfilerStart()); });

@@ -14,6 +14,7 @@
 #include <optional>
 #include <vector>
 
+#include "../dtype_map.h"
 #include "composite.h"
 #include "fallback.h"
 #include "instruction_launch.h"

@@ -6,6 +6,7 @@
 #include <ATen/Operators.h>
 #include <torch/library.h>
 
+#include "../dtype_map.h"
 #include "elementwise.h"
 #include "fallback.h"
 #include "instruction_launch.h"

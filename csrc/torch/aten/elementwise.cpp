@@ -4,6 +4,7 @@
 #include <ATen/MemoryOverlap.h>
 #include <ATen/native/Resize.h>
 
+#include "../dtype_map.h"
 #include "instruction_launch.h"
 
 namespace pto::backend {

@@ -12,6 +12,7 @@
 
 #include <cmath>
 
+#include "../dtype_map.h"
 #include "fallback.h"
 #include "instruction_launch.h"
 

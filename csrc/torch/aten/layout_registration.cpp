@@ -11,6 +11,7 @@
 #include <algorithm>
 #include <vector>
 
+#include "../dtype_map.h"
 #include "composite.h"
 #include "fallback.h"
 #include "instruction_launch.h"

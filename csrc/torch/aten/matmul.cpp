@@ -2,6 +2,7 @@
 
 #include <ATen/native/Resize.h>
 
+#include "../dtype_map.h"
 #include "elementwise.h"
 #include "instruction_launch.h"
 

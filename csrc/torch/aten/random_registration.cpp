@@ -14,6 +14,7 @@
 #include <mutex>
 #include <optional>
 
+#include "../dtype_map.h"
 #include "../generator.h"
 #include "fallback.h"
 #include "instruction_launch.h"

@@ -3,6 +3,7 @@
 #include <ATen/WrapDimUtilsMulti.h>
 #include <ATen/native/Resize.h>
 
+#include "../dtype_map.h"
 #include "elementwise.h"
 #include "instruction_launch.h"
 

@@ -10,6 +10,7 @@
 
 #include <optional>
 
+#include "../dtype_map.h"
 #include "composite.h"
 #include "fallback.h"
 #include "instruction_launch.h"

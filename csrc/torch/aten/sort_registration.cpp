@@ -14,6 +14,7 @@
 
 #include <vector>
 
+#include "../dtype_map.h"
 #include "fallback.h"
 #include "instruction_launch.h"
 
