@@ -111,13 +111,14 @@ at::Tensor unaryOp(Opcode opcode, Promotion promotion, const at::Tensor& self, c
 
 at::Tensor whereOp(const at::Tensor& condition, const at::Tensor& self, const at::Tensor& other,
                    const at::Tensor& out) {
-  const c10::Device device = commonDevice({condition, self, other, out}, "tsel");
+  constexpr AtenInstruction row = atenInstruction("where");
+  const c10::Device device = commonDevice({condition, self, other, out}, isa::info(row.opcode).name);
   const at::ScalarType compute = at::result_type(self, other);
-  if (condition.scalar_type() != at::kBool || !accepts(Opcode::kSelect, compute)) return {};
+  if (condition.scalar_type() != at::kBool || !accepts(row.opcode, compute)) return {};
   const std::vector<int64_t> shape =
       at::infer_size(at::infer_size(condition.sizes(), self.sizes()), other.sizes());
   const at::Tensor output = outputFor(out, self, shape, compute, device);
-  launchInto(Opcode::kSelect, output, compute,
+  launchInto(row.opcode, output, compute,
              {onDevice(condition, at::kBool, device).expand(shape),
               onDevice(self, compute, device).expand(shape),
               onDevice(other, compute, device).expand(shape)}, {});

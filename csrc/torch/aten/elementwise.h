@@ -5,16 +5,9 @@
 
 #include <ATen/ATen.h>
 
-#include "isa/instructions.h"
+#include "aten_instructions.h"
 
 namespace pto::backend {
-
-// How a family's result dtype follows from its inputs'.
-enum class Promotion {
-  kCommon,        // torch's result_type of the inputs
-  kIntToFloat,    // ... with integers and bool promoted to the default float dtype
-  kCompare,       // computed in the common dtype, a bool result
-};
 
 // out == undefined: functional (returns a new tensor); out == self: in-place.
 // Returns an undefined tensor when PTO cannot run it (the caller falls back).
