@@ -1,14 +1,9 @@
-// Advanced indexing on pto. x[indices] is one tgather and x[indices] = values
-// (index_put_) one tscatter / tscatteradd, along the indexed dimension, or over the
-// element offsets of several (see AdvancedIndex); take and put_ are the same over
-// the flattened tensor. Boolean masks become indices through tnonzero, whose row
-// count is read on the host: a sync, as on CUDA. An index out of range fails the
-// kernel that meets it, and the next synchronising call raises, naming it.
+#include "advanced_indexing.h"
+
 #include <ATen/MemoryOverlap.h>
 #include <ATen/native/IndexingUtils.h>
 #include <ATen/native/Resize.h>
 #include <ATen/Operators.h>
-#include <torch/library.h>
 
 #include <array>
 #include <optional>
@@ -21,23 +16,6 @@
 
 namespace pto::backend {
 namespace {
-
-// The coordinates of self's nonzero elements, counted first on the host.
-at::Tensor& nonzeroOut(const at::Tensor& self, at::Tensor& out) {
-  if (!accepts(isa::Opcode::kNonzero, self.scalar_type()) || out.scalar_type() != at::kLong ||
-      out.device() != self.device() || self.dim() > isa::kMaxRank) {
-    return Fallback<ATEN_OP2(nonzero, out)>::call(self, out);
-  }
-  const int64_t count = (self.scalar_type() == at::kBool ? self : at::ne(self, 0)).sum().item<int64_t>();
-  at::native::resize_output(out, {count, self.dim()});
-  if (out.numel() > 0) launchInstruction(isa::Opcode::kNonzero, out, {self});
-  return out;
-}
-
-at::Tensor nonzero(const at::Tensor& self) {
-  at::Tensor out = at::empty({0}, self.options().dtype(at::kLong));
-  return nonzeroOut(self, out);
-}
 
 // The indices' common shape, or nullopt where they do not broadcast together.
 std::optional<at::DimVector> broadcastShape(const std::vector<at::Tensor>& indices) {
@@ -220,6 +198,35 @@ std::optional<AdvancedIndex> advancedIndex(const at::Tensor& self, const c10::Li
   return plan;
 }
 
+// aten's checks before an op writes out while it reads self and the indices.
+void checkIndexingOverlap(const at::Tensor& out, const at::Tensor& self,
+                          const c10::List<std::optional<at::Tensor>>& indices) {
+  at::assert_no_internal_overlap(out);
+  at::assert_no_overlap(out, self);
+  for (const std::optional<at::Tensor>& index : indices) {
+    if (index && index->defined()) at::assert_no_overlap(out, *index);
+  }
+}
+
+}  // namespace
+
+// The coordinates of self's nonzero elements, counted first on the host.
+at::Tensor& nonzeroOut(const at::Tensor& self, at::Tensor& out) {
+  if (!accepts(isa::Opcode::kNonzero, self.scalar_type()) || out.scalar_type() != at::kLong ||
+      out.device() != self.device() || self.dim() > isa::kMaxRank) {
+    return Fallback<ATEN_OP2(nonzero, out)>::call(self, out);
+  }
+  const int64_t count = (self.scalar_type() == at::kBool ? self : at::ne(self, 0)).sum().item<int64_t>();
+  at::native::resize_output(out, {count, self.dim()});
+  if (out.numel() > 0) launchInstruction(isa::Opcode::kNonzero, out, {self});
+  return out;
+}
+
+at::Tensor nonzero(const at::Tensor& self) {
+  at::Tensor out = at::empty({0}, self.options().dtype(at::kLong));
+  return nonzeroOut(self, out);
+}
+
 at::Tensor indexGather(const at::Tensor& self, const c10::List<std::optional<at::Tensor>>& indices) {
   const std::optional<AdvancedIndex> plan = advancedIndex(self, indices);
   if (!plan) return Fallback<ATEN_OP2(index, Tensor)>::call(self, indices);
@@ -229,16 +236,6 @@ at::Tensor indexGather(const at::Tensor& self, const c10::List<std::optional<at:
                       plan->immediates());
   }
   return out;
-}
-
-// aten's checks before an op writes out while it reads self and the indices.
-void checkIndexingOverlap(const at::Tensor& out, const at::Tensor& self,
-                          const c10::List<std::optional<at::Tensor>>& indices) {
-  at::assert_no_internal_overlap(out);
-  at::assert_no_overlap(out, self);
-  for (const std::optional<at::Tensor>& index : indices) {
-    if (index && index->defined()) at::assert_no_overlap(out, *index);
-  }
 }
 
 at::Tensor& indexOut(const at::Tensor& self, const c10::List<std::optional<at::Tensor>>& indices, at::Tensor& out) {
@@ -314,21 +311,6 @@ at::Tensor& maskedSelectOut(const at::Tensor& self, const at::Tensor& mask, at::
   const at::Tensor selected = maskedSelect(self, mask);
   at::native::resize_output(out, selected.sizes());
   return out.copy_(selected);
-}
-
-}  // namespace
-
-TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
-  m.impl("index.Tensor", TORCH_FN(indexGather));
-  m.impl("index.Tensor_out", TORCH_FN(indexOut));
-  m.impl("_index_put_impl_", TORCH_FN(indexPut));
-  m.impl("take", TORCH_FN(takeFlat));
-  m.impl("take.out", TORCH_FN(takeOut));
-  m.impl("put_", TORCH_FN(putFlat));
-  m.impl("nonzero", TORCH_FN(nonzero));
-  m.impl("nonzero.out", TORCH_FN(nonzeroOut));
-  m.impl("masked_select", TORCH_FN(maskedSelect));
-  m.impl("masked_select.out", TORCH_FN(maskedSelectOut));
 }
 
 }  // namespace pto::backend

@@ -1,10 +1,9 @@
-// cat on pto (and stack, which PyTorch builds on it): each input is one tmov
-// (or tcvt, when promoted) into its slice of the output.
+#include "concat.h"
+
 #include <ATen/MemoryOverlap.h>
 #include <ATen/WrapDimUtils.h>
 #include <ATen/native/Resize.h>
 #include <ATen/Operators.h>
-#include <torch/library.h>
 
 #include "../dtype_map.h"
 #include "elementwise.h"
@@ -61,6 +60,8 @@ at::ScalarType catType(const at::ITensorListRef& tensors) {
   return type.value_or(at::kFloat);
 }
 
+}  // namespace
+
 at::Tensor& catOut(const at::ITensorListRef& tensors, int64_t dim, at::Tensor& out) {
   if (!catNative(tensors, dim, out)) {
     Fallback<ATEN_OP2(cat, out)>::call(tensors, dim, out);
@@ -72,13 +73,6 @@ at::Tensor cat(const at::ITensorListRef& tensors, int64_t dim) {
   TORCH_CHECK(tensors.size() > 0, "torch.cat(): expected a non-empty list of Tensors");
   at::Tensor out = at::empty({0}, tensors.front().options().dtype(catType(tensors)));
   return catOut(tensors, dim, out);
-}
-
-}  // namespace
-
-TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
-  m.impl("cat", TORCH_FN(cat));
-  m.impl("cat.out", TORCH_FN(catOut));
 }
 
 }  // namespace pto::backend

@@ -1,8 +1,6 @@
-// Statistics on pto (var, std), layer_norm and batch_norm, forward and backward, as short
-// sequences of native instructions with two-pass formulas (sums accumulate in
-// double). float16/bfloat16 inputs compute in float32, as PyTorch's CPU kernels do.
+#include "normalization.h"
+
 #include <ATen/Operators.h>
-#include <torch/library.h>
 
 #include "composite.h"
 #include "fallback.h"
@@ -26,6 +24,45 @@ Layout layoutOf(const at::Tensor& input, c10::SymIntArrayRef normalized_shape) {
   for (int64_t d = 0; d < input.dim(); ++d) (d < axis ? layout.batch : layout.normalized).push_back(d);
   return layout;
 }
+
+// sum((x - mean)^2) / (n - correction) over `dim`; undefined for non-float input.
+at::Tensor variance(const at::Tensor& self, at::OptionalIntArrayRef dim, const std::optional<at::Scalar>& correction,
+                    bool keepdim) {
+  if (!at::isFloatingType(self.scalar_type())) return {};
+  const at::Tensor x = widened(self);
+  const int64_t count = reducedCount(self, dim);
+  const double divisor = static_cast<double>(count) - (correction ? correction->toDouble() : 1.0);
+  const at::OptionalIntArrayRef dims = dim && !dim->empty() ? dim : std::nullopt;
+  const at::Tensor centered = count > 0 ? x - x.mean(dims, /*keepdim=*/true) : x;
+  const at::Tensor squares = (centered * centered).sum(dims, keepdim);
+  return (divisor > 0 ? squares / divisor : squares / 0.0).to(self.scalar_type());
+}
+
+// batch_norm: statistics per channel (dim 1) over every other dim.
+std::vector<int64_t> batchDims(const at::Tensor& input) {
+  std::vector<int64_t> dims{0};
+  for (int64_t d = 2; d < input.dim(); ++d) dims.push_back(d);
+  return dims;
+}
+
+// A per-channel vector shaped to broadcast against the input: [1, C, 1, ...].
+at::Tensor perChannel(const at::Tensor& vector, const at::Tensor& input) {
+  std::vector<int64_t> shape(input.dim(), 1);
+  shape[1] = input.size(1);
+  return vector.reshape(shape);
+}
+
+// The dtype of batch_norm's saved statistics, as the CPU gives them: the input's, or
+// float32 where a float16/bfloat16 input comes with float32 parameters (mixed type).
+at::ScalarType statisticsType(const at::Tensor& input, std::initializer_list<std::optional<at::Tensor>> parameters) {
+  if (!at::isReducedFloatingType(input.scalar_type())) return input.scalar_type();
+  for (const std::optional<at::Tensor>& p : parameters) {
+    if (p && p->defined() && p->scalar_type() == at::kFloat) return at::kFloat;
+  }
+  return input.scalar_type();
+}
+
+}  // namespace
 
 std::tuple<at::Tensor, at::Tensor, at::Tensor> layerNorm(const at::Tensor& input, c10::SymIntArrayRef normalized_shape,
                                                          const std::optional<at::Tensor>& weight,
@@ -67,19 +104,6 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> layerNormBackward(
   return {grad_input, grad_weight, grad_bias};
 }
 
-// sum((x - mean)^2) / (n - correction) over `dim`; undefined for non-float input.
-at::Tensor variance(const at::Tensor& self, at::OptionalIntArrayRef dim, const std::optional<at::Scalar>& correction,
-                    bool keepdim) {
-  if (!at::isFloatingType(self.scalar_type())) return {};
-  const at::Tensor x = widened(self);
-  const int64_t count = reducedCount(self, dim);
-  const double divisor = static_cast<double>(count) - (correction ? correction->toDouble() : 1.0);
-  const at::OptionalIntArrayRef dims = dim && !dim->empty() ? dim : std::nullopt;
-  const at::Tensor centered = count > 0 ? x - x.mean(dims, /*keepdim=*/true) : x;
-  const at::Tensor squares = (centered * centered).sum(dims, keepdim);
-  return (divisor > 0 ? squares / divisor : squares / 0.0).to(self.scalar_type());
-}
-
 at::Tensor var(const at::Tensor& self, at::OptionalIntArrayRef dim, const std::optional<at::Scalar>& correction,
                bool keepdim) {
   at::Tensor r = variance(self, dim, correction, keepdim);
@@ -110,30 +134,6 @@ at::Tensor& stddevOut(const at::Tensor& self, at::OptionalIntArrayRef dim, const
     return Fallback<ATEN_OP2(std, correction_out)>::call(self, dim, correction, keepdim, out);
   }
   return assign(out, r.sqrt());
-}
-
-// batch_norm: statistics per channel (dim 1) over every other dim.
-std::vector<int64_t> batchDims(const at::Tensor& input) {
-  std::vector<int64_t> dims{0};
-  for (int64_t d = 2; d < input.dim(); ++d) dims.push_back(d);
-  return dims;
-}
-
-// A per-channel vector shaped to broadcast against the input: [1, C, 1, ...].
-at::Tensor perChannel(const at::Tensor& vector, const at::Tensor& input) {
-  std::vector<int64_t> shape(input.dim(), 1);
-  shape[1] = input.size(1);
-  return vector.reshape(shape);
-}
-
-// The dtype of batch_norm's saved statistics, as the CPU gives them: the input's, or
-// float32 where a float16/bfloat16 input comes with float32 parameters (mixed type).
-at::ScalarType statisticsType(const at::Tensor& input, std::initializer_list<std::optional<at::Tensor>> parameters) {
-  if (!at::isReducedFloatingType(input.scalar_type())) return input.scalar_type();
-  for (const std::optional<at::Tensor>& p : parameters) {
-    if (p && p->defined() && p->scalar_type() == at::kFloat) return at::kFloat;
-  }
-  return input.scalar_type();
 }
 
 std::tuple<at::Tensor, at::Tensor, at::Tensor> batchNorm(
@@ -199,19 +199,6 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> batchNormBackward(
   }
   if (output_mask[2]) grad_bias = dy.sum(dims).to(grad_weight.defined() ? grad_weight.scalar_type() : x.scalar_type());
   return {grad_input, grad_weight, grad_bias};
-}
-
-}  // namespace
-
-TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
-  m.impl("native_batch_norm", TORCH_FN(batchNorm));
-  m.impl("native_batch_norm_backward", TORCH_FN(batchNormBackward));
-  m.impl("var.correction", TORCH_FN(var));
-  m.impl("var.correction_out", TORCH_FN(varOut));
-  m.impl("std.correction", TORCH_FN(stddev));
-  m.impl("std.correction_out", TORCH_FN(stddevOut));
-  m.impl("native_layer_norm", TORCH_FN(layerNorm));
-  m.impl("native_layer_norm_backward", TORCH_FN(layerNormBackward));
 }
 
 }  // namespace pto::backend

@@ -1,12 +1,7 @@
-// 2-D pooling and upsampling (nearest, bilinear) on pto. A pooling window is a strided view:
-// the padded input seen as [N, C, oh, ow, kh, kw] (overlapping windows and all), so
-// max pooling is one tamax and one targmax over its last two dims, average pooling
-// one tsum. Backward adds each kernel offset's share into a strided view of the
-// padded gradient, one tadd per offset: no scatter, deterministic. Shapes and
-// PyTorch's argument checks come from the ops' Meta kernels, run first.
+#include "pooling.h"
+
 #include <ATen/ATen.h>
 #include <ATen/Operators.h>
-#include <torch/library.h>
 
 #include <cmath>
 #include <limits>
@@ -82,6 +77,92 @@ std::vector<int64_t> outputShape(const at::Tensor& self, int64_t out_h, int64_t 
   return shape;
 }
 
+// The divisor of each window of avg_pool2d, as PyTorch counts it: the override, or
+// the window clipped to the padded input (count_include_pad) or to the input itself.
+at::Tensor divisors(const at::Tensor& self, const Window& g, bool count_include_pad) {
+  at::Tensor ones = at::ones({1, g.h.input, g.w.input}, self.options());
+  if (count_include_pad) ones = at::constant_pad_nd(ones, {g.w.pad, g.w.pad, g.h.pad, g.h.pad}, 1.0);
+  Window reach = g;
+  if (count_include_pad) {
+    reach.h.input += 2 * g.h.pad;
+    reach.w.input += 2 * g.w.pad;
+    reach.h.pad = reach.w.pad = 0;
+  }
+  return at::sum(windows(paddedInput(ones, reach, 0.0), reach), {3, 4});  // [1, oh, ow]
+}
+
+at::Tensor avgPoolDivisor(const at::Tensor& self, const Window& g, bool count_include_pad,
+                          std::optional<int64_t> divisor_override) {
+  if (divisor_override) return at::full({}, static_cast<double>(*divisor_override), self.options());
+  if (unpadded(g)) return at::full({}, static_cast<double>(g.h.kernel * g.w.kernel), self.options());
+  return divisors(self, g, count_include_pad);
+}
+
+// Adaptive average pooling whose output divides the input: an average pool with
+// kernel = stride = input / output (global pooling to 1x1 included).
+bool evenlyAdaptive(const at::Tensor& self, at::IntArrayRef output_size) {
+  return self.dim() >= 3 && output_size.size() == 2 && output_size[0] > 0 && output_size[1] > 0 &&
+         self.size(-2) % output_size[0] == 0 && self.size(-1) % output_size[1] == 0;
+}
+
+// Nearest upsampling reads input row floor(i * scale) for output row i (scale =
+// in/out, or 1/scale_factor when given), computed in float as PyTorch does; the
+// gather is two index_selects, the backward two index_adds.
+at::Tensor nearestIndex(int64_t input, int64_t output, std::optional<double> scale, const at::TensorOptions& options) {
+  if (output == input || output == 2 * input) {  // PyTorch's exact cases, whatever the scale
+    return at::div(at::arange(output, options.dtype(at::kLong)), output / input, "floor");
+  }
+  const float ratio = scale.has_value() && *scale > 0 ? static_cast<float>(1.0 / *scale)
+                                                      : static_cast<float>(input) / static_cast<float>(output);
+  std::vector<int64_t> index(static_cast<size_t>(output));
+  for (int64_t i = 0; i < output; ++i) {
+    index[i] = std::min(static_cast<int64_t>(std::floor(static_cast<float>(i) * ratio)), input - 1);
+  }
+  return at::tensor(index, at::TensorOptions().dtype(at::kLong)).to(options.device());
+}
+
+// Bilinear upsampling: output row i reads rows h0 = floor(src) and h1 = h0 + 1 (the
+// last row at the edge) with weights 1 - (src - h0) and src - h0, src computed as
+// PyTorch's area_pixel_compute_source_index does; columns likewise. The blend is
+// gathers (index_select) and multiply-adds; the backward, index_adds.
+struct LinearAxis {
+  at::Tensor low, high, low_weight, high_weight;  // [out] indices (int64) and weights
+};
+
+// Indices and weights in T, PyTorch's opmath type: double for float64, float otherwise.
+template <typename T>
+LinearAxis linearAxisIn(int64_t input, int64_t output, bool align_corners, std::optional<double> scale,
+                        const at::TensorOptions& options) {
+  const T ratio = align_corners ? (output > 1 ? static_cast<T>(input - 1) / static_cast<T>(output - 1) : T(0))
+                  : scale.has_value() && *scale > 0 ? static_cast<T>(1.0 / *scale)
+                                                    : static_cast<T>(input) / static_cast<T>(output);
+  std::vector<int64_t> low(static_cast<size_t>(output)), high(low.size());
+  std::vector<T> low_weight(low.size()), high_weight(low.size());
+  for (int64_t i = 0; i < output; ++i) {
+    const T source = align_corners ? ratio * static_cast<T>(i)
+                                   : std::max(ratio * (static_cast<T>(i) + T(0.5)) - T(0.5), T(0));
+    low[i] = std::min(static_cast<int64_t>(source), input - 1);
+    high[i] = std::min(low[i] + 1, input - 1);
+    high_weight[i] = std::min(std::max(source - static_cast<T>(low[i]), T(0)), T(1));
+    low_weight[i] = T(1) - high_weight[i];
+  }
+  const auto device = options.device();
+  const auto weights = options.dtype(at::isReducedFloatingType(options.dtype().toScalarType())
+                                         ? at::kFloat : options.dtype().toScalarType());
+  return {at::tensor(low, at::kLong).to(device), at::tensor(high, at::kLong).to(device),
+          at::tensor(low_weight).to(weights), at::tensor(high_weight).to(weights)};
+}
+
+LinearAxis linearAxis(int64_t input, int64_t output, bool align_corners, std::optional<double> scale,
+                      const at::TensorOptions& options) {
+  return options.dtype() == at::kDouble ? linearAxisIn<double>(input, output, align_corners, scale, options)
+                                        : linearAxisIn<float>(input, output, align_corners, scale, options);
+}
+
+bool bilinearNative(const at::Tensor& t) { return at::isFloatingType(t.scalar_type()) && t.dim() == 4; }
+
+}  // namespace
+
 // max_pool2d: values and, as PyTorch returns them, indices into each plane's H*W.
 std::tuple<at::Tensor, at::Tensor> maxPool(const at::Tensor& self, at::IntArrayRef kernel, at::IntArrayRef stride,
                                            at::IntArrayRef padding, at::IntArrayRef dilation, bool ceil_mode) {
@@ -149,27 +230,6 @@ at::Tensor& maxPoolBackwardOut(const at::Tensor& grad, const at::Tensor& self, a
   return assign(grad_input, maxPoolBackward(grad, self, kernel, stride, padding, dilation, ceil_mode, indices));
 }
 
-// The divisor of each window of avg_pool2d, as PyTorch counts it: the override, or
-// the window clipped to the padded input (count_include_pad) or to the input itself.
-at::Tensor divisors(const at::Tensor& self, const Window& g, bool count_include_pad) {
-  at::Tensor ones = at::ones({1, g.h.input, g.w.input}, self.options());
-  if (count_include_pad) ones = at::constant_pad_nd(ones, {g.w.pad, g.w.pad, g.h.pad, g.h.pad}, 1.0);
-  Window reach = g;
-  if (count_include_pad) {
-    reach.h.input += 2 * g.h.pad;
-    reach.w.input += 2 * g.w.pad;
-    reach.h.pad = reach.w.pad = 0;
-  }
-  return at::sum(windows(paddedInput(ones, reach, 0.0), reach), {3, 4});  // [1, oh, ow]
-}
-
-at::Tensor avgPoolDivisor(const at::Tensor& self, const Window& g, bool count_include_pad,
-                          std::optional<int64_t> divisor_override) {
-  if (divisor_override) return at::full({}, static_cast<double>(*divisor_override), self.options());
-  if (unpadded(g)) return at::full({}, static_cast<double>(g.h.kernel * g.w.kernel), self.options());
-  return divisors(self, g, count_include_pad);
-}
-
 at::Tensor avgPool(const at::Tensor& self, at::IntArrayRef kernel, at::IntArrayRef stride, at::IntArrayRef padding,
                    bool ceil_mode, bool count_include_pad, std::optional<int64_t> divisor_override) {
   const at::Tensor meta = at::avg_pool2d(metaTwin(self), kernel, stride, padding, ceil_mode, count_include_pad,
@@ -216,13 +276,6 @@ at::Tensor& avgPoolBackwardOut(const at::Tensor& grad, const at::Tensor& self, a
                                             divisor_override));
 }
 
-// Adaptive average pooling whose output divides the input: an average pool with
-// kernel = stride = input / output (global pooling to 1x1 included).
-bool evenlyAdaptive(const at::Tensor& self, at::IntArrayRef output_size) {
-  return self.dim() >= 3 && output_size.size() == 2 && output_size[0] > 0 && output_size[1] > 0 &&
-         self.size(-2) % output_size[0] == 0 && self.size(-1) % output_size[1] == 0;
-}
-
 at::Tensor adaptiveAvgPool(const at::Tensor& self, at::IntArrayRef output_size) {
   const at::IntArrayRef size = output_size;
   if (!evenlyAdaptive(self, size) || !poolable(self)) {
@@ -239,22 +292,6 @@ at::Tensor adaptiveAvgPoolBackward(const at::Tensor& grad, const at::Tensor& sel
   }
   const std::vector<int64_t> kernel{self.size(-2) / size[0], self.size(-1) / size[1]};
   return avgPoolBackward(grad, self, kernel, kernel, {0, 0}, false, true, std::nullopt);
-}
-
-// Nearest upsampling reads input row floor(i * scale) for output row i (scale =
-// in/out, or 1/scale_factor when given), computed in float as PyTorch does; the
-// gather is two index_selects, the backward two index_adds.
-at::Tensor nearestIndex(int64_t input, int64_t output, std::optional<double> scale, const at::TensorOptions& options) {
-  if (output == input || output == 2 * input) {  // PyTorch's exact cases, whatever the scale
-    return at::div(at::arange(output, options.dtype(at::kLong)), output / input, "floor");
-  }
-  const float ratio = scale.has_value() && *scale > 0 ? static_cast<float>(1.0 / *scale)
-                                                      : static_cast<float>(input) / static_cast<float>(output);
-  std::vector<int64_t> index(static_cast<size_t>(output));
-  for (int64_t i = 0; i < output; ++i) {
-    index[i] = std::min(static_cast<int64_t>(std::floor(static_cast<float>(i) * ratio)), input - 1);
-  }
-  return at::tensor(index, at::TensorOptions().dtype(at::kLong)).to(options.device());
 }
 
 at::Tensor upsampleNearest(const at::Tensor& self, at::IntArrayRef output_size, std::optional<double> scales_h,
@@ -280,46 +317,6 @@ at::Tensor upsampleNearestBackward(const at::Tensor& grad, at::IntArrayRef outpu
   at::Tensor by_rows = at::zeros({in[0], in[1], in[2], grad.size(-1)}, wide.options()).index_add_(2, rows, wide);
   return at::zeros({in[0], in[1], in[2], in[3]}, wide.options()).index_add_(3, cols, by_rows).to(grad.scalar_type());
 }
-
-// Bilinear upsampling: output row i reads rows h0 = floor(src) and h1 = h0 + 1 (the
-// last row at the edge) with weights 1 - (src - h0) and src - h0, src computed as
-// PyTorch's area_pixel_compute_source_index does; columns likewise. The blend is
-// gathers (index_select) and multiply-adds; the backward, index_adds.
-struct LinearAxis {
-  at::Tensor low, high, low_weight, high_weight;  // [out] indices (int64) and weights
-};
-
-// Indices and weights in T, PyTorch's opmath type: double for float64, float otherwise.
-template <typename T>
-LinearAxis linearAxisIn(int64_t input, int64_t output, bool align_corners, std::optional<double> scale,
-                        const at::TensorOptions& options) {
-  const T ratio = align_corners ? (output > 1 ? static_cast<T>(input - 1) / static_cast<T>(output - 1) : T(0))
-                  : scale.has_value() && *scale > 0 ? static_cast<T>(1.0 / *scale)
-                                                    : static_cast<T>(input) / static_cast<T>(output);
-  std::vector<int64_t> low(static_cast<size_t>(output)), high(low.size());
-  std::vector<T> low_weight(low.size()), high_weight(low.size());
-  for (int64_t i = 0; i < output; ++i) {
-    const T source = align_corners ? ratio * static_cast<T>(i)
-                                   : std::max(ratio * (static_cast<T>(i) + T(0.5)) - T(0.5), T(0));
-    low[i] = std::min(static_cast<int64_t>(source), input - 1);
-    high[i] = std::min(low[i] + 1, input - 1);
-    high_weight[i] = std::min(std::max(source - static_cast<T>(low[i]), T(0)), T(1));
-    low_weight[i] = T(1) - high_weight[i];
-  }
-  const auto device = options.device();
-  const auto weights = options.dtype(at::isReducedFloatingType(options.dtype().toScalarType())
-                                         ? at::kFloat : options.dtype().toScalarType());
-  return {at::tensor(low, at::kLong).to(device), at::tensor(high, at::kLong).to(device),
-          at::tensor(low_weight).to(weights), at::tensor(high_weight).to(weights)};
-}
-
-LinearAxis linearAxis(int64_t input, int64_t output, bool align_corners, std::optional<double> scale,
-                      const at::TensorOptions& options) {
-  return options.dtype() == at::kDouble ? linearAxisIn<double>(input, output, align_corners, scale, options)
-                                        : linearAxisIn<float>(input, output, align_corners, scale, options);
-}
-
-bool bilinearNative(const at::Tensor& t) { return at::isFloatingType(t.scalar_type()) && t.dim() == 4; }
 
 at::Tensor upsampleBilinear(const at::Tensor& self, at::IntArrayRef output_size, bool align_corners,
                             std::optional<double> scales_h, std::optional<double> scales_w) {
@@ -357,27 +354,6 @@ at::Tensor upsampleBilinearBackward(const at::Tensor& grad, at::IntArrayRef outp
   at::Tensor out = at::zeros({input_size[0], input_size[1], input_size[2], input_size[3]}, g.options());
   out.index_add_(3, w.low, by_rows.mul(w.low_weight)).index_add_(3, w.high, by_rows.mul(w.high_weight));
   return out.to(grad.scalar_type());
-}
-
-}  // namespace
-
-TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
-  m.impl("max_pool2d_with_indices", TORCH_FN(maxPool));
-  m.impl("max_pool2d_with_indices.out", TORCH_FN(maxPoolOut));
-  m.impl("max_pool2d_with_indices_backward", TORCH_FN(maxPoolBackward));
-  m.impl("max_pool2d_with_indices_backward.grad_input", TORCH_FN(maxPoolBackwardOut));
-  m.impl("avg_pool2d", TORCH_FN(avgPool));
-  m.impl("avg_pool2d.out", TORCH_FN(avgPoolOut));
-  m.impl("avg_pool2d_backward", TORCH_FN(avgPoolBackward));
-  m.impl("avg_pool2d_backward.grad_input", TORCH_FN(avgPoolBackwardOut));
-  m.impl("_adaptive_avg_pool2d", TORCH_FN(adaptiveAvgPool));
-  m.impl("_adaptive_avg_pool2d_backward", TORCH_FN(adaptiveAvgPoolBackward));
-  m.impl("upsample_nearest2d", TORCH_FN(upsampleNearest));
-  m.impl("upsample_nearest2d.out", TORCH_FN(upsampleNearestOut));
-  m.impl("upsample_nearest2d_backward", TORCH_FN(upsampleNearestBackward));
-  m.impl("upsample_bilinear2d", TORCH_FN(upsampleBilinear));
-  m.impl("upsample_bilinear2d.out", TORCH_FN(upsampleBilinearOut));
-  m.impl("upsample_bilinear2d_backward", TORCH_FN(upsampleBilinearBackward));
 }
 
 }  // namespace pto::backend

@@ -1,13 +1,9 @@
-// Random ops on pto: each is one PTO draw (tuniform, tnormal, trandint, tbernoulli)
-// keyed by the pto generator's seed, at its offset, which the draw advances. torch.rand,
-// randn, randint, bernoulli, dropout and randperm (a sort of random keys) reach them.
-// Parameters PyTorch rejects, and dtypes PTO cannot draw, go to the CPU fallback, which
-// raises PyTorch's message (or draws there from a CPU generator the pto one seeds).
+#include "random.h"
+
 #include <ATen/ATen.h>
 #include <ATen/Operators.h>
 #include <ATen/core/DistributionsHelper.h>
 #include <ATen/native/Resize.h>
-#include <torch/library.h>
 
 #include <cmath>
 #include <limits>
@@ -47,15 +43,6 @@ void draw(isa::Opcode opcode, const at::Tensor& self, std::initializer_list<doub
   launchInstruction(opcode, self, {}, immediates);
 }
 
-at::Tensor& normalInplace(at::Tensor& self, double mean, double std, std::optional<at::Generator> generator) {
-  if (!accepts(isa::Opcode::kNormal, self.scalar_type()) || !(std >= 0) || !std::isfinite(mean) ||
-      !std::isfinite(std)) {
-    return Fallback<ATEN_OP(normal_)>::call(self, mean, std, generator);
-  }
-  draw(isa::Opcode::kNormal, self, {mean, std}, generator);
-  return self;
-}
-
 // PyTorch's bound on a uniform draw's range: the dtype's largest finite value.
 double largestFinite(at::ScalarType type) {
   switch (type) {
@@ -64,14 +51,6 @@ double largestFinite(at::ScalarType type) {
     case at::kFloat: return std::numeric_limits<float>::max();
     default: return std::numeric_limits<double>::max();
   }
-}
-
-at::Tensor& uniformInplace(at::Tensor& self, double from, double to, std::optional<at::Generator> generator) {
-  const bool sane = accepts(isa::Opcode::kUniform, self.scalar_type()) && std::isfinite(from) &&
-                    std::isfinite(to) && from <= to && to - from <= largestFinite(self.scalar_type());
-  if (!sane) return Fallback<ATEN_OP(uniform_)>::call(self, from, to, generator);
-  draw(isa::Opcode::kUniform, self, {from, to}, generator);
-  return self;
 }
 
 // The half-open range [low, high) random_ draws from, as PyTorch defines it, when
@@ -101,6 +80,29 @@ std::optional<IntegerRange> drawableRange(at::ScalarType type, __int128 low, std
   auto exact = [](__int128 value) { return static_cast<__int128>(static_cast<double>(value)) == value; };
   if (!exact(low) || !exact(end) || !accepts(isa::Opcode::kRandInt, type)) return std::nullopt;
   return IntegerRange{low, end};
+}
+
+void checkStdTensor(const at::Tensor& std) {  // a sync, as on CUDA
+  TORCH_CHECK(std.numel() == 0 || std.min().ge(0).item<bool>(), "normal expects all elements of std >= 0.0");
+}
+
+}  // namespace
+
+at::Tensor& normalInplace(at::Tensor& self, double mean, double std, std::optional<at::Generator> generator) {
+  if (!accepts(isa::Opcode::kNormal, self.scalar_type()) || !(std >= 0) || !std::isfinite(mean) ||
+      !std::isfinite(std)) {
+    return Fallback<ATEN_OP(normal_)>::call(self, mean, std, generator);
+  }
+  draw(isa::Opcode::kNormal, self, {mean, std}, generator);
+  return self;
+}
+
+at::Tensor& uniformInplace(at::Tensor& self, double from, double to, std::optional<at::Generator> generator) {
+  const bool sane = accepts(isa::Opcode::kUniform, self.scalar_type()) && std::isfinite(from) &&
+                    std::isfinite(to) && from <= to && to - from <= largestFinite(self.scalar_type());
+  if (!sane) return Fallback<ATEN_OP(uniform_)>::call(self, from, to, generator);
+  draw(isa::Opcode::kUniform, self, {from, to}, generator);
+  return self;
 }
 
 at::Tensor& randomFromTo(at::Tensor& self, int64_t from, std::optional<int64_t> to,
@@ -178,10 +180,6 @@ at::Tensor normalTensorFloat(const at::Tensor& mean, double std, std::optional<a
   return out.mul_(std).add_(mean);
 }
 
-void checkStdTensor(const at::Tensor& std) {  // a sync, as on CUDA
-  TORCH_CHECK(std.numel() == 0 || std.min().ge(0).item<bool>(), "normal expects all elements of std >= 0.0");
-}
-
 at::Tensor normalFloatTensor(double mean, const at::Tensor& std, std::optional<at::Generator> generator) {
   checkStdTensor(std);
   at::Tensor out = at::empty_like(std, at::MemoryFormat::Contiguous);
@@ -205,24 +203,6 @@ at::Tensor& randperm(int64_t n, std::optional<at::Generator> generator, at::Tens
   draw(isa::Opcode::kRandInt, keys, {0.0, 9223372036854775808.0}, generator);
   at::native::resize_output(out, {n});
   return out.copy_(at::argsort(keys, /*stable=*/true, 0, false));
-}
-
-}  // namespace
-
-TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
-  m.impl("normal_", TORCH_FN(normalInplace));
-  m.impl("uniform_", TORCH_FN(uniformInplace));
-  m.impl("random_.from", TORCH_FN(randomFromTo));
-  m.impl("random_.to", TORCH_FN(randomTo));
-  m.impl("random_", TORCH_FN(randomFull));
-  m.impl("bernoulli_.float", TORCH_FN(bernoulliScalar));
-  m.impl("bernoulli_.Tensor", TORCH_FN(bernoulliTensor));
-  m.impl("native_dropout", TORCH_FN(nativeDropout));
-  m.impl("native_dropout_backward", TORCH_FN(nativeDropoutBackward));
-  m.impl("normal.Tensor_float", TORCH_FN(normalTensorFloat));
-  m.impl("normal.float_Tensor", TORCH_FN(normalFloatTensor));
-  m.impl("normal.Tensor_Tensor", TORCH_FN(normalTensorTensor));
-  m.impl("randperm.generator_out", TORCH_FN(randperm));
 }
 
 }  // namespace pto::backend

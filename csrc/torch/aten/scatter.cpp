@@ -1,12 +1,8 @@
-// Scatter on pto: scatter, scatter_add and scatter_reduce are one tscatter /
-// tscatteradd / tscattermul / tscattermax / tscattermin (their functional and
-// in-place forms reach the out= kernels here through torch's composites, after its
-// shape checks). An index out of range fails the kernel, and the next synchronising
-// call raises, naming it.
+#include "scatter.h"
+
 #include <ATen/MemoryOverlap.h>
 #include <ATen/native/Resize.h>
 #include <ATen/Operators.h>
-#include <torch/library.h>
 
 #include <optional>
 
@@ -53,6 +49,15 @@ bool scatterInto(isa::Opcode opcode, const at::Tensor& out, const at::Tensor& se
   return true;
 }
 
+// scatter's reduce= form: "add" or "multiply".
+std::optional<isa::Opcode> scatterReduction(c10::string_view reduce) {
+  if (reduce == "add") return isa::Opcode::kScatterAdd;
+  if (reduce == "multiply") return isa::Opcode::kScatterMul;
+  return std::nullopt;
+}
+
+}  // namespace
+
 at::Tensor& scatterSrcOut(const at::Tensor& self, int64_t dim, const at::Tensor& index, const at::Tensor& src,
                           at::Tensor& out) {
   if (!scatterInto(isa::Opcode::kScatter, out, self, dim, index, src)) {
@@ -76,13 +81,6 @@ at::Tensor& scatterAddOut(const at::Tensor& self, int64_t dim, const at::Tensor&
     Fallback<ATEN_OP2(scatter_add, out)>::call(self, dim, index, src, out);
   }
   return out;
-}
-
-// scatter's reduce= form: "add" or "multiply".
-std::optional<isa::Opcode> scatterReduction(c10::string_view reduce) {
-  if (reduce == "add") return isa::Opcode::kScatterAdd;
-  if (reduce == "multiply") return isa::Opcode::kScatterMul;
-  return std::nullopt;
 }
 
 at::Tensor& scatterReduceOut(const at::Tensor& self, int64_t dim, const at::Tensor& index, const at::Tensor& src,
@@ -134,17 +132,6 @@ at::Tensor& scatterReduceTwoOut(const at::Tensor& self, int64_t dim, const at::T
     out.div_(counts.clamp_min(1));
   }
   return out;
-}
-
-}  // namespace
-
-TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
-  m.impl("scatter.src_out", TORCH_FN(scatterSrcOut));
-  m.impl("scatter.value_out", TORCH_FN(scatterValueOut));
-  m.impl("scatter_add.out", TORCH_FN(scatterAddOut));
-  m.impl("scatter.reduce_out", TORCH_FN(scatterReduceOut));
-  m.impl("scatter.value_reduce_out", TORCH_FN(scatterValueReduceOut));
-  m.impl("scatter_reduce.two_out", TORCH_FN(scatterReduceTwoOut));
 }
 
 }  // namespace pto::backend

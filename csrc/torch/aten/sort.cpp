@@ -1,16 +1,9 @@
-// Sorting and scans on pto: sort (stable or not; argsort and msort come through
-// it) is one targsort for the indices and one tgather of the values with them;
-// topk is one ttopk and one tgather; cumsum and cumprod are one tcumsum / tcumprod,
-// after a tcvt when the result's dtype is not the input's (integers and bools sum
-// in int64, as in PyTorch). Only the out= forms are registered: PyTorch's
-// structured composites (sort.stable, topk, cumsum, cumsum_ ...) check their
-// arguments, allocate the results and call them. kthvalue, median and nanmedian
-// pick from one stable sort.
+#include "sort.h"
+
 #include <ATen/MemoryOverlap.h>
 #include <ATen/WrapDimUtils.h>
 #include <ATen/native/Resize.h>
 #include <ATen/Operators.h>
-#include <torch/library.h>
 
 #include <vector>
 
@@ -46,46 +39,6 @@ void selectInto(isa::Opcode opcode, const at::Tensor& self, int64_t axis, bool f
   launchInstruction(isa::Opcode::kGather, picked, {self, positions}, {static_cast<double>(axis), 0.0});
   if (!positions.is_same(indices)) indices.copy_(positions);
   if (!picked.is_same(values)) values.copy_(picked);
-}
-
-// Always stable: an unstable sort may order equal values any way, and this is one.
-std::tuple<at::Tensor&, at::Tensor&> sortOut(const at::Tensor& self, std::optional<bool> stable, int64_t dim,
-                                              bool descending, at::Tensor& values, at::Tensor& indices) {
-  if (!selectsNatively(isa::Opcode::kArgsort, self, values, indices)) {
-    return Fallback<ATEN_OP2(sort, values_stable)>::call(self, stable, dim, descending, values, indices);
-  }
-  const int64_t axis = at::maybe_wrap_dim(dim, self.dim());
-  at::native::resize_output(values, self.sizes());
-  at::native::resize_output(indices, self.sizes());
-  // aten's sort copies self into values (copy_'s checks), then sorts both outputs in place.
-  at::assert_no_internal_overlap(values);
-  at::assert_no_partial_overlap(values, self);
-  at::assert_no_internal_overlap(indices);
-  selectInto(isa::Opcode::kArgsort, self, axis, descending, values, indices);
-  return {values, indices};
-}
-
-// Always sorted: with sorted=False PyTorch promises no order, so this one will do.
-std::tuple<at::Tensor&, at::Tensor&> topkOut(const at::Tensor& self, c10::SymInt k, int64_t dim, bool largest,
-                                              bool sorted, at::Tensor& values, at::Tensor& indices) {
-  const int64_t axis = at::maybe_wrap_dim(dim, self.dim());
-  const int64_t count = k.expect_int();
-  if (!selectsNatively(isa::Opcode::kTopk, self, values, indices) || count < 0 ||
-      count > (self.dim() > 0 ? self.size(axis) : 1)) {
-    return at::native::call_fallback_fn_symint<&cpuFallback, ATEN_OP2(topk, values)>::call(
-        self, k, dim, largest, sorted, values, indices);
-  }
-  std::vector<int64_t> shape = self.sizes().vec();
-  if (!shape.empty()) shape[axis] = count;
-  at::native::resize_output(values, shape);
-  at::native::resize_output(indices, shape);
-  // aten's topk iterator checks: two outputs, self read.
-  for (const at::Tensor& out : {values, indices}) {
-    at::assert_no_internal_overlap(out);
-    at::assert_no_partial_overlap(out, self);
-  }
-  selectInto(isa::Opcode::kTopk, self, axis, largest, values, indices);
-  return {values, indices};
 }
 
 // The scan of self, converted to out's dtype, into out; out may be self (in place).
@@ -141,17 +94,6 @@ at::Tensor positionTensor(const at::Tensor& self, int64_t axis, int64_t position
 
 bool sortable(const at::Tensor& self) { return accepts(isa::Opcode::kArgsort, self.scalar_type()) && self.numel() > 0; }
 
-// kthvalue: the k-th smallest along dim, NaN counted largest.
-std::tuple<at::Tensor&, at::Tensor&> kthvalueOut(const at::Tensor& self, int64_t k, int64_t dim, bool keepdim,
-                                                 at::Tensor& values, at::Tensor& indices) {
-  const int64_t axis = at::maybe_wrap_dim(dim, std::max<int64_t>(self.dim(), 1));
-  const int64_t extent = self.dim() == 0 ? 1 : self.size(axis);
-  if (!sortable(self) || k < 1 || k > extent) {
-    return Fallback<ATEN_OP2(kthvalue, values)>::call(self, k, dim, keepdim, values, indices);
-  }
-  return pickFromSorted(self, axis, keepdim, positionTensor(self, axis, k - 1), values, indices);
-}
-
 // The lower median along dim; a line holding NaN gives its first NaN (median) or
 // the median of the rest (nanmedian), as PyTorch does.
 std::tuple<at::Tensor&, at::Tensor&> medianAlong(const at::Tensor& self, int64_t dim, bool keepdim, bool skip_nan,
@@ -186,16 +128,76 @@ at::Tensor medianAll(const at::Tensor& self) {
 
 }  // namespace
 
-TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
-  m.impl("sort.values_stable", TORCH_FN(sortOut));
-  m.impl("topk.values", TORCH_FN(topkOut));
-  m.impl("cumsum.out", TORCH_FN((scanOut<isa::Opcode::kCumsum, ATEN_OP2(cumsum, out)>)));
-  m.impl("cumprod.out", TORCH_FN((scanOut<isa::Opcode::kCumprod, ATEN_OP2(cumprod, out)>)));
-  m.impl("kthvalue.values", TORCH_FN(kthvalueOut));
-  m.impl("median.dim_values", TORCH_FN((medianOut<false, ATEN_OP2(median, dim_values)>)));
-  m.impl("nanmedian.dim_values", TORCH_FN((medianOut<true, ATEN_OP2(nanmedian, dim_values)>)));
-  m.impl("median", TORCH_FN((medianAll<false, ATEN_OP(median)>)));
-  m.impl("nanmedian", TORCH_FN((medianAll<true, ATEN_OP(nanmedian)>)));
+at::Tensor& cumsumOut(const at::Tensor& self, int64_t dim, std::optional<at::ScalarType> dtype, at::Tensor& out) {
+  return scanOut<isa::Opcode::kCumsum, ATEN_OP2(cumsum, out)>(self, dim, dtype, out);
+}
+
+at::Tensor& cumprodOut(const at::Tensor& self, int64_t dim, std::optional<at::ScalarType> dtype, at::Tensor& out) {
+  return scanOut<isa::Opcode::kCumprod, ATEN_OP2(cumprod, out)>(self, dim, dtype, out);
+}
+
+std::tuple<at::Tensor&, at::Tensor&> medianDimOut(const at::Tensor& self, int64_t dim, bool keepdim,
+                                                  at::Tensor& values, at::Tensor& indices) {
+  return medianOut<false, ATEN_OP2(median, dim_values)>(self, dim, keepdim, values, indices);
+}
+
+std::tuple<at::Tensor&, at::Tensor&> nanmedianDimOut(const at::Tensor& self, int64_t dim, bool keepdim,
+                                                     at::Tensor& values, at::Tensor& indices) {
+  return medianOut<true, ATEN_OP2(nanmedian, dim_values)>(self, dim, keepdim, values, indices);
+}
+
+at::Tensor median(const at::Tensor& self) { return medianAll<false, ATEN_OP(median)>(self); }
+at::Tensor nanmedian(const at::Tensor& self) { return medianAll<true, ATEN_OP(nanmedian)>(self); }
+
+// Always stable: an unstable sort may order equal values any way, and this is one.
+std::tuple<at::Tensor&, at::Tensor&> sortOut(const at::Tensor& self, std::optional<bool> stable, int64_t dim,
+                                              bool descending, at::Tensor& values, at::Tensor& indices) {
+  if (!selectsNatively(isa::Opcode::kArgsort, self, values, indices)) {
+    return Fallback<ATEN_OP2(sort, values_stable)>::call(self, stable, dim, descending, values, indices);
+  }
+  const int64_t axis = at::maybe_wrap_dim(dim, self.dim());
+  at::native::resize_output(values, self.sizes());
+  at::native::resize_output(indices, self.sizes());
+  // aten's sort copies self into values (copy_'s checks), then sorts both outputs in place.
+  at::assert_no_internal_overlap(values);
+  at::assert_no_partial_overlap(values, self);
+  at::assert_no_internal_overlap(indices);
+  selectInto(isa::Opcode::kArgsort, self, axis, descending, values, indices);
+  return {values, indices};
+}
+
+// Always sorted: with sorted=False PyTorch promises no order, so this one will do.
+std::tuple<at::Tensor&, at::Tensor&> topkOut(const at::Tensor& self, c10::SymInt k, int64_t dim, bool largest,
+                                              bool sorted, at::Tensor& values, at::Tensor& indices) {
+  const int64_t axis = at::maybe_wrap_dim(dim, self.dim());
+  const int64_t count = k.expect_int();
+  if (!selectsNatively(isa::Opcode::kTopk, self, values, indices) || count < 0 ||
+      count > (self.dim() > 0 ? self.size(axis) : 1)) {
+    return at::native::call_fallback_fn_symint<&cpuFallback, ATEN_OP2(topk, values)>::call(
+        self, k, dim, largest, sorted, values, indices);
+  }
+  std::vector<int64_t> shape = self.sizes().vec();
+  if (!shape.empty()) shape[axis] = count;
+  at::native::resize_output(values, shape);
+  at::native::resize_output(indices, shape);
+  // aten's topk iterator checks: two outputs, self read.
+  for (const at::Tensor& out : {values, indices}) {
+    at::assert_no_internal_overlap(out);
+    at::assert_no_partial_overlap(out, self);
+  }
+  selectInto(isa::Opcode::kTopk, self, axis, largest, values, indices);
+  return {values, indices};
+}
+
+// kthvalue: the k-th smallest along dim, NaN counted largest.
+std::tuple<at::Tensor&, at::Tensor&> kthvalueOut(const at::Tensor& self, int64_t k, int64_t dim, bool keepdim,
+                                                 at::Tensor& values, at::Tensor& indices) {
+  const int64_t axis = at::maybe_wrap_dim(dim, std::max<int64_t>(self.dim(), 1));
+  const int64_t extent = self.dim() == 0 ? 1 : self.size(axis);
+  if (!sortable(self) || k < 1 || k > extent) {
+    return Fallback<ATEN_OP2(kthvalue, values)>::call(self, k, dim, keepdim, values, indices);
+  }
+  return pickFromSorted(self, axis, keepdim, positionTensor(self, axis, k - 1), values, indices);
 }
 
 }  // namespace pto::backend

@@ -1,10 +1,6 @@
-// Which aten ops pto implements natively, and the global CPU fallback for the
-// rest. Kernel bodies live in the files named after their concern.
+// Registers tensor_factories.h's kernels for the aten ops they implement on pto.
 #include <torch/library.h>
 
-#include "convolution.h"
-#include "copy.h"
-#include "fallback.h"
 #include "tensor_factories.h"
 
 namespace pto::backend {
@@ -21,29 +17,6 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("set_.source_Storage", TORCH_FN(setStorage));
   m.impl("set_.source_Storage_storage_offset", TORCH_FN(setStorageOffset));
   m.impl("record_stream", TORCH_FN(recordStream));
-  m.impl("_copy_from", TORCH_FN(copyFrom));
-  m.impl("_copy_from_and_resize", TORCH_FN(copyFromAndResize));
-  m.impl("_local_scalar_dense", TORCH_FN(localScalarDense));
-  m.impl("convolution_overrideable", TORCH_FN(convolutionOverrideable));
-  m.impl("convolution_backward_overrideable", TORCH_FN(convolutionBackwardOverrideable));
-}
-
-// _copy_from resolves the conjugate and negative bits itself (copy.cpp), as CPU's
-// and CUDA's copy_ do. The math-bit fallbacks would resolve them with a clone, and a
-// clone is a copy_ that comes back to _copy_from, for ever. Only backends outside
-// aten's own copy_ (pto here) call _copy_from.
-TORCH_LIBRARY_IMPL(aten, Conjugate, m) {
-  m.impl("_copy_from", torch::CppFunction::makeFallthrough());
-  m.impl("_copy_from_and_resize", torch::CppFunction::makeFallthrough());
-}
-
-TORCH_LIBRARY_IMPL(aten, Negative, m) {
-  m.impl("_copy_from", torch::CppFunction::makeFallthrough());
-  m.impl("_copy_from_and_resize", torch::CppFunction::makeFallthrough());
-}
-
-TORCH_LIBRARY_IMPL(_, PrivateUse1, m) {
-  m.fallback(torch::CppFunction::makeFromBoxedFunction<&cpuFallback>());
 }
 
 }  // namespace pto::backend

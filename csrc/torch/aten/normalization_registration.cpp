@@ -1,0 +1,19 @@
+// Registers normalization.h's kernels for the aten ops they implement on pto.
+#include <torch/library.h>
+
+#include "normalization.h"
+
+namespace pto::backend {
+
+TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
+  m.impl("native_batch_norm", TORCH_FN(batchNorm));
+  m.impl("native_batch_norm_backward", TORCH_FN(batchNormBackward));
+  m.impl("var.correction", TORCH_FN(var));
+  m.impl("var.correction_out", TORCH_FN(varOut));
+  m.impl("std.correction", TORCH_FN(stddev));
+  m.impl("std.correction_out", TORCH_FN(stddevOut));
+  m.impl("native_layer_norm", TORCH_FN(layerNorm));
+  m.impl("native_layer_norm_backward", TORCH_FN(layerNormBackward));
+}
+
+}  // namespace pto::backend
