@@ -7,13 +7,17 @@
 #include <c10/core/DeviceGuard.h>
 
 #include <map>
+#include <string>
+#include <utility>
 #include <vector>
 
 #include "isa/instructions.h"
 #include "runtime/pto_runtime.h"
+#include "torch/aten/aten_instructions.h"
 #include "torch/aten/fallback.h"
 #include "torch/graph_program.h"
 #include "torch/device.h"
+#include "torch/dtype_map.h"
 #include "torch/generator.h"
 #include "torch/pto_check.h"
 
@@ -68,6 +72,29 @@ py::list isaTable() {
   return rows;
 }
 
+// The aten -> PTO table as Python data, for the compiler's lowering.
+py::list atenInstructions() {
+  py::list rows;
+  for (const AtenInstruction& entry : kAtenInstructions) {
+    py::dict row;
+    row["op"] = std::string(entry.op);
+    row["form"] = std::string(entry.form);
+    row["argument"] = std::string(entry.argument);
+    row["value"] = std::string(entry.value);
+    row["mnemonic"] = std::string(pto::isa::info(entry.opcode).name);
+    row["promotion"] = std::string(promotionName(entry.promotion));
+    rows.append(row);
+  }
+  return rows;
+}
+
+// The torch <-> PTO dtype map as (torch dtype, PTO dtype name) pairs, for the compiler.
+std::vector<std::pair<at::ScalarType, std::string>> dtypeMapPairs() {
+  std::vector<std::pair<at::ScalarType, std::string>> pairs;
+  for (const DTypePair& pair : dtypeMap()) pairs.emplace_back(pair.torch, pto::isa::dtypeName(pair.pto));
+  return pairs;
+}
+
 }  // namespace
 
 PYBIND11_MODULE(_C, m) {
@@ -107,6 +134,8 @@ PYBIND11_MODULE(_C, m) {
   m.def("_fallback_counts", [] { return fallbackCounts(); });
   m.def("_fallback_mode", [] { return std::string(fallbackModeName(fallbackMode())); });
   m.def("_isa_table", &isaTable);
+  m.def("_aten_instructions", &atenInstructions);
+  m.def("_dtype_map", &dtypeMapPairs);
   m.def("_set_fallback_mode", [](const std::string& mode) { setFallbackMode(parseFallbackMode(mode)); });
 
   m.def("_profiler_start", [] { PTO_CHECK(ptoProfilerStart()); });

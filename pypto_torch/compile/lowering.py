@@ -202,41 +202,39 @@ def _elementwise(mnemonic: str, compute_from_output: bool = True):
     return lower
 
 
-_UNARY = {
-    aten.abs.default: "tabs", aten.neg.default: "tneg", aten.sign.default: "tsign", aten.relu.default: "trelu",
-    aten.exp.default: "texp", aten.exp2.default: "texp2", aten.expm1.default: "texpm1", aten.log.default: "tlog",
-    aten.log2.default: "tlog2", aten.log1p.default: "tlog1p", aten.sqrt.default: "tsqrt", aten.rsqrt.default: "trsqrt",
-    aten.reciprocal.default: "trecip", aten.sin.default: "tsin", aten.cos.default: "tcos", aten.tan.default: "ttan",
-    aten.tanh.default: "ttanh", aten.sigmoid.default: "tsigmoid", aten.silu.default: "tsilu", aten.erf.default: "terf",
-    aten.floor.default: "tfloor", aten.ceil.default: "tceil", aten.round.default: "tround",
-    aten.trunc.default: "ttrunc", aten.bitwise_not.default: "tnot",
-}
-for _op, _mnemonic in _UNARY.items():
-    LOWERINGS[_op] = _elementwise(_mnemonic)
+# -- elementwise ops: the aten -> PTO table ------------------------------------------------
+# The eager kernels register the same rows (csrc/torch/aten/aten_instructions.def):
+# each row is an aten op, the instruction it runs as, its promotion and its form.
+ATEN_INSTRUCTIONS = _C._aten_instructions()
+_MNEMONICS = {(row["op"], row["argument"], row["value"]): row["mnemonic"] for row in ATEN_INSTRUCTIONS}
 
-_BINARY = {
-    aten.mul.Tensor: "tmul", aten.mul.Scalar: "tmul", aten.div.Tensor: "tdiv", aten.div.Scalar: "tdiv",
-    aten.maximum.default: "tmax", aten.minimum.default: "tmin", aten.pow.Tensor_Tensor: "tpow",
-    aten.bitwise_and.Tensor: "tand", aten.bitwise_or.Tensor: "tor", aten.bitwise_xor.Tensor: "txor",
-    aten.logical_and.default: "tand", aten.logical_or.default: "tor", aten.atan2.default: "tatan2",
-    aten.fmod.Tensor: "tfmod", aten.fmod.Scalar: "tfmod", aten.remainder.Tensor: "trem",
-    aten.remainder.Scalar: "trem",
-}
-for _op, _mnemonic in _BINARY.items():
-    LOWERINGS[_op] = _elementwise(_mnemonic)
 
-_COMPARE = {
-    aten.eq.Tensor: "tcmpeq", aten.eq.Scalar: "tcmpeq", aten.ne.Tensor: "tcmpne", aten.ne.Scalar: "tcmpne",
-    aten.lt.Tensor: "tcmplt", aten.lt.Scalar: "tcmplt", aten.le.Tensor: "tcmple", aten.le.Scalar: "tcmple",
-    aten.gt.Tensor: "tcmpgt", aten.gt.Scalar: "tcmpgt", aten.ge.Tensor: "tcmpge", aten.ge.Scalar: "tcmpge",
+def instruction(op: str, **variant) -> str:
+    """The mnemonic aten `op` runs as, eager and compiled; `variant` names a variant row
+    by its argument's value: instruction("gelu", approximate="tanh")."""
+    argument, value = next(iter(variant.items()), ("", ""))
+    return _MNEMONICS[(op, argument, value)]
+
+
+# The overloads each form lowers as its row's one instruction (a .Scalar overload is its
+# .Tensor one with a wrapped number, as aten computes it). Rows of the other forms
+# (BinaryAlpha, Custom) have lowerings of their own, below.
+_LOWERED_OVERLOADS = {
+    "Unary": ("default",), "UnaryNoOut": ("default",), "Binary": ("Tensor", "Scalar"),
+    "BinaryTensorOut": ("Tensor", "Scalar"), "BinaryDefault": ("default",), "Compare": ("Tensor", "Scalar"),
+    "Gradient": ("default",),
 }
-for _op, _mnemonic in _COMPARE.items():
-    LOWERINGS[_op] = _elementwise(_mnemonic, compute_from_output=False)
+for _row in ATEN_INSTRUCTIONS:
+    _packet = getattr(aten, _row["op"])
+    for _overload in _LOWERED_OVERLOADS.get(_row["form"], ()):
+        if _overload in _packet.overloads():
+            LOWERINGS[getattr(_packet, _overload)] = _elementwise(
+                _row["mnemonic"], compute_from_output=_row["promotion"] != "compare")
 
 
 @register(aten.add.Tensor, aten.add.Scalar, aten.sub.Tensor, aten.sub.Scalar)
 def _add_sub(lw: Lowerer, a, b, alpha=1):
-    mnemonic = "tadd" if lw.op in (aten.add.Tensor, aten.add.Scalar) else "tsub"
+    mnemonic = instruction("add") if lw.op in (aten.add.Tensor, aten.add.Scalar) else instruction("sub")
     if lw.meta.dtype == torch.bool:
         raise Unsupported("boolean add")
     dtype = lw.meta.dtype
@@ -247,8 +245,17 @@ def _add_sub(lw: Lowerer, a, b, alpha=1):
 @register(aten.rsub.Tensor, aten.rsub.Scalar)
 def _rsub(lw: Lowerer, a, b, alpha=1):
     dtype = lw.meta.dtype
-    return lw.emit("tsub", lw.new_result(), lw.operand(b, dtype, lw.meta.shape), lw.operand(a, dtype, lw.meta.shape),
-                   alpha=alpha)
+    return lw.emit(instruction("sub"), lw.new_result(), lw.operand(b, dtype, lw.meta.shape),
+                   lw.operand(a, dtype, lw.meta.shape), alpha=alpha)
+
+
+@register(aten.div.Tensor_mode)
+def _div_mode(lw: Lowerer, a, b, rounding_mode=None):
+    mnemonic = instruction("div", rounding_mode=rounding_mode) if rounding_mode else instruction("div")
+    return _elementwise(mnemonic)(lw, a, b)
+
+
+LOWERINGS[aten.pow.Tensor_Tensor] = _elementwise(instruction("pow"))
 
 
 @register(aten.pow.Tensor_Scalar)
@@ -256,29 +263,36 @@ def _pow_scalar(lw: Lowerer, a, exponent):
     dtype, shape = lw.meta.dtype, lw.meta.shape
     x = lw.operand(a, dtype, shape)
     if exponent == 2:
-        return lw.emit("tmul", lw.new_result(), x, x)
+        return lw.emit(instruction("mul"), lw.new_result(), x, x)
     if exponent == 3:  # gelu's tanh form (GPT-2) cubes: two products, not a pow
-        return lw.emit("tmul", lw.new_result(), lw.emit("tmul", lw.new(dtype, shape), x, x), x)
+        square = lw.emit(instruction("mul"), lw.new(dtype, shape), x, x)
+        return lw.emit(instruction("mul"), lw.new_result(), square, x)
     if exponent == 1:
         return lw.emit("tmov", lw.new_result(), x)
     if exponent == 0.5:
-        return lw.emit("tsqrt", lw.new_result(), x)
+        return lw.emit(instruction("sqrt"), lw.new_result(), x)
     if exponent == -1:
-        return lw.emit("trecip", lw.new_result(), x)
-    return lw.emit("tpow", lw.new_result(), x, lw.operand(exponent, dtype, shape))
+        return lw.emit(instruction("reciprocal"), lw.new_result(), x)
+    return lw.emit(instruction("pow"), lw.new_result(), x, lw.operand(exponent, dtype, shape))
+
+
+# The logical ops are the bitwise ones on truth values: their bool result casts the
+# operands to bool first, as the eager composites compute them.
+LOWERINGS[aten.logical_and.default] = _elementwise(instruction("bitwise_and"))
+LOWERINGS[aten.logical_or.default] = _elementwise(instruction("bitwise_or"))
 
 
 @register(aten.logical_not.default)
 def _logical_not(lw: Lowerer, a):
     zero = lw.operand(0, a.dtype, a.shape)
-    return lw.emit("tcmpeq", lw.new_result(), a, zero)
+    return lw.emit(instruction("eq"), lw.new_result(), a, zero)
 
 
 @register(aten.where.self, aten.where.ScalarOther, aten.where.ScalarSelf, aten.where.Scalar)
 def _where(lw: Lowerer, condition, a, b):
     dtype, shape = lw.meta.dtype, lw.meta.shape
-    return lw.emit("tsel", lw.new_result(), lw.operand(condition, torch.bool, shape), lw.operand(a, dtype, shape),
-                   lw.operand(b, dtype, shape))
+    return lw.emit(instruction("where"), lw.new_result(), lw.operand(condition, torch.bool, shape),
+                   lw.operand(a, dtype, shape), lw.operand(b, dtype, shape))
 
 
 @register(aten.clamp.default, aten.clamp.Tensor)
@@ -286,43 +300,39 @@ def _clamp(lw: Lowerer, x, low=None, high=None):
     dtype, shape = lw.meta.dtype, lw.meta.shape
     out = lw.operand(x, dtype, shape)
     if low is not None:
-        out = lw.emit("tmax", lw.new_result() if high is None else lw.new(dtype, shape), out,
+        out = lw.emit(instruction("maximum"), lw.new_result() if high is None else lw.new(dtype, shape), out,
                       lw.operand(low, dtype, shape))
     if high is not None:
-        out = lw.emit("tmin", lw.new_result(), out, lw.operand(high, dtype, shape))
+        out = lw.emit(instruction("minimum"), lw.new_result(), out, lw.operand(high, dtype, shape))
     return out if (low is not None or high is not None) else lw.emit("tmov", lw.new_result(), out)
 
 
 @register(aten.masked_fill.Scalar, aten.masked_fill.Tensor)
 def _masked_fill(lw: Lowerer, x, mask, value):
     dtype, shape = lw.meta.dtype, lw.meta.shape
-    return lw.emit("tsel", lw.new_result(), lw.operand(mask, torch.bool, shape), lw.operand(value, dtype, shape),
-                   lw.operand(x, dtype, shape))
+    return lw.emit(instruction("where"), lw.new_result(), lw.operand(mask, torch.bool, shape),
+                   lw.operand(value, dtype, shape), lw.operand(x, dtype, shape))
 
 
 @register(aten.gelu.default)
 def _gelu(lw: Lowerer, x, approximate="none"):
-    return lw.emit("tgelut" if approximate == "tanh" else "tgelu", lw.new_result(), x)
+    mnemonic = instruction("gelu", approximate="tanh") if approximate == "tanh" else instruction("gelu")
+    return lw.emit(mnemonic, lw.new_result(), x)
 
 
 @register(aten.gelu_backward.default)
 def _gelu_backward(lw: Lowerer, grad, x, approximate="none"):
-    return lw.emit("tgelutgrad" if approximate == "tanh" else "tgelugrad", lw.new_result(), expand(grad, x.shape), x)
+    tanh = approximate == "tanh"
+    mnemonic = instruction("gelu_backward", approximate="tanh") if tanh else instruction("gelu_backward")
+    return lw.emit(mnemonic, lw.new_result(), expand(grad, x.shape), x)
 
 
-def _activation_grad(mnemonic: str, *immediates: str):
-    """grad * f'(x): `immediates` names the op's arguments after (grad, x), which become
-    the instruction's immediates of those names."""
-    def lower(lw: Lowerer, grad, x, *values):
-        shape = lw.meta.shape
-        return lw.emit(mnemonic, lw.new_result(), expand(grad, shape), expand(x, shape), **dict(zip(immediates, values)))
-    return lower
-
-
-LOWERINGS[aten.threshold_backward.default] = _activation_grad("trelugrad", "threshold")
-LOWERINGS[aten.silu_backward.default] = _activation_grad("tsilugrad")
-LOWERINGS[aten.sigmoid_backward.default] = _activation_grad("tsigmoidgrad")
-LOWERINGS[aten.tanh_backward.default] = _activation_grad("ttanhgrad")
+@register(aten.threshold_backward.default)
+def _threshold_backward(lw: Lowerer, grad, x, threshold):
+    """grad where x > threshold, else 0: the threshold is the instruction's immediate."""
+    shape = lw.meta.shape
+    return lw.emit(instruction("threshold_backward"), lw.new_result(), expand(grad, shape), expand(x, shape),
+                   threshold=threshold)
 
 
 # -- moves, copies, fills ------------------------------------------------------------------
@@ -495,8 +505,8 @@ def _var_mean(lw: Lowerer, x, dims=None, correction=None, keepdim=False):
     count = math.prod(x.shape[d] for d in dims)
     correction = 1 if correction is None else correction
     mean = reduce(lw, "tsum", x, dims, True, x.dtype, scale=1.0 / max(count, 1))
-    centred = lw.emit("tsub", lw.new(x.dtype, x.shape), x, expand(mean, x.shape), alpha=1)
-    square = lw.emit("tmul", lw.new(x.dtype, x.shape), centred, centred)
+    centred = lw.emit(instruction("sub"), lw.new(x.dtype, x.shape), x, expand(mean, x.shape), alpha=1)
+    square = lw.emit(instruction("mul"), lw.new(x.dtype, x.shape), centred, centred)
     var = reduce(lw, "tsum", square, dims, keepdim, x.dtype, scale=1.0 / max(count - correction, 0) if count > correction else math.inf)
     if lw.op == aten.var.correction:
         return var
@@ -545,16 +555,17 @@ def _layer_norm(lw: Lowerer, x, normalized_shape, weight, bias, eps):
     xc = lw.cast(x, compute)
     count = math.prod(normalized_shape)
     mean = reduce(lw, "tsum", xc, dims, True, compute, scale=1.0 / max(count, 1))
-    centred = lw.emit("tsub", lw.new(compute, x.shape), xc, expand(mean, x.shape), alpha=1)
-    square = lw.emit("tmul", lw.new(compute, x.shape), centred, centred)
+    centred = lw.emit(instruction("sub"), lw.new(compute, x.shape), xc, expand(mean, x.shape), alpha=1)
+    square = lw.emit(instruction("mul"), lw.new(compute, x.shape), centred, centred)
     var = reduce(lw, "tsum", square, dims, True, compute, scale=1.0 / max(count, 1))
-    shifted = lw.emit("tadd", lw.new(compute, var.shape), var, lw.operand(eps, compute, var.shape), alpha=1)
-    rstd = lw.emit("trsqrt", lw.new(compute, var.shape), shifted)
-    out = lw.emit("tmul", lw.new(compute, x.shape), centred, expand(rstd, x.shape))
+    shifted = lw.emit(instruction("add"), lw.new(compute, var.shape), var, lw.operand(eps, compute, var.shape),
+                      alpha=1)
+    rstd = lw.emit(instruction("rsqrt"), lw.new(compute, var.shape), shifted)
+    out = lw.emit(instruction("mul"), lw.new(compute, x.shape), centred, expand(rstd, x.shape))
     if weight is not None:
-        out = lw.emit("tmul", lw.new(compute, x.shape), out, lw.operand(weight, compute, x.shape))
+        out = lw.emit(instruction("mul"), lw.new(compute, x.shape), out, lw.operand(weight, compute, x.shape))
     if bias is not None:
-        out = lw.emit("tadd", lw.new(compute, x.shape), out, lw.operand(bias, compute, x.shape), alpha=1)
+        out = lw.emit(instruction("add"), lw.new(compute, x.shape), out, lw.operand(bias, compute, x.shape), alpha=1)
     return lw.cast(out, x.dtype), mean, rstd
 
 
@@ -600,15 +611,15 @@ def _attention(lw: Lowerer, q, k, v, dropout_p=0.0, is_causal=False, attn_mask=N
     if is_causal:
         ones = lw.emit("texpands", lw.new(torch.bool, scores_shape[-2:]), value=1)
         keep = lw.emit("ttril", lw.new(torch.bool, scores_shape[-2:]), ones, diagonal=0)
-        scores = lw.emit("tsel", lw.new(compute, scores_shape), expand(keep, scores_shape), scores,
+        scores = lw.emit(instruction("where"), lw.new(compute, scores_shape), expand(keep, scores_shape), scores,
                          lw.operand(-math.inf, compute, scores_shape))
     if attn_mask is not None:
         if attn_mask.dtype == torch.bool:
-            scores = lw.emit("tsel", lw.new(compute, scores_shape), expand(attn_mask, scores_shape), scores,
-                             lw.operand(-math.inf, compute, scores_shape))
+            scores = lw.emit(instruction("where"), lw.new(compute, scores_shape), expand(attn_mask, scores_shape),
+                             scores, lw.operand(-math.inf, compute, scores_shape))
         else:
-            scores = lw.emit("tadd", lw.new(compute, scores_shape), scores, lw.operand(attn_mask, compute, scores_shape),
-                             alpha=1)
+            scores = lw.emit(instruction("add"), lw.new(compute, scores_shape), scores,
+                             lw.operand(attn_mask, compute, scores_shape), alpha=1)
     weights = lw.emit("tsoftmax", lw.new(compute, scores_shape), scores)
     out = lw.like_meta(out_meta)
     product = matmul(lw, lw.cast(weights, q.dtype), v, q.dtype)
@@ -617,10 +628,12 @@ def _attention(lw: Lowerer, q, k, v, dropout_p=0.0, is_causal=False, attn_mask=N
     # log(sum(exp(score - max))): a masked column's -inf takes no part (a score minus its
     # log-softmax would be -inf - -inf where a sliding window masks that column).
     row_max = reduce(lw, "tamax", scores, [-1], True, compute)
-    shifted = lw.emit("tsub", lw.new(compute, scores_shape), scores, expand(row_max, scores_shape), alpha=1)
-    total = reduce(lw, "tsum", lw.emit("texp", lw.new(compute, scores_shape), shifted), [-1], True, compute, scale=1)
+    shifted = lw.emit(instruction("sub"), lw.new(compute, scores_shape), scores, expand(row_max, scores_shape), alpha=1)
+    total = reduce(lw, "tsum", lw.emit(instruction("exp"), lw.new(compute, scores_shape), shifted), [-1], True, compute,
+                   scale=1)
     lse = lw.like_meta(lse_meta)
-    lw.emit("tadd", unsqueeze(lse, -1), lw.emit("tlog", lw.new(compute, total.shape), total), row_max, alpha=1)
+    log_total = lw.emit(instruction("log"), lw.new(compute, total.shape), total)
+    lw.emit(instruction("add"), unsqueeze(lse, -1), log_total, row_max, alpha=1)
     return out, lse
 
 

@@ -16,10 +16,8 @@ import torch
 
 from pypto_torch import _C
 
-PTO_DTYPE_NAMES = {
-    torch.bool: "bool", torch.uint8: "u8", torch.int8: "i8", torch.int16: "i16", torch.int32: "i32",
-    torch.int64: "i64", torch.float16: "f16", torch.bfloat16: "bf16", torch.float32: "f32", torch.float64: "f64",
-}
+# torch dtype -> PTO dtype name: the torch glue's one map (csrc/torch/dtype_map.cpp).
+PTO_DTYPE_NAMES = dict(_C._dtype_map())
 
 
 class Unsupported(Exception):

@@ -254,8 +254,6 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> convolutionBackwardOverrideable(
   return {grad_input, grad_weight, grad_bias};
 }
 
-namespace {
-
 // torch.nn.functional.unfold: the windows of a batch of images as columns
 // [N, C*kh*kw, L], one tmov from the strided view of the padded input.
 at::Tensor im2col(const at::Tensor& self, at::IntArrayRef kernel, at::IntArrayRef dilation, at::IntArrayRef padding,
@@ -280,13 +278,6 @@ at::Tensor col2im(const at::Tensor& self, at::IntArrayRef output_size, at::IntAr
   const at::Tensor windows = self.reshape({g.batch, g.channels, g.kernel[0], g.kernel[1], g.output[0], g.output[1]});
   const at::Tensor sum = addWindows(windows, g, output_size);
   return batched ? sum : sum.squeeze(0);
-}
-
-}  // namespace
-
-TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
-  m.impl("im2col", TORCH_FN(im2col));
-  m.impl("col2im", TORCH_FN(col2im));
 }
 
 }  // namespace pto::backend

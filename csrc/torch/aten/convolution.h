@@ -22,4 +22,13 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> convolutionBackwardOverrideable(
     c10::IntArrayRef stride, c10::IntArrayRef padding, c10::IntArrayRef dilation, bool transposed,
     c10::IntArrayRef output_padding, int64_t groups, std::array<bool, 3> output_mask);
 
+// torch.nn.functional.unfold: the windows of a batch of images as columns
+// [N, C*kh*kw, L], one tmov from the strided view of the padded input.
+at::Tensor im2col(const at::Tensor& self, at::IntArrayRef kernel, at::IntArrayRef dilation, at::IntArrayRef padding,
+                  at::IntArrayRef stride);
+
+// torch.nn.functional.fold: columns [N, C*kh*kw, L] summed back into images.
+at::Tensor col2im(const at::Tensor& self, at::IntArrayRef output_size, at::IntArrayRef kernel,
+                  at::IntArrayRef dilation, at::IntArrayRef padding, at::IntArrayRef stride);
+
 }  // namespace pto::backend

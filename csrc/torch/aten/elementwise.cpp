@@ -2,8 +2,10 @@
 
 #include <ATen/ExpandUtils.h>
 #include <ATen/MemoryOverlap.h>
+#include <ATen/Operators.h>
 #include <ATen/native/Resize.h>
 
+#include "../dtype_map.h"
 #include "instruction_launch.h"
 
 namespace pto::backend {
@@ -76,6 +78,28 @@ void launchInto(Opcode opcode, const at::Tensor& out, at::ScalarType result,
   copyOnDevice(out, temporary);
 }
 
+// Whether gelu (or its gradient) takes its tanh approximation, checking the argument as torch does.
+bool tanhApproximation(c10::string_view approximate) {
+  TORCH_CHECK(approximate == "none" || approximate == "tanh",
+              "approximate argument must be either none or tanh.");
+  return approximate == "tanh";
+}
+
+const AtenInstruction& geluRow(c10::string_view approximate) {
+  return tanhApproximation(approximate) ? atenInstruction("gelu", "tanh") : atenInstruction("gelu");
+}
+
+const AtenInstruction& geluBackwardRow(c10::string_view approximate) {
+  return tanhApproximation(approximate) ? atenInstruction("gelu_backward", "tanh") : atenInstruction("gelu_backward");
+}
+
+// div's variant row for a rounding mode, if it has one.
+const AtenInstruction* roundingRow(std::optional<c10::string_view> mode) {
+  if (mode == "trunc") return &atenInstruction("div", "trunc");
+  if (mode == "floor") return &atenInstruction("div", "floor");
+  return nullptr;
+}
+
 }  // namespace
 
 at::Tensor binaryOp(Opcode opcode, Promotion promotion, const at::Tensor& self, const at::Tensor& other,
@@ -110,13 +134,14 @@ at::Tensor unaryOp(Opcode opcode, Promotion promotion, const at::Tensor& self, c
 
 at::Tensor whereOp(const at::Tensor& condition, const at::Tensor& self, const at::Tensor& other,
                    const at::Tensor& out) {
-  const c10::Device device = commonDevice({condition, self, other, out}, "tsel");
+  constexpr AtenInstruction row = atenInstruction("where");
+  const c10::Device device = commonDevice({condition, self, other, out}, isa::info(row.opcode).name);
   const at::ScalarType compute = at::result_type(self, other);
-  if (condition.scalar_type() != at::kBool || !accepts(Opcode::kSelect, compute)) return {};
+  if (condition.scalar_type() != at::kBool || !accepts(row.opcode, compute)) return {};
   const std::vector<int64_t> shape =
       at::infer_size(at::infer_size(condition.sizes(), self.sizes()), other.sizes());
   const at::Tensor output = outputFor(out, self, shape, compute, device);
-  launchInto(Opcode::kSelect, output, compute,
+  launchInto(row.opcode, output, compute,
              {onDevice(condition, at::kBool, device).expand(shape),
               onDevice(self, compute, device).expand(shape),
               onDevice(other, compute, device).expand(shape)}, {});
@@ -154,5 +179,105 @@ at::Tensor& fill(at::Tensor& self, const at::Scalar& value) {
   }
   return self;
 }
+
+at::Tensor wrapped(const at::Scalar& value) {
+  at::Tensor tensor = c10::scalar_to_tensor(value);
+  tensor.unsafeGetTensorImpl()->set_wrapped_number(true);
+  return tensor;
+}
+
+at::Tensor gelu(const at::Tensor& self, c10::string_view approximate) {
+  const AtenInstruction& row = geluRow(approximate);
+  at::Tensor r = unaryOp(row.opcode, row.promotion, self, {});
+  return r.defined() ? r : Fallback<ATEN_OP(gelu)>::call(self, approximate);
+}
+
+at::Tensor& geluInplace(at::Tensor& self, c10::string_view approximate) {
+  const AtenInstruction& row = geluRow(approximate);
+  if (!unaryOp(row.opcode, row.promotion, self, self).defined()) {
+    Fallback<ATEN_OP(gelu_)>::call(self, approximate);
+  }
+  return self;
+}
+
+at::Tensor& geluOut(const at::Tensor& self, c10::string_view approximate, at::Tensor& result) {
+  const AtenInstruction& row = geluRow(approximate);
+  if (!unaryOp(row.opcode, row.promotion, self, result).defined()) {
+    Fallback<ATEN_OP2(gelu, out)>::call(self, approximate, result);
+  }
+  return result;
+}
+
+at::Tensor where(const at::Tensor& condition, const at::Tensor& self, const at::Tensor& other) {
+  at::Tensor r = whereOp(condition, self, other, {});
+  return r.defined() ? r : Fallback<ATEN_OP2(where, self)>::call(condition, self, other);
+}
+
+at::Tensor& whereOut(const at::Tensor& condition, const at::Tensor& self, const at::Tensor& other,
+                     at::Tensor& result) {
+  if (!whereOp(condition, self, other, result).defined()) {
+    Fallback<ATEN_OP2(where, self_out)>::call(condition, self, other, result);
+  }
+  return result;
+}
+
+at::Tensor thresholdBackward(const at::Tensor& grad, const at::Tensor& self, const at::Scalar& threshold) {
+  const AtenInstruction& row = atenInstruction("threshold_backward");
+  at::Tensor r = binaryOp(row.opcode, row.promotion, grad, self, {}, threshold.toDouble());
+  return r.defined() ? r : Fallback<ATEN_OP(threshold_backward)>::call(grad, self, threshold);
+}
+
+at::Tensor& thresholdBackwardOut(const at::Tensor& grad, const at::Tensor& self, const at::Scalar& threshold,
+                                 at::Tensor& result) {
+  const AtenInstruction& row = atenInstruction("threshold_backward");
+  if (!binaryOp(row.opcode, row.promotion, grad, self, result, threshold.toDouble()).defined()) {
+    Fallback<ATEN_OP2(threshold_backward, grad_input)>::call(grad, self, threshold, result);
+  }
+  return result;
+}
+
+at::Tensor geluBackward(const at::Tensor& grad, const at::Tensor& self, c10::string_view approximate) {
+  const AtenInstruction& row = geluBackwardRow(approximate);
+  at::Tensor r = binaryOp(row.opcode, row.promotion, grad, self, {});
+  return r.defined() ? r : Fallback<ATEN_OP(gelu_backward)>::call(grad, self, approximate);
+}
+
+at::Tensor& geluBackwardOut(const at::Tensor& grad, const at::Tensor& self, c10::string_view approximate,
+                            at::Tensor& result) {
+  const AtenInstruction& row = geluBackwardRow(approximate);
+  if (!binaryOp(row.opcode, row.promotion, grad, self, result).defined()) {
+    Fallback<ATEN_OP2(gelu_backward, grad_input)>::call(grad, self, approximate, result);
+  }
+  return result;
+}
+
+at::Tensor divMode(const at::Tensor& self, const at::Tensor& other, std::optional<c10::string_view> mode) {
+  if (!mode) return at::div(self, other);
+  const AtenInstruction* row = roundingRow(mode);
+  at::Tensor r = row ? binaryOp(row->opcode, row->promotion, self, other, {}) : at::Tensor();
+  return r.defined() ? r : Fallback<ATEN_OP2(div, Tensor_mode)>::call(self, other, mode);
+}
+
+at::Tensor& divModeInplace(at::Tensor& self, const at::Tensor& other, std::optional<c10::string_view> mode) {
+  if (!mode) return self.div_(other);
+  const AtenInstruction* row = roundingRow(mode);
+  if (!row || !binaryOp(row->opcode, row->promotion, self, other, self).defined()) {
+    Fallback<ATEN_OP2(div_, Tensor_mode)>::call(self, other, mode);
+  }
+  return self;
+}
+
+at::Tensor& divModeOut(const at::Tensor& self, const at::Tensor& other, std::optional<c10::string_view> mode,
+                       at::Tensor& out) {
+  if (!mode) return at::div_out(out, self, other);
+  const AtenInstruction* row = roundingRow(mode);
+  if (!row || !binaryOp(row->opcode, row->promotion, self, other, out).defined()) {
+    Fallback<ATEN_OP2(div, out_mode)>::call(self, other, mode, out);
+  }
+  return out;
+}
+
+at::Tensor& fillScalar(at::Tensor& self, const at::Scalar& value) { return fill(self, value); }
+at::Tensor& zero(at::Tensor& self) { return fill(self, 0); }
 
 }  // namespace pto::backend

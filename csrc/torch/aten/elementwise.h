@@ -4,17 +4,12 @@
 #pragma once
 
 #include <ATen/ATen.h>
+#include <ATen/native/BinaryOps.h>
 
-#include "isa/instructions.h"
+#include "aten_instructions.h"
+#include "fallback.h"
 
 namespace pto::backend {
-
-// How a family's result dtype follows from its inputs'.
-enum class Promotion {
-  kCommon,        // torch's result_type of the inputs
-  kIntToFloat,    // ... with integers and bool promoted to the default float dtype
-  kCompare,       // computed in the common dtype, a bool result
-};
 
 // out == undefined: functional (returns a new tensor); out == self: in-place.
 // Returns an undefined tensor when PTO cannot run it (the caller falls back).
@@ -30,5 +25,123 @@ at::Tensor whereOp(const at::Tensor& condition, const at::Tensor& self, const at
 bool copyOnDevice(const at::Tensor& dst, const at::Tensor& src);
 
 at::Tensor& fill(at::Tensor& self, const at::Scalar& value);  // falls back itself if needed
+
+// A Scalar argument as torch passes it to the Tensor overload: a wrapped number.
+at::Tensor wrapped(const at::Scalar& value);
+
+// The families elementwise_registration.cpp stamps per row of aten_instructions.def:
+// the row's instruction, else the CPU fallback (Op, Inplace, Out: the aten overloads).
+
+// The instruction's alpha is a real immediate: a complex alpha takes the CPU path.
+template <isa::Opcode opcode, Promotion promotion, class Op, class Inplace, class Out>
+struct BinaryWithAlpha {
+  static at::Tensor native(const at::Tensor& self, const at::Tensor& other, const at::Scalar& alpha,
+                           const at::Tensor& out) {
+    at::native::alpha_check(at::result_type(self, other), alpha);
+    return alpha.isComplex() ? at::Tensor() : binaryOp(opcode, promotion, self, other, out, alpha.toDouble());
+  }
+  static at::Tensor functional(const at::Tensor& self, const at::Tensor& other, const at::Scalar& alpha) {
+    at::Tensor r = native(self, other, alpha, {});
+    return r.defined() ? r : Fallback<Op>::call(self, other, alpha);
+  }
+  static at::Tensor& inplace(at::Tensor& self, const at::Tensor& other, const at::Scalar& alpha) {
+    if (!native(self, other, alpha, self).defined()) Fallback<Inplace>::call(self, other, alpha);
+    return self;
+  }
+  static at::Tensor& out(const at::Tensor& self, const at::Tensor& other, const at::Scalar& alpha,
+                         at::Tensor& result) {
+    if (!native(self, other, alpha, result).defined()) Fallback<Out>::call(self, other, alpha, result);
+    return result;
+  }
+};
+
+template <isa::Opcode opcode, Promotion promotion, class Op, class Out>
+struct Binary {
+  static at::Tensor functional(const at::Tensor& self, const at::Tensor& other) {
+    at::Tensor r = binaryOp(opcode, promotion, self, other, {});
+    return r.defined() ? r : Fallback<Op>::call(self, other);
+  }
+  static at::Tensor& out(const at::Tensor& self, const at::Tensor& other, at::Tensor& result) {
+    if (!binaryOp(opcode, promotion, self, other, result).defined()) Fallback<Out>::call(self, other, result);
+    return result;
+  }
+  template <class Inplace>
+  static at::Tensor& inplace(at::Tensor& self, const at::Tensor& other) {
+    if (!binaryOp(opcode, promotion, self, other, self).defined()) Fallback<Inplace>::call(self, other);
+    return self;
+  }
+  // The Tensor-Scalar overloads (eq.Scalar ...): the scalar as a wrapped number.
+  template <class ScalarOp>
+  static at::Tensor functionalScalar(const at::Tensor& self, const at::Scalar& other) {
+    at::Tensor r = binaryOp(opcode, promotion, self, wrapped(other), {});
+    return r.defined() ? r : Fallback<ScalarOp>::call(self, other);
+  }
+  template <class ScalarOut>
+  static at::Tensor& outScalar(const at::Tensor& self, const at::Scalar& other, at::Tensor& result) {
+    if (!binaryOp(opcode, promotion, self, wrapped(other), result).defined()) {
+      Fallback<ScalarOut>::call(self, other, result);
+    }
+    return result;
+  }
+  template <class ScalarInplace>
+  static at::Tensor& inplaceScalar(at::Tensor& self, const at::Scalar& other) {
+    if (!binaryOp(opcode, promotion, self, wrapped(other), self).defined()) {
+      Fallback<ScalarInplace>::call(self, other);
+    }
+    return self;
+  }
+};
+
+template <isa::Opcode opcode, Promotion promotion, class Op, class Inplace, class Out>
+struct Unary {
+  static at::Tensor functional(const at::Tensor& self) {
+    at::Tensor r = unaryOp(opcode, promotion, self, {});
+    return r.defined() ? r : Fallback<Op>::call(self);
+  }
+  static at::Tensor& inplace(at::Tensor& self) {
+    if (!unaryOp(opcode, promotion, self, self).defined()) Fallback<Inplace>::call(self);
+    return self;
+  }
+  static at::Tensor& out(const at::Tensor& self, at::Tensor& result) {
+    if (!unaryOp(opcode, promotion, self, result).defined()) Fallback<Out>::call(self, result);
+    return result;
+  }
+};
+
+// Activation gradients: (grad, x-or-y) -> grad_input, functional and .grad_input forms.
+template <isa::Opcode opcode, Promotion promotion, class Op, class Out>
+struct Gradient {
+  static at::Tensor functional(const at::Tensor& grad, const at::Tensor& x) {
+    at::Tensor r = binaryOp(opcode, promotion, grad, x, {});
+    return r.defined() ? r : Fallback<Op>::call(grad, x);
+  }
+  static at::Tensor& out(const at::Tensor& grad, const at::Tensor& x, at::Tensor& result) {
+    if (!binaryOp(opcode, promotion, grad, x, result).defined()) Fallback<Out>::call(grad, x, result);
+    return result;
+  }
+};
+
+// The Custom rows' kernels.
+at::Tensor gelu(const at::Tensor& self, c10::string_view approximate);
+at::Tensor& geluInplace(at::Tensor& self, c10::string_view approximate);
+at::Tensor& geluOut(const at::Tensor& self, c10::string_view approximate, at::Tensor& result);
+at::Tensor where(const at::Tensor& condition, const at::Tensor& self, const at::Tensor& other);
+at::Tensor& whereOut(const at::Tensor& condition, const at::Tensor& self, const at::Tensor& other,
+                     at::Tensor& result);
+at::Tensor thresholdBackward(const at::Tensor& grad, const at::Tensor& self, const at::Scalar& threshold);
+at::Tensor& thresholdBackwardOut(const at::Tensor& grad, const at::Tensor& self, const at::Scalar& threshold,
+                                 at::Tensor& result);
+at::Tensor geluBackward(const at::Tensor& grad, const at::Tensor& self, c10::string_view approximate);
+at::Tensor& geluBackwardOut(const at::Tensor& grad, const at::Tensor& self, c10::string_view approximate,
+                            at::Tensor& result);
+// div with a rounding mode: none is true division; "trunc" and "floor" are their
+// variant rows (ttruncdiv, tfloordiv), which keep integer dtypes as PyTorch does.
+// Another mode reaches the CPU, which names it in its error.
+at::Tensor divMode(const at::Tensor& self, const at::Tensor& other, std::optional<c10::string_view> mode);
+at::Tensor& divModeInplace(at::Tensor& self, const at::Tensor& other, std::optional<c10::string_view> mode);
+at::Tensor& divModeOut(const at::Tensor& self, const at::Tensor& other, std::optional<c10::string_view> mode,
+                       at::Tensor& out);
+at::Tensor& fillScalar(at::Tensor& self, const at::Scalar& value);
+at::Tensor& zero(at::Tensor& self);
 
 }  // namespace pto::backend

@@ -1,264 +1,9 @@
-// Indexing on pto: gather and index_select are one tgather each (embedding
-// reaches index_select); index_add and embedding's backward are one tindexadd;
-// tril/triu are one ttril/ttriu;
-// arange is tiota, linspace two counts from its ends; nll_loss is a gather plus a few elementwise instructions. Indices out of range fail the tgather kernel, and
-// the next synchronising call raises, naming it.
-#include <ATen/MemoryOverlap.h>
-#include <ATen/WrapDimUtils.h>
-#include <ATen/core/Reduction.h>
-#include <ATen/native/Resize.h>
-#include <ATen/Operators.h>
+// Registers indexing.h's kernels for the aten ops they implement on pto.
 #include <torch/library.h>
 
-#include <cmath>
-
-#include "fallback.h"
-#include "instruction_launch.h"
+#include "indexing.h"
 
 namespace pto::backend {
-namespace {
-
-// Launches tgather when torch's own rules hold; false sends the op to the CPU,
-// which raises PyTorch's message for what does not.
-bool gatherInto(const at::Tensor& out, const at::Tensor& self, int64_t dim, const at::Tensor& index) {
-  if (index.scalar_type() != at::kLong || self.dim() != index.dim() ||
-      out.scalar_type() != self.scalar_type() || !accepts(isa::Opcode::kGather, self.scalar_type()) ||
-      index.device() != self.device() || out.device() != self.device()) {
-    return false;
-  }
-  const int64_t axis = at::maybe_wrap_dim(dim, self.dim());
-  for (int64_t d = 0; d < self.dim(); ++d) {
-    if (d != axis && index.size(d) > self.size(d)) return false;
-  }
-  if (out.numel() > 0) launchInstruction(isa::Opcode::kGather, out, {self, index}, {static_cast<double>(axis), 0.0});
-  return true;
-}
-
-at::Tensor gather(const at::Tensor& self, int64_t dim, const at::Tensor& index, bool sparse_grad) {
-  at::Tensor out = at::empty(index.sizes(), self.options());
-  return gatherInto(out, self, dim, index) ? out : Fallback<ATEN_OP(gather)>::call(self, dim, index, sparse_grad);
-}
-
-at::Tensor& gatherOut(const at::Tensor& self, int64_t dim, const at::Tensor& index, bool sparse_grad, at::Tensor& out) {
-  if (out.device() == self.device()) at::native::resize_output(out, index.sizes());
-  // aten's gather checks, on the resized out.
-  at::assert_no_internal_overlap(out);
-  at::assert_no_overlap(out, self);
-  at::assert_no_partial_overlap(out, index);
-  if (!gatherInto(out, self, dim, index)) Fallback<ATEN_OP2(gather, out)>::call(self, dim, index, sparse_grad, out);
-  return out;
-}
-
-at::Tensor& indexSelectOut(const at::Tensor& self, int64_t dim, const at::Tensor& index, at::Tensor& out) {
-  at::assert_no_internal_overlap(out);
-  at::assert_no_overlap(out, self);
-  at::assert_no_overlap(out, index);
-  const bool native = self.dim() > 0 && index.dim() <= 1 &&
-                      (index.scalar_type() == at::kLong || index.scalar_type() == at::kInt);
-  if (native) {
-    const int64_t axis = at::maybe_wrap_dim(dim, self.dim());
-    std::vector<int64_t> shape = self.sizes().vec();
-    shape[axis] = index.numel();
-    std::vector<int64_t> spread(self.dim(), 1);
-    spread[axis] = index.numel();
-    at::native::resize_output(out, shape);
-    const at::Tensor positions = index.to(at::kLong).reshape(spread).expand(shape);
-    if (gatherInto(out, self, axis, positions)) return out;
-  }
-  return Fallback<ATEN_OP2(index_select, out)>::call(self, dim, index, out);
-}
-
-at::Tensor indexSelect(const at::Tensor& self, int64_t dim, const at::Tensor& index) {
-  at::Tensor out = at::empty({0}, self.options());
-  return indexSelectOut(self, dim, index, out);
-}
-
-at::Tensor& arangeOut(const at::Scalar& start, const at::Scalar& end, const at::Scalar& step, at::Tensor& out) {
-  const double first = start.toDouble(), last = end.toDouble(), stride = step.toDouble();
-  const bool sane = stride != 0 && std::isfinite(first) && std::isfinite(last) &&
-                    (stride > 0 ? last >= first : last <= first) && accepts(isa::Opcode::kIota, out.scalar_type());
-  if (!sane) return Fallback<ATEN_OP2(arange, start_out)>::call(start, end, step, out);
-  auto count = static_cast<int64_t>(std::ceil((last - first) / stride));
-  if (out.scalar_type() == at::kLong) {
-    // PyTorch counts an int64 range in integers, from start, end and step truncated
-    // (arange(0., -8.000001, -4) is [0, -4]); other dtypes count from the doubles.
-    const int64_t from = start.toLong(), to = end.toLong(), by = step.toLong();
-    if (by == 0) return Fallback<ATEN_OP2(arange, start_out)>::call(start, end, step, out);
-    count = (to - from + by - (by > 0 ? 1 : -1)) / by;
-  }
-  at::native::resize_output(out, {count});
-  if (count > 0) launchInstruction(isa::Opcode::kIota, out, {}, {first, stride});
-  return out;
-}
-
-// linspace as PyTorch's CPU kernel computes it: a step in the output's precision,
-// the first half counted up from start and the second down from end, so that both
-// ends are exact. float32 and float64 only: for float16/bfloat16 the CPU rounds the
-// index itself to the dtype, a different sequence, which the fallback keeps.
-at::Tensor& linspaceOut(const at::Scalar& start, const at::Scalar& end, int64_t steps, at::Tensor& out) {
-  TORCH_CHECK(steps >= 0, "number of steps must be non-negative");
-  if (out.scalar_type() != at::kFloat && out.scalar_type() != at::kDouble) {
-    return Fallback<ATEN_OP2(linspace, out)>::call(start, end, steps, out);
-  }
-  at::native::resize_output(out, {steps});
-  if (steps <= 1) return steps == 1 ? out.fill_(start) : out;
-  const bool wide = out.scalar_type() == at::kDouble;
-  const double first = start.toDouble(), last = end.toDouble();
-  const double step = wide ? (last - first) / static_cast<double>(steps - 1)
-                           : static_cast<double>((static_cast<float>(last) - static_cast<float>(first)) /
-                                                 static_cast<float>(steps - 1));
-  const at::Tensor index = at::arange(steps, out.options().dtype(wide ? at::kDouble : at::kFloat));
-  const at::Tensor up = at::mul(index, step).add_(first);
-  const at::Tensor down = at::rsub(at::rsub(index, steps - 1).mul_(step), last);
-  return out.copy_(at::where(at::lt(index, steps / 2), up, down));
-}
-
-// aten's index_add checks: out is written while index and source are read.
-void checkIndexAddOverlap(const at::Tensor& out, const at::Tensor& index, const at::Tensor& source) {
-  at::assert_no_internal_overlap(out);
-  at::assert_no_overlap(out, index);
-  at::assert_no_overlap(out, source);
-}
-
-// out = self, then out[..., index[i], ...] += alpha * source[..., i, ...].
-bool indexAddInto(at::Tensor& out, const at::Tensor& self, int64_t dim, const at::Tensor& index,
-                  const at::Tensor& source, const at::Scalar& alpha) {
-  if (self.dim() == 0 || index.dim() > 1 || source.dim() != self.dim() || source.scalar_type() != self.scalar_type() ||
-      (index.scalar_type() != at::kLong && index.scalar_type() != at::kInt) ||
-      !accepts(isa::Opcode::kIndexAdd, self.scalar_type()) || index.device() != self.device() ||
-      source.device() != self.device() || out.device() != self.device()) {
-    return false;
-  }
-  const int64_t axis = at::maybe_wrap_dim(dim, self.dim());
-  if (source.size(axis) != index.numel()) return false;
-  for (int64_t d = 0; d < self.dim(); ++d) {
-    if (d != axis && source.size(d) != self.size(d)) return false;
-  }
-  if (!out.is_same(self)) {
-    at::native::resize_output(out, self.sizes());
-    out.copy_(self);
-  }
-  if (index.numel() == 0) return true;
-  const at::Tensor scaled = alpha.toDouble() == 1.0 ? source : at::mul(source, alpha);
-  launchInstruction(isa::Opcode::kIndexAdd, out, {scaled, index.to(at::kLong).reshape({-1})},
-                    {static_cast<double>(axis), 0.0});
-  return true;
-}
-
-at::Tensor& indexAddOut(const at::Tensor& self, int64_t dim, const at::Tensor& index, const at::Tensor& source,
-                        const at::Scalar& alpha, at::Tensor& out) {
-  checkIndexAddOverlap(out, index, source);
-  if (!indexAddInto(out, self, dim, index, source, alpha)) {
-    Fallback<ATEN_OP2(index_add, out)>::call(self, dim, index, source, alpha, out);
-  }
-  return out;
-}
-
-at::Tensor indexAdd(const at::Tensor& self, int64_t dim, const at::Tensor& index, const at::Tensor& source,
-                    const at::Scalar& alpha) {
-  at::Tensor out = at::empty({0}, self.options());
-  return indexAddOut(self, dim, index, source, alpha, out);
-}
-
-at::Tensor& indexAddInplace(at::Tensor& self, int64_t dim, const at::Tensor& index, const at::Tensor& source,
-                            const at::Scalar& alpha) {
-  checkIndexAddOverlap(self, index, source);
-  if (!indexAddInto(self, self, dim, index, source, alpha)) {
-    Fallback<ATEN_OP(index_add_)>::call(self, dim, index, source, alpha);
-  }
-  return self;
-}
-
-// embedding's gradient: each token's gradient row added into its weight row.
-at::Tensor embeddingDenseBackward(const at::Tensor& grad_output, const at::Tensor& indices, c10::SymInt num_weights,
-                                  c10::SymInt padding_idx, bool scale_grad_by_freq) {
-  if (scale_grad_by_freq || !at::isFloatingType(grad_output.scalar_type())) {
-    return at::native::call_fallback_fn_symint<&cpuFallback, ATEN_OP(embedding_dense_backward)>::call(
-        grad_output, indices, num_weights, padding_idx, scale_grad_by_freq);
-  }
-  const int64_t rows = num_weights.expect_int(), padding = padding_idx.expect_int();
-  const at::Tensor flat_indices = indices.reshape({-1});
-  at::Tensor flat_grad = grad_output.reshape({flat_indices.numel(), grad_output.size(-1)});
-  if (padding >= 0) flat_grad = at::mul(flat_grad, at::ne(flat_indices, padding).unsqueeze(1).to(flat_grad.scalar_type()));
-  at::Tensor grad_weight = at::zeros({rows, grad_output.size(-1)}, grad_output.options());
-  return indexAddInplace(grad_weight, 0, flat_indices, flat_grad, 1);
-}
-
-// tril/triu: one ttril/ttriu; out may be self (in place: each element is read
-// before it is written, at the same position).
-template <isa::Opcode opcode, class Out>
-at::Tensor& triangleOut(const at::Tensor& self, int64_t diagonal, at::Tensor& out) {
-  if (self.dim() < 2 || out.device() != self.device() || out.scalar_type() != self.scalar_type() ||
-      !accepts(opcode, self.scalar_type())) {
-    return Fallback<Out>::call(self, diagonal, out);
-  }
-  if (!out.is_same(self)) at::native::resize_output(out, self.sizes());
-  if (out.numel() > 0) launchInstruction(opcode, out, {self}, {static_cast<double>(diagonal), 0.0});
-  return out;
-}
-
-template <isa::Opcode opcode, class Out>
-at::Tensor triangle(const at::Tensor& self, int64_t diagonal) {
-  at::Tensor out = at::empty_like(self, at::MemoryFormat::Contiguous);
-  return triangleOut<opcode, Out>(self, diagonal, out);
-}
-
-template <isa::Opcode opcode, class Out>
-at::Tensor& triangleInplace(at::Tensor& self, int64_t diagonal) {
-  return triangleOut<opcode, Out>(self, diagonal, self);
-}
-
-// The per-sample class weights of nll_loss: weight[target], 0 where ignored.
-struct Picks {
-  at::Tensor safe_target;  // target with ignored entries replaced by class 0
-  at::Tensor weights;      // [N]
-};
-
-Picks picks(const at::Tensor& self, const at::Tensor& target, const std::optional<at::Tensor>& weight,
-            int64_t ignore_index) {
-  const at::Tensor valid = at::ne(target, ignore_index);
-  const at::Tensor safe = at::where(valid, target, at::zeros({}, target.options()));
-  const at::Tensor class_weights = weight && weight->defined() ? weight->index_select(0, safe)
-                                                               : at::ones(target.sizes(), self.options());
-  return {safe, at::where(valid, class_weights, at::zeros({}, self.options()))};
-}
-
-bool nllNative(const at::Tensor& self, const at::Tensor& target) {
-  return (self.dim() == 2 && target.dim() == 1 && target.size(0) == self.size(0)) &&
-         target.scalar_type() == at::kLong && at::isFloatingType(self.scalar_type());
-}
-
-std::tuple<at::Tensor, at::Tensor> nllLossForward(const at::Tensor& self, const at::Tensor& target,
-                                                  const std::optional<at::Tensor>& weight, int64_t reduction,
-                                                  int64_t ignore_index) {
-  if (!nllNative(self, target)) {
-    return Fallback<ATEN_OP(nll_loss_forward)>::call(self, target, weight, reduction, ignore_index);
-  }
-  const Picks p = picks(self, target, weight, ignore_index);
-  const at::Tensor picked = self.gather(1, p.safe_target.unsqueeze(1)).squeeze(1);
-  const at::Tensor losses = at::neg(at::mul(picked, p.weights));
-  const at::Tensor total = p.weights.sum();
-  if (reduction == at::Reduction::None) return {losses, total};
-  if (reduction == at::Reduction::Sum) return {losses.sum(), total};
-  return {at::div(losses.sum(), total), total};
-}
-
-at::Tensor nllLossBackward(const at::Tensor& grad_output, const at::Tensor& self, const at::Tensor& target,
-                           const std::optional<at::Tensor>& weight, int64_t reduction, int64_t ignore_index,
-                           const at::Tensor& total_weight) {
-  if (!nllNative(self, target)) {
-    return Fallback<ATEN_OP(nll_loss_backward)>::call(grad_output, self, target, weight, reduction, ignore_index,
-                                                      total_weight);
-  }
-  const Picks p = picks(self, target, weight, ignore_index);
-  at::Tensor coefficient = at::neg(at::mul(p.weights, grad_output));
-  if (reduction == at::Reduction::Mean) coefficient = at::div(coefficient, total_weight);
-  const at::Tensor classes = at::arange(self.size(1), target.options());
-  const at::Tensor chosen = at::eq(classes.unsqueeze(0), p.safe_target.unsqueeze(1));
-  return at::where(chosen, coefficient.unsqueeze(1), at::zeros({}, self.options()));
-}
-
-}  // namespace
 
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("gather", TORCH_FN(gather));
@@ -267,18 +12,26 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("index_select.out", TORCH_FN(indexSelectOut));
   m.impl("arange.start_out", TORCH_FN(arangeOut));
   m.impl("linspace.out", TORCH_FN(linspaceOut));
-  m.impl("tril", TORCH_FN((triangle<isa::Opcode::kTril, ATEN_OP2(tril, out)>)));
-  m.impl("tril.out", TORCH_FN((triangleOut<isa::Opcode::kTril, ATEN_OP2(tril, out)>)));
-  m.impl("tril_", TORCH_FN((triangleInplace<isa::Opcode::kTril, ATEN_OP2(tril, out)>)));
-  m.impl("triu", TORCH_FN((triangle<isa::Opcode::kTriu, ATEN_OP2(triu, out)>)));
-  m.impl("triu.out", TORCH_FN((triangleOut<isa::Opcode::kTriu, ATEN_OP2(triu, out)>)));
-  m.impl("triu_", TORCH_FN((triangleInplace<isa::Opcode::kTriu, ATEN_OP2(triu, out)>)));
+  m.impl("tril", TORCH_FN(tril));
+  m.impl("tril.out", TORCH_FN(trilOut));
+  m.impl("tril_", TORCH_FN(trilInplace));
+  m.impl("triu", TORCH_FN(triu));
+  m.impl("triu.out", TORCH_FN(triuOut));
+  m.impl("triu_", TORCH_FN(triuInplace));
   m.impl("index_add", TORCH_FN(indexAdd));
   m.impl("index_add_", TORCH_FN(indexAddInplace));
   m.impl("index_add.out", TORCH_FN(indexAddOut));
   m.impl("embedding_dense_backward", TORCH_FN(embeddingDenseBackward));
   m.impl("nll_loss_forward", TORCH_FN(nllLossForward));
   m.impl("nll_loss_backward", TORCH_FN(nllLossBackward));
+  m.impl("index_fill_.int_Scalar", TORCH_FN(indexFillScalar));
+  m.impl("index_fill_.int_Tensor", TORCH_FN(indexFillTensor));
+  m.impl("index_copy_", TORCH_FN(indexCopyInplace));
+  m.impl("index_copy.out", TORCH_FN(indexCopyOut));
+  m.impl("masked_scatter_", TORCH_FN(maskedScatter));
+  m.impl("repeat_interleave.Tensor", TORCH_FN(repeatInterleave));
+  m.impl("bincount", TORCH_FN(bincount));
+  m.impl("_unique2", TORCH_FN(unique));
 }
 
 }  // namespace pto::backend

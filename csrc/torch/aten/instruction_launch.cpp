@@ -3,31 +3,11 @@
 #include <vector>
 
 #include "../device.h"
+#include "../dtype_map.h"
 #include "../pto_check.h"
 #include "../program_cache.h"
 
 namespace pto::backend {
-
-std::optional<isa::DType> ptoDType(at::ScalarType type) {
-  switch (type) {
-    case at::kBool: return isa::DType::kBool;
-    case at::kByte: return isa::DType::kUInt8;
-    case at::kChar: return isa::DType::kInt8;
-    case at::kShort: return isa::DType::kInt16;
-    case at::kInt: return isa::DType::kInt32;
-    case at::kLong: return isa::DType::kInt64;
-    case at::kHalf: return isa::DType::kFloat16;
-    case at::kBFloat16: return isa::DType::kBFloat16;
-    case at::kFloat: return isa::DType::kFloat32;
-    case at::kDouble: return isa::DType::kFloat64;
-    default: return std::nullopt;
-  }
-}
-
-bool accepts(isa::Opcode opcode, at::ScalarType type) {
-  const auto dtype = ptoDType(type);
-  return dtype && isa::info(opcode).dtypes.contains(*dtype);
-}
 
 namespace {
 

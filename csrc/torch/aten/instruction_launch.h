@@ -7,17 +7,10 @@
 #include <array>
 #include <bitset>
 #include <initializer_list>
-#include <optional>
 
 #include "isa/program.h"
 
 namespace pto::backend {
-
-// The PTO dtype of a torch dtype, if PTO has it.
-std::optional<isa::DType> ptoDType(at::ScalarType type);
-
-// Whether the instruction accepts inputs of `type` (and PTO has the dtype at all).
-bool accepts(isa::Opcode opcode, at::ScalarType type);
 
 // Launches `opcode` with `out` as output and `inputs` as inputs, all pto tensors
 // of one device with out's shape (broadcast inputs with expand()), on the current

@@ -1,5 +1,6 @@
-// Matrix products on pto as tmatmul: mm, bmm, addmm, baddbmm (matmul and linear
-// reach them through PyTorch's own decompositions).
+// Matrix products on pto as tmatmul: mm, bmm, addmm, baddbmm, addmv (matmul and
+// linear reach them through PyTorch's own decompositions). Others (mv, dot,
+// complex ...) and mismatched inputs go to the CPU fallback.
 #pragma once
 
 #include <ATen/ATen.h>
@@ -11,5 +12,27 @@ namespace pto::backend {
 // (complex tensors or scalars among them).
 at::Tensor matmulOp(const at::Tensor& a, const at::Tensor& b, const at::Tensor& bias, const at::Scalar& beta,
                     const at::Scalar& alpha, const at::Tensor& out, bool batched);
+
+
+at::Tensor mm(const at::Tensor& self, const at::Tensor& mat2);
+at::Tensor& mmOut(const at::Tensor& self, const at::Tensor& mat2, at::Tensor& out);
+at::Tensor bmm(const at::Tensor& self, const at::Tensor& mat2);
+at::Tensor& bmmOut(const at::Tensor& self, const at::Tensor& mat2, at::Tensor& out);
+at::Tensor addmm(const at::Tensor& self, const at::Tensor& mat1, const at::Tensor& mat2,
+                 const at::Scalar& beta, const at::Scalar& alpha);
+at::Tensor& addmmOut(const at::Tensor& self, const at::Tensor& mat1, const at::Tensor& mat2,
+                     const at::Scalar& beta, const at::Scalar& alpha, at::Tensor& out);
+at::Tensor& addmmInplace(at::Tensor& self, const at::Tensor& mat1, const at::Tensor& mat2,
+                         const at::Scalar& beta, const at::Scalar& alpha);
+at::Tensor baddbmm(const at::Tensor& self, const at::Tensor& batch1, const at::Tensor& batch2,
+                   const at::Scalar& beta, const at::Scalar& alpha);
+at::Tensor& baddbmmOut(const at::Tensor& self, const at::Tensor& batch1, const at::Tensor& batch2,
+                       const at::Scalar& beta, const at::Scalar& alpha, at::Tensor& out);
+
+// addmv as a one-column tmatmul: out[n] = beta * self + alpha * mat[n, m] @ vec[m].
+at::Tensor& addmvOut(const at::Tensor& self, const at::Tensor& mat, const at::Tensor& vec,
+                     const at::Scalar& beta, const at::Scalar& alpha, at::Tensor& out);
+at::Tensor addmv(const at::Tensor& self, const at::Tensor& mat, const at::Tensor& vec,
+                 const at::Scalar& beta, const at::Scalar& alpha);
 
 }  // namespace pto::backend

@@ -1,12 +1,20 @@
 #include "reduction.h"
 
+#include <ATen/Operators.h>
 #include <ATen/WrapDimUtilsMulti.h>
 #include <ATen/native/Resize.h>
 
+#include <cmath>
+
+#include "../dtype_map.h"
+#include "composite.h"
 #include "elementwise.h"
 #include "instruction_launch.h"
 
 namespace pto::backend {
+
+using isa::Opcode;
+
 namespace {
 
 std::bitset<at::dim_bitset_size> reducedDims(const at::Tensor& self, at::OptionalIntArrayRef dims) {
@@ -16,6 +24,12 @@ std::bitset<at::dim_bitset_size> reducedDims(const at::Tensor& self, at::Optiona
     return mask;
   }
   return at::dim_list_to_bitset(*dims, self.dim());
+}
+
+// sum/prod: integers (and bool) accumulate into int64 unless a dtype is given.
+at::ScalarType sumType(const at::Tensor& self, std::optional<at::ScalarType> dtype) {
+  if (dtype) return *dtype;
+  return at::isIntegralType(self.scalar_type(), /*includeBool=*/true) ? at::kLong : self.scalar_type();
 }
 
 }  // namespace
@@ -67,6 +81,136 @@ at::Tensor reduce(isa::Opcode opcode, const at::Tensor& self, at::OptionalIntArr
   launchInstruction(opcode, spread, {input}, {scale, 0.0});
   if (!target.is_same(output)) copyOnDevice(output, target);
   return output;
+}
+
+bool emptyExtreme(const at::Tensor& self, at::OptionalIntArrayRef dims) {
+  return self.numel() == 0 || reducedCount(self, dims) == 0;
+}
+
+at::Tensor sumDim(const at::Tensor& self, at::OptionalIntArrayRef dim, bool keepdim,
+                  std::optional<at::ScalarType> dtype) {
+  const auto type = sumType(self, dtype);
+  at::Tensor r = reduce(Opcode::kSum, self, dim, keepdim, type, type, {});
+  return r.defined() ? r : Fallback<ATEN_OP2(sum, dim_IntList)>::call(self, dim, keepdim, dtype);
+}
+
+at::Tensor& sumOut(const at::Tensor& self, at::OptionalIntArrayRef dim, bool keepdim,
+                   std::optional<at::ScalarType> dtype, at::Tensor& out) {
+  const auto type = dtype ? *dtype : out.scalar_type();
+  if (!reduce(Opcode::kSum, self, dim, keepdim, type, type, out).defined()) {
+    Fallback<ATEN_OP2(sum, IntList_out)>::call(self, dim, keepdim, dtype, out);
+  }
+  return out;
+}
+
+at::Tensor sumAll(const at::Tensor& self, std::optional<at::ScalarType> dtype) {
+  return sumDim(self, std::nullopt, false, dtype);
+}
+
+at::Tensor meanDim(const at::Tensor& self, at::OptionalIntArrayRef dim, bool keepdim,
+                   std::optional<at::ScalarType> dtype) {
+  const auto type = dtype.value_or(self.scalar_type());
+  const int64_t count = reducedCount(self, dim);
+  if (at::isFloatingType(type) && count > 0) {
+    at::Tensor r = reduce(Opcode::kSum, self, dim, keepdim, type, type, {}, 1.0 / static_cast<double>(count));
+    if (r.defined()) return r;
+  }
+  return Fallback<ATEN_OP2(mean, dim)>::call(self, dim, keepdim, dtype);
+}
+
+at::Tensor& meanOut(const at::Tensor& self, at::OptionalIntArrayRef dim, bool keepdim,
+                    std::optional<at::ScalarType> dtype, at::Tensor& out) {
+  const auto type = dtype.value_or(out.scalar_type());
+  const int64_t count = reducedCount(self, dim);
+  const bool native = at::isFloatingType(type) && count > 0 &&
+      reduce(Opcode::kSum, self, dim, keepdim, type, type, out, 1.0 / static_cast<double>(count)).defined();
+  if (!native) Fallback<ATEN_OP2(mean, out)>::call(self, dim, keepdim, dtype, out);
+  return out;
+}
+
+at::Tensor meanAll(const at::Tensor& self, std::optional<at::ScalarType> dtype) {
+  return meanDim(self, std::nullopt, false, dtype);
+}
+
+at::Tensor prodDim(const at::Tensor& self, int64_t dim, bool keepdim, std::optional<at::ScalarType> dtype) {
+  const auto type = sumType(self, dtype);
+  at::Tensor r = reduce(Opcode::kProd, self, at::IntArrayRef(dim), keepdim, type, type, {});
+  return r.defined() ? r : Fallback<ATEN_OP2(prod, dim_int)>::call(self, dim, keepdim, dtype);
+}
+
+at::Tensor& prodOut(const at::Tensor& self, int64_t dim, bool keepdim, std::optional<at::ScalarType> dtype,
+                    at::Tensor& out) {
+  const auto type = dtype ? *dtype : out.scalar_type();
+  if (!reduce(Opcode::kProd, self, at::IntArrayRef(dim), keepdim, type, type, out).defined()) {
+    Fallback<ATEN_OP2(prod, int_out)>::call(self, dim, keepdim, dtype, out);
+  }
+  return out;
+}
+
+at::Tensor prodAll(const at::Tensor& self, std::optional<at::ScalarType> dtype) {
+  const auto type = sumType(self, dtype);
+  at::Tensor r = reduce(Opcode::kProd, self, std::nullopt, false, type, type, {});
+  return r.defined() ? r : Fallback<ATEN_OP(prod)>::call(self, dtype);
+}
+
+// The vector p-norm from native pieces (|x|, powers, tsum, tamax), in float32 for
+// float16/bfloat16 as PyTorch's CPU kernel computes it. Integer inputs, and the
+// infinity norms of empty reductions, go to the CPU, which raises PyTorch's errors.
+at::Tensor vectorNorm(const at::Tensor& self, const at::Scalar& ord, at::OptionalIntArrayRef dim, bool keepdim,
+                      std::optional<at::ScalarType> dtype) {
+  const at::ScalarType type = dtype.value_or(self.scalar_type());
+  const double p = ord.toDouble();
+  const bool native = at::isFloatingType(self.scalar_type()) && at::isFloatingType(type) &&
+                      !(std::isinf(p) && (self.numel() == 0 || reducedCount(self, dim) == 0));
+  if (!native) return Fallback<ATEN_OP(linalg_vector_norm)>::call(self, ord, dim, keepdim, dtype);
+  const at::Tensor x = widened(self.to(type)).abs();
+  at::Tensor norm;
+  if (std::isinf(p)) norm = p > 0 ? at::amax(x, dim.value_or(at::IntArrayRef{}), keepdim)
+                                  : at::amin(x, dim.value_or(at::IntArrayRef{}), keepdim);
+  else if (p == 0) norm = at::sum(at::ne(x, 0).to(x.scalar_type()), dim, keepdim);
+  else if (p == 1) norm = at::sum(x, dim, keepdim);
+  else if (p == 2) norm = at::sum(at::mul(x, x), dim, keepdim).sqrt_();
+  else norm = at::sum(at::pow(x, p), dim, keepdim).pow_(1.0 / p);
+  return norm.to(type);
+}
+
+at::Tensor& vectorNormOut(const at::Tensor& self, const at::Scalar& ord, at::OptionalIntArrayRef dim, bool keepdim,
+                          std::optional<at::ScalarType> dtype, at::Tensor& out) {
+  return assign(out, vectorNorm(self, ord, dim, keepdim, dtype));
+}
+
+// var_mean and std_mean: the two statistics, each native (var/std already are).
+std::tuple<at::Tensor, at::Tensor> varMean(const at::Tensor& self, at::OptionalIntArrayRef dim,
+                                           const std::optional<at::Scalar>& correction, bool keepdim) {
+  return {at::var(self, dim, correction, keepdim), at::mean(self, dim, keepdim)};
+}
+
+std::tuple<at::Tensor, at::Tensor> stdMean(const at::Tensor& self, at::OptionalIntArrayRef dim,
+                                           const std::optional<at::Scalar>& correction, bool keepdim) {
+  return {at::std(self, dim, correction, keepdim), at::mean(self, dim, keepdim)};
+}
+
+// nansum: NaNs count as zeros.
+at::Tensor nansumOf(const at::Tensor& self, at::OptionalIntArrayRef dim, bool keepdim,
+                  std::optional<at::ScalarType> dtype) {
+  const at::Tensor zeroed = at::isFloatingType(self.scalar_type())
+                                ? at::where(at::isnan(self), at::zeros({}, self.options()), self) : self;
+  return at::sum(zeroed, dim, keepdim, dtype);
+}
+
+at::Tensor& nansumOut(const at::Tensor& self, at::OptionalIntArrayRef dim, bool keepdim,
+                      std::optional<at::ScalarType> dtype, at::Tensor& out) {
+  return assign(out, nansumOf(self, dim, keepdim, dtype));
+}
+
+at::Tensor countNonzero(const at::Tensor& self, at::IntArrayRef dim) {
+  return at::sum(at::ne(self, 0), dim, false, at::kLong);
+}
+
+// trace: the sum of the main diagonal (a strided view), in sum's dtype.
+at::Tensor traceOf(const at::Tensor& self) {
+  TORCH_CHECK(self.dim() == 2, "trace: expected a matrix, but got tensor with dim ", self.dim());
+  return at::sum(self.diagonal());
 }
 
 }  // namespace pto::backend

@@ -1,9 +1,12 @@
 // Reductions on pto as PTO instructions (tsum, tamax, targmax, tany ...), with
-// PyTorch's dim lists, keepdim, dtype rules and out= forms.
+// PyTorch's dim lists, keepdim, dtype rules and out= forms. Dtypes and cases PTO
+// does not cover (complex, mean of integers, max of an empty tensor ...) fall back
+// to the CPU, which also raises PyTorch's own errors for them.
 #pragma once
 
 #include <ATen/ATen.h>
 
+#include "fallback.h"
 #include "isa/instructions.h"
 
 namespace pto::backend {
@@ -18,5 +21,122 @@ at::Tensor reduce(isa::Opcode opcode, const at::Tensor& self, at::OptionalIntArr
 
 // The number of elements each output element folds.
 int64_t reducedCount(const at::Tensor& self, at::OptionalIntArrayRef dims);
+
+// Whether a max/min over `dims` has no element to take (PyTorch raises for it).
+bool emptyExtreme(const at::Tensor& self, at::OptionalIntArrayRef dims);
+
+at::Tensor sumDim(const at::Tensor& self, at::OptionalIntArrayRef dim, bool keepdim,
+                  std::optional<at::ScalarType> dtype);
+at::Tensor& sumOut(const at::Tensor& self, at::OptionalIntArrayRef dim, bool keepdim,
+                   std::optional<at::ScalarType> dtype, at::Tensor& out);
+at::Tensor sumAll(const at::Tensor& self, std::optional<at::ScalarType> dtype);
+at::Tensor meanDim(const at::Tensor& self, at::OptionalIntArrayRef dim, bool keepdim,
+                   std::optional<at::ScalarType> dtype);
+at::Tensor& meanOut(const at::Tensor& self, at::OptionalIntArrayRef dim, bool keepdim,
+                    std::optional<at::ScalarType> dtype, at::Tensor& out);
+at::Tensor meanAll(const at::Tensor& self, std::optional<at::ScalarType> dtype);
+at::Tensor prodDim(const at::Tensor& self, int64_t dim, bool keepdim, std::optional<at::ScalarType> dtype);
+at::Tensor& prodOut(const at::Tensor& self, int64_t dim, bool keepdim, std::optional<at::ScalarType> dtype,
+                    at::Tensor& out);
+at::Tensor prodAll(const at::Tensor& self, std::optional<at::ScalarType> dtype);
+
+// The vector p-norm from native pieces (|x|, powers, tsum, tamax), in float32 for
+// float16/bfloat16 as PyTorch's CPU kernel computes it. Integer inputs, and the
+// infinity norms of empty reductions, go to the CPU, which raises PyTorch's errors.
+at::Tensor vectorNorm(const at::Tensor& self, const at::Scalar& ord, at::OptionalIntArrayRef dim, bool keepdim,
+                      std::optional<at::ScalarType> dtype);
+at::Tensor& vectorNormOut(const at::Tensor& self, const at::Scalar& ord, at::OptionalIntArrayRef dim, bool keepdim,
+                          std::optional<at::ScalarType> dtype, at::Tensor& out);
+
+// var_mean and std_mean: the two statistics, each native (var/std already are).
+std::tuple<at::Tensor, at::Tensor> varMean(const at::Tensor& self, at::OptionalIntArrayRef dim,
+                                           const std::optional<at::Scalar>& correction, bool keepdim);
+std::tuple<at::Tensor, at::Tensor> stdMean(const at::Tensor& self, at::OptionalIntArrayRef dim,
+                                           const std::optional<at::Scalar>& correction, bool keepdim);
+
+// nansum: NaNs count as zeros.
+at::Tensor nansumOf(const at::Tensor& self, at::OptionalIntArrayRef dim, bool keepdim,
+                  std::optional<at::ScalarType> dtype);
+at::Tensor& nansumOut(const at::Tensor& self, at::OptionalIntArrayRef dim, bool keepdim,
+                      std::optional<at::ScalarType> dtype, at::Tensor& out);
+at::Tensor countNonzero(const at::Tensor& self, at::IntArrayRef dim);
+
+// trace: the sum of the main diagonal (a strided view), in sum's dtype.
+at::Tensor traceOf(const at::Tensor& self);
+
+// The families reduction_registration.cpp stamps per op: the instruction, else the
+// CPU fallback (Op, Out).
+template <isa::Opcode opcode, class Op, class Out>
+struct Extreme {
+  static at::Tensor functional(const at::Tensor& self, at::IntArrayRef dim, bool keepdim) {
+    if (!emptyExtreme(self, dim)) {
+      at::Tensor r = reduce(opcode, self, dim, keepdim, self.scalar_type(), self.scalar_type(), {});
+      if (r.defined()) return r;
+    }
+    return Fallback<Op>::call(self, dim, keepdim);
+  }
+  static at::Tensor& out(const at::Tensor& self, at::IntArrayRef dim, bool keepdim, at::Tensor& result) {
+    const bool native = !emptyExtreme(self, dim) && result.scalar_type() == self.scalar_type() &&
+        reduce(opcode, self, dim, keepdim, self.scalar_type(), self.scalar_type(), result).defined();
+    if (!native) Fallback<Out>::call(self, dim, keepdim, result);
+    return result;
+  }
+};
+
+template <isa::Opcode opcode, class Op>
+at::Tensor extremeAll(const at::Tensor& self) {
+  if (self.numel() > 0) {
+    at::Tensor r = reduce(opcode, self, std::nullopt, false, self.scalar_type(), self.scalar_type(), {});
+    if (r.defined()) return r;
+  }
+  return Fallback<Op>::call(self);
+}
+
+template <isa::Opcode opcode, class Op, class Out>
+struct ArgExtreme {
+  static at::Tensor functional(const at::Tensor& self, std::optional<int64_t> dim, bool keepdim) {
+    if (self.numel() > 0 && !(dim && reducedCount(self, at::IntArrayRef(*dim)) == 0)) {
+      // With no dim, the index runs over the flattened tensor; keepdim keeps every dim as 1.
+      at::Tensor r = reduce(opcode, self, dim ? at::OptionalIntArrayRef(at::IntArrayRef(*dim)) : std::nullopt,
+                            keepdim, self.scalar_type(), at::kLong, {});
+      if (r.defined()) return r;
+    }
+    return Fallback<Op>::call(self, dim, keepdim);
+  }
+};
+
+// max.dim / min.dim: values and indices, two instructions over the same input.
+template <isa::Opcode value_op, isa::Opcode index_op, class Op>
+std::tuple<at::Tensor, at::Tensor> extremeWithIndex(const at::Tensor& self, int64_t dim, bool keepdim) {
+  if (self.numel() > 0 && reducedCount(self, at::IntArrayRef(dim)) > 0) {
+    at::Tensor values = reduce(value_op, self, at::IntArrayRef(dim), keepdim, self.scalar_type(), self.scalar_type(), {});
+    if (values.defined()) {
+      at::Tensor indices = reduce(index_op, self, at::IntArrayRef(dim), keepdim, self.scalar_type(), at::kLong, {});
+      return {values, indices};
+    }
+  }
+  return Fallback<Op>::call(self, dim, keepdim);
+}
+
+template <isa::Opcode opcode, class Op>
+at::Tensor logical(const at::Tensor& self) {
+  at::Tensor r = reduce(opcode, self, std::nullopt, false, at::kBool,
+                        self.scalar_type() == at::kByte ? at::kByte : at::kBool, {});
+  return r.defined() ? r : Fallback<Op>::call(self);
+}
+
+template <isa::Opcode opcode, class Op>
+at::Tensor logicalDim(const at::Tensor& self, int64_t dim, bool keepdim) {
+  at::Tensor r = reduce(opcode, self, at::IntArrayRef(dim), keepdim, at::kBool,
+                        self.scalar_type() == at::kByte ? at::kByte : at::kBool, {});
+  return r.defined() ? r : Fallback<Op>::call(self, dim, keepdim);
+}
+
+template <isa::Opcode opcode, class Op>
+at::Tensor logicalDims(const at::Tensor& self, at::OptionalIntArrayRef dim, bool keepdim) {
+  at::Tensor r = reduce(opcode, self, dim, keepdim, at::kBool,
+                        self.scalar_type() == at::kByte ? at::kByte : at::kBool, {});
+  return r.defined() ? r : Fallback<Op>::call(self, dim, keepdim);
+}
 
 }  // namespace pto::backend

@@ -1,8 +1,6 @@
-// Losses pto runs as short sequences of native instructions, with the formulas of
-// PyTorch's CPU kernels: mse, smooth L1, Huber and binary cross-entropy, forward
-// and backward. float16/bfloat16 compute in float32 and round once at the end.
+#include "loss.h"
+
 #include <ATen/core/Reduction.h>
-#include <torch/library.h>
 
 #include "composite.h"
 
@@ -18,25 +16,6 @@ at::Tensor reduced(const at::Tensor& losses, int64_t reduction) {
 // The gradient's scale: 1/n for a mean reduction.
 double meanScale(const at::Tensor& self, int64_t reduction) {
   return reduction == at::Reduction::Mean ? 1.0 / static_cast<double>(self.numel()) : 1.0;
-}
-
-at::Tensor mseLoss(const at::Tensor& self, const at::Tensor& target, int64_t reduction) {
-  const at::Tensor difference = at::sub(self, target);
-  return reduced(at::mul(difference, difference), reduction);
-}
-
-at::Tensor& mseLossOut(const at::Tensor& self, const at::Tensor& target, int64_t reduction, at::Tensor& out) {
-  return assign(out, mseLoss(self, target, reduction));
-}
-
-at::Tensor mseLossBackward(const at::Tensor& grad, const at::Tensor& self, const at::Tensor& target,
-                           int64_t reduction) {
-  return at::mul(at::sub(self, target), grad).mul_(2.0 * meanScale(self, reduction));
-}
-
-at::Tensor& mseLossBackwardOut(const at::Tensor& grad, const at::Tensor& self, const at::Tensor& target,
-                               int64_t reduction, at::Tensor& grad_input) {
-  return assign(grad_input, mseLossBackward(grad, self, target, reduction));
 }
 
 // Huber's loss, quadratic within `delta` of the target and linear beyond; smooth L1
@@ -59,6 +38,27 @@ at::Tensor huberGradient(const at::Tensor& grad, const at::Tensor& self, const a
                                : at::where(at::lt(x, -delta), -outside,
                                            at::where(at::gt(x, delta), outside, smooth_l1 ? at::div(x, delta) : x));
   return at::mul(slope, widened(grad)).mul_(meanScale(self, reduction)).to(self.scalar_type());
+}
+
+}  // namespace
+
+at::Tensor mseLoss(const at::Tensor& self, const at::Tensor& target, int64_t reduction) {
+  const at::Tensor difference = at::sub(self, target);
+  return reduced(at::mul(difference, difference), reduction);
+}
+
+at::Tensor& mseLossOut(const at::Tensor& self, const at::Tensor& target, int64_t reduction, at::Tensor& out) {
+  return assign(out, mseLoss(self, target, reduction));
+}
+
+at::Tensor mseLossBackward(const at::Tensor& grad, const at::Tensor& self, const at::Tensor& target,
+                           int64_t reduction) {
+  return at::mul(at::sub(self, target), grad).mul_(2.0 * meanScale(self, reduction));
+}
+
+at::Tensor& mseLossBackwardOut(const at::Tensor& grad, const at::Tensor& self, const at::Tensor& target,
+                               int64_t reduction, at::Tensor& grad_input) {
+  return assign(grad_input, mseLossBackward(grad, self, target, reduction));
 }
 
 at::Tensor smoothL1Loss(const at::Tensor& self, const at::Tensor& target, int64_t reduction, double beta) {
@@ -133,27 +133,6 @@ at::Tensor& binaryCrossEntropyBackwardOut(const at::Tensor& grad, const at::Tens
                                           const std::optional<at::Tensor>& weight, int64_t reduction,
                                           at::Tensor& grad_input) {
   return assign(grad_input, binaryCrossEntropyBackward(grad, self, target, weight, reduction));
-}
-
-}  // namespace
-
-TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
-  m.impl("mse_loss", TORCH_FN(mseLoss));
-  m.impl("mse_loss.out", TORCH_FN(mseLossOut));
-  m.impl("mse_loss_backward", TORCH_FN(mseLossBackward));
-  m.impl("mse_loss_backward.grad_input", TORCH_FN(mseLossBackwardOut));
-  m.impl("smooth_l1_loss", TORCH_FN(smoothL1Loss));
-  m.impl("smooth_l1_loss.out", TORCH_FN(smoothL1LossOut));
-  m.impl("smooth_l1_loss_backward", TORCH_FN(smoothL1LossBackward));
-  m.impl("smooth_l1_loss_backward.grad_input", TORCH_FN(smoothL1LossBackwardOut));
-  m.impl("huber_loss", TORCH_FN(huberLoss));
-  m.impl("huber_loss.out", TORCH_FN(huberLossOut));
-  m.impl("huber_loss_backward", TORCH_FN(huberLossBackward));
-  m.impl("huber_loss_backward.out", TORCH_FN(huberLossBackwardOut));
-  m.impl("binary_cross_entropy", TORCH_FN(binaryCrossEntropy));
-  m.impl("binary_cross_entropy.out", TORCH_FN(binaryCrossEntropyOut));
-  m.impl("binary_cross_entropy_backward", TORCH_FN(binaryCrossEntropyBackward));
-  m.impl("binary_cross_entropy_backward.grad_input", TORCH_FN(binaryCrossEntropyBackwardOut));
 }
 
 }  // namespace pto::backend

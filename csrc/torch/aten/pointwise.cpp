@@ -1,8 +1,6 @@
-// Pointwise aten ops pto runs as one or two native instructions: clamp,
-// masked_fill, leaky_relu, softplus, isposinf/isneginf, the logical ops. Same formulas and NaN
-// behaviour as PyTorch's CPU kernels.
+#include "pointwise.h"
+
 #include <ATen/Operators.h>
-#include <torch/library.h>
 
 #include <limits>
 
@@ -25,25 +23,81 @@ at::Tensor clampWith(const at::Tensor& self, const std::optional<at::Scalar>& lo
   return result.is_same(self) ? self.clone() : result;
 }
 
+at::Tensor isInfinity(const at::Tensor& self, double infinity) {
+  if (!at::isFloatingType(self.scalar_type())) return at::zeros(self.sizes(), self.options().dtype(at::kBool));
+  return at::eq(self, infinity);
+}
+
+// logical_*: on truth values, a bool result (or out's dtype).
+at::Tensor truth(const at::Tensor& t) { return t.scalar_type() == at::kBool ? t : at::ne(t, 0); }
+
+// The dtype addcmul/addcdiv return: their three inputs promoted together.
+at::ScalarType resultOf(const at::Tensor& self, const at::Tensor& tensor1, const at::Tensor& tensor2) {
+  return at::promote_types(at::result_type(self, tensor1), at::result_type(tensor1, tensor2));
+}
+
+// out = self + value * tensor1 * tensor2
+at::Tensor addcmulWide(const at::Tensor& self, const at::Tensor& tensor1, const at::Tensor& tensor2,
+                       const at::Scalar& value) {
+  return at::add(widened(self), at::mul(widened(tensor1), widened(tensor2)), value);
+}
+
+// out = self + value * tensor1 / tensor2 (a true division, as PyTorch now requires).
+void checkAddcdivTypes(const at::Tensor& tensor1, const at::Tensor& tensor2) {
+  TORCH_CHECK(!(at::isIntegralType(tensor1.scalar_type(), true) && at::isIntegralType(tensor2.scalar_type(), true)),
+              "Integer division with addcdiv is no longer supported, and in a future release addcdiv will "
+              "perform a true division of tensor1 and tensor2. The historic addcdiv behavior can be "
+              "implemented as (input + value * torch.trunc(tensor1 / tensor2)).to(input.dtype) for integer "
+              "inputs and as (input + value * tensor1 / tensor2) for float inputs. The future addcdiv "
+              "behavior is just the latter implementation: (input + value * tensor1 / tensor2), for all dtypes.");
+}
+
+at::Tensor addcdivWide(const at::Tensor& self, const at::Tensor& tensor1, const at::Tensor& tensor2,
+                       const at::Scalar& value) {
+  checkAddcdivTypes(tensor1, tensor2);
+  return at::add(widened(self), at::div(widened(tensor1), widened(tensor2)), value);
+}
+
+// lerp as PyTorch computes it: from the nearer end (|weight| < 0.5, complex weights
+// by their modulus), for precision.
+at::Tensor lerpWide(const at::Tensor& self, const at::Tensor& end, const at::Scalar& weight) {
+  const at::Tensor start = widened(self), stop = widened(end);
+  const at::Tensor difference = at::sub(stop, start);
+  const c10::complex<double> w = weight.toComplexDouble();
+  if (std::abs(w) < 0.5) return at::add(start, difference, weight);
+  const at::Scalar rest = weight.isComplex() ? at::Scalar(1.0 - w) : at::Scalar(1.0 - w.real());
+  return at::sub(stop.expand_as(difference), difference, rest);
+}
+
+}  // namespace
+
 at::Tensor clamp(const at::Tensor& self, const std::optional<at::Scalar>& min, const std::optional<at::Scalar>& max) {
   return clampWith(self, min, max);
 }
+
 at::Tensor& clampOut(const at::Tensor& self, const std::optional<at::Scalar>& min, const std::optional<at::Scalar>& max,
                      at::Tensor& out) {
   return assignPointwise(out, {self}, clampWith(self, min, max));
 }
+
 at::Tensor& clampInplace(at::Tensor& self, const std::optional<at::Scalar>& min, const std::optional<at::Scalar>& max) {
   return self.copy_(clampWith(self, min, max));
 }
+
 at::Tensor clampMin(const at::Tensor& self, const at::Scalar& min) { return clampWith(self, min, std::nullopt); }
+
 at::Tensor& clampMinOut(const at::Tensor& self, const at::Scalar& min, at::Tensor& out) {
   return assignPointwise(out, {self}, clampWith(self, min, std::nullopt));
 }
+
 at::Tensor& clampMinInplace(at::Tensor& self, const at::Scalar& min) { return self.copy_(clampWith(self, min, std::nullopt)); }
+
 at::Tensor clampMax(const at::Tensor& self, const at::Scalar& max) { return clampWith(self, std::nullopt, max); }
+
 at::Tensor& clampMaxOut(const at::Tensor& self, const at::Scalar& max, at::Tensor& out) {
   return assignPointwise(out, {self}, clampWith(self, std::nullopt, max));
 }
+
 at::Tensor& clampMaxInplace(at::Tensor& self, const at::Scalar& max) { return self.copy_(clampWith(self, std::nullopt, max)); }
 
 // masked_fill_: tsel(mask, value, self) written over self.
@@ -51,17 +105,21 @@ at::Tensor& clampMaxInplace(at::Tensor& self, const at::Scalar& max) { return se
 at::Tensor hardtanh(const at::Tensor& self, const at::Scalar& min, const at::Scalar& max) {
   return clampWith(self, min, max);
 }
+
 at::Tensor& hardtanhOut(const at::Tensor& self, const at::Scalar& min, const at::Scalar& max, at::Tensor& out) {
   return assignPointwise(out, {self}, clampWith(self, min, max));
 }
+
 at::Tensor& hardtanhInplace(at::Tensor& self, const at::Scalar& min, const at::Scalar& max) {
   return self.copy_(clampWith(self, min, max));
 }
+
 at::Tensor hardtanhBackward(const at::Tensor& grad, const at::Tensor& self, const at::Scalar& min,
                             const at::Scalar& max) {
   const at::Tensor outside = at::logical_or(at::le(self, min), at::ge(self, max));
   return at::where(outside, scalarLike(grad, 0), grad);
 }
+
 at::Tensor& hardtanhBackwardOut(const at::Tensor& grad, const at::Tensor& self, const at::Scalar& min,
                                 const at::Scalar& max, at::Tensor& grad_input) {
   return assignPointwise(grad_input, {grad, self}, hardtanhBackward(grad, self, min, max));
@@ -102,6 +160,7 @@ at::Tensor& maskedFillTensor(at::Tensor& self, const at::Tensor& mask, const at:
 at::Tensor leakyReluOf(const at::Tensor& self, const at::Scalar& slope) {
   return at::where(at::gt(self, 0), self, at::mul(self, scalarLike(self, slope)));
 }
+
 at::Tensor& leakyReluOut(const at::Tensor& self, const at::Scalar& slope, at::Tensor& out) {
   return assignPointwise(out, {self}, leakyReluOf(self, slope));
 }
@@ -112,68 +171,81 @@ at::Tensor softplusOf(const at::Tensor& self, const at::Scalar& beta, const at::
   const at::Tensor smooth = at::div(at::log1p(at::exp(scaled)), scalarLike(self, beta));
   return at::where(at::gt(scaled, scalarLike(self, threshold)), self, smooth);
 }
+
 at::Tensor& softplusOut(const at::Tensor& self, const at::Scalar& beta, const at::Scalar& threshold, at::Tensor& out) {
   return assignPointwise(out, {self}, softplusOf(self, beta, threshold));
 }
 
-at::Tensor isInfinity(const at::Tensor& self, double infinity) {
-  if (!at::isFloatingType(self.scalar_type())) return at::zeros(self.sizes(), self.options().dtype(at::kBool));
-  return at::eq(self, infinity);
-}
 at::Tensor& isposinfOut(const at::Tensor& self, at::Tensor& out) {
   return assignPointwise(out, {self}, isInfinity(self, std::numeric_limits<double>::infinity()));
 }
+
 at::Tensor& isneginfOut(const at::Tensor& self, at::Tensor& out) {
   return assignPointwise(out, {self}, isInfinity(self, -std::numeric_limits<double>::infinity()));
 }
 
-// logical_*: on truth values, a bool result (or out's dtype).
-at::Tensor truth(const at::Tensor& t) { return t.scalar_type() == at::kBool ? t : at::ne(t, 0); }
-
 at::Tensor& logicalAndOut(const at::Tensor& self, const at::Tensor& other, at::Tensor& out) {
   return assignPointwise(out, {self, other}, at::bitwise_and(truth(self), truth(other)));
 }
+
 at::Tensor& logicalOrOut(const at::Tensor& self, const at::Tensor& other, at::Tensor& out) {
   return assignPointwise(out, {self, other}, at::bitwise_or(truth(self), truth(other)));
 }
+
 at::Tensor& logicalXorOut(const at::Tensor& self, const at::Tensor& other, at::Tensor& out) {
   return assignPointwise(out, {self, other}, at::bitwise_xor(truth(self), truth(other)));
 }
+
 at::Tensor& logicalNotOut(const at::Tensor& self, at::Tensor& out) {
   return assignPointwise(out, {self}, at::bitwise_not(truth(self)));
 }
 
-}  // namespace
+at::Tensor& addcmulOut(const at::Tensor& self, const at::Tensor& tensor1, const at::Tensor& tensor2,
+                       const at::Scalar& value, at::Tensor& out) {
+  return assignPointwise(out, {self, tensor1, tensor2}, addcmulWide(self, tensor1, tensor2, value));
+}
 
-TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
-  m.impl("logical_and.out", TORCH_FN(logicalAndOut));
-  m.impl("logical_or.out", TORCH_FN(logicalOrOut));
-  m.impl("logical_xor.out", TORCH_FN(logicalXorOut));
-  m.impl("logical_not.out", TORCH_FN(logicalNotOut));
-  m.impl("clamp", TORCH_FN(clamp));
-  m.impl("clamp.out", TORCH_FN(clampOut));
-  m.impl("clamp_", TORCH_FN(clampInplace));
-  m.impl("clamp_min", TORCH_FN(clampMin));
-  m.impl("clamp_min.out", TORCH_FN(clampMinOut));
-  m.impl("clamp_min_", TORCH_FN(clampMinInplace));
-  m.impl("clamp_max", TORCH_FN(clampMax));
-  m.impl("clamp_max.out", TORCH_FN(clampMaxOut));
-  m.impl("clamp_max_", TORCH_FN(clampMaxInplace));
-  m.impl("logaddexp", TORCH_FN(logaddexpOf));
-  m.impl("logaddexp.out", TORCH_FN(logaddexpOut));
-  m.impl("hardtanh", TORCH_FN(hardtanh));
-  m.impl("hardtanh.out", TORCH_FN(hardtanhOut));
-  m.impl("hardtanh_", TORCH_FN(hardtanhInplace));
-  m.impl("hardtanh_backward", TORCH_FN(hardtanhBackward));
-  m.impl("hardtanh_backward.grad_input", TORCH_FN(hardtanhBackwardOut));
-  m.impl("masked_fill_.Scalar", TORCH_FN(maskedFillScalar));
-  m.impl("masked_fill_.Tensor", TORCH_FN(maskedFillTensor));
-  m.impl("leaky_relu", TORCH_FN(leakyReluOf));
-  m.impl("leaky_relu.out", TORCH_FN(leakyReluOut));
-  m.impl("softplus", TORCH_FN(softplusOf));
-  m.impl("softplus.out", TORCH_FN(softplusOut));
-  m.impl("isposinf.out", TORCH_FN(isposinfOut));
-  m.impl("isneginf.out", TORCH_FN(isneginfOut));
+at::Tensor addcmul(const at::Tensor& self, const at::Tensor& tensor1, const at::Tensor& tensor2,
+                   const at::Scalar& value) {
+  return addcmulWide(self, tensor1, tensor2, value).to(resultOf(self, tensor1, tensor2));
+}
+
+at::Tensor& addcmulInplace(at::Tensor& self, const at::Tensor& tensor1, const at::Tensor& tensor2,
+                           const at::Scalar& value) {
+  return self.copy_(addcmulWide(self, tensor1, tensor2, value));
+}
+
+at::Tensor& addcdivOut(const at::Tensor& self, const at::Tensor& tensor1, const at::Tensor& tensor2,
+                       const at::Scalar& value, at::Tensor& out) {
+  return assignPointwise(out, {self, tensor1, tensor2}, addcdivWide(self, tensor1, tensor2, value));
+}
+
+at::Tensor addcdiv(const at::Tensor& self, const at::Tensor& tensor1, const at::Tensor& tensor2,
+                   const at::Scalar& value) {
+  return addcdivWide(self, tensor1, tensor2, value).to(resultOf(self, tensor1, tensor2));
+}
+
+at::Tensor& addcdivInplace(at::Tensor& self, const at::Tensor& tensor1, const at::Tensor& tensor2,
+                           const at::Scalar& value) {
+  return self.copy_(addcdivWide(self, tensor1, tensor2, value));
+}
+
+at::Tensor& lerpOut(const at::Tensor& self, const at::Tensor& end, const at::Scalar& weight, at::Tensor& out) {
+  return assignPointwise(out, {self, end}, lerpWide(self, end, weight));
+}
+
+at::Tensor lerp(const at::Tensor& self, const at::Tensor& end, const at::Scalar& weight) {
+  return lerpWide(self, end, weight).to(self.scalar_type());
+}
+
+at::Tensor& lerpInplace(at::Tensor& self, const at::Tensor& end, const at::Scalar& weight) {
+  return self.copy_(lerpWide(self, end, weight));
+}
+
+// NaN is the one value unequal to itself; integers and bool have none.
+at::Tensor isnan(const at::Tensor& self) {
+  if (!at::isFloatingType(self.scalar_type())) return at::zeros(self.sizes(), self.options().dtype(at::kBool));
+  return at::ne(self, self);
 }
 
 }  // namespace pto::backend

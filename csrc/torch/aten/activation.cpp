@@ -1,23 +1,10 @@
-// Activations pto runs as short sequences of native instructions, with the
-// formulas of PyTorch's CPU kernels: elu (selu, celu), hardsigmoid, hardswish, mish,
-// glu, prelu, logit and softshrink, forward and backward. float16/bfloat16 compute in float32 and round once.
+#include "activation.h"
+
 #include <ATen/WrapDimUtils.h>
-#include <torch/library.h>
 
 #include <limits>
 
-#include "composite.h"
-
 namespace pto::backend {
-namespace {
-
-// Registers functional, in-place and out= forms of an activation computed by `Fn`.
-template <at::Tensor (*Fn)(const at::Tensor&)>
-struct Activation {
-  static at::Tensor functional(const at::Tensor& self) { return Fn(widened(self)).to(self.scalar_type()); }
-  static at::Tensor& inplace(at::Tensor& self) { return self.copy_(Fn(widened(self))); }
-  static at::Tensor& out(const at::Tensor& self, at::Tensor& result) { return assignPointwise(result, {self}, Fn(widened(self))); }
-};
 
 // x > 0 ? scale * x : alpha * scale * (exp(input_scale * x) - 1)
 at::Tensor eluOf(const at::Tensor& self, const at::Scalar& alpha, const at::Scalar& scale,
@@ -177,47 +164,6 @@ at::Tensor softshrinkBackward(const at::Tensor& grad, const at::Tensor& self, co
 at::Tensor& softshrinkBackwardOut(const at::Tensor& grad, const at::Tensor& self, const at::Scalar& lambd,
                                   at::Tensor& grad_input) {
   return assignPointwise(grad_input, {grad, self}, softshrinkBackward(grad, self, lambd));
-}
-
-}  // namespace
-
-TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
-  m.impl("elu", TORCH_FN(eluOf));
-  m.impl("elu_", TORCH_FN(eluInplace));
-  m.impl("elu.out", TORCH_FN(eluOut));
-  m.impl("elu_backward", TORCH_FN(eluBackward));
-  m.impl("elu_backward.grad_input", TORCH_FN(eluBackwardOut));
-  using Hardsigmoid = Activation<hardsigmoidOf>;
-  m.impl("hardsigmoid", TORCH_FN(Hardsigmoid::functional));
-  m.impl("hardsigmoid_", TORCH_FN(Hardsigmoid::inplace));
-  m.impl("hardsigmoid.out", TORCH_FN(Hardsigmoid::out));
-  m.impl("hardsigmoid_backward", TORCH_FN(hardsigmoidBackward));
-  m.impl("hardsigmoid_backward.grad_input", TORCH_FN(hardsigmoidBackwardOut));
-  using Hardswish = Activation<hardswishOf>;
-  m.impl("hardswish", TORCH_FN(Hardswish::functional));
-  m.impl("hardswish_", TORCH_FN(Hardswish::inplace));
-  m.impl("hardswish.out", TORCH_FN(Hardswish::out));
-  m.impl("hardswish_backward", TORCH_FN(hardswishBackward));
-  using Mish = Activation<mishOf>;
-  m.impl("mish", TORCH_FN(Mish::functional));
-  m.impl("mish_", TORCH_FN(Mish::inplace));
-  m.impl("mish.out", TORCH_FN(Mish::out));
-  m.impl("mish_backward", TORCH_FN(mishBackward));
-  m.impl("glu", TORCH_FN(gluOf));
-  m.impl("glu.out", TORCH_FN(gluOut));
-  m.impl("glu_backward", TORCH_FN(gluBackward));
-  m.impl("glu_backward.grad_input", TORCH_FN(gluBackwardOut));
-  m.impl("_prelu_kernel", TORCH_FN(preluKernel));
-  m.impl("_prelu_kernel_backward", TORCH_FN(preluKernelBackward));
-  m.impl("logit", TORCH_FN(logitOf));
-  m.impl("logit.out", TORCH_FN(logitOut));
-  m.impl("logit_", TORCH_FN(logitInplace));
-  m.impl("logit_backward", TORCH_FN(logitBackward));
-  m.impl("logit_backward.grad_input", TORCH_FN(logitBackwardOut));
-  m.impl("softshrink", TORCH_FN(softshrinkOf));
-  m.impl("softshrink.out", TORCH_FN(softshrinkOut));
-  m.impl("softshrink_backward", TORCH_FN(softshrinkBackward));
-  m.impl("softshrink_backward.grad_input", TORCH_FN(softshrinkBackwardOut));
 }
 
 }  // namespace pto::backend

@@ -1,0 +1,76 @@
+// Activations pto runs as short sequences of native instructions, with the
+// formulas of PyTorch's CPU kernels: elu (selu, celu), hardsigmoid, hardswish, mish,
+// glu, prelu, logit and softshrink, forward and backward. float16/bfloat16 compute in float32 and round once.
+#pragma once
+
+#include <ATen/ATen.h>
+
+#include "composite.h"
+
+namespace pto::backend {
+
+// Registers functional, in-place and out= forms of an activation computed by `Fn`.
+template <at::Tensor (*Fn)(const at::Tensor&)>
+struct Activation {
+  static at::Tensor functional(const at::Tensor& self) { return Fn(widened(self)).to(self.scalar_type()); }
+  static at::Tensor& inplace(at::Tensor& self) { return self.copy_(Fn(widened(self))); }
+  static at::Tensor& out(const at::Tensor& self, at::Tensor& result) { return assignPointwise(result, {self}, Fn(widened(self))); }
+};
+
+// x > 0 ? scale * x : alpha * scale * (exp(input_scale * x) - 1)
+at::Tensor eluOf(const at::Tensor& self, const at::Scalar& alpha, const at::Scalar& scale,
+                 const at::Scalar& input_scale);
+at::Tensor& eluOut(const at::Tensor& self, const at::Scalar& alpha, const at::Scalar& scale,
+                   const at::Scalar& input_scale, at::Tensor& out);
+at::Tensor& eluInplace(at::Tensor& self, const at::Scalar& alpha, const at::Scalar& scale,
+                       const at::Scalar& input_scale);
+
+// From the input, or (is_result) from the output y, as the CPU kernel takes it.
+at::Tensor eluBackward(const at::Tensor& grad, const at::Scalar& alpha, const at::Scalar& scale,
+                       const at::Scalar& input_scale, bool is_result, const at::Tensor& self_or_result);
+at::Tensor& eluBackwardOut(const at::Tensor& grad, const at::Scalar& alpha, const at::Scalar& scale,
+                           const at::Scalar& input_scale, bool is_result, const at::Tensor& self_or_result,
+                           at::Tensor& grad_input);
+
+// min(max(x + 3, 0), 6) / 6
+at::Tensor hardsigmoidOf(const at::Tensor& x);
+at::Tensor hardsigmoidBackward(const at::Tensor& grad, const at::Tensor& self);
+at::Tensor& hardsigmoidBackwardOut(const at::Tensor& grad, const at::Tensor& self, at::Tensor& grad_input);
+
+// x * min(max(x + 3, 0), 6) / 6
+at::Tensor hardswishOf(const at::Tensor& x);
+at::Tensor hardswishBackward(const at::Tensor& grad, const at::Tensor& self);
+
+// x * tanh(log1p(exp(x)))
+at::Tensor mishOf(const at::Tensor& x);
+at::Tensor mishBackward(const at::Tensor& grad, const at::Tensor& self);
+
+// glu: the first half of `dim` gated by the sigmoid of the second.
+at::Tensor gluOf(const at::Tensor& self, int64_t dim);
+at::Tensor& gluOut(const at::Tensor& self, int64_t dim, at::Tensor& out);
+at::Tensor gluBackward(const at::Tensor& grad, const at::Tensor& self, int64_t dim);
+at::Tensor& gluBackwardOut(const at::Tensor& grad, const at::Tensor& self, int64_t dim, at::Tensor& grad_input);
+
+// prelu's kernel (torch broadcasts the weight first): x > 0 ? x : weight * x.
+at::Tensor preluKernel(const at::Tensor& self, const at::Tensor& weight);
+std::tuple<at::Tensor, at::Tensor> preluKernelBackward(const at::Tensor& grad, const at::Tensor& self,
+                                                       const at::Tensor& weight);
+
+// logit: log(x / (1 - x)), x clamped to [eps, 1 - eps] when eps is given.
+at::Tensor logitOf(const at::Tensor& self, std::optional<double> eps);
+at::Tensor& logitOut(const at::Tensor& self, std::optional<double> eps, at::Tensor& out);
+at::Tensor& logitInplace(at::Tensor& self, std::optional<double> eps);
+
+// grad / (x (1 - x)) inside [eps, 1 - eps], 0 outside (NaN everywhere for eps < 0, as the CPU).
+at::Tensor logitBackward(const at::Tensor& grad, const at::Tensor& self, std::optional<double> eps);
+at::Tensor& logitBackwardOut(const at::Tensor& grad, const at::Tensor& self, std::optional<double> eps,
+                             at::Tensor& grad_input);
+
+// softshrink: x - lambd above lambd, x + lambd below -lambd, 0 between.
+at::Tensor softshrinkOf(const at::Tensor& self, const at::Scalar& lambd);
+at::Tensor& softshrinkOut(const at::Tensor& self, const at::Scalar& lambd, at::Tensor& out);
+at::Tensor softshrinkBackward(const at::Tensor& grad, const at::Tensor& self, const at::Scalar& lambd);
+at::Tensor& softshrinkBackwardOut(const at::Tensor& grad, const at::Tensor& self, const at::Scalar& lambd,
+                                  at::Tensor& grad_input);
+
+}  // namespace pto::backend

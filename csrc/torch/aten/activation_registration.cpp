@@ -1,0 +1,47 @@
+// Registers activation.h's kernels for the aten ops they implement on pto.
+#include <torch/library.h>
+
+#include "activation.h"
+
+namespace pto::backend {
+
+TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
+  m.impl("elu", TORCH_FN(eluOf));
+  m.impl("elu_", TORCH_FN(eluInplace));
+  m.impl("elu.out", TORCH_FN(eluOut));
+  m.impl("elu_backward", TORCH_FN(eluBackward));
+  m.impl("elu_backward.grad_input", TORCH_FN(eluBackwardOut));
+  using Hardsigmoid = Activation<hardsigmoidOf>;
+  m.impl("hardsigmoid", TORCH_FN(Hardsigmoid::functional));
+  m.impl("hardsigmoid_", TORCH_FN(Hardsigmoid::inplace));
+  m.impl("hardsigmoid.out", TORCH_FN(Hardsigmoid::out));
+  m.impl("hardsigmoid_backward", TORCH_FN(hardsigmoidBackward));
+  m.impl("hardsigmoid_backward.grad_input", TORCH_FN(hardsigmoidBackwardOut));
+  using Hardswish = Activation<hardswishOf>;
+  m.impl("hardswish", TORCH_FN(Hardswish::functional));
+  m.impl("hardswish_", TORCH_FN(Hardswish::inplace));
+  m.impl("hardswish.out", TORCH_FN(Hardswish::out));
+  m.impl("hardswish_backward", TORCH_FN(hardswishBackward));
+  using Mish = Activation<mishOf>;
+  m.impl("mish", TORCH_FN(Mish::functional));
+  m.impl("mish_", TORCH_FN(Mish::inplace));
+  m.impl("mish.out", TORCH_FN(Mish::out));
+  m.impl("mish_backward", TORCH_FN(mishBackward));
+  m.impl("glu", TORCH_FN(gluOf));
+  m.impl("glu.out", TORCH_FN(gluOut));
+  m.impl("glu_backward", TORCH_FN(gluBackward));
+  m.impl("glu_backward.grad_input", TORCH_FN(gluBackwardOut));
+  m.impl("_prelu_kernel", TORCH_FN(preluKernel));
+  m.impl("_prelu_kernel_backward", TORCH_FN(preluKernelBackward));
+  m.impl("logit", TORCH_FN(logitOf));
+  m.impl("logit.out", TORCH_FN(logitOut));
+  m.impl("logit_", TORCH_FN(logitInplace));
+  m.impl("logit_backward", TORCH_FN(logitBackward));
+  m.impl("logit_backward.grad_input", TORCH_FN(logitBackwardOut));
+  m.impl("softshrink", TORCH_FN(softshrinkOf));
+  m.impl("softshrink.out", TORCH_FN(softshrinkOut));
+  m.impl("softshrink_backward", TORCH_FN(softshrinkBackward));
+  m.impl("softshrink_backward.grad_input", TORCH_FN(softshrinkBackwardOut));
+}
+
+}  // namespace pto::backend

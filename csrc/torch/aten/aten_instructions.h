@@ -1,0 +1,57 @@
+// The aten -> PTO table (aten_instructions.def) as C++ data. The eager registrations
+// expand the .def itself; hand-written kernels look their row up by name, at compile
+// time.
+#pragma once
+
+#include <string_view>
+
+#include "isa/instructions.h"
+
+namespace pto::backend {
+
+// How an op's result dtype follows from its inputs'.
+enum class Promotion {
+  kCommon,        // torch's result_type of the inputs
+  kIntToFloat,    // ... with integers and bool promoted to the default float dtype
+  kCompare,       // computed in the common dtype, a bool result
+};
+
+// "common", "int_to_float", "compare".
+constexpr std::string_view promotionName(Promotion promotion) {
+  switch (promotion) {
+    case Promotion::kCommon: return "common";
+    case Promotion::kIntToFloat: return "int_to_float";
+    case Promotion::kCompare: return "compare";
+  }
+  return "common";
+}
+
+struct AtenInstruction {
+  std::string_view op;        // the aten op, without overload
+  std::string_view form;      // as the .def spells it: "Unary", "Binary" ...; "Custom" for a variant
+  std::string_view argument;  // a variant row's selecting argument ("approximate"); "" otherwise
+  std::string_view value;     // ... and its value ("tanh")
+  isa::Opcode opcode;
+  Promotion promotion;
+};
+
+inline constexpr AtenInstruction kAtenInstructions[] = {
+#define PTO_ATEN(op, form, instruction, promotion) \
+  {#op, #form, "", "", isa::Opcode::instruction, Promotion::promotion},
+#define PTO_ATEN_VARIANT(op, argument, value, instruction, promotion) \
+  {#op, "Custom", #argument, #value, isa::Opcode::instruction, Promotion::promotion},
+#include "aten_instructions.def"
+#undef PTO_ATEN_VARIANT
+#undef PTO_ATEN
+};
+
+// The row of `op`, or of its variant whose argument has `value`. An op missing from
+// the table does not compile.
+consteval const AtenInstruction& atenInstruction(std::string_view op, std::string_view value = "") {
+  for (const AtenInstruction& row : kAtenInstructions) {
+    if (row.op == op && row.value == value) return row;
+  }
+  throw "no such row in aten_instructions.def";
+}
+
+}  // namespace pto::backend

@@ -1,0 +1,75 @@
+#include "layout.h"
+
+#include <ATen/ATen.h>
+#include <ATen/Operators.h>
+#include <ATen/WrapDimUtilsMulti.h>
+#include <ATen/native/Resize.h>
+
+#include <algorithm>
+#include <vector>
+
+#include "instruction_launch.h"
+
+namespace pto::backend {
+namespace {
+
+bool movable(const at::Tensor& self) {
+  return accepts(isa::Opcode::kMove, self.scalar_type()) && self.dim() <= isa::kMaxRank;
+}
+
+// out = self rolled by `shift` along `dim`: out[(i + shift) mod n] = self[i].
+void rollInto(const at::Tensor& out, const at::Tensor& self, int64_t shift, int64_t dim) {
+  const int64_t n = self.size(dim);
+  const int64_t s = n == 0 ? 0 : ((shift % n) + n) % n;
+  if (s == 0) {
+    out.copy_(self);
+    return;
+  }
+  out.narrow(dim, s, n - s).copy_(self.narrow(dim, 0, n - s));
+  out.narrow(dim, 0, s).copy_(self.narrow(dim, n - s, s));
+}
+
+}  // namespace
+
+at::Tensor flip(const at::Tensor& self, at::IntArrayRef dims) {
+  if (!movable(self)) return Fallback<ATEN_OP(flip)>::call(self, dims);
+  const auto reversed = at::dim_list_to_bitset(dims, self.dim());  // PyTorch's checks and messages
+  at::Tensor out = at::empty_like(self, at::MemoryFormat::Preserve);
+  if (self.numel() > 0) launchReversedMove(out, self, std::bitset<isa::kMaxRank>(reversed.to_ullong()));
+  return out;
+}
+
+at::Tensor roll(const at::Tensor& self, at::IntArrayRef shifts, at::IntArrayRef dims) {
+  const bool native = movable(self) && !shifts.empty() &&
+                      (dims.empty() ? shifts.size() == 1 : shifts.size() == dims.size());
+  if (!native) return Fallback<ATEN_OP(roll)>::call(self, shifts, dims);
+  if (dims.empty()) {  // the flattened tensor, rolled as one line
+    at::Tensor flat = at::empty({self.numel()}, self.options());
+    rollInto(flat, self.reshape({-1}), shifts[0], 0);
+    return flat.view(self.sizes());
+  }
+  at::Tensor source = self;
+  at::Tensor out;
+  for (size_t i = 0; i < dims.size(); ++i) {
+    const int64_t dim = at::maybe_wrap_dim(dims[i], self.dim());
+    out = at::empty_like(self, at::MemoryFormat::Contiguous);
+    rollInto(out, source, shifts[i], dim);
+    source = out;
+  }
+  return out;
+}
+
+// The input position each output position of a padded dimension reads.
+at::Tensor padSources(PadMode mode, int64_t size, int64_t before, int64_t after, const at::Device& device) {
+  std::vector<int64_t> sources;
+  for (int64_t i = -before; i < size + after; ++i) {
+    int64_t j = i;
+    if (mode == PadMode::kReplicate) j = std::clamp<int64_t>(i, 0, size - 1);
+    else if (i < 0) j = -i;
+    else if (i >= size) j = 2 * (size - 1) - i;
+    sources.push_back(j);
+  }
+  return at::tensor(sources, at::kLong).to(device);
+}
+
+}  // namespace pto::backend

@@ -1,0 +1,204 @@
+#include "normalization.h"
+
+#include <ATen/Operators.h>
+
+#include "composite.h"
+#include "fallback.h"
+#include "reduction.h"
+
+namespace pto::backend {
+namespace {
+
+struct Layout {
+  std::vector<int64_t> normalized;  // the trailing dims statistics run over
+  std::vector<int64_t> batch;       // the leading dims, one statistic each
+};
+
+Layout layoutOf(const at::Tensor& input, c10::SymIntArrayRef normalized_shape) {
+  const int64_t count = static_cast<int64_t>(normalized_shape.size());
+  const int64_t axis = input.dim() - count;
+  TORCH_CHECK(axis >= 0 && input.sizes().slice(axis).equals(C10_AS_INTARRAYREF_SLOW(normalized_shape)),
+              "Given normalized_shape=", normalized_shape, ", expected input with shape [*",
+              normalized_shape, "], but got input of size", input.sizes());
+  Layout layout;
+  for (int64_t d = 0; d < input.dim(); ++d) (d < axis ? layout.batch : layout.normalized).push_back(d);
+  return layout;
+}
+
+// sum((x - mean)^2) / (n - correction) over `dim`; undefined for non-float input.
+at::Tensor variance(const at::Tensor& self, at::OptionalIntArrayRef dim, const std::optional<at::Scalar>& correction,
+                    bool keepdim) {
+  if (!at::isFloatingType(self.scalar_type())) return {};
+  const at::Tensor x = widened(self);
+  const int64_t count = reducedCount(self, dim);
+  const double divisor = static_cast<double>(count) - (correction ? correction->toDouble() : 1.0);
+  const at::OptionalIntArrayRef dims = dim && !dim->empty() ? dim : std::nullopt;
+  const at::Tensor centered = count > 0 ? x - x.mean(dims, /*keepdim=*/true) : x;
+  const at::Tensor squares = (centered * centered).sum(dims, keepdim);
+  return (divisor > 0 ? squares / divisor : squares / 0.0).to(self.scalar_type());
+}
+
+// batch_norm: statistics per channel (dim 1) over every other dim.
+std::vector<int64_t> batchDims(const at::Tensor& input) {
+  std::vector<int64_t> dims{0};
+  for (int64_t d = 2; d < input.dim(); ++d) dims.push_back(d);
+  return dims;
+}
+
+// A per-channel vector shaped to broadcast against the input: [1, C, 1, ...].
+at::Tensor perChannel(const at::Tensor& vector, const at::Tensor& input) {
+  std::vector<int64_t> shape(input.dim(), 1);
+  shape[1] = input.size(1);
+  return vector.reshape(shape);
+}
+
+// The dtype of batch_norm's saved statistics, as the CPU gives them: the input's, or
+// float32 where a float16/bfloat16 input comes with float32 parameters (mixed type).
+at::ScalarType statisticsType(const at::Tensor& input, std::initializer_list<std::optional<at::Tensor>> parameters) {
+  if (!at::isReducedFloatingType(input.scalar_type())) return input.scalar_type();
+  for (const std::optional<at::Tensor>& p : parameters) {
+    if (p && p->defined() && p->scalar_type() == at::kFloat) return at::kFloat;
+  }
+  return input.scalar_type();
+}
+
+}  // namespace
+
+std::tuple<at::Tensor, at::Tensor, at::Tensor> layerNorm(const at::Tensor& input, c10::SymIntArrayRef normalized_shape,
+                                                         const std::optional<at::Tensor>& weight,
+                                                         const std::optional<at::Tensor>& bias, double eps) {
+  const Layout layout = layoutOf(input, normalized_shape);
+  const at::Tensor x = widened(input);
+  const at::Tensor mean = x.mean(layout.normalized, /*keepdim=*/true);
+  const at::Tensor centered = x - mean;
+  const at::Tensor variance = (centered * centered).mean(layout.normalized, /*keepdim=*/true);
+  const at::Tensor rstd = (variance + eps).rsqrt();
+  at::Tensor out = centered * rstd;
+  if (weight && weight->defined()) out = out * widened(*weight);
+  if (bias && bias->defined()) out = out + widened(*bias);
+  return {out.to(input.scalar_type()), mean.to(input.scalar_type()), rstd.to(input.scalar_type())};
+}
+
+std::tuple<at::Tensor, at::Tensor, at::Tensor> layerNormBackward(
+    const at::Tensor& grad_out, const at::Tensor& input, c10::SymIntArrayRef normalized_shape,
+    const at::Tensor& mean, const at::Tensor& rstd, const std::optional<at::Tensor>& weight,
+    const std::optional<at::Tensor>& bias, std::array<bool, 3> output_mask) {
+  const Layout layout = layoutOf(input, normalized_shape);
+  const at::Tensor x = widened(input), dy = widened(grad_out), mu = widened(mean), inv = widened(rstd);
+  const at::Tensor normalized = (x - mu) * inv;
+  at::Tensor grad_input, grad_weight, grad_bias;
+  if (output_mask[0]) {
+    const at::Tensor g = weight && weight->defined() ? dy * widened(*weight) : dy;
+    const at::Tensor g_mean = g.mean(layout.normalized, /*keepdim=*/true);
+    const at::Tensor gx_mean = (g * normalized).mean(layout.normalized, /*keepdim=*/true);
+    grad_input = ((g - g_mean - normalized * gx_mean) * inv).to(input.scalar_type());
+  }
+  // Summed over the batch dims; with none, sum() of an empty dim list would sum everything.
+  auto overBatch = [&](const at::Tensor& t) { return layout.batch.empty() ? t : t.sum(layout.batch); };
+  if (output_mask[1] && weight && weight->defined()) {
+    grad_weight = overBatch(dy * normalized).to(weight->scalar_type());
+  }
+  if (output_mask[2] && bias && bias->defined()) {
+    grad_bias = overBatch(dy).to(bias->scalar_type());
+  }
+  return {grad_input, grad_weight, grad_bias};
+}
+
+at::Tensor var(const at::Tensor& self, at::OptionalIntArrayRef dim, const std::optional<at::Scalar>& correction,
+               bool keepdim) {
+  at::Tensor r = variance(self, dim, correction, keepdim);
+  return r.defined() ? r
+                     : Fallback<ATEN_OP2(var, correction)>::call(self, dim, correction, keepdim);
+}
+
+at::Tensor& varOut(const at::Tensor& self, at::OptionalIntArrayRef dim, const std::optional<at::Scalar>& correction,
+                   bool keepdim, at::Tensor& out) {
+  at::Tensor r = variance(self, dim, correction, keepdim);
+  if (!r.defined()) {
+    return Fallback<ATEN_OP2(var, correction_out)>::call(self, dim, correction, keepdim, out);
+  }
+  return assign(out, r);
+}
+
+at::Tensor stddev(const at::Tensor& self, at::OptionalIntArrayRef dim, const std::optional<at::Scalar>& correction,
+                  bool keepdim) {
+  at::Tensor r = variance(self, dim, correction, keepdim);
+  return r.defined() ? r.sqrt()
+                     : Fallback<ATEN_OP2(std, correction)>::call(self, dim, correction, keepdim);
+}
+
+at::Tensor& stddevOut(const at::Tensor& self, at::OptionalIntArrayRef dim, const std::optional<at::Scalar>& correction,
+                      bool keepdim, at::Tensor& out) {
+  at::Tensor r = variance(self, dim, correction, keepdim);
+  if (!r.defined()) {
+    return Fallback<ATEN_OP2(std, correction_out)>::call(self, dim, correction, keepdim, out);
+  }
+  return assign(out, r.sqrt());
+}
+
+std::tuple<at::Tensor, at::Tensor, at::Tensor> batchNorm(
+    const at::Tensor& input, const std::optional<at::Tensor>& weight, const std::optional<at::Tensor>& bias,
+    const std::optional<at::Tensor>& running_mean, const std::optional<at::Tensor>& running_var, bool training,
+    double momentum, double eps) {
+  TORCH_CHECK(input.dim() >= 2, "batch_norm: expected an input with at least 2 dims, got ", input.sizes());
+  const at::Tensor x = widened(input);
+  const std::vector<int64_t> dims = batchDims(input);
+  const at::ScalarType statistics = statisticsType(input, {weight, bias, running_mean, running_var});
+  at::Tensor mean, invstd, save_mean, save_invstd;
+  if (training) {
+    mean = x.mean(dims);
+    const at::Tensor centered = x - perChannel(mean, x);
+    const at::Tensor biased = (centered * centered).mean(dims);
+    invstd = (biased + eps).rsqrt();
+    const int64_t n = input.numel() / input.size(1);
+    if (running_mean && running_mean->defined()) {
+      running_mean->copy_(*running_mean * (1 - momentum) + mean * momentum);
+    }
+    if (running_var && running_var->defined()) {
+      const at::Tensor unbiased = n > 1 ? biased * (static_cast<double>(n) / static_cast<double>(n - 1)) : biased;
+      running_var->copy_(*running_var * (1 - momentum) + unbiased * momentum);
+    }
+    save_mean = mean.to(statistics);
+    save_invstd = invstd.to(statistics);
+  } else {
+    TORCH_CHECK(running_mean && running_mean->defined() && running_var && running_var->defined(),
+                "batch_norm: running_mean and running_var must be defined in evaluation mode");
+    mean = widened(*running_mean);
+    invstd = (widened(*running_var) + eps).rsqrt();
+    save_mean = at::empty({0}, x.options().dtype(statistics));
+    save_invstd = at::empty({0}, x.options().dtype(statistics));
+  }
+  at::Tensor out = (x - perChannel(mean, x)) * perChannel(invstd, x);
+  if (weight && weight->defined()) out = out * perChannel(widened(*weight), x);
+  if (bias && bias->defined()) out = out + perChannel(widened(*bias), x);
+  return {out.to(input.scalar_type()), save_mean, save_invstd};
+}
+
+std::tuple<at::Tensor, at::Tensor, at::Tensor> batchNormBackward(
+    const at::Tensor& grad_out, const at::Tensor& input, const std::optional<at::Tensor>& weight,
+    const std::optional<at::Tensor>& running_mean, const std::optional<at::Tensor>& running_var,
+    const std::optional<at::Tensor>& save_mean, const std::optional<at::Tensor>& save_invstd, bool train,
+    double eps, std::array<bool, 3> output_mask) {
+  const at::Tensor x = widened(input), dy = widened(grad_out);
+  const std::vector<int64_t> dims = batchDims(input);
+  const at::Tensor mean = train ? widened(*save_mean) : widened(*running_mean);
+  const at::Tensor invstd = train ? widened(*save_invstd) : (widened(*running_var) + eps).rsqrt();
+  const at::Tensor normalized = (x - perChannel(mean, x)) * perChannel(invstd, x);
+  at::Tensor grad_input, grad_weight, grad_bias;
+  if (output_mask[0]) {
+    const at::Tensor g = weight && weight->defined() ? dy * perChannel(widened(*weight), x) : dy;
+    at::Tensor result = g;
+    if (train) {
+      result = g - perChannel(g.mean(dims), x) - normalized * perChannel((g * normalized).mean(dims), x);
+    }
+    grad_input = (result * perChannel(invstd, x)).to(input.scalar_type());
+  }
+  if (output_mask[1]) {
+    grad_weight = (dy * normalized).sum(dims);
+    if (weight && weight->defined()) grad_weight = grad_weight.to(weight->scalar_type());
+  }
+  if (output_mask[2]) grad_bias = dy.sum(dims).to(grad_weight.defined() ? grad_weight.scalar_type() : x.scalar_type());
+  return {grad_input, grad_weight, grad_bias};
+}
+
+}  // namespace pto::backend

@@ -1,0 +1,35 @@
+// Statistics on pto (var, std), layer_norm and batch_norm, forward and backward, as short
+// sequences of native instructions with two-pass formulas (sums accumulate in
+// double). float16/bfloat16 inputs compute in float32, as PyTorch's CPU kernels do.
+#pragma once
+
+#include <ATen/ATen.h>
+
+namespace pto::backend {
+
+std::tuple<at::Tensor, at::Tensor, at::Tensor> layerNorm(const at::Tensor& input, c10::SymIntArrayRef normalized_shape,
+                                                         const std::optional<at::Tensor>& weight,
+                                                         const std::optional<at::Tensor>& bias, double eps);
+std::tuple<at::Tensor, at::Tensor, at::Tensor> layerNormBackward(
+    const at::Tensor& grad_out, const at::Tensor& input, c10::SymIntArrayRef normalized_shape,
+    const at::Tensor& mean, const at::Tensor& rstd, const std::optional<at::Tensor>& weight,
+    const std::optional<at::Tensor>& bias, std::array<bool, 3> output_mask);
+at::Tensor var(const at::Tensor& self, at::OptionalIntArrayRef dim, const std::optional<at::Scalar>& correction,
+               bool keepdim);
+at::Tensor& varOut(const at::Tensor& self, at::OptionalIntArrayRef dim, const std::optional<at::Scalar>& correction,
+                   bool keepdim, at::Tensor& out);
+at::Tensor stddev(const at::Tensor& self, at::OptionalIntArrayRef dim, const std::optional<at::Scalar>& correction,
+                  bool keepdim);
+at::Tensor& stddevOut(const at::Tensor& self, at::OptionalIntArrayRef dim, const std::optional<at::Scalar>& correction,
+                      bool keepdim, at::Tensor& out);
+std::tuple<at::Tensor, at::Tensor, at::Tensor> batchNorm(
+    const at::Tensor& input, const std::optional<at::Tensor>& weight, const std::optional<at::Tensor>& bias,
+    const std::optional<at::Tensor>& running_mean, const std::optional<at::Tensor>& running_var, bool training,
+    double momentum, double eps);
+std::tuple<at::Tensor, at::Tensor, at::Tensor> batchNormBackward(
+    const at::Tensor& grad_out, const at::Tensor& input, const std::optional<at::Tensor>& weight,
+    const std::optional<at::Tensor>& running_mean, const std::optional<at::Tensor>& running_var,
+    const std::optional<at::Tensor>& save_mean, const std::optional<at::Tensor>& save_invstd, bool train,
+    double eps, std::array<bool, 3> output_mask);
+
+}  // namespace pto::backend

@@ -1,0 +1,72 @@
+// Pointwise aten ops pto runs as one or a few native instructions, with the formulas
+// and NaN behaviour of PyTorch's CPU kernels: clamp, masked_fill, leaky_relu,
+// softplus, isnan, isposinf/isneginf, the logical ops, and the optimizers' updates
+// (addcmul, addcdiv, lerp). Each step dispatches to pto's own kernels, so nothing
+// leaves the device.
+#pragma once
+
+#include <ATen/ATen.h>
+
+namespace pto::backend {
+
+at::Tensor clamp(const at::Tensor& self, const std::optional<at::Scalar>& min, const std::optional<at::Scalar>& max);
+at::Tensor& clampOut(const at::Tensor& self, const std::optional<at::Scalar>& min, const std::optional<at::Scalar>& max,
+                     at::Tensor& out);
+at::Tensor& clampInplace(at::Tensor& self, const std::optional<at::Scalar>& min, const std::optional<at::Scalar>& max);
+at::Tensor clampMin(const at::Tensor& self, const at::Scalar& min);
+at::Tensor& clampMinOut(const at::Tensor& self, const at::Scalar& min, at::Tensor& out);
+at::Tensor& clampMinInplace(at::Tensor& self, const at::Scalar& min);
+at::Tensor clampMax(const at::Tensor& self, const at::Scalar& max);
+at::Tensor& clampMaxOut(const at::Tensor& self, const at::Scalar& max, at::Tensor& out);
+at::Tensor& clampMaxInplace(at::Tensor& self, const at::Scalar& max);
+
+// masked_fill_: tsel(mask, value, self) written over self.
+// hardtanh is a clamp (relu6 included); its gradient passes strictly inside the range.
+at::Tensor hardtanh(const at::Tensor& self, const at::Scalar& min, const at::Scalar& max);
+at::Tensor& hardtanhOut(const at::Tensor& self, const at::Scalar& min, const at::Scalar& max, at::Tensor& out);
+at::Tensor& hardtanhInplace(at::Tensor& self, const at::Scalar& min, const at::Scalar& max);
+at::Tensor hardtanhBackward(const at::Tensor& grad, const at::Tensor& self, const at::Scalar& min,
+                            const at::Scalar& max);
+at::Tensor& hardtanhBackwardOut(const at::Tensor& grad, const at::Tensor& self, const at::Scalar& min,
+                                const at::Scalar& max, at::Tensor& grad_input);
+
+// log(exp(a) + exp(b)) as the CPU computes it: max + log1p(exp(-|a - b|)), and
+// a itself where both are the same infinity. Complex operands have no maximum: the
+// CPU's kernel takes them.
+at::Tensor logaddexpOf(const at::Tensor& self, const at::Tensor& other);
+at::Tensor& logaddexpOut(const at::Tensor& self, const at::Tensor& other, at::Tensor& out);
+at::Tensor& maskedFillScalar(at::Tensor& self, const at::Tensor& mask, const at::Scalar& value);
+at::Tensor& maskedFillTensor(at::Tensor& self, const at::Tensor& mask, const at::Tensor& value);
+at::Tensor leakyReluOf(const at::Tensor& self, const at::Scalar& slope);
+at::Tensor& leakyReluOut(const at::Tensor& self, const at::Scalar& slope, at::Tensor& out);
+
+// softplus(x) = log1p(exp(beta * x)) / beta, linear above the threshold.
+at::Tensor softplusOf(const at::Tensor& self, const at::Scalar& beta, const at::Scalar& threshold);
+at::Tensor& softplusOut(const at::Tensor& self, const at::Scalar& beta, const at::Scalar& threshold, at::Tensor& out);
+at::Tensor& isposinfOut(const at::Tensor& self, at::Tensor& out);
+at::Tensor& isneginfOut(const at::Tensor& self, at::Tensor& out);
+at::Tensor& logicalAndOut(const at::Tensor& self, const at::Tensor& other, at::Tensor& out);
+at::Tensor& logicalOrOut(const at::Tensor& self, const at::Tensor& other, at::Tensor& out);
+at::Tensor& logicalXorOut(const at::Tensor& self, const at::Tensor& other, at::Tensor& out);
+at::Tensor& logicalNotOut(const at::Tensor& self, at::Tensor& out);
+
+at::Tensor& addcmulOut(const at::Tensor& self, const at::Tensor& tensor1, const at::Tensor& tensor2,
+                       const at::Scalar& value, at::Tensor& out);
+at::Tensor addcmul(const at::Tensor& self, const at::Tensor& tensor1, const at::Tensor& tensor2,
+                   const at::Scalar& value);
+at::Tensor& addcmulInplace(at::Tensor& self, const at::Tensor& tensor1, const at::Tensor& tensor2,
+                           const at::Scalar& value);
+at::Tensor& addcdivOut(const at::Tensor& self, const at::Tensor& tensor1, const at::Tensor& tensor2,
+                       const at::Scalar& value, at::Tensor& out);
+at::Tensor addcdiv(const at::Tensor& self, const at::Tensor& tensor1, const at::Tensor& tensor2,
+                   const at::Scalar& value);
+at::Tensor& addcdivInplace(at::Tensor& self, const at::Tensor& tensor1, const at::Tensor& tensor2,
+                           const at::Scalar& value);
+at::Tensor& lerpOut(const at::Tensor& self, const at::Tensor& end, const at::Scalar& weight, at::Tensor& out);
+at::Tensor lerp(const at::Tensor& self, const at::Tensor& end, const at::Scalar& weight);
+at::Tensor& lerpInplace(at::Tensor& self, const at::Tensor& end, const at::Scalar& weight);
+
+// NaN is the one value unequal to itself; integers and bool have none.
+at::Tensor isnan(const at::Tensor& self);
+
+}  // namespace pto::backend

@@ -1,0 +1,56 @@
+// softmax and log_softmax on pto, forward and backward: one fused row
+// instruction each, over the softmax dimension moved last (a view, no copy).
+#pragma once
+
+#include <ATen/ATen.h>
+#include <ATen/native/Resize.h>
+
+#include <initializer_list>
+
+#include "fallback.h"
+#include "isa/instructions.h"
+
+namespace pto::backend {
+
+// Runs a row instruction with `dim` moved last in every operand. False: not native.
+bool rowOp(isa::Opcode opcode, const at::Tensor& out, std::initializer_list<at::Tensor> inputs, int64_t dim);
+
+template <isa::Opcode opcode, class Op, class Out>
+struct Forward {
+  static at::Tensor functional(const at::Tensor& self, int64_t dim, bool half_to_float) {
+    if (!half_to_float) {
+      at::Tensor out = at::empty_like(self, at::MemoryFormat::Contiguous);
+      if (rowOp(opcode, out, {self}, dim)) return out;
+    }
+    return Fallback<Op>::call(self, dim, half_to_float);
+  }
+  static at::Tensor& out(const at::Tensor& self, int64_t dim, bool half_to_float, at::Tensor& result) {
+    if (!half_to_float && result.device() == self.device()) {
+      at::native::resize_output(result, self.sizes());
+      if (rowOp(opcode, result, {self}, dim)) return result;
+    }
+    return Fallback<Out>::call(self, dim, half_to_float, result);
+  }
+};
+
+template <isa::Opcode opcode, class Op, class Out>
+struct Backward {
+  static at::Tensor functional(const at::Tensor& grad, const at::Tensor& output, int64_t dim,
+                               at::ScalarType input_dtype) {
+    if (input_dtype == grad.scalar_type()) {
+      at::Tensor result = at::empty_like(grad, at::MemoryFormat::Contiguous);
+      if (rowOp(opcode, result, {grad, output}, dim)) return result;
+    }
+    return Fallback<Op>::call(grad, output, dim, input_dtype);
+  }
+  static at::Tensor& out(const at::Tensor& grad, const at::Tensor& output, int64_t dim,
+                         at::ScalarType input_dtype, at::Tensor& result) {
+    if (input_dtype == grad.scalar_type() && result.device() == grad.device()) {
+      at::native::resize_output(result, grad.sizes());
+      if (rowOp(opcode, result, {grad, output}, dim)) return result;
+    }
+    return Fallback<Out>::call(grad, output, dim, input_dtype, result);
+  }
+};
+
+}  // namespace pto::backend
