@@ -51,7 +51,8 @@ bool SimStream::spinUntil(Ready ready) {
   }
 }
 
-SimStream::SimStream(int32_t device) : device_(device), worker_([this] { workerLoop(); }) {}
+SimStream::SimStream(int32_t device, DeviceMemory& memory)
+    : device_(device), memory_(memory), worker_([this] { workerLoop(); }) {}
 
 SimStream::~SimStream() {
   {
@@ -79,6 +80,7 @@ void SimStream::enqueue(Command command) {
   }
   // Only a sleeping worker needs the (system-call) wake-up; a busy one drains the queue.
   if (wake) work_cv_.notify_one();
+  if (memory_.strict()) waitIdle();
 }
 
 ptoError SimStream::synchronize() {
@@ -164,7 +166,10 @@ void SimStream::runCommand(Command& command) {
   }
   try {
     switch (command.kind) {
+      // Kernels, copies and fills are the device's own work: they run with device
+      // memory open. A host function is user code: it runs with memory closed.
       case Command::Kind::kKernel: {
+        const DeviceMemory::Open open(memory_);
         // Start from an empty message, so a kernel failing without ptoSetKernelError
         // is not reported with what failed earlier on this worker thread.
         fail(PTO_SUCCESS, std::string());
@@ -178,12 +183,16 @@ void SimStream::runCommand(Command& command) {
       case Command::Kind::kHostFunc:
         command.host_fn(command.user_data);
         break;
-      case Command::Kind::kMemcpy:
+      case Command::Kind::kMemcpy: {
+        const DeviceMemory::Open open(memory_);
         copyBytes(command.dst, command.src, command.bytes);
         break;
-      case Command::Kind::kMemset:
+      }
+      case Command::Kind::kMemset: {
+        const DeviceMemory::Open open(memory_);
         fillBytes(command.dst, command.fill_value, command.bytes);
         break;
+      }
       case Command::Kind::kEventRecord: {
         std::unique_lock<std::mutex> lock(mutex_);
         const ptoError failure = sticky_code_;
