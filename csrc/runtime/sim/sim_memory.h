@@ -6,7 +6,10 @@
 // executes, as OpenReg guards its device memory: host code that reads or
 // writes device memory faults at once instead of silently working. The driver
 // opens all of it (DeviceMemory::Open) around its own execution; opens nest and
-// overlap across threads, and memory closes again when the last one ends.
+// overlap across threads, and memory closes again when the last one ends. As
+// every enqueue then waits for its command (sim_stream.h), the thread that
+// submitted it never runs while memory is open; another host thread may, and
+// its accesses at such a moment go unnoticed.
 // Outside strict mode memory is plain aligned heap memory and opening is free.
 #pragma once
 
