@@ -1,17 +1,23 @@
 // Memory of the PTO runtime: device and pinned allocations, capacity
-// accounting, pointer attributes, and the synchronous and asynchronous
-// copies and fills with their range checks.
+// accounting, pointer attributes, the synchronous and asynchronous copies and
+// fills with their range checks, and the sim driver's strict mode.
 #include <gtest/gtest.h>
+#include <sys/wait.h>
 
 #include <atomic>
 #include <chrono>
+#include <csignal>
 #include <cstdint>
+#include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <numeric>
+#include <string>
 #include <thread>
 #include <vector>
 
 #include "runtime/pto_runtime.h"
+#include "runtime/sim/sim_memory.h"
 #include "runtime_test_support.h"
 
 namespace {
@@ -532,4 +538,189 @@ TEST(RuntimeMemory, FreeWaitsForWorkQueuedOnTheDevice) {
   EXPECT_FALSE(freed_while_queued);
   EXPECT_TRUE(freed);
   EXPECT_PTO_OK(ptoStreamSynchronize(stream.get()));
+}
+
+// --- Strict mode (PTO_SIM_STRICT=1) ---------------------------------------
+
+namespace {
+
+using pto::rt::sim::DeviceMemory;
+using testing::ExitedWithCode;
+using testing::KilledBySignal;
+
+// The driver reads PTO_SIM_STRICT once, at its start, so each check of the mode
+// runs in a fresh process: a "threadsafe" death test re-executes this binary for
+// the one test, and the statement sets the variable before its first runtime call.
+void useFreshProcesses() { GTEST_FLAG_SET(death_test_style, "threadsafe"); }
+void startStrictDriver() { setenv("PTO_SIM_STRICT", "1", 1); }
+
+// How a host access to closed device memory ends: SIGSEGV, or under ASan and TSan,
+// which catch the signal, their report of it and their failing exit code.
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+bool faulted(int status) { return WIFEXITED(status) && WEXITSTATUS(status) != 0; }
+const std::string kFaultReport = "(.|\n)*SEGV on unknown address(.|\n)*";
+#else
+bool faulted(int status) { return KilledBySignal(SIGSEGV)(status); }
+const std::string kFaultReport;
+#endif
+
+uint8_t hostRead(const void* ptr) { return *static_cast<const volatile uint8_t*>(ptr); }
+void hostWrite(void* ptr, uint8_t value) { *static_cast<volatile uint8_t*>(ptr) = value; }
+
+// A host function reading the first byte of the device memory it is given.
+void readHostFn(void* device) { std::fprintf(stderr, "host function read %#x\n", hostRead(device)); }
+
+void slowHostFn(void* flag) {
+  std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  *static_cast<bool*>(flag) = true;
+}
+
+// Launches PTO-AS `text` on the default stream with `buffers` (sizes `bytes`).
+// (Vectors, not braced lists: these calls sit inside EXPECT_EXIT's arguments.)
+ptoError launchText(const char* text, const std::vector<void*>& addresses, const std::vector<uint64_t>& sizes) {
+  ptoProgram program = nullptr;
+  if (ptoError s = ptoProgramLoad(&program, text); s != PTO_SUCCESS) return s;
+  const ptoError status = ptoProgramLaunch(program, nullptr, addresses.data(), sizes.data(), addresses.size(), nullptr);
+  ptoProgramRelease(program);
+  return status;
+}
+
+void* deviceFilledWith(int value, size_t bytes);
+
+// A gather whose index 9 is out of bounds for its 5-element input: it fails when it runs.
+ptoError launchFailingGather() {
+  void* in = deviceFilledWith(0, 20);
+  void* out = deviceFilledWith(0, 12);
+  void* index = deviceFilledWith(0, 24);
+  const int64_t indices[3] = {4, 9, 0};
+  ptoMemcpy(index, indices, sizeof indices, PTO_MEMCPY_HOST_TO_DEVICE);
+  return launchText("buffer %0 output 12\nbuffer %1 input 20\nbuffer %2 input 24\n"
+                    "tgather %0:f32[3;1]@0, %1:f32[5;1]@0, %2:i64[3;1]@0 axis=0 wrap=0\n",
+                    {out, in, index}, {12, 20, 24});
+}
+
+void* deviceFilledWith(int value, size_t bytes) {
+  void* device = nullptr;
+  if (ptoMalloc(&device, bytes) != PTO_SUCCESS || ptoMemset(device, value, bytes) != PTO_SUCCESS) {
+    std::fprintf(stderr, "setup failed: %s\n", ptoGetRecentErrMsg());
+    std::exit(2);
+  }
+  return device;
+}
+
+}  // namespace
+
+TEST(RuntimeStrictMode, HostAccessToDeviceMemoryDiesWhileACopyOfItWorks) {
+  useFreshProcesses();
+  // Nothing after the copy's line: the host's read is what died.
+  EXPECT_EXIT(
+      {
+        startStrictDriver();
+        void* device = deviceFilledWith(0x5a, 256);
+        uint8_t copied[256] = {};
+        ptoMemcpy(copied, device, sizeof copied, PTO_MEMCPY_DEVICE_TO_HOST);
+        std::fprintf(stderr, "copied %#x %#x\n", copied[0], copied[255]);
+        std::fprintf(stderr, "host read %#x\n", hostRead(device));
+      },
+      faulted, "copied 0x5a 0x5a\n" + kFaultReport + "$");
+  EXPECT_EXIT(
+      {
+        startStrictDriver();
+        void* device = deviceFilledWith(0, 256);
+        std::fprintf(stderr, "writing\n");
+        hostWrite(device, 1);
+        std::fprintf(stderr, "host wrote\n");
+      },
+      faulted, "writing\n" + kFaultReport + "$");
+}
+
+// A host function is user code on the stream: it runs with device memory closed.
+// A program is the device's own work: it reads device memory (and, on the
+// simulated device, writes the host memory bound to it).
+TEST(RuntimeStrictMode, ProgramsReadDeviceMemoryHostFunctionsDie) {
+  useFreshProcesses();
+  EXPECT_EXIT(
+      {
+        startStrictDriver();
+        void* device = deviceFilledWith(0x5a, 256);
+        uint8_t seen[256] = {};
+        launchText("buffer %0 output 256\nbuffer %1 input 256\ntmov %0:u8[256;1]@0, %1:u8[256;1]@0\n",
+                   std::vector<void*>({seen, device}), std::vector<uint64_t>({256, 256}));
+        std::fprintf(stderr, "program read %#x\n", seen[0]);
+        ptoLaunchHostFunc(nullptr, &readHostFn, device);
+        ptoDeviceSynchronize();
+      },
+      faulted, "program read 0x5a\n" + kFaultReport + "$");
+}
+
+// As with CUDA_LAUNCH_BLOCKING=1: a launch returns once its stream ran it, and a
+// failure still stays on the stream until a synchronize reports it.
+TEST(RuntimeStrictMode, LaunchesReturnOnceRunAndErrorsStaySticky) {
+  useFreshProcesses();
+  EXPECT_EXIT(
+      {
+        startStrictDriver();
+        bool ran = false;
+        ptoLaunchHostFunc(nullptr, &slowHostFn, &ran);
+        std::fprintf(stderr, "ran before the launch returned: %d\n", ran);
+        const ptoError launched = launchFailingGather();
+        std::fprintf(stderr, "failing launch: %s\n", ptoGetErrorName(launched));
+        const ptoError first = ptoStreamSynchronize(nullptr);
+        std::fprintf(stderr, "synchronize: %s (%s)\n", ptoGetErrorName(first), ptoGetRecentErrMsg());
+        std::fprintf(stderr, "again: %s\n", ptoGetErrorName(ptoStreamSynchronize(nullptr)));
+        std::exit(0);
+      },
+      ExitedWithCode(0),
+      "ran before the launch returned: 1\n"
+      "failing launch: PTO_SUCCESS\n"
+      "synchronize: PTO_ERROR_LAUNCH_FAILED \\(asynchronous tgather failed on pto:0: .*index 9 is out of bounds.*\\)\n"
+      "again: PTO_SUCCESS\n$");
+}
+
+TEST(RuntimeStrictMode, AValueOtherThan0Or1IsRefusedNamingTheVariable) {
+  useFreshProcesses();
+  EXPECT_EXIT(
+      {
+        setenv("PTO_SIM_STRICT", "yes", 1);
+        const ptoError status = ptoInit();
+        std::fprintf(stderr, "%s: %s\n", ptoGetErrorName(status), ptoGetRecentErrMsg());
+        std::exit(0);
+      },
+      ExitedWithCode(0), "PTO_ERROR_NOT_INITIALIZED: sim driver: PTO_SIM_STRICT='yes' is not 0 or 1\n$");
+}
+
+// Opens nest and overlap across threads; memory allocated while open is open.
+TEST(RuntimeStrictMode, DeviceMemoryIsOpenWhileAnyOpenLasts) {
+  useFreshProcesses();
+  DeviceMemory memory(/*strict=*/true);
+  void* first = memory.allocate(4096, 64);
+  void* second = nullptr;
+  {
+    const DeviceMemory::Open outer(memory);
+    std::thread([&] {
+      const DeviceMemory::Open inner(memory);
+      hostWrite(first, 1);
+    }).join();
+    EXPECT_EQ(1, hostRead(first));  // the outer open still lasts
+    second = memory.allocate(64, 64);
+    hostWrite(second, 2);
+  }
+  EXPECT_EXIT(hostRead(first), faulted, kFaultReport);
+  EXPECT_EXIT(hostWrite(second, 3), faulted, kFaultReport);
+  {
+    const DeviceMemory::Open again(memory);
+    EXPECT_EQ(1, hostRead(first));
+    EXPECT_EQ(2, hostRead(second));
+  }
+  memory.release(first);
+  memory.release(second);
+}
+
+TEST(RuntimeStrictMode, OutsideStrictModeDeviceMemoryIsPlainHostMemory) {
+  DeviceMemory memory(/*strict=*/false);
+  auto* bytes = static_cast<uint8_t*>(memory.allocate(128, 64));
+  EXPECT_EQ(0u, reinterpret_cast<uintptr_t>(bytes) % 64);
+  bytes[127] = 7;
+  EXPECT_EQ(7, bytes[127]);
+  memory.release(bytes);
 }

@@ -52,6 +52,22 @@ def fails_at_next_sync():
     return run_failing_at_next_sync
 
 
+def pytest_configure(config):
+    config.addinivalue_line("markers", "timing: asserts on measured times; skipped under PTO_SIM_STRICT=1")
+
+
+def pytest_collection_modifyitems(items):
+    """Under PTO_SIM_STRICT=1 every launch waits until it has run and a first touch of
+    device memory faults in a 2 MiB page inside the kernel: times say nothing then."""
+    if os.environ.get("PTO_SIM_STRICT") != "1":
+        return
+    skip = pytest.mark.skip(reason="asserts on measured times, which PTO_SIM_STRICT=1 distorts "
+                                   "(blocking launches, first touches of device memory)")
+    for item in items:
+        if "timing" in item.keywords:
+            item.add_marker(skip)
+
+
 @pytest.fixture(autouse=True)
 def _seeded():
     """Every test starts from the same generators: torch's (CPU and pto), NumPy's and

@@ -52,6 +52,7 @@ def test_one_lane_per_stream(profiled):
     assert (add.device, add.stream) == lanes[1]
 
 
+@pytest.mark.timing
 def test_report_ranks_operations_with_rates_and_shares(profiled):
     text = profiled.report()
     assert "GB/s" in text and "GFLOP/s" in text and "%peak" in text

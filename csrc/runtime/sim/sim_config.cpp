@@ -47,6 +47,13 @@ SimConfig readSimConfig() {
     config.memory_capacity = *capacity;
   }
   if (const char* faults = std::getenv("PTO_SIM_FAULTS")) config.faults = parseFaultPlan(faults);
+  if (const char* strict = std::getenv("PTO_SIM_STRICT")) {
+    const std::string_view text(strict);
+    if (text != "0" && text != "1") {
+      throw std::invalid_argument(std::string("PTO_SIM_STRICT='") + strict + "' is not 0 or 1");
+    }
+    config.strict = text == "1";
+  }
   return config;
 }
 

@@ -2,6 +2,7 @@
 //   PTO_SIM_DEVICES  number of devices (default 2)
 //   PTO_SIM_MEMORY   capacity of each device, e.g. 512M, 16G (default 16G)
 //   PTO_SIM_FAULTS   calls to fail on purpose, e.g. launch:3,malloc:2 (sim_faults.h)
+//   PTO_SIM_STRICT   1: host code cannot touch device memory (sim_memory.h) (default 0)
 #pragma once
 
 #include <cstddef>
@@ -17,6 +18,7 @@ struct SimConfig {
   int32_t device_count = 2;
   size_t memory_capacity = size_t{16} << 30;
   FaultPlan faults;
+  bool strict = false;
 };
 
 // Parses "1048576", "512K", "512M", "16G", "1T" (an optional trailing "B" or "iB").

@@ -14,6 +14,7 @@
 #include "../error.h"
 #include "sim_config.h"
 #include "sim_event.h"
+#include "sim_memory.h"
 #include "sim_parallel.h"
 #include "sim_program.h"
 #include "sim_stream.h"
@@ -50,7 +51,7 @@ ptoEvent toHandle(SimEvent* event) { return reinterpret_cast<ptoEvent>(event); }
 class SimDriver final : public Driver {
  public:
   explicit SimDriver(const SimConfig& config)
-      : devices_(config.device_count), faults_(config.faults) {
+      : memory_(config.strict), devices_(config.device_count), faults_(config.faults) {
     for (auto& device : devices_) device.capacity = config.memory_capacity;
   }
 
@@ -85,7 +86,7 @@ class SimDriver final : public Driver {
                    " bytes, ", dev.used, " bytes in use of a ", dev.capacity,
                    "-byte capacity (PTO_SIM_MEMORY)");
     }
-    void* memory = std::aligned_alloc(kDeviceAlignment, rounded);
+    void* memory = memory_.allocate(rounded, kDeviceAlignment);
     if (memory == nullptr) {
       return failf(PTO_ERROR_OUT_OF_MEMORY, "out of memory on pto:", device,
                    ": the host could not back ", rounded, " bytes");
@@ -116,7 +117,7 @@ class SimDriver final : public Driver {
     }
     devices_[it->second.device].used -= it->second.size;
     allocations_.erase(it);
-    std::free(ptr);
+    memory_.release(ptr);
     return PTO_SUCCESS;
   }
 
@@ -202,7 +203,7 @@ class SimDriver final : public Driver {
   }
 
   ptoError streamCreate(int32_t device, ptoStream* stream) override {
-    auto created = std::make_shared<SimStream>(device);
+    auto created = std::make_shared<SimStream>(device, memory_);
     *stream = toHandle(created.get());
     std::lock_guard<std::mutex> lock(streams_mutex_);
     streams_.emplace(*stream, std::move(created));
@@ -395,7 +396,7 @@ class SimDriver final : public Driver {
   SimStream& defaultStreamOf(int32_t device) {
     SimDevice& dev = devices_[device];
     std::call_once(dev.default_stream_once, [&] {
-      dev.default_stream_owner = std::make_unique<SimStream>(device);
+      dev.default_stream_owner = std::make_unique<SimStream>(device, memory_);
       dev.default_stream.store(dev.default_stream_owner.get());
     });
     return *dev.default_stream.load();
@@ -460,6 +461,7 @@ class SimDriver final : public Driver {
     return PTO_SUCCESS;
   }
 
+  DeviceMemory memory_;  // before the devices: their streams work on it
   std::vector<SimDevice> devices_;
   FaultInjector faults_;
   std::mutex memory_mutex_;

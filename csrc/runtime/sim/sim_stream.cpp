@@ -52,7 +52,8 @@ bool SimStream::spinUntil(Ready ready) {
   }
 }
 
-SimStream::SimStream(int32_t device) : device_(device), worker_([this] { workerLoop(); }) {}
+SimStream::SimStream(int32_t device, DeviceMemory& memory)
+    : device_(device), memory_(memory), worker_([this] { workerLoop(); }) {}
 
 SimStream::~SimStream() {
   {
@@ -80,6 +81,7 @@ void SimStream::enqueue(Command command) {
   }
   // Only a sleeping worker needs the (system-call) wake-up; a busy one drains the queue.
   if (wake) work_cv_.notify_one();
+  if (memory_.strict()) waitIdle();
 }
 
 ptoError SimStream::synchronize() {
@@ -184,6 +186,7 @@ void SimStream::runProfiled(Command& command) {
 
 void SimStream::runProgram(Command& command, std::vector<ptoActivity>* inside) {
   try {
+    const DeviceMemory::Open open(memory_);
     command.program->run(command.buffers, inside);
   } catch (const std::exception& error) {
     recordFailure(command.name, PTO_ERROR_LAUNCH_FAILED, std::string("PTO_ERROR_LAUNCH_FAILED: ") + error.what());
@@ -200,18 +203,24 @@ void SimStream::runCommand(Command& command) {
   }
   try {
     switch (command.kind) {
+      // Programs, copies and fills are the device's own work: they run with device
+      // memory open. A host function is user code: it runs with memory closed.
       case Command::Kind::kProgram:
         runProgram(command, nullptr);
         break;
       case Command::Kind::kHostFunc:
         command.host_fn(command.user_data);
         break;
-      case Command::Kind::kMemcpy:
+      case Command::Kind::kMemcpy: {
+        const DeviceMemory::Open open(memory_);
         copyBytes(command.dst, command.src, command.bytes);
         break;
-      case Command::Kind::kMemset:
+      }
+      case Command::Kind::kMemset: {
+        const DeviceMemory::Open open(memory_);
         fillBytes(command.dst, command.fill_value, command.bytes);
         break;
+      }
       case Command::Kind::kEventRecord: {
         std::unique_lock<std::mutex> lock(mutex_);
         const ptoError failure = sticky_code_;

@@ -1,5 +1,6 @@
 // A stream of the simulated device: an in-order command queue drained by its own
-// worker thread. Enqueueing never blocks on the work itself.
+// worker thread. Enqueueing never blocks on the work itself, except in strict
+// mode (sim_memory.h), where it returns once the command has run.
 #pragma once
 
 #include <array>
@@ -16,6 +17,7 @@
 
 #include "../pto_runtime.h"
 #include "sim_event.h"
+#include "sim_memory.h"
 #include "sim_program.h"
 
 namespace pto::rt::sim {
@@ -40,7 +42,8 @@ struct Command {
 
 class SimStream {
  public:
-  explicit SimStream(int32_t device);
+  // `memory` is the device memory the stream's commands work on; it outlives the stream.
+  SimStream(int32_t device, DeviceMemory& memory);
   ~SimStream();  // lets pending work finish, then stops the worker
 
   SimStream(const SimStream&) = delete;
@@ -49,6 +52,8 @@ class SimStream {
   int32_t device() const { return device_; }
 
   // Waits while kMaxPending commands are already queued (as a full CUDA launch queue).
+  // In strict mode it waits until the command has run (as CUDA_LAUNCH_BLOCKING=1),
+  // so the calling thread never runs while the command holds device memory open.
   void enqueue(Command command);
   // Waits for everything enqueued so far; reports (and clears) a sticky error.
   ptoError synchronize();
@@ -71,6 +76,7 @@ class SimStream {
   ptoError takeStickyError();
 
   const int32_t device_;
+  DeviceMemory& memory_;
   std::mutex mutex_;
   std::condition_variable work_cv_;
   std::condition_variable done_cv_;
