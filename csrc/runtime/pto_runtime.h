@@ -8,7 +8,8 @@
 // Semantics shared by every driver:
 //  - the current device is per host thread (default 0);
 //  - a stream is an in-order queue; launches, async copies, memsets, event
-//    records/waits and host functions return at once and run in stream order;
+//    records/waits and host functions return at once and run in stream order
+//    (a debugging mode may make them wait until they ran: PTO_SIM_STRICT=1);
 //  - an error raised by asynchronous work is sticky on its stream and is
 //    returned, naming the failing op, by the next synchronize/query of that
 //    stream (or of its device); reporting it clears it.
