@@ -153,7 +153,7 @@ void SimStream::execute(Command& command) {
   if (profiled) {
     runProfiled(command);
   } else {
-    runCommand(command);
+    runCommand(command, nullptr);
   }
 }
 
@@ -168,11 +168,7 @@ void SimStream::runProfiled(Command& command) {
     activity.bytes = command.kind == Command::Kind::kMemcpy ? 2 * command.bytes : command.bytes;
   }
   activity.start_ns = ptoProfilerNow();
-  if (command.kind == Command::Kind::kProgram && command.injected_fault == 0) {
-    runProgram(command, &inside);
-  } else {
-    runCommand(command);
-  }
+  runCommand(command, &inside);
   activity.end_ns = ptoProfilerNow();
   activity.device = device_;
   activity.stream = reinterpret_cast<uintptr_t>(this);
@@ -195,7 +191,7 @@ void SimStream::runProgram(Command& command, std::vector<ptoActivity>* inside) {
   }
 }
 
-void SimStream::runCommand(Command& command) {
+void SimStream::runCommand(Command& command, std::vector<ptoActivity>* inside) {
   if (command.injected_fault != 0) {
     const FaultSite site = command.kind == Command::Kind::kProgram ? FaultSite::kLaunch : FaultSite::kMemcpy;
     recordFailure(command.name, PTO_ERROR_LAUNCH_FAILED, describeFault(site, command.injected_fault));
@@ -206,7 +202,7 @@ void SimStream::runCommand(Command& command) {
       // Programs, copies and fills are the device's own work: they run with device
       // memory open. A host function is user code: it runs with memory closed.
       case Command::Kind::kProgram:
-        runProgram(command, nullptr);
+        runProgram(command, inside);
         break;
       case Command::Kind::kHostFunc:
         command.host_fn(command.user_data);

@@ -71,7 +71,8 @@ class SimStream {
   void execute(Command& command);     // runCommand, recorded while profiling
   void runProfiled(Command& command);
   void runProgram(Command& command, std::vector<ptoActivity>* inside);
-  void runCommand(Command& command);
+  // While profiling, `inside` receives a program's activities per stage.
+  void runCommand(Command& command, std::vector<ptoActivity>* inside);
   void recordFailure(const char* op, ptoError code, const std::string& detail);
   ptoError takeStickyError();
 
