@@ -1,0 +1,65 @@
+// How the bytes of a collective move between the ranks of a group: host memory
+// to host memory. The pccl backend (process_group_pccl.h) stages pto tensors
+// through a transport's buffers and does every reduction on the device, so a
+// transport only moves bytes: it never interprets them.
+//
+// Two transports: Gloo from the installed torch (TCP, any hosts; gloo_transport.h)
+// and POSIX shared memory for ranks on one host (shm_transport.h).
+//
+// Every rank of the group calls the same exchanges in the same order. A call
+// that cannot complete (a rank died, never arrived, or the group was aborted)
+// throws TransportError within the transport's timeout, naming what was waited
+// for and, where the transport can tell, the ranks that did not arrive.
+#pragma once
+
+#include <chrono>
+#include <cstddef>
+#include <functional>
+#include <stdexcept>
+#include <string>
+
+namespace pto::distributed {
+
+class TransportError : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+// A key-value store every rank of the group reaches (the c10d Store in the backend).
+struct Rendezvous {
+  std::function<void(const std::string& key, const std::string& value)> set;
+  // Blocks until `key` is set; throws TransportError when the timeout passes.
+  std::function<std::string(const std::string& key)> get;
+};
+
+class Transport {
+ public:
+  virtual ~Transport() = default;
+
+  virtual const char* name() const = 0;  // "shm", "gloo": for people to read
+  virtual int rank() const = 0;
+  virtual int size() const = 0;
+
+  // The most bytes one rank contributes to one exchange; the backend splits larger
+  // collectives into rounds of at most this.
+  virtual size_t capacity() const = 0;
+  // This rank's outgoing buffer of capacity() bytes: fill it, then call an exchange.
+  virtual void* sendBuffer() = 0;
+
+  // Each rank contributes the first `bytes` of its send buffer (the same `bytes`
+  // on every rank); afterwards received(r) holds rank r's contribution.
+  virtual void allgather(size_t bytes) = 0;
+  // Only `root` contributes; afterwards received(root) holds its `bytes`.
+  virtual void broadcast(size_t bytes, int root) = 0;
+  // Each rank's send buffer holds one block per destination rank q, at
+  // send_offsets[q] with send_counts[q] bytes (counts may be zero and differ
+  // between ranks); afterwards received(q) holds the block rank q sent to this
+  // rank, recv_counts[q] bytes. Each array has size() entries.
+  virtual void alltoall(const size_t* send_offsets, const size_t* send_counts, const size_t* recv_counts) = 0;
+  // What the last exchange delivered from `rank`; valid until the next exchange.
+  virtual const void* received(int rank) const = 0;
+
+  virtual void barrier() = 0;
+};
+
+}  // namespace pto::distributed
