@@ -52,10 +52,11 @@ struct FillSource {
   void* host;
 };
 
-void freeFillSource(void* user_data) {
+const char* freeFillSource(void* user_data) {
   auto* source = static_cast<FillSource*>(user_data);
   source->driver->freeHost(source->host);
   delete source;
+  return nullptr;
 }
 
 }  // namespace

@@ -12,7 +12,9 @@
 //    (a debugging mode may make them wait until they ran: PTO_SIM_STRICT=1);
 //  - an error raised by asynchronous work is sticky on its stream and is
 //    returned, naming the failing op, by the next synchronize/query of that
-//    stream (or of its device); reporting it clears it.
+//    stream (or of its device); reporting it clears it. An event recorded after
+//    the failure carries it, and a stream that waits for that event fails with
+//    it too: work that depends on failed work never passes for good.
 #pragma once
 
 #include <cstddef>
@@ -58,7 +60,10 @@ typedef struct ptoProgramImpl* ptoProgram;  // a program loaded onto a device
 
 // A host function queued on a stream (aclrtLaunchHostFunc / aclrtLaunchCallback).
 // It is host code: it must not touch device memory (copy through the runtime).
-typedef void (*ptoHostFn)(void* user_data);
+// It returns nullptr, or why it failed: the runtime copies the message and the
+// stream fails with it (PTO_ERROR_LAUNCH_FAILED, sticky like a failed launch).
+// Host work that can fail on its own (a collective's transfer) reports it so.
+typedef const char* (*ptoHostFn)(void* user_data);
 
 // What a device is and can do: code above the runtime asks these, never which
 // driver runs.

@@ -37,14 +37,16 @@ struct Handoff {
   std::atomic<int> consumer_saw{-1};  // -1: consumer has not run
 };
 
-void produce(void* data) {
+const char* produce(void* data) {
   std::this_thread::sleep_for(3ms);
   static_cast<Handoff*>(data)->produced.store(true);
+  return nullptr;
 }
 
-void consume(void* data) {
+const char* consume(void* data) {
   auto* handoff = static_cast<Handoff*>(data);
   handoff->consumer_saw.store(handoff->produced.load() ? 1 : 0);
+  return nullptr;
 }
 
 // --- Dependencies ---------------------------------------------------------

@@ -76,14 +76,21 @@ class Latch {
 };
 
 // Host functions: block on a Latch, sleep for a fixed time, count a run.
-inline void waitOnLatch(void* latch) { static_cast<Latch*>(latch)->wait(); }
-
-template <int Milliseconds>
-void sleepHostFn(void*) {
-  std::this_thread::sleep_for(std::chrono::milliseconds(Milliseconds));
+inline const char* waitOnLatch(void* latch) {
+  static_cast<Latch*>(latch)->wait();
+  return nullptr;
 }
 
-inline void incrementHostFn(void* counter) { ++*static_cast<int*>(counter); }
+template <int Milliseconds>
+const char* sleepHostFn(void*) {
+  std::this_thread::sleep_for(std::chrono::milliseconds(Milliseconds));
+  return nullptr;
+}
+
+inline const char* incrementHostFn(void* counter) {
+  ++*static_cast<int*>(counter);
+  return nullptr;
+}
 
 // Creates a stream on `device` by making it current for the call only; the
 // calling thread's current device is restored afterwards.

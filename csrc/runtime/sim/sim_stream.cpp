@@ -120,6 +120,13 @@ void SimStream::recordFailure(const char* op, ptoError code, const std::string& 
                     std::to_string(device_) + ": " + detail;
 }
 
+void SimStream::adoptFailure(ptoError code, const std::string& message) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (sticky_code_ != PTO_SUCCESS) return;
+  sticky_code_ = code;
+  sticky_message_ = message;
+}
+
 void SimStream::workerLoop() {
   for (;;) {
     Command command;
@@ -205,7 +212,9 @@ void SimStream::runCommand(Command& command, std::vector<ptoActivity>* inside) {
         runProgram(command, inside);
         break;
       case Command::Kind::kHostFunc:
-        command.host_fn(command.user_data);
+        if (const char* failure = command.host_fn(command.user_data)) {
+          recordFailure(command.name, PTO_ERROR_LAUNCH_FAILED, failure);
+        }
         break;
       case Command::Kind::kMemcpy: {
         const DeviceMemory::Open open(memory_);
@@ -225,9 +234,14 @@ void SimStream::runCommand(Command& command, std::vector<ptoActivity>* inside) {
         command.event->complete(command.generation, failure, message);
         break;
       }
-      case Command::Kind::kEventWait:
+      case Command::Kind::kEventWait: {
         command.event->waitFor(command.generation);
+        std::string message;
+        if (const ptoError failure = command.event->failure(&message); failure != PTO_SUCCESS) {
+          adoptFailure(failure, message);
+        }
         break;
+      }
     }
   } catch (const std::exception& error) {
     recordFailure(command.name, PTO_ERROR_LAUNCH_FAILED, error.what());

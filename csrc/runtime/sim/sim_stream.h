@@ -74,6 +74,9 @@ class SimStream {
   // While profiling, `inside` receives a program's activities per stage.
   void runCommand(Command& command, std::vector<ptoActivity>* inside);
   void recordFailure(const char* op, ptoError code, const std::string& detail);
+  // A waited-for event completed carrying another stream's failure: this stream
+  // fails with the same message, which already names the op and device.
+  void adoptFailure(ptoError code, const std::string& message);
   ptoError takeStickyError();
 
   const int32_t device_;
