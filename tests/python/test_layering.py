@@ -33,6 +33,7 @@ TARGETS = {
     "pto_compiler": "compiler",
     "pto_torch": "torch",
     "pto_distributed": "distributed",
+    "pto_transport_shm": "distributed",
 }
 
 INCLUDE = re.compile(r'^\s*#\s*include\s+"([^"]+)"', re.MULTILINE)

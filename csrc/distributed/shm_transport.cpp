@@ -1,0 +1,544 @@
+// The shared-memory transport (shm_transport.h).
+//
+// The segment
+// -----------
+//   SegmentHeader            magic, size, capacity, the group's aborted flag
+//   RankControl × size       per rank: pid, arrival counter, left flag (a cache line each)
+//   tables × size × 2        per rank and parity: {offset, count} per destination (alltoall)
+//   slots × 2 × size         per parity and rank: `capacity` bytes of data
+//
+// The protocol
+// ------------
+// Every rank makes the same exchanges in the same order; they are numbered from 0,
+// exchange 0 being the setup's (every rank has mapped the segment). A rank's `arrived`
+// holds 1 + the number of the last exchange it entered. To make exchange k a rank
+//   1. publishes what k carries: its data in its slot of set k % 2 (the caller wrote it
+//      through sendBuffer()), and for alltoall its offsets and counts in its table of
+//      parity k % 2;
+//   2. stores arrived = k + 1 (release);
+//   3. waits until every rank's arrived is at least k + 1 (acquire).
+// Step 3 is the exchange's only barrier. Past it, everything every rank published for k
+// is visible, and received(q) points straight into q's slot of set k % 2.
+//
+// Why one barrier is enough: a caller reads what exchange k - 2 delivered only until it
+// calls its next exchange, k - 1 (the Transport contract). A rank writes set k % 2 (slot
+// and table) only once it returned from exchange k - 1, that is once every rank entered
+// k - 1, so once every rank stopped reading k - 2, the last exchange that used the set.
+// No rank can get further ahead: it cannot pass barrier k + 1 before every rank entered
+// k + 1. So while a rank waits at k, a peer's arrived is k (not there yet) or k + 1
+// (waiting too), and two slot sets suffice.
+//
+// Failures
+// --------
+// A waiting rank checks, every kLivenessCheckInterval, that the ranks it waits for are
+// alive (their pid, their left flag), and on every turn the group's aborted flag. A dead
+// or departed peer, the timeout, or an invalid call sets the aborted flag (so every other
+// rank fails within one turn of its wait) and throws TransportError; from then on every
+// exchange of this transport throws at once. The segment's name is unlinked by the first
+// rank past the setup's barrier, or by any rank whose setup fails, so a killed group leaves
+// nothing in /dev/shm.
+#include "distributed/shm_transport.h"
+
+#include <fcntl.h>
+#include <sched.h>
+#include <signal.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cerrno>
+#include <cstdint>
+#include <cstdio>
+#include <cstring>
+#include <fstream>
+#include <new>
+#include <random>
+#include <stdexcept>
+#include <vector>
+
+namespace pto::distributed {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+using namespace std::chrono_literals;
+
+// Shared by processes: an atomic that fell back on a lock would lock a lock of its own
+// process only.
+using SharedWord = std::atomic<uint64_t>;
+static_assert(SharedWord::is_always_lock_free, "cross-process atomics must be lock-free");
+static_assert(sizeof(SharedWord) == sizeof(uint64_t));
+
+constexpr uint64_t kMagic = 0x316d'6873'6c63'6370;  // "pcclshm1"
+constexpr size_t kCacheLine = 64;
+constexpr size_t kPage = 4096;
+
+// How a waiting rank spends its time: spinning costs nothing in latency but takes a
+// core from the ranks it waits for when there are more ranks than cores, so it spins a
+// few µs, then yields, then sleeps in growing steps; kMaxSleep bounds what a long wait
+// adds to the latency of the exchange that ends it.
+constexpr auto kSpinFor = 5us;
+constexpr auto kYieldFor = 100us;
+constexpr auto kFirstSleep = 10us;
+constexpr auto kMaxSleep = 250us;
+constexpr auto kLivenessCheckInterval = 20ms;
+
+struct alignas(kCacheLine) SegmentHeader {
+  SharedWord magic;  // stored last by rank 0 (release): the fields below are set once it reads kMagic
+  SharedWord size;
+  SharedWord capacity;
+  SharedWord aborted_by;  // 0 while the group is healthy, else 1 + the rank that aborted it
+};
+
+// A cache line per rank, so that one rank's arrival does not slow down another's.
+struct alignas(kCacheLine) RankControl {
+  SharedWord pid;
+  SharedWord arrived;  // 1 + the number of the last exchange the rank entered
+  SharedWord left;     // 1 once the rank destroyed its transport
+};
+
+size_t roundUp(size_t value, size_t multiple) { return (value + multiple - 1) / multiple * multiple; }
+
+// Where each part of a segment for `size` ranks of `capacity` bytes lies.
+struct Layout {
+  size_t ranks_offset = 0;
+  size_t tables_offset = 0;
+  size_t slots_offset = 0;
+  size_t slot_stride = 0;
+  size_t total = 0;
+
+  Layout(int size, size_t capacity) {
+    const auto ranks = static_cast<size_t>(size);
+    ranks_offset = sizeof(SegmentHeader);
+    tables_offset = ranks_offset + ranks * sizeof(RankControl);
+    slots_offset = roundUp(tables_offset + ranks * 2 * ranks * 2 * sizeof(uint64_t), kPage);
+    size_t slot_bytes = 0;
+    if (capacity > SIZE_MAX / 4 || __builtin_mul_overflow(roundUp(capacity, kCacheLine), 2 * ranks, &slot_bytes) ||
+        __builtin_add_overflow(slots_offset, slot_bytes, &total)) {
+      throw TransportError("shm transport: a segment for " + std::to_string(size) + " ranks of capacity " +
+                           std::to_string(capacity) + " bytes does not fit in the address space");
+    }
+    slot_stride = roundUp(capacity, kCacheLine);
+  }
+};
+
+struct Unmap {
+  size_t bytes;
+  void operator()(std::byte* base) const { munmap(base, bytes); }
+};
+using MappedSegment = std::unique_ptr<std::byte, Unmap>;
+
+class FileDescriptor {
+ public:
+  explicit FileDescriptor(int fd) : fd_(fd) {}
+  FileDescriptor(const FileDescriptor&) = delete;
+  FileDescriptor& operator=(const FileDescriptor&) = delete;
+  ~FileDescriptor() { close(fd_); }
+  int get() const { return fd_; }
+
+ private:
+  int fd_;
+};
+
+std::string errorText(int error) { return std::strerror(error); }
+
+std::string seconds(std::chrono::milliseconds duration) {
+  char text[32];
+  const double value = std::chrono::duration<double>(duration).count();
+  std::snprintf(text, sizeof text, value >= 1 ? "%.1f s" : "%.3g s", value);
+  return text;
+}
+
+std::string rankList(const std::vector<int>& ranks) {
+  std::string text = "[";
+  for (size_t i = 0; i < ranks.size(); ++i) text += (i ? ", " : "") + std::to_string(ranks[i]);
+  return text + "]";
+}
+
+// kill(pid, 0) finds a process until its parent reaps it, so an exited rank whose
+// launcher has not waited for it yet (a zombie) is told apart by its state in /proc.
+bool processIsAlive(pid_t pid) {
+  if (kill(pid, 0) != 0 && errno == ESRCH) return false;
+  std::ifstream stat("/proc/" + std::to_string(pid) + "/stat");
+  std::string line;
+  if (!std::getline(stat, line)) return true;
+  const size_t command_end = line.rfind(')');
+  if (command_end == std::string::npos || command_end + 2 >= line.size()) return true;
+  const char state = line[command_end + 2];
+  return state != 'Z' && state != 'X';
+}
+
+void cpuRelax() {
+#if defined(__x86_64__) || defined(__i386__)
+  __builtin_ia32_pause();
+#elif defined(__aarch64__)
+  asm volatile("yield");
+#endif
+}
+
+// One wait's pacing: see kSpinFor.
+class Backoff {
+ public:
+  explicit Backoff(Clock::time_point start) : start_(start) {}
+
+  // Waits a little, the longer the longer the wait has lasted; returns the time after.
+  Clock::time_point pause() {
+    const auto waited = Clock::now() - start_;
+    if (waited < kSpinFor) {
+      for (int i = 0; i < 16; ++i) cpuRelax();
+    } else if (waited < kYieldFor) {
+      sched_yield();
+    } else {
+      sleep_ = std::min(sleep_ == 0us ? kFirstSleep : 2 * sleep_, std::chrono::microseconds(kMaxSleep));
+      const timespec request{0, static_cast<long>(std::chrono::nanoseconds(sleep_).count())};
+      nanosleep(&request, nullptr);
+    }
+    return Clock::now();
+  }
+
+ private:
+  Clock::time_point start_;
+  std::chrono::microseconds sleep_{0};
+};
+
+std::string randomSegmentName() {
+  std::random_device device;
+  const uint64_t random = (static_cast<uint64_t>(device()) << 32) | device();
+  char name[64];
+  std::snprintf(name, sizeof name, "/pccl-%d-%016llx", static_cast<int>(getpid()),
+                static_cast<unsigned long long>(random));
+  return name;
+}
+
+MappedSegment mapSegment(int fd, const Layout& layout, const std::string& name, const std::string& context) {
+  void* base = mmap(nullptr, layout.total, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+  if (base == MAP_FAILED) {
+    throw TransportError(context + ": mmap of segment " + name + " (" + std::to_string(layout.total) +
+                         " bytes) failed: " + errorText(errno));
+  }
+  return MappedSegment(static_cast<std::byte*>(base), Unmap{layout.total});
+}
+
+// Rank 0's segment, its memory reserved: /dev/shm (a tmpfs) hands out pages when they are
+// first touched, and one it no longer has would be a SIGBUS in the middle of an exchange.
+MappedSegment createSegment(const std::string& name, const Layout& layout, int size, size_t capacity,
+                            const std::string& context) {
+  const int fd = shm_open(name.c_str(), O_CREAT | O_EXCL | O_RDWR, 0600);
+  if (fd < 0) throw TransportError(context + ": shm_open(" + name + ") failed: " + errorText(errno));
+  FileDescriptor file(fd);
+  if (const int error = posix_fallocate(fd, 0, static_cast<off_t>(layout.total)); error != 0) {
+    shm_unlink(name.c_str());
+    throw TransportError(context + ": cannot reserve " + std::to_string(layout.total) + " bytes in /dev/shm (" +
+                         std::to_string(size) + " ranks × 2 × capacity " + std::to_string(capacity) +
+                         " + control): posix_fallocate: " + errorText(error) +
+                         "; give /dev/shm more room (docker --shm-size) or the transport a smaller capacity");
+  }
+  try {
+    return mapSegment(fd, layout, name, context);
+  } catch (...) {
+    shm_unlink(name.c_str());
+    throw;
+  }
+}
+
+// Another rank's view of the segment rank 0 created, checked to be one for this group's
+// size and capacity before anything in it is read.
+MappedSegment openSegment(const std::string& name, const Layout& layout, int size, size_t capacity,
+                          const std::string& context) {
+  const int fd = shm_open(name.c_str(), O_RDWR, 0);
+  if (fd < 0) {
+    const int error = errno;
+    throw TransportError(context + ": shm_open(" + name + ") failed: " + errorText(error) +
+                         (error == ENOENT ? " (the group gave up its setup before this rank arrived)" : ""));
+  }
+  FileDescriptor file(fd);
+  struct stat status {};
+  if (fstat(fd, &status) != 0) throw TransportError(context + ": fstat of segment " + name + ": " + errorText(errno));
+  if (static_cast<size_t>(status.st_size) != layout.total) {
+    throw TransportError(context + ": segment " + name + " has " + std::to_string(status.st_size) +
+                         " bytes where this rank expects " + std::to_string(layout.total) +
+                         ": do all ranks pass the same size and capacity?");
+  }
+  MappedSegment segment = mapSegment(fd, layout, name, context);
+  const auto* header = reinterpret_cast<const SegmentHeader*>(segment.get());
+  if (header->magic.load(std::memory_order_acquire) != kMagic ||
+      header->size.load(std::memory_order_relaxed) != static_cast<uint64_t>(size) ||
+      header->capacity.load(std::memory_order_relaxed) != capacity) {
+    throw TransportError(context + ": segment " + name + " is not one for " + std::to_string(size) +
+                         " ranks of capacity " + std::to_string(capacity));
+  }
+  return segment;
+}
+
+class ShmTransport final : public Transport {
+ public:
+  ShmTransport(int rank, int size, std::string group_key, std::chrono::milliseconds timeout, size_t capacity,
+               const Layout& layout, MappedSegment segment, std::string segment_name)
+      : rank_(rank),
+        size_(size),
+        group_key_(std::move(group_key)),
+        timeout_(timeout),
+        capacity_(capacity),
+        layout_(layout),
+        segment_(std::move(segment)),
+        unlink_pending_(std::move(segment_name)),
+        received_(static_cast<size_t>(size), nullptr) {
+    std::byte* base = segment_.get();
+    if (rank_ == 0) {
+      header_ = new (base) SegmentHeader{};
+      header_->size.store(static_cast<uint64_t>(size_), std::memory_order_relaxed);
+      header_->capacity.store(capacity_, std::memory_order_relaxed);
+      ranks_ = reinterpret_cast<RankControl*>(base + layout_.ranks_offset);
+      for (int r = 0; r < size_; ++r) new (&ranks_[r]) RankControl{};
+    } else {
+      header_ = std::launder(reinterpret_cast<SegmentHeader*>(base));
+      ranks_ = std::launder(reinterpret_cast<RankControl*>(base + layout_.ranks_offset));
+    }
+    ranks_[rank_].pid.store(static_cast<uint64_t>(getpid()), std::memory_order_release);
+    if (rank_ == 0) header_->magic.store(kMagic, std::memory_order_release);
+  }
+
+  ShmTransport(const ShmTransport&) = delete;
+  ShmTransport& operator=(const ShmTransport&) = delete;
+
+  ~ShmTransport() override {
+    ranks_[rank_].left.store(1, std::memory_order_release);
+    unlinkSegmentName();
+  }
+
+  // Exchange 0: every rank has mapped the segment, so its name can go.
+  void attach() {
+    throwIfAborted("setup");
+    arriveAndWait("setup");
+    ++exchange_;
+    unlinkSegmentName();
+  }
+
+  const char* name() const override { return "shm"; }
+  int rank() const override { return rank_; }
+  int size() const override { return size_; }
+  size_t capacity() const override { return capacity_; }
+  void* sendBuffer() override { return slot(exchange_, rank_); }
+
+  void allgather(size_t bytes) override {
+    const char* what = "allgather";
+    throwIfAborted(what);
+    checkFits(what, bytes);
+    arriveAndWait(what);
+    for (int r = 0; r < size_; ++r) received_[r] = slot(exchange_, r);
+    ++exchange_;
+  }
+
+  void broadcast(size_t bytes, int root) override {
+    const char* what = "broadcast";
+    throwIfAborted(what);
+    if (root < 0 || root >= size_) fail(what, "root " + std::to_string(root) + " is not a rank of the group");
+    checkFits(what, bytes);
+    arriveAndWait(what);
+    std::fill(received_.begin(), received_.end(), nullptr);
+    received_[root] = slot(exchange_, root);
+    ++exchange_;
+  }
+
+  void alltoall(const size_t* send_offsets, const size_t* send_counts, const size_t* recv_counts) override {
+    const char* what = "alltoall";
+    throwIfAborted(what);
+    uint64_t* published = table(exchange_, rank_);
+    for (int q = 0; q < size_; ++q) {
+      if (send_counts[q] > capacity_ || send_offsets[q] > capacity_ - send_counts[q]) {
+        fail(what, "the block for rank " + std::to_string(q) + " (" + std::to_string(send_counts[q]) +
+                       " bytes at offset " + std::to_string(send_offsets[q]) + ") exceeds the capacity of " +
+                       std::to_string(capacity_) + " bytes");
+      }
+      published[2 * q] = send_offsets[q];
+      published[2 * q + 1] = send_counts[q];
+    }
+    arriveAndWait(what);
+    for (int q = 0; q < size_; ++q) {
+      const uint64_t* theirs = table(exchange_, q);
+      const uint64_t offset = theirs[2 * rank_];
+      const uint64_t count = theirs[2 * rank_ + 1];
+      if (count != recv_counts[q]) {
+        fail(what, "rank " + std::to_string(q) + " sends " + std::to_string(count) + " bytes to rank " +
+                       std::to_string(rank_) + ", which expects " + std::to_string(recv_counts[q]));
+      }
+      received_[q] = slot(exchange_, q) + offset;
+    }
+    ++exchange_;
+  }
+
+  const void* received(int rank) const override {
+    if (rank < 0 || rank >= size_) {
+      throw std::out_of_range("shm transport: received(" + std::to_string(rank) + ") of a group of " +
+                              std::to_string(size_) + " ranks");
+    }
+    return received_[rank];
+  }
+
+  void barrier() override {
+    const char* what = "barrier";
+    throwIfAborted(what);
+    arriveAndWait(what);
+    std::fill(received_.begin(), received_.end(), nullptr);
+    ++exchange_;
+  }
+
+ private:
+  std::byte* slot(uint64_t exchange, int rank) const {
+    const size_t index = static_cast<size_t>(exchange % 2) * size_ + rank;
+    return segment_.get() + layout_.slots_offset + index * layout_.slot_stride;
+  }
+
+  // Rank `rank`'s {offset, count} per destination for the exchanges of `exchange`'s parity.
+  uint64_t* table(uint64_t exchange, int rank) const {
+    const size_t index = (static_cast<size_t>(rank) * 2 + exchange % 2) * size_ * 2;
+    return reinterpret_cast<uint64_t*>(segment_.get() + layout_.tables_offset) + index;
+  }
+
+  std::string describe(const char* what) const {
+    return "shm transport: exchange " + std::to_string(exchange_) + " (" + what + ") of group '" + group_key_ + "'";
+  }
+
+  void checkFits(const char* what, size_t bytes) {
+    if (bytes > capacity_) {
+      fail(what, std::to_string(bytes) + " bytes exceed the capacity of " + std::to_string(capacity_) + " bytes");
+    }
+  }
+
+  void throwIfAborted(const char* what) {
+    if (!first_error_.empty()) throw TransportError(describe(what) + ": the group was aborted: " + first_error_);
+    if (const uint64_t aborted_by = header_->aborted_by.load(std::memory_order_acquire); aborted_by != 0) {
+      fail(what, "rank " + std::to_string(aborted_by - 1) + " aborted the group");
+    }
+  }
+
+  // Aborts the group (unless a peer already did) and throws; every later call repeats why.
+  [[noreturn]] void fail(const char* what, const std::string& reason) {
+    const std::string message = describe(what) + ": " + reason;
+    uint64_t healthy = 0;
+    header_->aborted_by.compare_exchange_strong(healthy, static_cast<uint64_t>(rank_) + 1, std::memory_order_acq_rel);
+    first_error_ = message;
+    unlinkSegmentName();
+    throw TransportError(message);
+  }
+
+  // The barrier of exchange exchange_ (see the protocol at the top of the file).
+  void arriveAndWait(const char* what) {
+    const uint64_t arrival = exchange_ + 1;
+    ranks_[rank_].arrived.store(arrival, std::memory_order_release);
+    const auto start = Clock::now();
+    auto next_liveness_check = start + kLivenessCheckInterval;
+    Backoff backoff(start);
+    int first_missing = 0;  // arrivals only grow, so the ranks before it need no second look
+    for (;;) {
+      while (first_missing < size_ && ranks_[first_missing].arrived.load(std::memory_order_acquire) >= arrival) {
+        ++first_missing;
+      }
+      if (first_missing == size_) return;
+      if (const uint64_t aborted_by = header_->aborted_by.load(std::memory_order_acquire); aborted_by != 0) {
+        // Most aborts are over a peer that is gone: name it, as the rank that aborted did.
+        const int aborting_rank = static_cast<int>(aborted_by - 1);
+        failIfAPeerIsGone(what, arrival, first_missing, aborting_rank);
+        fail(what, "rank " + std::to_string(aborting_rank) + " aborted the group");
+      }
+      const auto now = backoff.pause();
+      if (now >= next_liveness_check) {
+        failIfAPeerIsGone(what, arrival, first_missing);
+        next_liveness_check = now + kLivenessCheckInterval;
+      }
+      if (now - start >= timeout_) {
+        fail(what, "ranks " + rankList(missingRanks(arrival, first_missing)) + " did not arrive within " +
+                       seconds(timeout_));
+      }
+    }
+  }
+
+  std::vector<int> missingRanks(uint64_t arrival, int first_missing) const {
+    std::vector<int> missing;
+    for (int r = first_missing; r < size_; ++r) {
+      if (ranks_[r].arrived.load(std::memory_order_acquire) < arrival) missing.push_back(r);
+    }
+    return missing;
+  }
+
+  // A peer that has not published its pid yet (during the setup) is only covered by the
+  // timeout. `except_rank` (the rank that aborted the group, which may well be gone since)
+  // is not named.
+  void failIfAPeerIsGone(const char* what, uint64_t arrival, int first_missing, int except_rank = -1) {
+    std::string gone;
+    for (const int r : missingRanks(arrival, first_missing)) {
+      if (r == except_rank) continue;
+      const auto pid = static_cast<pid_t>(ranks_[r].pid.load(std::memory_order_acquire));
+      const std::string who = "rank " + std::to_string(r) + " (pid " + std::to_string(pid) + ")";
+      if (ranks_[r].left.load(std::memory_order_acquire) != 0) {
+        gone += (gone.empty() ? "" : "; ") + who + " destroyed its transport";
+      } else if (pid != 0 && !processIsAlive(pid)) {
+        gone += (gone.empty() ? "" : "; ") + who + " exited";
+      }
+    }
+    if (!gone.empty()) fail(what, gone);
+  }
+
+  // Any rank may do it, the first one wins: once a rank is past the setup every rank has
+  // mapped the segment; a failed setup takes the name with it.
+  void unlinkSegmentName() {
+    if (unlink_pending_.empty()) return;
+    shm_unlink(unlink_pending_.c_str());
+    unlink_pending_.clear();
+  }
+
+  const int rank_;
+  const int size_;
+  const std::string group_key_;
+  const std::chrono::milliseconds timeout_;
+  const size_t capacity_;
+  const Layout layout_;
+  const MappedSegment segment_;
+  std::string unlink_pending_;  // the segment's name until this rank unlinked it
+  SegmentHeader* header_ = nullptr;
+  RankControl* ranks_ = nullptr;
+  uint64_t exchange_ = 0;  // the number of the next exchange
+  std::vector<const std::byte*> received_;
+  std::string first_error_;  // why this transport failed; empty while it works
+};
+
+}  // namespace
+
+std::unique_ptr<Transport> makeShmTransport(int rank, int size, const Rendezvous& rendezvous,
+                                            const std::string& group_key, std::chrono::milliseconds timeout,
+                                            size_t capacity) {
+  if (size < 1 || rank < 0 || rank >= size) {
+    throw std::invalid_argument("shm transport: rank " + std::to_string(rank) + " of a group of " +
+                                std::to_string(size));
+  }
+  if (capacity == 0) throw std::invalid_argument("shm transport: the capacity must be at least one byte");
+  const Layout layout(size, capacity);
+  const std::string context = "shm transport: setup of group '" + group_key + "' (rank " + std::to_string(rank) +
+                              " of " + std::to_string(size) + ")";
+  const std::string name_key = group_key + "/shm_name";
+  std::unique_ptr<ShmTransport> transport;
+  if (rank == 0) {
+    std::string name = randomSegmentName();
+    MappedSegment segment = createSegment(name, layout, size, capacity, context);
+    transport = std::make_unique<ShmTransport>(rank, size, group_key, timeout, capacity, layout, std::move(segment),
+                                               name);
+    rendezvous.set(name_key, name);
+  } else {
+    std::string name;
+    try {
+      name = rendezvous.get(name_key);
+    } catch (const TransportError& error) {
+      throw TransportError(context + ": waiting for rank 0 to publish the segment's name (" + name_key +
+                           "): " + error.what());
+    }
+    MappedSegment segment = openSegment(name, layout, size, capacity, context);
+    transport = std::make_unique<ShmTransport>(rank, size, group_key, timeout, capacity, layout, std::move(segment),
+                                               std::move(name));
+  }
+  transport->attach();
+  return transport;
+}
+
+}  // namespace pto::distributed

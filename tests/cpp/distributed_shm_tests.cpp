@@ -1,0 +1,521 @@
+// The shared-memory transport (csrc/distributed/shm_transport.h). Every rank is a forked
+// process: its gtest assertions print as they fail, and its exit status tells the parent,
+// which fails the test on any rank that did not exit with 0.
+#include "distributed/shm_transport.h"
+
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <functional>
+#include <thread>
+#include <vector>
+
+namespace pto::distributed {
+namespace {
+
+using namespace std::chrono_literals;
+using Clock = std::chrono::steady_clock;
+namespace fs = std::filesystem;
+
+// A rendezvous of one file per key in a fresh directory; set writes a file beside the
+// final one and renames it, so get never reads half a value.
+class FileRendezvous {
+ public:
+  FileRendezvous() {
+    char directory[] = "/tmp/pccl-shm-test-XXXXXX";
+    directory_ = mkdtemp(directory);
+  }
+  FileRendezvous(const FileRendezvous&) = delete;
+  FileRendezvous& operator=(const FileRendezvous&) = delete;
+  ~FileRendezvous() { fs::remove_all(directory_); }
+
+  fs::path pathOf(std::string key) const {
+    std::replace(key.begin(), key.end(), '/', '%');
+    return directory_ / key;
+  }
+
+  Rendezvous rendezvous(std::chrono::milliseconds timeout) const {
+    Rendezvous result;
+    result.set = [this](const std::string& key, const std::string& value) {
+      const fs::path partial = pathOf(key).string() + ".partial" + std::to_string(getpid());
+      std::ofstream(partial) << value;
+      fs::rename(partial, pathOf(key));
+    };
+    result.get = [this, timeout](const std::string& key) {
+      const auto deadline = Clock::now() + timeout;
+      for (;;) {
+        if (std::ifstream file(pathOf(key)); file) {
+          std::string value;
+          std::getline(file, value);
+          return value;
+        }
+        if (Clock::now() > deadline) throw TransportError("file rendezvous: " + key + " was not set in time");
+        std::this_thread::sleep_for(1ms);
+      }
+    };
+    return result;
+  }
+
+ private:
+  fs::path directory_;
+};
+
+// One group's rendezvous and key; the rendezvous keys are unique per test run.
+struct Group {
+  FileRendezvous files;
+  std::string key = "test-" + std::to_string(getpid()) + "-" +
+                    testing::UnitTest::GetInstance()->current_test_info()->name();
+
+  std::unique_ptr<Transport> join(int rank, int size, size_t capacity = 4096,
+                                  std::chrono::milliseconds timeout = 20s) const {
+    return makeShmTransport(rank, size, files.rendezvous(timeout), key, timeout, capacity);
+  }
+
+  // The segment's path in /dev/shm, once rank 0 published its name.
+  fs::path segmentPath() const {
+    std::ifstream file(files.pathOf(key + "/shm_name"));
+    std::string name;
+    std::getline(file, name);
+    return "/dev/shm" + name;
+  }
+};
+
+std::string describeStatus(int status) {
+  if (WIFEXITED(status)) return "exit status " + std::to_string(WEXITSTATUS(status));
+  if (WIFSIGNALED(status)) return std::string("signal ") + strsignal(WTERMSIG(status));
+  return "status " + std::to_string(status);
+}
+
+// Runs body(rank) in `size` forked processes and fails the test unless every one exits
+// with 0 (body returned with no gtest failure and no exception) within `limit`.
+void runRanks(int size, const std::function<void(int rank)>& body, std::chrono::seconds limit = 60s) {
+  std::fflush(stdout);
+  std::fflush(stderr);
+  std::vector<pid_t> pids;
+  for (int rank = 0; rank < size; ++rank) {
+    const pid_t pid = fork();
+    ASSERT_GE(pid, 0) << std::strerror(errno);
+    if (pid == 0) {
+      int code = 0;
+      try {
+        body(rank);
+        code = testing::Test::HasFailure() ? 1 : 0;
+      } catch (const std::exception& error) {
+        std::fprintf(stderr, "rank %d threw: %s\n", rank, error.what());
+        code = 2;
+      }
+      std::fflush(stdout);
+      std::fflush(stderr);
+      _exit(code);
+    }
+    pids.push_back(pid);
+  }
+  std::vector<int> statuses(size, -1);
+  int running = size;
+  const auto deadline = Clock::now() + limit;
+  while (running > 0 && Clock::now() < deadline) {
+    for (int rank = 0; rank < size; ++rank) {
+      if (statuses[rank] == -1 && waitpid(pids[rank], &statuses[rank], WNOHANG) == pids[rank]) --running;
+    }
+    std::this_thread::sleep_for(1ms);
+  }
+  for (int rank = 0; rank < size; ++rank) {
+    if (statuses[rank] == -1) {
+      kill(pids[rank], SIGKILL);
+      waitpid(pids[rank], nullptr, 0);
+      ADD_FAILURE() << "rank " << rank << " still ran after " << limit.count() << " s: killed";
+    } else {
+      EXPECT_TRUE(WIFEXITED(statuses[rank]) && WEXITSTATUS(statuses[rank]) == 0)
+          << "rank " << rank << ": " << describeStatus(statuses[rank]);
+    }
+  }
+}
+
+// The byte rank `from` sends rank `to` at `index` in round `round`: every (round, sender,
+// receiver) differs, so data from a wrong slot or a wrong exchange shows.
+std::byte pattern(int round, int from, int to, size_t index) {
+  return static_cast<std::byte>((round * 131 + from * 37 + to * 11 + index * 7 + index / 251) & 0xff);
+}
+
+void fill(void* buffer, size_t bytes, int round, int from, int to) {
+  auto* bytes_out = static_cast<std::byte*>(buffer);
+  for (size_t i = 0; i < bytes; ++i) bytes_out[i] = pattern(round, from, to, i);
+}
+
+// The index of the first byte that differs from the pattern, or `bytes` when none does.
+size_t firstMismatch(const void* buffer, size_t bytes, int round, int from, int to) {
+  const auto* bytes_in = static_cast<const std::byte*>(buffer);
+  for (size_t i = 0; i < bytes; ++i) {
+    if (bytes_in[i] != pattern(round, from, to, i)) return i;
+  }
+  return bytes;
+}
+
+// An alltoall's blocks: rank p sends count(p, q) bytes to q, some zero, none alike, laid out
+// in reverse rank order with gaps so that offsets matter.
+struct AlltoallPlan {
+  std::vector<size_t> send_offsets, send_counts, recv_counts;
+
+  static size_t count(int round, int from, int to, size_t largest) {
+    if ((from + to + round) % 3 == 0) return 0;
+    return (static_cast<size_t>(from * 7 + to * 13 + round * 29) * 97) % largest + 1;
+  }
+
+  AlltoallPlan(int round, int rank, int size, size_t capacity)
+      : send_offsets(size), send_counts(size), recv_counts(size) {
+    const size_t largest = capacity / size - 8;
+    size_t offset = 3;
+    for (int q = size - 1; q >= 0; --q) {
+      send_offsets[q] = offset;
+      send_counts[q] = count(round, rank, q, largest);
+      recv_counts[q] = count(round, q, rank, largest);
+      offset += send_counts[q] + 5;
+    }
+  }
+};
+
+class ShmTransportRanks : public testing::TestWithParam<int> {};
+
+INSTANTIATE_TEST_SUITE_P(Sizes, ShmTransportRanks, testing::Values(2, 3, 4),
+                         [](const testing::TestParamInfo<int>& info) {
+                           return std::to_string(info.param) + "ranks";
+                         });
+
+TEST_P(ShmTransportRanks, AllgatherDeliversEveryRanksBytes) {
+  const int size = GetParam();
+  const Group group;
+  runRanks(size, [&](int rank) {
+    auto transport = group.join(rank, size);
+    EXPECT_STREQ(transport->name(), "shm");
+    EXPECT_EQ(transport->rank(), rank);
+    EXPECT_EQ(transport->size(), size);
+    EXPECT_EQ(transport->capacity(), 4096u);
+    for (const size_t bytes : {size_t{1}, size_t{0}, size_t{777}}) {
+      fill(transport->sendBuffer(), bytes, 0, rank, 0);
+      transport->allgather(bytes);
+      for (int r = 0; r < size; ++r) {
+        EXPECT_EQ(firstMismatch(transport->received(r), bytes, 0, r, 0), bytes) << "from rank " << r;
+      }
+    }
+  });
+}
+
+TEST_P(ShmTransportRanks, BroadcastFromEveryRoot) {
+  const int size = GetParam();
+  const Group group;
+  runRanks(size, [&](int rank) {
+    auto transport = group.join(rank, size);
+    for (int root = 0; root < size; ++root) {
+      const size_t bytes = 100 * root + 1;
+      if (rank == root) fill(transport->sendBuffer(), bytes, root, root, 0);
+      transport->broadcast(bytes, root);
+      EXPECT_EQ(firstMismatch(transport->received(root), bytes, root, root, 0), bytes) << "root " << root;
+    }
+  });
+}
+
+TEST_P(ShmTransportRanks, AlltoallWithUnevenAndZeroCounts) {
+  const int size = GetParam();
+  const Group group;
+  runRanks(size, [&](int rank) {
+    auto transport = group.join(rank, size);
+    for (int round = 0; round < 6; ++round) {
+      const AlltoallPlan plan(round, rank, size, transport->capacity());
+      auto* send = static_cast<std::byte*>(transport->sendBuffer());
+      for (int q = 0; q < size; ++q) fill(send + plan.send_offsets[q], plan.send_counts[q], round, rank, q);
+      transport->alltoall(plan.send_offsets.data(), plan.send_counts.data(), plan.recv_counts.data());
+      for (int q = 0; q < size; ++q) {
+        EXPECT_EQ(firstMismatch(transport->received(q), plan.recv_counts[q], round, q, rank), plan.recv_counts[q])
+            << "round " << round << " from rank " << q;
+      }
+    }
+  });
+}
+
+// Each round's exchange kind and size change, and the next round's data is written before
+// this round's is checked, while some rank lags now and then: a rank overwriting a slot a
+// peer still reads, or received() pointing at the wrong slot set, shows in the contents.
+TEST_P(ShmTransportRanks, ManyConsecutiveExchangesKeepTheirContents) {
+  const int size = GetParam();
+  const Group group;
+  static constexpr int kRounds = 400;
+  static constexpr size_t kCapacity = 8192;
+  runRanks(size, [&](int rank) {
+    auto transport = group.join(rank, size, kCapacity);
+    const auto bytesOf = [](int round) { return static_cast<size_t>(round * 613) % kCapacity + 1; };
+    const auto fillRound = [&](int round) {
+      switch (round % 4) {
+        case 0: fill(transport->sendBuffer(), bytesOf(round), round, rank, 0); break;
+        case 1:
+          if (rank == round % size) fill(transport->sendBuffer(), bytesOf(round), round, rank, 0);
+          break;
+        case 2: {
+          const AlltoallPlan plan(round, rank, size, kCapacity);
+          auto* send = static_cast<std::byte*>(transport->sendBuffer());
+          for (int q = 0; q < size; ++q) fill(send + plan.send_offsets[q], plan.send_counts[q], round, rank, q);
+          break;
+        }
+        default: break;
+      }
+    };
+    fillRound(0);
+    for (int round = 0; round < kRounds; ++round) {
+      if (round % 7 == 0 && rank == (round / 7) % size) std::this_thread::sleep_for(200us);
+      const AlltoallPlan plan(round, rank, size, kCapacity);
+      switch (round % 4) {
+        case 0: transport->allgather(bytesOf(round)); break;
+        case 1: transport->broadcast(bytesOf(round), round % size); break;
+        case 2: transport->alltoall(plan.send_offsets.data(), plan.send_counts.data(), plan.recv_counts.data()); break;
+        default: transport->barrier(); break;
+      }
+      if (round + 1 < kRounds) fillRound(round + 1);
+      switch (round % 4) {
+        case 0:
+          for (int r = 0; r < size; ++r) {
+            ASSERT_EQ(firstMismatch(transport->received(r), bytesOf(round), round, r, 0), bytesOf(round))
+                << "round " << round << " from rank " << r;
+          }
+          break;
+        case 1:
+          ASSERT_EQ(firstMismatch(transport->received(round % size), bytesOf(round), round, round % size, 0),
+                    bytesOf(round))
+              << "round " << round;
+          break;
+        case 2:
+          for (int q = 0; q < size; ++q) {
+            ASSERT_EQ(firstMismatch(transport->received(q), plan.recv_counts[q], round, q, rank), plan.recv_counts[q])
+                << "round " << round << " from rank " << q;
+          }
+          break;
+        default: break;
+      }
+    }
+  });
+}
+
+// A capacity that is no multiple of a cache line, used whole.
+TEST_P(ShmTransportRanks, CapacitySizedExchanges) {
+  const int size = GetParam();
+  const Group group;
+  static constexpr size_t kCapacity = (1 << 20) + 3;
+  runRanks(size, [&](int rank) {
+    auto transport = group.join(rank, size, kCapacity);
+    fill(transport->sendBuffer(), kCapacity, 1, rank, 0);
+    transport->allgather(kCapacity);
+    for (int r = 0; r < size; ++r) EXPECT_EQ(firstMismatch(transport->received(r), kCapacity, 1, r, 0), kCapacity);
+
+    if (rank == size - 1) fill(transport->sendBuffer(), kCapacity, 2, rank, 0);
+    transport->broadcast(kCapacity, size - 1);
+    EXPECT_EQ(firstMismatch(transport->received(size - 1), kCapacity, 2, size - 1, 0), kCapacity);
+
+    // Everything to the next rank, nothing to the others.
+    const int next = (rank + 1) % size;
+    const int previous = (rank + size - 1) % size;
+    std::vector<size_t> offsets(size, 0), send_counts(size, 0), recv_counts(size, 0);
+    send_counts[next] = kCapacity;
+    recv_counts[previous] += kCapacity;
+    fill(transport->sendBuffer(), kCapacity, 3, rank, next);
+    transport->alltoall(offsets.data(), send_counts.data(), recv_counts.data());
+    EXPECT_EQ(firstMismatch(transport->received(previous), kCapacity, 3, previous, rank), kCapacity);
+  });
+}
+
+TEST(ShmTransport, SegmentIsUnlinkedOnceEveryRankMappedIt) {
+  const Group group;
+  runRanks(3, [&](int rank) {
+    auto transport = group.join(rank, 3);
+    const fs::path segment = group.segmentPath();
+    EXPECT_NE(segment, "/dev/shm") << "rank 0 published no name";
+    EXPECT_FALSE(fs::exists(segment)) << segment;
+    fill(transport->sendBuffer(), 64, 0, rank, 0);
+    transport->allgather(64);
+    for (int r = 0; r < 3; ++r) EXPECT_EQ(firstMismatch(transport->received(r), 64, 0, r, 0), 64u);
+  });
+}
+
+TEST(ShmTransport, AGroupOfOneExchangesWithItself) {
+  const Group group;
+  auto transport = group.join(0, 1);
+  fill(transport->sendBuffer(), 10, 0, 0, 0);
+  transport->allgather(10);
+  EXPECT_EQ(firstMismatch(transport->received(0), 10, 0, 0, 0), 10u);
+  transport->barrier();
+  EXPECT_EQ(transport->received(0), nullptr);
+  EXPECT_THROW(transport->received(1), std::out_of_range);
+}
+
+// Every call of an aborted transport throws at once.
+void expectEveryCallThrows(Transport& transport, const std::string& why) {
+  const int size = transport.size();
+  const std::vector<size_t> zeros(size, 0);
+  const auto start = Clock::now();
+  const std::vector<std::function<void()>> calls = {
+      [&] { transport.allgather(8); },
+      [&] { transport.broadcast(8, 0); },
+      [&] { transport.alltoall(zeros.data(), zeros.data(), zeros.data()); },
+      [&] { transport.barrier(); },
+  };
+  for (const auto& call : calls) {
+    try {
+      call();
+      ADD_FAILURE() << "a call of an aborted transport returned";
+    } catch (const TransportError& error) {
+      EXPECT_NE(std::string(error.what()).find(why), std::string::npos) << error.what();
+    }
+  }
+  EXPECT_LT(Clock::now() - start, 100ms);
+}
+
+// Runs `call`, expecting a TransportError that says each of `parts`; returns how long it took.
+Clock::duration expectTransportError(const std::function<void()>& call, const std::vector<std::string>& parts) {
+  const auto start = Clock::now();
+  try {
+    call();
+    ADD_FAILURE() << "no TransportError";
+  } catch (const TransportError& error) {
+    for (const auto& part : parts) EXPECT_NE(std::string(error.what()).find(part), std::string::npos) << error.what();
+  }
+  return Clock::now() - start;
+}
+
+TEST(ShmTransport, ARankThatExitedIsNamedLongBeforeTheTimeout) {
+  const Group group;
+  runRanks(3, [&](int rank) {
+    auto transport = group.join(rank, 3, 4096, 30s);
+    if (rank == 2) {
+      std::fflush(stdout);
+      _exit(0);
+    }
+    const auto took = expectTransportError([&] { transport->allgather(8); },
+                                           {"exchange 1 (allgather) of group '" + group.key + "'", "rank 2 (pid "});
+    EXPECT_LT(took, 2s);
+    expectEveryCallThrows(*transport, "rank 2 (pid ");
+  });
+}
+
+// A rank whose parent has not reaped it yet still answers kill(pid, 0).
+TEST(ShmTransport, AnUnreapedRankIsSeenToHaveExited) {
+  const Group group;
+  runRanks(2, [&](int rank) {
+    pid_t zombie = 0;
+    if (rank == 0) {
+      zombie = fork();
+      if (zombie == 0) {
+        auto transport = group.join(2, 3, 4096, 30s);
+        std::fflush(stdout);
+        _exit(0);
+      }
+    }
+    auto transport = group.join(rank, 3, 4096, 30s);
+    const auto took = expectTransportError([&] { transport->barrier(); }, {"barrier", "exited"});
+    EXPECT_LT(took, 2s);
+    if (zombie != 0) waitpid(zombie, nullptr, 0);
+  });
+}
+
+TEST(ShmTransport, ARankThatNeverArrivesTimesOut) {
+  const Group group;
+  runRanks(2, [&](int rank) {
+    auto transport = group.join(rank, 2, 4096, 300ms);
+    if (rank == 1) {
+      std::this_thread::sleep_for(1s);
+      expectEveryCallThrows(*transport, "rank 0 aborted the group");
+      return;
+    }
+    const auto took = expectTransportError([&] { transport->allgather(8); },
+                                           {"exchange 1 (allgather)", "ranks [1] did not arrive within 0.3 s"});
+    EXPECT_GE(took, 300ms);
+    EXPECT_LT(took, 2s);
+    expectEveryCallThrows(*transport, "ranks [1] did not arrive");
+  });
+}
+
+TEST(ShmTransport, ExceedingTheCapacityAbortsTheGroup) {
+  const Group group;
+  runRanks(2, [&](int rank) {
+    auto transport = group.join(rank, 2, 4096, 30s);
+    if (rank == 0) {
+      expectTransportError([&] { transport->allgather(4097); }, {"4097 bytes exceed the capacity of 4096"});
+    } else {
+      const auto took = expectTransportError([&] { transport->allgather(8); }, {"rank 0 aborted the group"});
+      EXPECT_LT(took, 2s);
+    }
+  });
+}
+
+TEST(ShmTransport, MismatchedAlltoallCountsAbortTheGroup) {
+  const Group group;
+  runRanks(2, [&](int rank) {
+    auto transport = group.join(rank, 2, 4096, 30s);
+    const std::vector<size_t> offsets = {0, 16};
+    const std::vector<size_t> send_counts = {8, 8};
+    const std::vector<size_t> recv_counts = {rank == 1 ? size_t{9} : size_t{8}, 8};
+    if (rank == 1) {
+      expectTransportError([&] { transport->alltoall(offsets.data(), send_counts.data(), recv_counts.data()); },
+                           {"rank 0 sends 8 bytes to rank 1, which expects 9"});
+    } else {
+      transport->alltoall(offsets.data(), send_counts.data(), recv_counts.data());
+      expectTransportError([&] { transport->barrier(); }, {"rank 1 aborted the group"});
+    }
+  });
+}
+
+TEST(ShmTransport, ASetupARankNeverJoinsFailsAndLeavesNoSegment) {
+  const Group group;
+  runRanks(3, [&](int rank) {
+    if (rank == 2) {
+      std::this_thread::sleep_for(1500ms);
+      expectTransportError([&] { group.join(rank, 3, 4096, 300ms); }, {"setup of group"});
+      return;
+    }
+    expectTransportError([&] { group.join(rank, 3, 4096, 300ms); }, {"(setup)"});
+    EXPECT_FALSE(fs::exists(group.segmentPath())) << group.segmentPath();
+  });
+}
+
+TEST(ShmTransport, ARendezvousTimeoutIsReportedWithItsContext) {
+  const Group group;
+  expectTransportError([&] { group.join(1, 2, 4096, 100ms); },
+                       {"setup of group '" + group.key + "' (rank 1 of 2)", "waiting for rank 0",
+                        "file rendezvous: " + group.key + "/shm_name was not set in time"});
+}
+
+TEST(ShmTransport, ASegmentTooLargeForDevShmFailsClearly) {
+  const Group group;
+  expectTransportError([&] { group.join(0, 1, size_t{1} << 42); }, {"cannot reserve", "posix_fallocate"});
+  for (const auto& entry : fs::directory_iterator("/dev/shm")) {
+    EXPECT_EQ(entry.path().filename().string().rfind("pccl-" + std::to_string(getpid()) + "-", 0),
+              std::string::npos)
+        << entry.path();
+  }
+}
+
+// Printed, not asserted: a few µs to tens of µs, far below a TCP round trip.
+TEST(ShmTransport, AllgatherOf8BytesLatency) {
+  for (const int size : {2, 4}) {
+    const Group group;
+    runRanks(size, [&](int rank) {
+      auto transport = group.join(rank, size);
+      constexpr int kWarmUp = 200;
+      constexpr int kExchanges = 5000;
+      Clock::time_point start;
+      for (int i = 0; i < kWarmUp + kExchanges; ++i) {
+        if (i == kWarmUp) start = Clock::now();
+        std::memcpy(transport->sendBuffer(), &i, sizeof i);
+        transport->allgather(8);
+      }
+      const double micros = std::chrono::duration<double, std::micro>(Clock::now() - start).count() / kExchanges;
+      if (rank == 0) std::printf("8-byte allgather, %d ranks: %.1f us per exchange\n", size, micros);
+    });
+  }
+}
+
+}  // namespace
+}  // namespace pto::distributed
