@@ -62,6 +62,33 @@ def _collectives(device, group=None) -> dict:
     return out
 
 
+def _point_to_point(device) -> dict:
+    """all_to_all_single, and a ring exchange with batch_isend_irecv and send/recv."""
+    import torch.distributed as dist
+
+    rank, world = dist.get_rank(), dist.get_world_size()
+    out = {}
+    a2a = torch.empty(2 * world, device=device)
+    dist.all_to_all_single(a2a, torch.arange(2 * world, dtype=torch.float32, device=device) + 100 * rank)
+    out["all_to_all_single"] = a2a
+    send = torch.full((3,), float(rank), device=device)
+    recv = torch.empty(3, device=device)
+    ops = [dist.P2POp(dist.isend, send, (rank + 1) % world), dist.P2POp(dist.irecv, recv, (rank - 1) % world)]
+    for work in dist.batch_isend_irecv(ops):
+        work.wait()
+    out["batch_isend_irecv"] = recv
+    message = torch.full((4,), 7.0 + rank, device=device)
+    if rank == 0:
+        dist.send(message, 1)
+        dist.recv(message, 1)
+    elif rank == 1:
+        received = torch.empty(4, device=device)
+        dist.recv(received, 0)
+        dist.send(received * 2, 0)
+    out["send_recv"] = message
+    return out
+
+
 def _expected(world: int) -> dict:
     xs = [torch.arange(6, dtype=torch.float32) + 10 * r for r in range(world)]
     total = sum(xs)
@@ -95,6 +122,7 @@ def init_rank(ports) -> dict:
                 subgroup = dist.new_group([0, 1])
                 result["new_group_backend"] = str(dist.get_backend(subgroup))
                 result["new_group"] = _collectives(device, subgroup)
+                result["p2p"] = _point_to_point(device)
             results[name] = result
         except Exception:
             results[name] = {"error": traceback.format_exc()}
@@ -153,6 +181,18 @@ def test_new_group(ranks):
             pytest.fail(f"rank {rank}:\n{result['error']}", pytrace=False)
         assert result["new_group_backend"] == B
         _check_collectives(result["new_group"], WORLD, rank)
+
+
+def test_point_to_point(ranks):
+    for rank, results in enumerate(ranks):
+        result = results["backend"]
+        if "error" in result:
+            pytest.fail(f"rank {rank}:\n{result['error']}", pytrace=False)
+        p2p = result["p2p"]
+        expected = torch.cat([torch.arange(2 * rank, 2 * rank + 2, dtype=torch.float32) + 100 * q for q in range(WORLD)])
+        assert_close(p2p["all_to_all_single"], expected)
+        assert_close(p2p["batch_isend_irecv"], torch.full((3,), float((rank - 1) % WORLD)))
+        assert_close(p2p["send_recv"], torch.full((4,), 14.0 if rank == 0 else 8.0))
 
 
 def test_world_size_one():
