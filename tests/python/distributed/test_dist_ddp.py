@@ -141,12 +141,14 @@ def test_ddp_find_unused_parameters(ranks):
 
 
 def test_ddp_bf16_compress_hook(ranks, reference):
-    """Against an emulation of the hook (bf16 cast, /world, bf16 sum): the remaining
-    difference is the pto-vs-CPU float32 forward/backward (~1e-7 relative) flipping
-    an occasional bf16 rounding (2^-9 relative of one gradient element), far below
-    1e-4 after 20 steps. Against plain fp32 training the bf16 gradients move the
-    parameters by up to ~1e-3: the hook did run."""
+    """Against an emulation of the hook (bf16 cast, /world, bf16 sum; on cpu/gloo the
+    two agree exactly): what remains is the pto-vs-CPU float32 forward/backward
+    (~1e-7 relative) flipping an occasional bf16 rounding (2^-9 relative of one
+    gradient element), far below 1e-4 after 20 steps. Plain fp32 training ends
+    ~6e-4 away: the hook did run, and stays within 5e-3 of it."""
     results = _result(ranks, "bf16_compress_hook")
     emulated = m.reference_bf16_compressed_ddp(WORLD)
     _check_equal_to(emulated, results, atol=1e-4, rtol=1e-4)
-    _check_equal_to(reference, results, atol=1e-2, rtol=1e-2)
+    _check_equal_to(reference, results, atol=5e-3, rtol=5e-3)
+    moved = max((results[0]["params"][k] - v).abs().max().item() for k, v in reference[1].items())
+    assert moved > 1e-4, moved
