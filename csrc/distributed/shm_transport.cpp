@@ -55,6 +55,7 @@
 #include <cstring>
 #include <fstream>
 #include <new>
+#include <numeric>
 #include <random>
 #include <stdexcept>
 #include <vector>
@@ -320,14 +321,15 @@ class ShmTransport final : public Transport {
   int rank() const override { return rank_; }
   int size() const override { return size_; }
   size_t capacity() const override { return capacity_; }
-  void* sendBuffer() override { return slot(exchange_, rank_); }
+  // The interface numbers exchanges from 0; internally the setup is exchange 0.
+  uint64_t exchanges() const override { return exchange_ - 1; }
+  void* sendBuffer(uint64_t exchange) override { return slot(exchange + 1, rank_); }
 
   void allgather(size_t bytes) override {
     const char* what = "allgather";
     throwIfAborted(what);
     checkFits(what, bytes);
     arriveAndWait(what);
-    for (int r = 0; r < size_; ++r) received_[r] = slot(exchange_, r);
     ++exchange_;
   }
 
@@ -337,15 +339,15 @@ class ShmTransport final : public Transport {
     if (root < 0 || root >= size_) fail(what, "root " + std::to_string(root) + " is not a rank of the group");
     checkFits(what, bytes);
     arriveAndWait(what);
-    std::fill(received_.begin(), received_.end(), nullptr);
-    received_[root] = slot(exchange_, root);
     ++exchange_;
   }
 
-  void alltoall(const size_t* send_offsets, const size_t* send_counts, const size_t* recv_counts) override {
+  void alltoall(const size_t* send_counts, const size_t* recv_counts) override {
     const char* what = "alltoall";
     throwIfAborted(what);
     uint64_t* published = table(exchange_, rank_);
+    std::vector<size_t> send_offsets(static_cast<size_t>(size_));
+    std::exclusive_scan(send_counts, send_counts + size_, send_offsets.begin(), size_t{0});
     for (int q = 0; q < size_; ++q) {
       if (send_counts[q] > capacity_ || send_offsets[q] > capacity_ - send_counts[q]) {
         fail(what, "the block for rank " + std::to_string(q) + " (" + std::to_string(send_counts[q]) +
@@ -366,22 +368,24 @@ class ShmTransport final : public Transport {
       }
       received_[q] = slot(exchange_, q) + offset;
     }
+    last_alltoall_ = exchange_;
     ++exchange_;
   }
 
-  const void* received(int rank) const override {
+  const void* received(uint64_t exchange, int rank) const override {
     if (rank < 0 || rank >= size_) {
       throw std::out_of_range("shm transport: received(" + std::to_string(rank) + ") of a group of " +
                               std::to_string(size_) + " ranks");
     }
-    return received_[rank];
+    // An alltoall's blocks sit where their senders packed them; everything else at a slot's start.
+    if (exchange + 1 == last_alltoall_) return received_[rank];
+    return slot(exchange + 1, rank);
   }
 
   void barrier() override {
     const char* what = "barrier";
     throwIfAborted(what);
     arriveAndWait(what);
-    std::fill(received_.begin(), received_.end(), nullptr);
     ++exchange_;
   }
 
@@ -500,7 +504,8 @@ class ShmTransport final : public Transport {
   SegmentHeader* header_ = nullptr;
   RankControl* ranks_ = nullptr;
   uint64_t exchange_ = 0;  // the number of the next exchange
-  std::vector<const std::byte*> received_;
+  std::vector<const std::byte*> received_;  // of the last alltoall
+  uint64_t last_alltoall_ = 0;                // its internal number (0: none yet)
   std::string first_error_;  // why this transport failed; empty while it works
 };
 

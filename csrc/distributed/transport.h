@@ -14,6 +14,7 @@
 
 #include <chrono>
 #include <cstddef>
+#include <cstdint>
 #include <functional>
 #include <stdexcept>
 #include <string>
@@ -43,21 +44,29 @@ class Transport {
   // The most bytes one rank contributes to one exchange; the backend splits larger
   // collectives into rounds of at most this.
   virtual size_t capacity() const = 0;
-  // This rank's outgoing buffer of capacity() bytes: fill it, then call an exchange.
-  virtual void* sendBuffer() = 0;
+
+  // Exchange k (every call below counts, from 0) sends from sendBuffer(k) and
+  // delivers into received(k, r). The buffers rotate between two sets by the
+  // parity of k, so the pointers of an exchange are known before it runs: the
+  // backend queues device copies into and out of them ahead of time, and the
+  // shared-memory transport moves nothing itself (zero copy). Writing
+  // sendBuffer(k) is safe once this rank has returned from exchange k-1;
+  // received(k, r) stays valid until this rank starts exchange k+1.
+  virtual void* sendBuffer(uint64_t exchange) = 0;
+  virtual const void* received(uint64_t exchange, int rank) const = 0;
+  virtual uint64_t exchanges() const = 0;  // how many exchanges this rank has started
 
   // Each rank contributes the first `bytes` of its send buffer (the same `bytes`
-  // on every rank); afterwards received(r) holds rank r's contribution.
+  // on every rank); afterwards received(k, r) holds rank r's contribution.
   virtual void allgather(size_t bytes) = 0;
-  // Only `root` contributes; afterwards received(root) holds its `bytes`.
+  // Only `root` contributes; afterwards received(k, root) holds its `bytes`.
   virtual void broadcast(size_t bytes, int root) = 0;
-  // Each rank's send buffer holds one block per destination rank q, at
-  // send_offsets[q] with send_counts[q] bytes (counts may be zero and differ
-  // between ranks); afterwards received(q) holds the block rank q sent to this
-  // rank, recv_counts[q] bytes. Each array has size() entries.
-  virtual void alltoall(const size_t* send_offsets, const size_t* send_counts, const size_t* recv_counts) = 0;
-  // What the last exchange delivered from `rank`; valid until the next exchange.
-  virtual const void* received(int rank) const = 0;
+  // Each rank's send buffer holds one block per destination rank q, packed in
+  // rank order, send_counts[q] bytes each (counts may be zero and differ between
+  // ranks); afterwards received(k, q) holds the block rank q sent to this rank,
+  // recv_counts[q] bytes. Each array has size() entries. Where received() points
+  // depends on the other ranks' counts: read it only after the exchange.
+  virtual void alltoall(const size_t* send_counts, const size_t* recv_counts) = 0;
 
   virtual void barrier() = 0;
 };

@@ -97,6 +97,8 @@ std::vector<std::pair<at::ScalarType, std::string>> dtypeMapPairs() {
 
 }  // namespace
 
+void bindDistributed(py::module_& m);  // distributed.cpp
+
 PYBIND11_MODULE(_C, m) {
   m.doc() = "pypto_torch native module: the pto device for PyTorch";
 
@@ -155,6 +157,8 @@ PYBIND11_MODULE(_C, m) {
     }
     return activities;
   });
+
+  bindDistributed(m);
 
   py::class_<GraphProgram>(m, "_GraphProgram")
       .def(py::init<const std::string&, bool, bool>(), py::arg("pto_as"), py::arg("debug") = false,

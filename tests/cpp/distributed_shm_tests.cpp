@@ -158,8 +158,9 @@ size_t firstMismatch(const void* buffer, size_t bytes, int round, int from, int 
   return bytes;
 }
 
-// An alltoall's blocks: rank p sends count(p, q) bytes to q, some zero, none alike, laid out
-// in reverse rank order with gaps so that offsets matter.
+// An alltoall's blocks: rank p sends count(p, q) bytes to q, some zero, none alike. The
+// transport takes them packed in rank order, so uneven counts make every block but the
+// first start at an odd place, and a wrong offset on either side shows in the contents.
 struct AlltoallPlan {
   std::vector<size_t> send_offsets, send_counts, recv_counts;
 
@@ -171,12 +172,20 @@ struct AlltoallPlan {
   AlltoallPlan(int round, int rank, int size, size_t capacity)
       : send_offsets(size), send_counts(size), recv_counts(size) {
     const size_t largest = capacity / size - 8;
-    size_t offset = 3;
-    for (int q = size - 1; q >= 0; --q) {
+    size_t offset = 0;
+    for (int q = 0; q < size; ++q) {
       send_offsets[q] = offset;
       send_counts[q] = count(round, rank, q, largest);
       recv_counts[q] = count(round, q, rank, largest);
-      offset += send_counts[q] + 5;
+      offset += send_counts[q];
+    }
+  }
+
+  // Writes this rank's blocks for `round`, packed, into `send`.
+  void fillSend(void* send, int round, int rank) const {
+    auto* bytes = static_cast<std::byte*>(send);
+    for (size_t q = 0; q < send_counts.size(); ++q) {
+      fill(bytes + send_offsets[q], send_counts[q], round, rank, static_cast<int>(q));
     }
   }
 };
@@ -197,12 +206,18 @@ TEST_P(ShmTransportRanks, AllgatherDeliversEveryRanksBytes) {
     EXPECT_EQ(transport->rank(), rank);
     EXPECT_EQ(transport->size(), size);
     EXPECT_EQ(transport->capacity(), 4096u);
+    EXPECT_EQ(transport->exchanges(), 0u) << "the setup is not counted";
+    int round = 0;
     for (const size_t bytes : {size_t{1}, size_t{0}, size_t{777}}) {
-      fill(transport->sendBuffer(), bytes, 0, rank, 0);
+      const uint64_t k = transport->exchanges();
+      EXPECT_EQ(k, static_cast<uint64_t>(round));
+      fill(transport->sendBuffer(k), bytes, round, rank, 0);
       transport->allgather(bytes);
+      EXPECT_EQ(transport->exchanges(), k + 1);
       for (int r = 0; r < size; ++r) {
-        EXPECT_EQ(firstMismatch(transport->received(r), bytes, 0, r, 0), bytes) << "from rank " << r;
+        EXPECT_EQ(firstMismatch(transport->received(k, r), bytes, round, r, 0), bytes) << "from rank " << r;
       }
+      ++round;
     }
   });
 }
@@ -214,9 +229,10 @@ TEST_P(ShmTransportRanks, BroadcastFromEveryRoot) {
     auto transport = group.join(rank, size);
     for (int root = 0; root < size; ++root) {
       const size_t bytes = 100 * root + 1;
-      if (rank == root) fill(transport->sendBuffer(), bytes, root, root, 0);
+      const uint64_t k = transport->exchanges();
+      if (rank == root) fill(transport->sendBuffer(k), bytes, root, root, 0);
       transport->broadcast(bytes, root);
-      EXPECT_EQ(firstMismatch(transport->received(root), bytes, root, root, 0), bytes) << "root " << root;
+      EXPECT_EQ(firstMismatch(transport->received(k, root), bytes, root, root, 0), bytes) << "root " << root;
     }
   });
 }
@@ -228,11 +244,11 @@ TEST_P(ShmTransportRanks, AlltoallWithUnevenAndZeroCounts) {
     auto transport = group.join(rank, size);
     for (int round = 0; round < 6; ++round) {
       const AlltoallPlan plan(round, rank, size, transport->capacity());
-      auto* send = static_cast<std::byte*>(transport->sendBuffer());
-      for (int q = 0; q < size; ++q) fill(send + plan.send_offsets[q], plan.send_counts[q], round, rank, q);
-      transport->alltoall(plan.send_offsets.data(), plan.send_counts.data(), plan.recv_counts.data());
+      const uint64_t k = transport->exchanges();
+      plan.fillSend(transport->sendBuffer(k), round, rank);
+      transport->alltoall(plan.send_counts.data(), plan.recv_counts.data());
       for (int q = 0; q < size; ++q) {
-        EXPECT_EQ(firstMismatch(transport->received(q), plan.recv_counts[q], round, q, rank), plan.recv_counts[q])
+        EXPECT_EQ(firstMismatch(transport->received(k, q), plan.recv_counts[q], round, q, rank), plan.recv_counts[q])
             << "round " << round << " from rank " << q;
       }
     }
@@ -250,51 +266,141 @@ TEST_P(ShmTransportRanks, ManyConsecutiveExchangesKeepTheirContents) {
   runRanks(size, [&](int rank) {
     auto transport = group.join(rank, size, kCapacity);
     const auto bytesOf = [](int round) { return static_cast<size_t>(round * 613) % kCapacity + 1; };
+    // Round r is exchange k0 + r: its data goes to sendBuffer(k0 + r).
+    const uint64_t k0 = transport->exchanges();
     const auto fillRound = [&](int round) {
+      void* send = transport->sendBuffer(k0 + round);
       switch (round % 4) {
-        case 0: fill(transport->sendBuffer(), bytesOf(round), round, rank, 0); break;
+        case 0: fill(send, bytesOf(round), round, rank, 0); break;
         case 1:
-          if (rank == round % size) fill(transport->sendBuffer(), bytesOf(round), round, rank, 0);
+          if (rank == round % size) fill(send, bytesOf(round), round, rank, 0);
           break;
-        case 2: {
-          const AlltoallPlan plan(round, rank, size, kCapacity);
-          auto* send = static_cast<std::byte*>(transport->sendBuffer());
-          for (int q = 0; q < size; ++q) fill(send + plan.send_offsets[q], plan.send_counts[q], round, rank, q);
-          break;
-        }
+        case 2: AlltoallPlan(round, rank, size, kCapacity).fillSend(send, round, rank); break;
         default: break;
       }
     };
     fillRound(0);
     for (int round = 0; round < kRounds; ++round) {
       if (round % 7 == 0 && rank == (round / 7) % size) std::this_thread::sleep_for(200us);
+      const uint64_t k = k0 + round;
+      ASSERT_EQ(transport->exchanges(), k);
       const AlltoallPlan plan(round, rank, size, kCapacity);
       switch (round % 4) {
         case 0: transport->allgather(bytesOf(round)); break;
         case 1: transport->broadcast(bytesOf(round), round % size); break;
-        case 2: transport->alltoall(plan.send_offsets.data(), plan.send_counts.data(), plan.recv_counts.data()); break;
+        case 2: transport->alltoall(plan.send_counts.data(), plan.recv_counts.data()); break;
         default: transport->barrier(); break;
       }
       if (round + 1 < kRounds) fillRound(round + 1);
       switch (round % 4) {
         case 0:
           for (int r = 0; r < size; ++r) {
-            ASSERT_EQ(firstMismatch(transport->received(r), bytesOf(round), round, r, 0), bytesOf(round))
+            ASSERT_EQ(firstMismatch(transport->received(k, r), bytesOf(round), round, r, 0), bytesOf(round))
                 << "round " << round << " from rank " << r;
           }
           break;
         case 1:
-          ASSERT_EQ(firstMismatch(transport->received(round % size), bytesOf(round), round, round % size, 0),
+          ASSERT_EQ(firstMismatch(transport->received(k, round % size), bytesOf(round), round, round % size, 0),
                     bytesOf(round))
               << "round " << round;
           break;
         case 2:
           for (int q = 0; q < size; ++q) {
-            ASSERT_EQ(firstMismatch(transport->received(q), plan.recv_counts[q], round, q, rank), plan.recv_counts[q])
+            ASSERT_EQ(firstMismatch(transport->received(k, q), plan.recv_counts[q], round, q, rank),
+                      plan.recv_counts[q])
                 << "round " << round << " from rank " << q;
           }
           break;
         default: break;
+      }
+    }
+  });
+}
+
+// Queue-style use, as the pccl backend makes it: before exchange k the caller takes the
+// pointers of sendBuffer(k + 1) and received(k, r) (to queue copies into and out of them),
+// and after it writes round k + 1's data through the former before reading round k's
+// through the latter. The pointers taken ahead must be the ones the exchange uses, stay
+// the same when asked again afterwards, and keep their contents while the next round's
+// data goes in; an alltoall now and then (its received() only readable afterwards) must
+// not disturb the exchanges around it. Some rank lags now and then.
+TEST_P(ShmTransportRanks, PointersTakenAheadOfTheExchange) {
+  const int size = GetParam();
+  const Group group;
+  static constexpr int kRounds = 120;
+  static constexpr size_t kCapacity = 4096;
+  enum Kind { kAllgather, kBroadcast, kBarrier, kAlltoall };
+  runRanks(size, [&](int rank) {
+    auto transport = group.join(rank, size, kCapacity);
+    const auto kindOf = [](int round) {
+      static constexpr Kind kinds[] = {kAllgather, kBroadcast, kAllgather, kBarrier, kBroadcast,
+                                       kAllgather, kAlltoall,  kBarrier,   kBroadcast};
+      return kinds[(round * 5 + round / 9) % 9];
+    };
+    const auto bytesOf = [](int round) { return static_cast<size_t>(round * 389 + 17) % kCapacity + 1; };
+    const auto rootOf = [size](int round) { return (round * 3 + 1) % size; };
+    const auto fillRound = [&](void* send, int round) {
+      switch (kindOf(round)) {
+        case kAllgather: fill(send, bytesOf(round), round, rank, 0); break;
+        case kBroadcast:
+          if (rank == rootOf(round)) fill(send, bytesOf(round), round, rank, 0);
+          break;
+        case kAlltoall: AlltoallPlan(round, rank, size, kCapacity).fillSend(send, round, rank); break;
+        case kBarrier: break;
+      }
+    };
+    const uint64_t k0 = transport->exchanges();
+    fillRound(transport->sendBuffer(k0), 0);
+    std::vector<const void*> received(size);
+    for (int round = 0; round < kRounds; ++round) {
+      const uint64_t k = k0 + round;
+      ASSERT_EQ(transport->exchanges(), k) << "round " << round;
+      // Taken before exchange k is called.
+      void* const next_send = transport->sendBuffer(k + 1);
+      ASSERT_NE(next_send, transport->sendBuffer(k)) << "round " << round << ": both parities share a buffer";
+      ASSERT_EQ(next_send, transport->sendBuffer(k + 3)) << "round " << round;
+      if (kindOf(round) != kAlltoall) {
+        for (int r = 0; r < size; ++r) received[r] = transport->received(k, r);
+      }
+      if (round % 5 == 0 && rank == (round / 5) % size) std::this_thread::sleep_for(300us);
+
+      const AlltoallPlan plan(round, rank, size, kCapacity);
+      switch (kindOf(round)) {
+        case kAllgather: transport->allgather(bytesOf(round)); break;
+        case kBroadcast: transport->broadcast(bytesOf(round), rootOf(round)); break;
+        case kAlltoall: transport->alltoall(plan.send_counts.data(), plan.recv_counts.data()); break;
+        case kBarrier: transport->barrier(); break;
+      }
+      ASSERT_EQ(transport->exchanges(), k + 1) << "round " << round;
+      ASSERT_EQ(transport->sendBuffer(k + 1), next_send) << "round " << round;
+      if (kindOf(round) == kAlltoall) {
+        for (int r = 0; r < size; ++r) received[r] = transport->received(k, r);
+      } else {
+        for (int r = 0; r < size; ++r) {
+          ASSERT_EQ(transport->received(k, r), received[r]) << "round " << round << " rank " << r;
+        }
+      }
+
+      // The next round's data first, through the pointer taken ahead; then this round's check.
+      if (round + 1 < kRounds) fillRound(next_send, round + 1);
+      switch (kindOf(round)) {
+        case kAllgather:
+          for (int r = 0; r < size; ++r) {
+            ASSERT_EQ(firstMismatch(received[r], bytesOf(round), round, r, 0), bytesOf(round))
+                << "round " << round << " (allgather) from rank " << r;
+          }
+          break;
+        case kBroadcast:
+          ASSERT_EQ(firstMismatch(received[rootOf(round)], bytesOf(round), round, rootOf(round), 0), bytesOf(round))
+              << "round " << round << " (broadcast) from root " << rootOf(round);
+          break;
+        case kAlltoall:
+          for (int q = 0; q < size; ++q) {
+            ASSERT_EQ(firstMismatch(received[q], plan.recv_counts[q], round, q, rank), plan.recv_counts[q])
+                << "round " << round << " (alltoall) from rank " << q;
+          }
+          break;
+        case kBarrier: break;
       }
     }
   });
@@ -307,23 +413,26 @@ TEST_P(ShmTransportRanks, CapacitySizedExchanges) {
   static constexpr size_t kCapacity = (1 << 20) + 3;
   runRanks(size, [&](int rank) {
     auto transport = group.join(rank, size, kCapacity);
-    fill(transport->sendBuffer(), kCapacity, 1, rank, 0);
+    uint64_t k = transport->exchanges();
+    fill(transport->sendBuffer(k), kCapacity, 1, rank, 0);
     transport->allgather(kCapacity);
-    for (int r = 0; r < size; ++r) EXPECT_EQ(firstMismatch(transport->received(r), kCapacity, 1, r, 0), kCapacity);
+    for (int r = 0; r < size; ++r) EXPECT_EQ(firstMismatch(transport->received(k, r), kCapacity, 1, r, 0), kCapacity);
 
-    if (rank == size - 1) fill(transport->sendBuffer(), kCapacity, 2, rank, 0);
+    k = transport->exchanges();
+    if (rank == size - 1) fill(transport->sendBuffer(k), kCapacity, 2, rank, 0);
     transport->broadcast(kCapacity, size - 1);
-    EXPECT_EQ(firstMismatch(transport->received(size - 1), kCapacity, 2, size - 1, 0), kCapacity);
+    EXPECT_EQ(firstMismatch(transport->received(k, size - 1), kCapacity, 2, size - 1, 0), kCapacity);
 
     // Everything to the next rank, nothing to the others.
     const int next = (rank + 1) % size;
     const int previous = (rank + size - 1) % size;
-    std::vector<size_t> offsets(size, 0), send_counts(size, 0), recv_counts(size, 0);
+    std::vector<size_t> send_counts(size, 0), recv_counts(size, 0);
     send_counts[next] = kCapacity;
     recv_counts[previous] += kCapacity;
-    fill(transport->sendBuffer(), kCapacity, 3, rank, next);
-    transport->alltoall(offsets.data(), send_counts.data(), recv_counts.data());
-    EXPECT_EQ(firstMismatch(transport->received(previous), kCapacity, 3, previous, rank), kCapacity);
+    k = transport->exchanges();
+    fill(transport->sendBuffer(k), kCapacity, 3, rank, next);
+    transport->alltoall(send_counts.data(), recv_counts.data());
+    EXPECT_EQ(firstMismatch(transport->received(k, previous), kCapacity, 3, previous, rank), kCapacity);
   });
 }
 
@@ -334,21 +443,27 @@ TEST(ShmTransport, SegmentIsUnlinkedOnceEveryRankMappedIt) {
     const fs::path segment = group.segmentPath();
     EXPECT_NE(segment, "/dev/shm") << "rank 0 published no name";
     EXPECT_FALSE(fs::exists(segment)) << segment;
-    fill(transport->sendBuffer(), 64, 0, rank, 0);
+    const uint64_t k = transport->exchanges();
+    fill(transport->sendBuffer(k), 64, 0, rank, 0);
     transport->allgather(64);
-    for (int r = 0; r < 3; ++r) EXPECT_EQ(firstMismatch(transport->received(r), 64, 0, r, 0), 64u);
+    for (int r = 0; r < 3; ++r) EXPECT_EQ(firstMismatch(transport->received(k, r), 64, 0, r, 0), 64u);
   });
 }
 
 TEST(ShmTransport, AGroupOfOneExchangesWithItself) {
   const Group group;
   auto transport = group.join(0, 1);
-  fill(transport->sendBuffer(), 10, 0, 0, 0);
+  const uint64_t k = transport->exchanges();
+  fill(transport->sendBuffer(k), 10, 0, 0, 0);
   transport->allgather(10);
-  EXPECT_EQ(firstMismatch(transport->received(0), 10, 0, 0, 0), 10u);
+  EXPECT_EQ(firstMismatch(transport->received(k, 0), 10, 0, 0, 0), 10u);
+  fill(transport->sendBuffer(k + 1), 10, 1, 0, 0);
+  transport->broadcast(10, 0);
+  EXPECT_EQ(firstMismatch(transport->received(k + 1, 0), 10, 1, 0, 0), 10u);
   transport->barrier();
-  EXPECT_EQ(transport->received(0), nullptr);
-  EXPECT_THROW(transport->received(1), std::out_of_range);
+  EXPECT_EQ(transport->exchanges(), k + 3);
+  EXPECT_THROW(transport->received(k + 2, 1), std::out_of_range);
+  EXPECT_THROW(transport->received(k + 2, -1), std::out_of_range);
 }
 
 // Every call of an aborted transport throws at once.
@@ -359,7 +474,7 @@ void expectEveryCallThrows(Transport& transport, const std::string& why) {
   const std::vector<std::function<void()>> calls = {
       [&] { transport.allgather(8); },
       [&] { transport.broadcast(8, 0); },
-      [&] { transport.alltoall(zeros.data(), zeros.data(), zeros.data()); },
+      [&] { transport.alltoall(zeros.data(), zeros.data()); },
       [&] { transport.barrier(); },
   };
   for (const auto& call : calls) {
@@ -454,14 +569,13 @@ TEST(ShmTransport, MismatchedAlltoallCountsAbortTheGroup) {
   const Group group;
   runRanks(2, [&](int rank) {
     auto transport = group.join(rank, 2, 4096, 30s);
-    const std::vector<size_t> offsets = {0, 16};
     const std::vector<size_t> send_counts = {8, 8};
     const std::vector<size_t> recv_counts = {rank == 1 ? size_t{9} : size_t{8}, 8};
     if (rank == 1) {
-      expectTransportError([&] { transport->alltoall(offsets.data(), send_counts.data(), recv_counts.data()); },
+      expectTransportError([&] { transport->alltoall(send_counts.data(), recv_counts.data()); },
                            {"rank 0 sends 8 bytes to rank 1, which expects 9"});
     } else {
-      transport->alltoall(offsets.data(), send_counts.data(), recv_counts.data());
+      transport->alltoall(send_counts.data(), recv_counts.data());
       expectTransportError([&] { transport->barrier(); }, {"rank 1 aborted the group"});
     }
   });
@@ -505,10 +619,11 @@ TEST(ShmTransport, AllgatherOf8BytesLatency) {
       auto transport = group.join(rank, size);
       constexpr int kWarmUp = 200;
       constexpr int kExchanges = 5000;
+      const uint64_t k0 = transport->exchanges();
       Clock::time_point start;
       for (int i = 0; i < kWarmUp + kExchanges; ++i) {
         if (i == kWarmUp) start = Clock::now();
-        std::memcpy(transport->sendBuffer(), &i, sizeof i);
+        std::memcpy(transport->sendBuffer(k0 + i), &i, sizeof i);
         transport->allgather(8);
       }
       const double micros = std::chrono::duration<double, std::micro>(Clock::now() - start).count() / kExchanges;

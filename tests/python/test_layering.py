@@ -22,7 +22,7 @@ LAYERS = {
     "compiler": ("compiler", {"compiler", "isa"}),
     "torch": ("torch", {"torch", "runtime", "compiler", "isa"}),
     "distributed": ("distributed", {"distributed", "torch", "runtime", "isa"}),
-    "python": ("python", {"python", "torch", "runtime", "compiler", "isa"}),
+    "python": ("python", {"python", "distributed", "torch", "runtime", "compiler", "isa"}),
 }
 
 # CMake target -> layer, for the link check.
@@ -108,7 +108,7 @@ def test_every_layer_target_links_only_layers_it_may_use():
     assert {t for t, _ in cmake_links()} >= {"pto_runtime", "pto_sim", "pto_compiler", "pto_torch"}
 
 
-@pytest.mark.parametrize("folder", ["csrc/torch", "csrc/compiler", "csrc/python", "pypto_torch"])
+@pytest.mark.parametrize("folder", ["csrc/torch", "csrc/compiler", "csrc/distributed", "csrc/python", "pypto_torch"])
 def test_nothing_above_the_runtime_asks_which_driver_runs(folder):
     """Capabilities (ptoDeviceGetAttribute) decide; the driver's name is only shown
     to people (torch.pto.get_device_name)."""

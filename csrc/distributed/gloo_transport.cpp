@@ -1,0 +1,107 @@
+#include "distributed/gloo_transport.h"
+
+#include <cstring>
+#include <numeric>
+#include <vector>
+
+namespace pto::distributed {
+namespace {
+
+// A CPU byte tensor over host memory the transport owns.
+at::Tensor bytesAt(const void* data, size_t bytes) {
+  return at::from_blob(const_cast<void*>(data), {static_cast<int64_t>(bytes)}, at::TensorOptions().dtype(at::kByte));
+}
+
+class GlooTransport final : public Transport {
+ public:
+  GlooTransport(c10::intrusive_ptr<c10d::Backend> gloo, size_t capacity)
+      : gloo_(std::move(gloo)), capacity_(capacity) {
+    // Left uninitialised: pages are only touched by the exchanges that use them.
+    for (int set = 0; set < 2; ++set) {
+      send_[set].reset(new uint8_t[capacity_]);
+      receive_[set].reset(new uint8_t[capacity_ * static_cast<size_t>(size())]);
+    }
+    alltoall_offsets_.assign(static_cast<size_t>(size()), 0);
+  }
+
+  const char* name() const override { return "gloo"; }
+  int rank() const override { return gloo_->getRank(); }
+  int size() const override { return gloo_->getSize(); }
+  size_t capacity() const override { return capacity_; }
+  uint64_t exchanges() const override { return exchanges_; }
+
+  void* sendBuffer(uint64_t exchange) override { return send_[exchange % 2].get(); }
+
+  const void* received(uint64_t exchange, int rank) const override {
+    const uint8_t* set = receive_[exchange % 2].get();
+    if (last_was_alltoall_ && exchange + 1 == exchanges_) return set + alltoall_offsets_[static_cast<size_t>(rank)];
+    return set + static_cast<size_t>(rank) * capacity_;
+  }
+
+  void allgather(size_t bytes) override {
+    const uint64_t k = begin(false);
+    std::vector<std::vector<at::Tensor>> outputs(1);
+    for (int r = 0; r < size(); ++r) outputs[0].push_back(bytesAt(received(k, r), bytes));
+    std::vector<at::Tensor> inputs{bytesAt(send_[k % 2].get(), bytes)};
+    run("allgather", [&] { return gloo_->allgather(outputs, inputs); });
+  }
+
+  void broadcast(size_t bytes, int root) override {
+    const uint64_t k = begin(false);
+    void* delivered = const_cast<void*>(received(k, root));
+    if (rank() == root) std::memcpy(delivered, send_[k % 2].get(), bytes);
+    std::vector<at::Tensor> tensors{bytesAt(delivered, bytes)};
+    c10d::BroadcastOptions options;
+    options.rootRank = root;
+    run("broadcast", [&] { return gloo_->broadcast(tensors, options); });
+  }
+
+  void alltoall(const size_t* send_counts, const size_t* recv_counts) override {
+    const uint64_t k = begin(true);
+    const auto n = static_cast<size_t>(size());
+    std::vector<int64_t> send_splits(send_counts, send_counts + n);
+    std::vector<int64_t> recv_splits(recv_counts, recv_counts + n);
+    std::exclusive_scan(recv_counts, recv_counts + n, alltoall_offsets_.begin(), size_t{0});
+    const size_t send_total = std::accumulate(send_counts, send_counts + n, size_t{0});
+    const size_t recv_total = std::accumulate(recv_counts, recv_counts + n, size_t{0});
+    at::Tensor input = bytesAt(send_[k % 2].get(), send_total);
+    at::Tensor output = bytesAt(receive_[k % 2].get(), recv_total);
+    run("alltoall", [&] { return gloo_->alltoall_base(output, input, recv_splits, send_splits); });
+  }
+
+  void barrier() override {
+    begin(false);
+    run("barrier", [&] { return gloo_->barrier(); });
+  }
+
+ private:
+  uint64_t begin(bool alltoall) {
+    last_was_alltoall_ = alltoall;
+    return exchanges_++;
+  }
+
+  template <typename Start>
+  void run(const char* exchange, Start start) {
+    try {
+      start()->wait();
+    } catch (const std::exception& error) {
+      throw TransportError(std::string("gloo transport: ") + exchange + " failed: " + error.what());
+    }
+  }
+
+  c10::intrusive_ptr<c10d::Backend> gloo_;
+  const size_t capacity_;
+  std::unique_ptr<uint8_t[]> send_[2];
+  std::unique_ptr<uint8_t[]> receive_[2];
+  std::vector<size_t> alltoall_offsets_;  // of the last exchange, when it was an alltoall
+  bool last_was_alltoall_ = false;
+  uint64_t exchanges_ = 0;
+};
+
+}  // namespace
+
+std::unique_ptr<Transport> makeGlooTransport(c10::intrusive_ptr<c10d::Backend> gloo, size_t capacity) {
+  return std::make_unique<GlooTransport>(std::move(gloo), capacity);
+}
+
+}  // namespace pto::distributed

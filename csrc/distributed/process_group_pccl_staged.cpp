@@ -1,0 +1,266 @@
+// The pccl operations whose transfers are decided on the host as they run:
+// alltoall with uneven splits (how many rounds depends on every rank's splits)
+// and point-to-point messages (Gloo's send and receive). Their data is staged
+// whole in host memory; the transfer copies it through the transport in rounds.
+#include <algorithm>
+#include <cstring>
+#include <numeric>
+
+#include "distributed/collective.h"
+#include "distributed/process_group_pccl.h"
+#include "torch/device.h"
+
+namespace pto::distributed {
+namespace {
+
+using HostBuffer = std::shared_ptr<uint8_t[]>;
+
+HostBuffer hostBuffer(size_t bytes) { return HostBuffer(new uint8_t[std::max<size_t>(bytes, 1)]); }
+
+at::Tensor hostBytes(const HostBuffer& buffer, size_t bytes) {
+  return at::from_blob(buffer.get(), {static_cast<int64_t>(bytes)}, at::TensorOptions().dtype(at::kByte));
+}
+
+// Every rank's counts first (checked against this rank's: what q sends here must
+// be what this rank expects from q), then rounds of at most capacity/size bytes
+// per block, then a barrier if needed to keep the exchange count even.
+void alltoallTransfer(Transport& transport, uint64_t sequence, const std::string& signature,
+                      const std::vector<size_t>& send_counts, const std::vector<size_t>& recv_counts,
+                      const uint8_t* input, uint8_t* output) {
+  const int n = transport.size();
+  const int me = transport.rank();
+  const uint64_t first = transport.exchanges();
+  {
+    uint8_t* buffer = static_cast<uint8_t*>(transport.sendBuffer(first));
+    writeHeader(buffer, sequence, signature);
+    std::memcpy(buffer + kHeaderBytes, send_counts.data(), n * sizeof(size_t));
+    transport.allgather(kHeaderBytes + n * sizeof(size_t));
+    std::vector<int> ranks(n);
+    std::iota(ranks.begin(), ranks.end(), 0);
+    checkHeaders(transport, first, ranks, sequence, signature);
+  }
+  size_t largest = 0;
+  for (int q = 0; q < n; ++q) {
+    std::vector<size_t> theirs(n);
+    std::memcpy(theirs.data(), static_cast<const uint8_t*>(transport.received(first, q)) + kHeaderBytes,
+                n * sizeof(size_t));
+    if (theirs[me] != recv_counts[q]) {
+      throw TransportError("rank " + std::to_string(q) + " sends " + std::to_string(theirs[me]) +
+                           " bytes to this rank, which expects " + std::to_string(recv_counts[q]) +
+                           " from it (output_split_sizes must match the senders' input_split_sizes)");
+    }
+    largest = std::max(largest, *std::max_element(theirs.begin(), theirs.end()));
+  }
+  std::vector<size_t> send_offsets(n), recv_offsets(n);
+  std::exclusive_scan(send_counts.begin(), send_counts.end(), send_offsets.begin(), size_t{0});
+  std::exclusive_scan(recv_counts.begin(), recv_counts.end(), recv_offsets.begin(), size_t{0});
+  const size_t block = transport.capacity() / n;
+  std::vector<size_t> sending(n), receiving(n);
+  for (size_t done = 0; done < largest; done += block) {
+    const uint64_t k = transport.exchanges();
+    auto* packed = static_cast<uint8_t*>(transport.sendBuffer(k));
+    for (int q = 0; q < n; ++q) {
+      sending[q] = std::min(block, send_counts[q] - std::min(send_counts[q], done));
+      receiving[q] = std::min(block, recv_counts[q] - std::min(recv_counts[q], done));
+      std::memcpy(packed, input + send_offsets[q] + done, sending[q]);
+      packed += sending[q];
+    }
+    transport.alltoall(sending.data(), receiving.data());
+    for (int q = 0; q < n; ++q) {
+      std::memcpy(output + recv_offsets[q] + done, transport.received(k, q), receiving[q]);
+    }
+  }
+  if ((transport.exchanges() - first) % 2 != 0) transport.barrier();
+}
+
+}  // namespace
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupPCCL::alltoall_base(at::Tensor& output, at::Tensor& input,
+                                                               std::vector<int64_t>& output_split_sizes,
+                                                               std::vector<int64_t>& input_split_sizes,
+                                                               const c10d::AllToAllOptions& opts) {
+  const c10::Device device = deviceOf({input, output}, "all_to_all_single");
+  TORCH_CHECK(input.scalar_type() == output.scalar_type(), "pccl all_to_all_single: input ",
+              input.scalar_type(), " and output ", output.scalar_type(), " differ");
+  auto rowBytes = [](const at::Tensor& t) {
+    return t.dim() == 0 || t.size(0) == 0 ? size_t{0} : static_cast<size_t>(t.numel() / t.size(0)) * t.element_size();
+  };
+  auto countsOf = [&](const at::Tensor& t, const std::vector<int64_t>& splits, const char* which) {
+    std::vector<size_t> counts(size_);
+    const int64_t rows = t.dim() == 0 ? 1 : t.size(0);
+    if (splits.empty()) {
+      TORCH_CHECK(rows % size_ == 0, "pccl all_to_all_single: the ", which, " has ", rows,
+                  " rows, not divisible by the group size ", size_, "; pass split sizes");
+      std::fill(counts.begin(), counts.end(), static_cast<size_t>(rows / size_) * rowBytes(t));
+      return counts;
+    }
+    TORCH_CHECK(static_cast<int>(splits.size()) == size_, "pccl all_to_all_single: ", splits.size(), " ", which,
+                " split sizes for a group of ", size_);
+    TORCH_CHECK(std::accumulate(splits.begin(), splits.end(), int64_t{0}) == rows, "pccl all_to_all_single: the ",
+                which, " split sizes add up to ", std::accumulate(splits.begin(), splits.end(), int64_t{0}),
+                ", the ", which, " has ", rows, " rows");
+    for (int q = 0; q < size_; ++q) {
+      TORCH_CHECK(splits[q] >= 0, "pccl all_to_all_single: negative split size ", splits[q]);
+      counts[q] = static_cast<size_t>(splits[q]) * rowBytes(t);
+    }
+    return counts;
+  };
+  const std::vector<size_t> send_counts = countsOf(input, input_split_sizes, "input");
+  const std::vector<size_t> recv_counts = countsOf(output, output_split_sizes, "output");
+  const size_t send_total = std::accumulate(send_counts.begin(), send_counts.end(), size_t{0});
+  const size_t recv_total = std::accumulate(recv_counts.begin(), recv_counts.end(), size_t{0});
+
+  std::string signature = "all_to_all_single " + std::string(c10::toString(input.scalar_type()));
+  Collective c = begin("all_to_all_single", c10d::OpType::ALLTOALL_BASE, device, signature);
+  c.uses(input);
+  c.uses(output);
+  HostBuffer staged_in = hostBuffer(send_total);
+  HostBuffer staged_out = hostBuffer(recv_total);
+  c.keepAlive(staged_in);
+  c.keepAlive(staged_out);
+  const at::Tensor source = input.contiguous();
+  c.toHost(staged_in.get(), source, 0, send_total);
+  c.hostTransfer([=, sequence = c.sequence()](Transport& transport, TransferStatus&) {
+    alltoallTransfer(transport, sequence, signature, send_counts, recv_counts, staged_in.get(), staged_out.get());
+  });
+  const at::Tensor flat = output.is_contiguous() ? output : at::empty_like(output, at::MemoryFormat::Contiguous);
+  c.toDevice(flat, 0, staged_out.get(), recv_total);
+  if (!output.is_contiguous()) output.copy_(flat);
+  return c.finish({output});
+}
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupPCCL::alltoall(std::vector<at::Tensor>& outputs,
+                                                          std::vector<at::Tensor>& inputs,
+                                                          const c10d::AllToAllOptions& opts) {
+  TORCH_CHECK(static_cast<int>(inputs.size()) == size_ && static_cast<int>(outputs.size()) == size_,
+              "pccl all_to_all: one input and one output tensor per rank (", size_, "), got ", inputs.size(),
+              " and ", outputs.size());
+  deviceOf(inputs, "all_to_all");
+  deviceOf(outputs, "all_to_all");
+  std::vector<at::Tensor> flat_inputs;
+  std::vector<int64_t> input_splits, output_splits;
+  for (int q = 0; q < size_; ++q) {
+    TORCH_CHECK(inputs[q].scalar_type() == inputs[0].scalar_type() &&
+                    outputs[q].scalar_type() == inputs[0].scalar_type(),
+                "pccl all_to_all: every tensor must have one dtype, got ", inputs[q].scalar_type(), " and ",
+                outputs[q].scalar_type());
+    flat_inputs.push_back(inputs[q].reshape(-1));
+    input_splits.push_back(inputs[q].numel());
+    output_splits.push_back(outputs[q].numel());
+  }
+  at::Tensor input = at::cat(flat_inputs);
+  at::Tensor output = at::empty({std::accumulate(output_splits.begin(), output_splits.end(), int64_t{0})},
+                                input.options());
+  auto work = alltoall_base(output, input, output_splits, input_splits, opts);
+  // The split-out copies run on the communication stream after the exchange.
+  c10::StreamGuard guard(*comm_stream_);
+  int64_t offset = 0;
+  for (int q = 0; q < size_; ++q) {
+    outputs[q].copy_(output.narrow(0, offset, output_splits[q]).view(outputs[q].sizes()));
+    offset += output_splits[q];
+  }
+  return work;
+}
+
+// ---------------------------------------------------------------------------
+// Point to point, through the Gloo backend of the same ranks.
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupPCCL::pointToPoint(const char* name, c10d::OpType type, at::Tensor tensor,
+                                                              int peer, int tag) {
+  const c10::Device device = deviceOf({tensor}, name);
+  TORCH_CHECK(peer == -1 || (peer >= 0 && peer < size_ && peer != rank_), "pccl ", name, ": peer rank ", peer,
+              " is not another rank of a group of ", size_);
+  PendingMessage message{type == c10d::OpType::SEND, tensor, at::Tensor(), peer, tag, nullptr};
+  if (coalescing_) {
+    coalescing_->messages.push_back(std::move(message));
+    return c10d::Work::create_from_future(coalescing_->done);
+  }
+  std::vector<PendingMessage> messages{std::move(message)};
+  return queueMessages(name, type, device, std::move(messages));
+}
+
+c10::intrusive_ptr<WorkPCCL> ProcessGroupPCCL::queueMessages(const char* name, c10d::OpType type, c10::Device device,
+                                                            std::vector<PendingMessage> messages) {
+  Collective c = begin(name, type, device, name, /*group_wide=*/false);
+  std::vector<at::Tensor> outputs;
+  for (PendingMessage& message : messages) {
+    c.uses(message.tensor);
+    message.dense = message.send ? message.tensor.contiguous()
+                                 : (message.tensor.is_contiguous() ? message.tensor : at::empty_like(message.tensor, at::MemoryFormat::Contiguous));
+    const size_t bytes = static_cast<size_t>(message.tensor.numel()) * message.tensor.element_size();
+    message.staged = hostBuffer(bytes);
+    c.keepAlive(message.staged);
+    if (message.send) c.toHost(message.staged.get(), message.dense, 0, bytes);
+    else outputs.push_back(message.tensor);
+  }
+  auto transfers = std::make_shared<std::vector<PendingMessage>>(messages);
+  c.hostTransfer([gloo = gloo_, transfers](Transport&, TransferStatus& status) {
+    // Every send and receive starts before any is waited for: a batch never
+    // deadlocks on its own order.
+    std::vector<c10::intrusive_ptr<c10d::Work>> started;
+    for (PendingMessage& message : *transfers) {
+      const size_t bytes = static_cast<size_t>(message.tensor.numel()) * message.tensor.element_size();
+      std::vector<at::Tensor> wire{hostBytes(message.staged, bytes)};
+      if (message.send) started.push_back(gloo->send(wire, message.peer, message.tag));
+      else if (message.peer >= 0) started.push_back(gloo->recv(wire, message.peer, message.tag));
+      else started.push_back(gloo->recvAnysource(wire, message.tag));
+    }
+    for (size_t i = 0; i < started.size(); ++i) {
+      started[i]->wait();
+      if ((*transfers)[i].peer < 0) {
+        std::lock_guard<std::mutex> lock(status.mutex);
+        status.source_rank = started[i]->sourceRank();
+      }
+    }
+  });
+  for (PendingMessage& message : messages) {
+    if (message.send) continue;
+    c.toDevice(message.dense, 0, message.staged.get(),
+               static_cast<size_t>(message.tensor.numel()) * message.tensor.element_size());
+    if (!message.tensor.is_contiguous()) message.tensor.copy_(message.dense);
+  }
+  return c.finish(outputs);
+}
+
+c10::intrusive_ptr<WorkPCCL> ProcessGroupPCCL::markerWork() {
+  Collective c = begin("coalesced", c10d::OpType::COALESCED, defaultDevice(), "", /*group_wide=*/false);
+  return c.finish({});
+}
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupPCCL::send(std::vector<at::Tensor>& tensors, int dst_rank, int tag) {
+  TORCH_CHECK(tensors.size() == 1, "pccl send: one tensor per call, got ", tensors.size());
+  return pointToPoint("send", c10d::OpType::SEND, tensors[0], dst_rank, tag);
+}
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupPCCL::recv(std::vector<at::Tensor>& tensors, int src_rank, int tag) {
+  TORCH_CHECK(tensors.size() == 1, "pccl recv: one tensor per call, got ", tensors.size());
+  return pointToPoint("recv", c10d::OpType::RECV, tensors[0], src_rank, tag);
+}
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupPCCL::recvAnysource(std::vector<at::Tensor>& tensors, int tag) {
+  TORCH_CHECK(tensors.size() == 1, "pccl recv: one tensor per call, got ", tensors.size());
+  return pointToPoint("recv", c10d::OpType::RECVANYSOURCE, tensors[0], -1, tag);
+}
+
+void ProcessGroupPCCL::startCoalescing() {
+  TORCH_CHECK(!coalescing_, "pccl: startCoalescing called twice without endCoalescing");
+  coalescing_ = std::make_unique<PointToPointBatch>();
+  coalescing_->done = c10::make_intrusive<c10::ivalue::Future>(c10::NoneType::get());
+}
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupPCCL::endCoalescing() {
+  TORCH_CHECK(coalescing_, "pccl: endCoalescing without startCoalescing");
+  std::unique_ptr<PointToPointBatch> batch = std::move(coalescing_);
+  c10::intrusive_ptr<c10d::Work> work;
+  if (batch->messages.empty()) {
+    // Collectives queued meanwhile ran as they came: wait for them all.
+    work = markerWork();
+  } else {
+    const c10::Device device = batch->messages.front().tensor.device();
+    work = queueMessages("batch_isend_irecv", c10d::OpType::COALESCED, device, std::move(batch->messages));
+  }
+  batch->done->markCompleted(c10::IValue());
+  return work;
+}
+
+}  // namespace pto::distributed
