@@ -171,8 +171,12 @@ def _kill(process: subprocess.Popen) -> None:
 
 
 def run(fn: Callable, world_size: int = 2, args: Sequence = (), kwargs: dict | None = None,
-        timeout: float = 240, grace: float = 20, env: dict | None = None) -> list:
-    """Run `fn(*args, **kwargs)` on `world_size` ranks; return each rank's result, rank order."""
+        timeout: float = 240, grace: float = 20, env: dict | None = None,
+        may_exit: Sequence[int] = ()) -> list:
+    """Run `fn(*args, **kwargs)` on `world_size` ranks; return each rank's result, rank order.
+
+    Ranks in `may_exit` are expected to end themselves (a crash being simulated, with
+    os._exit): their exit does not fail the run and their result is None."""
     module = sys.modules[fn.__module__]
     path = os.path.abspath(module.__file__)
     with tempfile.TemporaryDirectory(prefix="pto-dist-") as workdir:
@@ -209,7 +213,8 @@ def run(fn: Callable, world_size: int = 2, args: Sequence = (), kwargs: dict | N
         try:
             while any(p.poll() is None for p in processes):
                 now = time.monotonic()
-                if first_failure is None and any(p.poll() not in (None, 0) for p in processes):
+                if first_failure is None and any(p.poll() not in (None, 0) for r, p in enumerate(processes)
+                                                 if r not in may_exit):
                     first_failure = now
                 if now > deadline or (first_failure is not None and now > first_failure + grace):
                     timed_out = now > deadline
@@ -222,7 +227,7 @@ def run(fn: Callable, world_size: int = 2, args: Sequence = (), kwargs: dict | N
                 log.close()
         elapsed = time.monotonic() - started
         codes = [p.returncode for p in processes]
-        if timed_out or any(code != 0 for code in codes):
+        if timed_out or any(code != 0 for r, code in enumerate(codes) if r not in may_exit):
             lines = [f"{fn.__name__} on {world_size} ranks ({DEVICE}/{BACKEND}) failed after {elapsed:.1f} s"
                      + (f": TIMEOUT after {timeout} s, every rank killed" if timed_out else "")]
             for rank, p in enumerate(processes):
@@ -236,5 +241,5 @@ def run(fn: Callable, world_size: int = 2, args: Sequence = (), kwargs: dict | N
             raise RanksFailed("\n".join(lines))
         import torch
 
-        return [torch.load(os.path.join(workdir, f"result{rank}.pt"), weights_only=False)
+        return [None if rank in may_exit else torch.load(os.path.join(workdir, f"result{rank}.pt"), weights_only=False)
                 for rank in range(world_size)]
