@@ -139,20 +139,20 @@ def reference_training(steps: int = STEPS, micro_steps: int = 1, unused_branch: 
     return torch.tensor(losses), cpu_params(model)
 
 
-def reference_bf16_compressed_ddp(world_size: int, steps: int = STEPS):
+def reference_bf16_compressed_ddp(world_size: int, steps: int = STEPS, device: str = "cpu"):
     """What DDP with bf16_compress_hook computes, emulated in one process on the CPU:
     each rank's fp32 gradient of its own shard is cast to bf16 and divided by the
     world size (as the hook does), the ranks' bf16 values are summed in bf16 (for two
     ranks a single rounding of the exact sum, whatever the order), and the result,
-    cast back to fp32, is the gradient the optimizer steps with."""
-    model = make_model()
+    cast back to fp32, is the gradient the optimizer steps with. On `device`."""
+    model = make_model().to(device)
     optimizer = make_optimizer(model)
     losses = []
     for batch in make_batches(steps):
         per_rank, step_loss = [], 0.0
         for rank in range(world_size):
             model.zero_grad()
-            inputs, targets = shard(batch, rank, world_size)
+            inputs, targets = (t.to(device) for t in shard(batch, rank, world_size))
             loss = loss_fn(model(inputs), targets)
             loss.backward()
             step_loss += loss.item() / world_size
