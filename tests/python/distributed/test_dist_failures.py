@@ -1,0 +1,231 @@
+"""pccl when things go wrong: a rank that never joins, a rank that dies in the middle
+of an allreduce, ranks that disagree on shapes or dtypes, bad arguments. Each raises a
+clear error on the surviving ranks within the group's timeout, names the collective,
+the group and the ranks missing, and leaves the process and its device usable. Also
+the stream semantics users rely on (NCCL's): a collective returns once queued, wait()
+does not block the host, the failure reaches the caller's stream."""
+
+import os
+import time
+from datetime import timedelta
+
+import pytest
+import torch
+
+import harness
+
+pytestmark = pytest.mark.skipif(harness.DEVICE != "pto", reason="pccl's own behaviour")
+
+
+def _still_usable(device) -> bool:
+    x = torch.arange(4.0, device=device)
+    return torch.equal((x * 2).cpu(), torch.arange(4.0) * 2)
+
+
+def _never_joins(timeout_s: float) -> dict:
+    import torch.distributed as dist
+
+    device = harness.init(timeout=timedelta(seconds=timeout_s))
+    rank = dist.get_rank()
+    t = torch.ones(8, device=device)
+    dist.all_reduce(t)
+    assert t.cpu().tolist() == [2.0] * 8
+    if rank == 1:
+        time.sleep(timeout_s + 2)  # never calls the second allreduce
+        return {}
+    start = time.monotonic()
+    dist.all_reduce(t)  # queued: returns at once
+    queued_s = time.monotonic() - start
+    try:
+        t.cpu()
+        error = None
+    except RuntimeError as e:
+        error = str(e)
+    failed_after_s = time.monotonic() - start
+    next_errors = []
+    for _ in range(2):  # the first synchronize reports the first failure, the next one what followed
+        try:
+            dist.all_reduce(torch.ones(2, device=device))
+            torch.pto.synchronize()
+            next_errors.append(None)
+        except RuntimeError as e:
+            next_errors.append(str(e))
+    return {"error": error, "queued_s": queued_s, "failed_after_s": failed_after_s,
+            "usable": _still_usable(device), "next_error": next_errors[-1]}
+
+
+def test_a_rank_that_never_joins_is_named_within_the_timeout():
+    timeout_s = 3.0
+    result = harness.run(_never_joins, args=(timeout_s,), timeout=120)[0]
+    error = result["error"]
+    assert error is not None, "the collective did not fail"
+    assert "pccl allreduce on group" in error and "rank 0 of 2" in error, error
+    assert "ranks [1] did not arrive" in error, error
+    assert result["queued_s"] < 1.0, "a collective must return once queued"
+    assert timeout_s - 0.5 < result["failed_after_s"] < timeout_s + 5, result
+    assert result["usable"], "the device must stay usable"
+    assert "unusable" in result["next_error"] and "did not arrive" in result["next_error"], result["next_error"]
+
+
+def _dies_mid_allreduce() -> dict:
+    import torch.distributed as dist
+
+    device = harness.init(timeout=timedelta(seconds=60))
+    rank = dist.get_rank()
+    big = torch.ones(16 << 20, device=device)  # 64 MiB: 2048 exchanges of 64 KiB
+    dist.all_reduce(big)
+    torch.pto.synchronize()
+    dist.barrier()
+    if rank == 1:
+        dist.all_reduce(big)  # queued: the process ends while its exchanges run
+        os._exit(17)
+    start = time.monotonic()
+    try:
+        dist.all_reduce(big)
+        big.cpu()
+        error = None
+    except RuntimeError as e:
+        error = str(e)
+    return {"error": error, "failed_after_s": time.monotonic() - start, "usable": _still_usable(device)}
+
+
+def test_a_rank_that_dies_mid_allreduce_is_named_long_before_the_timeout():
+    result = harness.run(_dies_mid_allreduce, may_exit=[1], timeout=120,
+                         env={"PTO_PCCL_BUFFER_BYTES": str(64 << 10)})[0]
+    error = result["error"]
+    assert error is not None, "the collective did not fail"
+    assert "pccl allreduce" in error and "rank 1" in error and "exited" in error, error
+    assert result["failed_after_s"] < 10, f"took {result['failed_after_s']:.1f} s of a 60 s timeout"
+    assert result["usable"]
+
+
+def _disagree(kind: str) -> dict:
+    import torch.distributed as dist
+
+    device = harness.init(timeout=timedelta(seconds=20))
+    rank = dist.get_rank()
+    if kind == "shape":
+        t = torch.ones(4 if rank == 0 else 6, device=device)
+    else:
+        t = torch.ones(4, device=device, dtype=torch.float32 if rank == 0 else torch.int64)
+    try:
+        dist.all_reduce(t)
+        t.cpu()
+        return {"error": None}
+    except RuntimeError as e:
+        return {"error": str(e), "usable": _still_usable(device)}
+
+
+@pytest.mark.parametrize("kind", ["shape", "dtype"])
+def test_ranks_that_disagree_get_an_error_naming_both_calls(kind):
+    results = harness.run(_disagree, args=(kind,), timeout=120)
+    for rank, result in enumerate(results):
+        error = result["error"]
+        assert error is not None, f"rank {rank} did not fail"
+        assert "every rank must call the same collectives" in error, error
+        expected = ("Float[4]", "Float[6]") if kind == "shape" else ("Float[4]", "Long[4]")
+        assert all(text in error for text in expected), error
+        assert result["usable"]
+
+
+def _bad_arguments() -> dict:
+    import torch.distributed as dist
+
+    device = harness.init(timeout=timedelta(seconds=20))
+    errors = {}
+
+    def attempt(name, fn):
+        try:
+            fn()
+            errors[name] = None
+        except (RuntimeError, ValueError) as e:
+            errors[name] = str(e)
+
+    attempt("cpu_tensor", lambda: dist.all_reduce(torch.ones(2)))
+    attempt("band_on_float", lambda: dist.all_reduce(torch.ones(2, device=device), op=dist.ReduceOp.BAND))
+    attempt("short_output_list", lambda: dist.all_gather([torch.empty(2, device=device)], torch.ones(2, device=device)))
+    attempt("split_sizes", lambda: dist.all_to_all_single(torch.empty(4, device=device), torch.ones(4, device=device),
+                                                         [1, 1], [3, 2]))
+    # The group still works after every refusal: nothing was queued.
+    t = torch.ones(3, device=device)
+    dist.all_reduce(t)
+    errors["after"] = t.cpu().tolist()
+    return errors
+
+
+def test_bad_arguments_are_refused_before_anything_is_queued():
+    for errors in harness.run(_bad_arguments, timeout=120):
+        assert "pccl moves pto tensors" in errors["cpu_tensor"] or "No backend" in errors["cpu_tensor"], errors
+        assert "band is defined on integer and bool tensors" in errors["band_on_float"], errors
+        assert "output list must hold 2 tensors" in errors["short_output_list"], errors
+        assert "split sizes add up to 5" in errors["split_sizes"], errors
+        assert errors["after"] == [2.0, 2.0, 2.0]
+
+
+def _stream_semantics(delay_s: float) -> dict:
+    import torch.distributed as dist
+
+    device = harness.init(timeout=timedelta(seconds=30))
+    rank = dist.get_rank()
+    dist.barrier()
+    if rank == 1:
+        time.sleep(delay_s)
+    t = torch.full((1024,), float(rank + 1), device=device)
+    start = time.monotonic()
+    work = dist.all_reduce(t, async_op=True)
+    returned_s = time.monotonic() - start
+    completed_early = work.is_completed()
+    work.wait()  # the current stream waits; the host does not
+    waited_s = time.monotonic() - start
+    doubled = t * 2  # queued behind the collective on the current stream
+    value = doubled.cpu()
+    done_s = time.monotonic() - start
+    # A collective on a side stream, consumed there.
+    side = torch.pto.Stream()
+    with torch.pto.stream(side):
+        u = torch.full((16,), float(rank), device=device)
+        dist.all_reduce(u)
+        u_plus = u + 1
+    side.synchronize()
+    future = dist.all_reduce(torch.ones(4, device=device), async_op=True).get_future()
+    return {"returned_s": returned_s, "completed_early": completed_early, "waited_s": waited_s,
+            "done_s": done_s, "value": value, "side": u_plus.cpu(), "future": future.wait()[0].cpu(),
+            "completed_after": work.is_completed()}
+
+
+@pytest.mark.timing
+def test_collectives_return_once_queued_and_wait_blocks_only_the_stream():
+    delay_s = 1.5
+    results = harness.run(_stream_semantics, args=(delay_s,), timeout=120)
+    first = results[0]  # rank 0 calls first, rank 1 arrives delay_s later
+    assert first["returned_s"] < 0.5 and first["waited_s"] < 0.5, first
+    assert not first["completed_early"]
+    assert first["done_s"] > delay_s - 0.5, first
+    for result in results:
+        torch.testing.assert_close(result["value"], torch.full((1024,), 6.0))
+        torch.testing.assert_close(result["side"], torch.full((16,), 2.0))
+        torch.testing.assert_close(result["future"], torch.full((4,), 2.0))
+        assert result["completed_after"]
+
+
+def _init_destroy_cycles(cycles: int) -> list:
+    import torch.distributed as dist
+
+    sums = []
+    port = int(os.environ["MASTER_PORT"])
+    for cycle in range(cycles):
+        os.environ["MASTER_PORT"] = str(port + cycle)
+        device = harness.init(timeout=timedelta(seconds=20))
+        t = torch.full((5,), float(cycle), device=device)
+        dist.all_reduce(t)
+        sums.append(t.cpu())
+        dist.destroy_process_group()
+    leaked = [name for name in os.listdir("/dev/shm") if name.startswith("pccl-")]
+    return sums + [leaked]
+
+
+def test_destroy_frees_the_group_and_a_new_one_starts():
+    for result in harness.run(_init_destroy_cycles, args=(3,), timeout=120):
+        for cycle in range(3):
+            torch.testing.assert_close(result[cycle], torch.full((5,), 2.0 * cycle))
+        assert result[3] == [], f"shared memory left behind: {result[3]}"
