@@ -167,21 +167,29 @@ def reference_bf16_compressed_ddp(world_size: int, steps: int = STEPS, device: s
     return torch.tensor(losses), cpu_params(model)
 
 
-def reference_bf16_mixed_precision(steps: int = STEPS):
-    """Single-process training as FSDP2 with MixedPrecisionPolicy(param_dtype=bf16,
-    reduce_dtype=fp32) computes it: fp32 master parameters, each step's forward and
-    backward on a bf16 copy of them, the bf16 gradients cast to fp32 for the step."""
-    master = make_model()
+def reference_fsdp2_bf16(world_size: int, steps: int = STEPS, device: str = "cpu"):
+    """What FSDP2 with MixedPrecisionPolicy(param_dtype=bf16, reduce_dtype=fp32)
+    computes, emulated in one process on `device`: each rank's forward and backward
+    of its shard on a bf16 copy of the fp32 parameters, the bf16 gradients cast to
+    fp32 and averaged over the ranks (a sum and a division by a power of two: exact
+    in any order for two ranks), the fp32 update. Losses: the mean of the ranks'."""
+    master = make_model().to(device)
     optimizer = make_optimizer(master)
     losses = []
-    for inputs, targets in make_batches(steps):
-        low = make_model()
+    for batch in make_batches(steps):
+        low = make_model().to(device)
         low.load_state_dict(master.state_dict())
         low = low.to(torch.bfloat16)
-        loss = loss_fn(low(inputs), targets)
-        loss.backward()
-        for p, q in zip(master.parameters(), low.parameters()):
-            p.grad = q.grad.float()
+        per_rank, step_loss = [], 0.0
+        for rank in range(world_size):
+            low.zero_grad()
+            inputs, targets = (t.to(device) for t in shard(batch, rank, world_size))
+            loss = loss_fn(low(inputs), targets)
+            loss.backward()
+            step_loss += loss.item() / world_size
+            per_rank.append([q.grad.float() for q in low.parameters()])
+        for p, *grads in zip(master.parameters(), *per_rank):
+            p.grad = sum(grads[1:], grads[0]) / world_size
         optimizer.step()
-        losses.append(loss.item())
+        losses.append(step_loss)
     return torch.tensor(losses), cpu_params(master)

@@ -114,21 +114,29 @@ def test_fsdp2_fp32_equals_single_process(ranks):
     assert ref_losses[-1] < ref_losses[0] - 1
 
 
-def test_fsdp2_bf16_mixed_precision_tracks_single_process(ranks):
-    """Reference: one process, fp32 master weights, forward and backward of a bf16 copy
-    on the whole batch, fp32 update (what the policy computes). FSDP2 computes each
-    half batch's gradient in bf16 and averages the two in fp32, so its gradients
-    differ from the whole-batch bf16 gradient by bf16 roundings (2^-9 relative, ~2e-3);
-    over 20 steps the losses stay within 2e-2 of the reference and the parameters
-    within 1e-2 (measured: see the report). The parameters stay fp32 on the device."""
-    ref_losses, ref_params = m.reference_bf16_mixed_precision()
+def test_fsdp2_bf16_mixed_precision_equals_its_emulation(ranks):
+    """Reference: the policy emulated in this process (each rank's half batch forward
+    and backward on a bf16 copy of the fp32 parameters, the gradients cast to fp32
+    and averaged, the fp32 step). On the same device it matches to the last bit
+    (measured on pto/pccl: 0.0), hence 1e-6. On the CPU the bf16 matmuls accumulate
+    differently from pto's and the losses and parameters end up ~1.1e-3 apart
+    (measured), hence 1e-2 there. The parameters stay fp32, the logits are bf16, and
+    the run is ~1.2e-3 off fp32 training: the policy did cast. (With the cpu/gloo
+    switch, FSDP2 and the emulation both on the CPU end ~2e-3 apart: oneDNN's bf16
+    kernels do not give the same bits for the unsharded views; 1e-2 there.)"""
     results = _result(ranks, "bf16")
     assert results[0]["logits_dtype"] == "torch.bfloat16"
-    assert_close(_global_losses(results), ref_losses, atol=2e-2, rtol=2e-2)
-    for rank, result in enumerate(results):
-        for name, value in result["params"].items():
-            assert value.dtype == torch.float32
-            assert_close(value, ref_params[name], atol=1e-2, rtol=1e-2, msg=lambda s: f"rank {rank} {name}: {s}")
+    same_device = 1e-6 if harness.DEVICE != "cpu" else 1e-2
+    for device, tolerance in ((harness.DEVICE, same_device), ("cpu", 1e-2)):
+        ref_losses, ref_params = m.reference_fsdp2_bf16(WORLD, device=device)
+        assert_close(_global_losses(results), ref_losses, atol=tolerance, rtol=tolerance, msg=lambda s: f"{device}: {s}")
+        for rank, result in enumerate(results):
+            for name, value in result["params"].items():
+                assert value.dtype == torch.float32
+                assert_close(value, ref_params[name], atol=tolerance, rtol=tolerance,
+                             msg=lambda s: f"{device} reference, rank {rank} {name}: {s}")
+    fp32 = _result(ranks, "fp32")[0]["params"]
+    assert max((results[0]["params"][k] - v).abs().max().item() for k, v in fp32.items()) > 1e-4
     assert _global_losses(results)[-1] < _global_losses(results)[0] - 1
 
 
