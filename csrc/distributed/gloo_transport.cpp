@@ -2,6 +2,7 @@
 
 #include <cstring>
 #include <numeric>
+#include <thread>
 #include <vector>
 
 namespace pto::distributed {
@@ -14,8 +15,8 @@ at::Tensor bytesAt(const void* data, size_t bytes) {
 
 class GlooTransport final : public Transport {
  public:
-  GlooTransport(c10::intrusive_ptr<c10d::Backend> gloo, size_t capacity)
-      : gloo_(std::move(gloo)), capacity_(capacity) {
+  GlooTransport(c10::intrusive_ptr<c10d::Backend> gloo, Rendezvous rendezvous, size_t capacity)
+      : gloo_(std::move(gloo)), rendezvous_(std::move(rendezvous)), capacity_(capacity) {
     // Left uninitialised: pages are only touched by the exchanges that use them.
     for (int set = 0; set < 2; ++set) {
       send_[set].reset(new uint8_t[capacity_]);
@@ -85,11 +86,39 @@ class GlooTransport final : public Transport {
     try {
       start()->wait();
     } catch (const std::exception& error) {
-      throw TransportError(std::string("gloo transport: ") + exchange + " failed: " + error.what());
+      throw TransportError("gloo transport: exchange " + std::to_string(exchanges_ - 1) + " (" + exchange +
+                           ") failed: " + error.what() + missingRanks());
     }
   }
 
+  // "; ranks [..] did not reach exchange k", from the store: every rank whose
+  // exchange k failed says so there; a rank that stays silent for a grace period
+  // never got there (or died).
+  std::string missingRanks() {
+    const uint64_t k = exchanges_ - 1;
+    const std::string prefix = "pccl/failed-exchange/" + std::to_string(k) + "/";
+    std::vector<int> missing;
+    try {
+      rendezvous_.set(prefix + std::to_string(rank()), "1");
+      for (int r = 0; r < size(); ++r) {
+        if (r != rank()) missing.push_back(r);
+      }
+      const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(2);
+      while (!missing.empty() && std::chrono::steady_clock::now() < deadline) {
+        std::erase_if(missing, [&](int r) { return rendezvous_.check(prefix + std::to_string(r)); });
+        std::this_thread::sleep_for(std::chrono::milliseconds(50));
+      }
+    } catch (const std::exception&) {
+      return "";  // the store is gone too: nothing more to say
+    }
+    if (missing.empty()) return "";
+    std::string names;
+    for (int r : missing) names += (names.empty() ? "" : ", ") + std::to_string(r);
+    return "; ranks [" + names + "] did not reach exchange " + std::to_string(k);
+  }
+
   c10::intrusive_ptr<c10d::Backend> gloo_;
+  Rendezvous rendezvous_;
   const size_t capacity_;
   std::unique_ptr<uint8_t[]> send_[2];
   std::unique_ptr<uint8_t[]> receive_[2];
@@ -100,8 +129,9 @@ class GlooTransport final : public Transport {
 
 }  // namespace
 
-std::unique_ptr<Transport> makeGlooTransport(c10::intrusive_ptr<c10d::Backend> gloo, size_t capacity) {
-  return std::make_unique<GlooTransport>(std::move(gloo), capacity);
+std::unique_ptr<Transport> makeGlooTransport(c10::intrusive_ptr<c10d::Backend> gloo, Rendezvous rendezvous,
+                                             size_t capacity) {
+  return std::make_unique<GlooTransport>(std::move(gloo), std::move(rendezvous), capacity);
 }
 
 }  // namespace pto::distributed

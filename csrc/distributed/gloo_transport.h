@@ -12,6 +12,10 @@
 
 namespace pto::distributed {
 
-std::unique_ptr<Transport> makeGlooTransport(c10::intrusive_ptr<c10d::Backend> gloo, size_t capacity);
+// `rendezvous` names the missing ranks when an exchange fails: each rank that
+// failed at exchange k says so in the store, and the ranks that did not within a
+// grace period are the ones that never reached it.
+std::unique_ptr<Transport> makeGlooTransport(c10::intrusive_ptr<c10d::Backend> gloo, Rendezvous rendezvous,
+                                             size_t capacity);
 
 }  // namespace pto::distributed

@@ -62,7 +62,8 @@ Rendezvous storeRendezvous(c10::intrusive_ptr<c10d::Store> store) {
         } catch (const std::exception& error) {
           throw TransportError("waiting for '" + key + "' in the store: " + error.what());
         }
-      }};
+      },
+      [store](const std::string& key) { return store->check({key}); }};
 }
 
 std::string shortType(const at::Tensor& tensor) {
@@ -106,8 +107,9 @@ ProcessGroupPCCL::ProcessGroupPCCL(const c10::intrusive_ptr<c10d::Store>& store,
   std::unique_ptr<Transport> chosen;
   try {
     chosen = transport == "shm"
-                 ? makeShmTransport(rank, size, storeRendezvous(store), "pccl", config_.timeout, bufferBytes())
-                 : makeGlooTransport(gloo_, bufferBytes());
+                 ? makeShmTransport(rank, size, storeRendezvous(store), "pccl/" + config_.group_name, config_.timeout,
+                                    bufferBytes())
+                 : makeGlooTransport(gloo_, storeRendezvous(store), bufferBytes());
   } catch (const TransportError& error) {
     TORCH_CHECK_WITH(DistBackendError, false, "pccl: group '", config_.group_name, "' (rank ", rank, " of ", size,
                      ") could not start its ", transport, " transport: ", error.what());

@@ -401,8 +401,10 @@ class ShmTransport final : public Transport {
     return reinterpret_cast<uint64_t*>(segment_.get() + layout_.tables_offset) + index;
   }
 
+  // Exchanges as the interface numbers them (the setup is internal exchange 0).
   std::string describe(const char* what) const {
-    return "shm transport: exchange " + std::to_string(exchange_) + " (" + what + ") of group '" + group_key_ + "'";
+    const std::string step = exchange_ == 0 ? std::string("setup") : "exchange " + std::to_string(exchange_ - 1) + " (" + what + ")";
+    return "shm transport: " + step + " of group '" + group_key_ + "'";
   }
 
   void checkFits(const char* what, size_t bytes) {

@@ -31,6 +31,8 @@ struct Rendezvous {
   std::function<void(const std::string& key, const std::string& value)> set;
   // Blocks until `key` is set; throws TransportError when the timeout passes.
   std::function<std::string(const std::string& key)> get;
+  // Whether `key` is set, without waiting.
+  std::function<bool(const std::string& key)> check;
 };
 
 class Transport {

@@ -509,7 +509,7 @@ TEST(ShmTransport, ARankThatExitedIsNamedLongBeforeTheTimeout) {
       _exit(0);
     }
     const auto took = expectTransportError([&] { transport->allgather(8); },
-                                           {"exchange 1 (allgather) of group '" + group.key + "'", "rank 2 (pid "});
+                                           {"exchange 0 (allgather) of group '" + group.key + "'", "rank 2 (pid "});
     EXPECT_LT(took, 2s);
     expectEveryCallThrows(*transport, "rank 2 (pid ");
   });
@@ -545,7 +545,7 @@ TEST(ShmTransport, ARankThatNeverArrivesTimesOut) {
       return;
     }
     const auto took = expectTransportError([&] { transport->allgather(8); },
-                                           {"exchange 1 (allgather)", "ranks [1] did not arrive within 0.3 s"});
+                                           {"exchange 0 (allgather)", "ranks [1] did not arrive within 0.3 s"});
     EXPECT_GE(took, 300ms);
     EXPECT_LT(took, 2s);
     expectEveryCallThrows(*transport, "ranks [1] did not arrive");

@@ -54,17 +54,19 @@ def _never_joins(timeout_s: float) -> dict:
             "usable": _still_usable(device), "next_error": next_errors[-1]}
 
 
-def test_a_rank_that_never_joins_is_named_within_the_timeout():
+@pytest.mark.parametrize("transport,missing", [("shm", "ranks [1] did not arrive"),
+                                               ("gloo", "ranks [1] did not reach exchange")])
+def test_a_rank_that_never_joins_is_named_within_the_timeout(transport, missing):
     timeout_s = 3.0
-    result = harness.run(_never_joins, args=(timeout_s,), timeout=120)[0]
+    result = harness.run(_never_joins, args=(timeout_s,), timeout=120, env={"PTO_PCCL_TRANSPORT": transport})[0]
     error = result["error"]
     assert error is not None, "the collective did not fail"
     assert "pccl allreduce on group" in error and "rank 0 of 2" in error, error
-    assert "ranks [1] did not arrive" in error, error
+    assert missing in error, error
     assert result["queued_s"] < 1.0, "a collective must return once queued"
     assert timeout_s - 0.5 < result["failed_after_s"] < timeout_s + 5, result
     assert result["usable"], "the device must stay usable"
-    assert "unusable" in result["next_error"] and "did not arrive" in result["next_error"], result["next_error"]
+    assert "unusable" in result["next_error"] and missing in result["next_error"], result["next_error"]
 
 
 def _dies_mid_allreduce() -> dict:
