@@ -12,7 +12,7 @@ ASAN_BUILD := build/asan
 # everything else in pypto_torch/.
 ASAN_PYTHON := $(ASAN_BUILD)/python
 # Every GoogleTest executable tests/cpp/CMakeLists.txt defines.
-CPP_SUITES := $(shell sed -n 's/^pto_gtest.\([a-z_]*\).*/\1/p' tests/cpp/CMakeLists.txt)
+CPP_SUITES := $(shell sed -n 's/^\(pto_gtest\|add_executable\).\([a-z_]*\).*/\2/p' tests/cpp/CMakeLists.txt)
 # What the torch glue does with memory: devices, copies, streams, the allocator and
 # a training run.
 ASAN_PYTESTS := $(sort $(wildcard $(addprefix tests/python/test_,$(addsuffix .py,\
