@@ -1,7 +1,8 @@
 """DTensor on device meshes of pto devices: distribute_tensor, redistribute between
 Shard, Replicate and Partial, full_tensor; tensor parallelism of an MLP (ColwiseParallel
 then RowwiseParallel) against the single-device MLP on the CPU. A 1-D mesh on 2 ranks,
-a 2-D (2, 2) mesh on 4 ranks (two ranks per simulated device)."""
+a 2-D (2, 2) mesh on 4 ranks (two ranks per simulated device). Three launches:
+the 1-D redistributions, the 1-D tensor parallelism, the 2-D mesh."""
 
 import pytest
 import torch
@@ -78,8 +79,14 @@ def dtensor_1d_rank() -> dict:
     # Ops on DTensors: the sharded matmul gives Partial sums, reduced by full_tensor().
     w = distribute_tensor(_full(4, 6).to(device), mesh, [Shard(0)])
     out["matmul_full"] = (d.redistribute(mesh, [Shard(1)]) @ w).full_tensor()
-    out["mlp"] = _tensor_parallel_mlp(mesh, _inputs()[0], device)
     return out
+
+
+def tensor_parallel_1d_rank() -> dict:
+    from torch.distributed.device_mesh import init_device_mesh
+
+    device = harness.init()
+    return _tensor_parallel_mlp(init_device_mesh(harness.DEVICE, (2,)), _inputs()[0], device)
 
 
 def dtensor_2d_rank() -> dict:
@@ -109,6 +116,11 @@ def dtensor_2d_rank() -> dict:
 @pytest.fixture(scope="module")
 def ranks_1d():
     return harness.run(dtensor_1d_rank, 2, timeout=300)
+
+
+@pytest.fixture(scope="module")
+def tp_1d():
+    return harness.run(tensor_parallel_1d_rank, 2, timeout=300)
 
 
 @pytest.fixture(scope="module")
@@ -145,9 +157,9 @@ def test_dtensor_1d_redistribute(ranks_1d):
         assert_close(out["matmul_full"], full @ _full(4, 6), atol=1e-5, rtol=1e-5)
 
 
-def test_tensor_parallel_mlp_1d(ranks_1d):
-    for out in ranks_1d:
-        _check_mlp(out["mlp"], _inputs()[0])
+def test_tensor_parallel_mlp_1d(tp_1d):
+    for out in tp_1d:
+        _check_mlp(out, _inputs()[0])
 
 
 def test_dtensor_2d_mesh(ranks_2d):
