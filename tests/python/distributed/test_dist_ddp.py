@@ -71,6 +71,11 @@ def _train_ddp(variant: str, device: torch.device) -> dict:
         # Every gradient is a view into one of DDP's buckets: no copy into .grad.
         result["grads_are_views"] = all(p.grad is not None and p.grad._base is not None
                                         for p in ddp.parameters())
+    if variant == "compiled":
+        from torch._dynamo.utils import counters
+
+        result["graphs"] = counters["stats"]["unique_graphs"]
+        result["aot_graphs"] = counters["aot_autograd"]["total"]  # pieces DDPOptimizer gave the backend
     if variant == "find_unused":
         result["unused_grad"] = ddp.module.unused.weight.grad
     return result
@@ -125,6 +130,8 @@ def test_ddp_equals_single_process(ranks, reference, variant):
         assert results[0]["num_buckets"] > 3, results[0]["num_buckets"]
     if variant == "gradient_as_bucket_view":
         assert results[0]["grads_are_views"]
+    if variant == "compiled":
+        assert results[0]["graphs"] >= 1 and results[0]["aot_graphs"] >= 1, results[0]
 
 
 def test_ddp_no_sync_accumulation(ranks):
