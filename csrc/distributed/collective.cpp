@@ -111,6 +111,7 @@ Collective::Collective(std::shared_ptr<GroupChannel> channel, uint64_t* next_exc
       comm_stream_(comm_stream),
       stream_(backend::nativeStream(comm_stream)),
       signature_(std::move(signature)),
+      device_reads_host_(backend::deviceAttribute(comm_stream.device_index(), PTO_DEVICE_ATTR_PAGEABLE_MEMORY_ACCESS) != 0),
       status_(std::make_shared<TransferStatus>()) {
   const c10::DeviceIndex device = comm_stream.device_index();
   ptoStream caller = backend::nativeStream(backend::currentStream(device));
@@ -137,6 +138,15 @@ uint8_t* Collective::sendPayload() const {
 
 const uint8_t* Collective::receivedPayload(int rank) const {
   return static_cast<const uint8_t*>(channel_->transport().received(*next_exchange_ - 1, rank)) + kHeaderBytes;
+}
+
+at::Tensor Collective::hostTensor(const void* data, int64_t count, const at::TensorOptions& options) const {
+  TORCH_INTERNAL_ASSERT(device_reads_host_, "pccl: the device does not read host memory");
+  // The device named outright: from_blob would ask the allocator which device owns the pointer.
+  return at::for_blob(const_cast<void*>(data), {count})
+      .options(options.device(comm_stream_.device()))
+      .target_device(comm_stream_.device())
+      .make_tensor();
 }
 
 void Collective::toHost(void* dst, const at::Tensor& src, size_t src_byte_offset, size_t bytes) {

@@ -75,6 +75,13 @@ class Collective {
   uint8_t* sendPayload() const;
   const uint8_t* receivedPayload(int rank) const;
 
+  // Whether device ops may read and write the transport's host buffers in place
+  // (PTO_DEVICE_ATTR_PAGEABLE_MEMORY_ACCESS): then reductions read the received
+  // contributions where they arrived and write straight into the next send buffer.
+  bool deviceReadsHost() const { return device_reads_host_; }
+  // A tensor of the collective's device over host memory (deviceReadsHost() only).
+  at::Tensor hostTensor(const void* data, int64_t count, const at::TensorOptions& options) const;
+
   void toHost(void* dst, const at::Tensor& src, size_t src_byte_offset, size_t bytes);
   void toDevice(const at::Tensor& dst, size_t dst_byte_offset, const void* src, size_t bytes);
 
@@ -106,6 +113,7 @@ class Collective {
   c10::Stream comm_stream_;
   ptoStream stream_;
   std::string signature_;
+  bool device_reads_host_;
   std::shared_ptr<TransferStatus> status_;
   std::vector<std::shared_ptr<void>> keep_alive_;
   std::unique_ptr<c10::StreamGuard> guard_;

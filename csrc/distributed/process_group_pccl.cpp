@@ -176,6 +176,24 @@ Collective ProcessGroupPCCL::begin(const char* name, c10d::OpType type, c10::Dev
 
 namespace {
 
+// Every rank's `count` elements at byte `offset` of what the last exchange
+// delivered, as device tensors: the transport's host buffers themselves where the
+// device reads host memory (no copy), else copies of them.
+std::vector<at::Tensor> receivedRows(Collective& c, size_t offset, int64_t count, const at::TensorOptions& options) {
+  const size_t bytes = count * c10::elementSize(options.dtype().toScalarType());
+  std::vector<at::Tensor> rows;
+  if (c.deviceReadsHost()) {
+    for (int q = 0; q < c.size(); ++q) rows.push_back(c.hostTensor(c.receivedPayload(q) + offset, count, options));
+    return rows;
+  }
+  const at::Tensor staged = at::empty({c.size(), count}, options);
+  for (int q = 0; q < c.size(); ++q) {
+    c.toDevice(staged, q * bytes, c.receivedPayload(q) + offset, bytes);
+    rows.push_back(staged[q]);
+  }
+  return rows;
+}
+
 void allreduceFlat(Collective& c, const at::Tensor& flat, const c10d::ReduceOp& op) {
   const int n = c.size();
   const size_t es = flat.element_size();
@@ -186,22 +204,22 @@ void allreduceFlat(Collective& c, const at::Tensor& flat, const c10d::ReduceOp& 
     c.toHost(c.sendPayload(), flat, start * es, count * es);
     c.allgather(count * es);
     if (static_cast<size_t>(count) * es * n <= kOneShotBytes) {
-      at::Tensor gathered = at::empty({n, count}, flat.options());
-      for (int q = 0; q < n; ++q) c.toDevice(gathered, q * count * es, c.receivedPayload(q), count * es);
-      flat.narrow(0, start, count).copy_(reduceRows(gathered, op, n));
+      reduceInto(flat.narrow(0, start, count), receivedRows(c, 0, count, flat.options()), op);
       continue;
     }
     // Reduce-scatter: each rank reduces its chunk of every rank's segment ...
     const int64_t chunk = (count + n - 1) / n;
     auto chunkLength = [&](int q) { return std::clamp<int64_t>(count - q * chunk, 0, chunk); };
     const int64_t mine = chunkLength(c.rank());
-    at::Tensor gathered = at::empty({n, mine}, flat.options());
-    for (int q = 0; q < n; ++q) {
-      c.toDevice(gathered, q * mine * es, c.receivedPayload(q) + c.rank() * chunk * es, mine * es);
+    const std::vector<at::Tensor> rows = receivedRows(c, c.rank() * chunk * es, mine, flat.options());
+    // ... into the next exchange's send buffer, then allgathers the reduced chunks.
+    if (c.deviceReadsHost()) {
+      reduceInto(c.hostTensor(c.sendPayload(), mine, flat.options()), rows, op);
+    } else {
+      const at::Tensor reduced = at::empty({mine}, flat.options());
+      reduceInto(reduced, rows, op);
+      c.toHost(c.sendPayload(), reduced, 0, mine * es);
     }
-    const at::Tensor reduced = reduceRows(gathered, op, n).contiguous();
-    // ... then allgathers the reduced chunks.
-    c.toHost(c.sendPayload(), reduced, 0, mine * es);
     c.allgather(chunk * es);
     for (int q = 0; q < n; ++q) c.toDevice(flat, (start + q * chunk) * es, c.receivedPayload(q), chunkLength(q) * es);
   }
@@ -231,11 +249,7 @@ void reduceScatterFlat(Collective& c, const std::vector<at::Tensor>& inputs, con
     const int64_t count = std::min(round, numel - start);
     for (int q = 0; q < n; ++q) c.toHost(c.sendPayload() + q * count * es, inputs[q], start * es, count * es);
     c.allgather(n * count * es);
-    at::Tensor gathered = at::empty({n, count}, output.options());
-    for (int q = 0; q < n; ++q) {
-      c.toDevice(gathered, q * count * es, c.receivedPayload(q) + c.rank() * count * es, count * es);
-    }
-    output.narrow(0, start, count).copy_(reduceRows(gathered, op, n));
+    reduceInto(output.narrow(0, start, count), receivedRows(c, c.rank() * count * es, count, output.options()), op);
   }
 }
 
@@ -317,9 +331,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupPCCL::reduce(std::vector<at::Tensor>&
     c.toHost(c.sendPayload(), flat, start * es, count * es);
     c.allgather(count * es);
     if (rank_ != opts.rootRank) continue;
-    at::Tensor gathered = at::empty({n, count}, flat.options());
-    for (int q = 0; q < n; ++q) c.toDevice(gathered, q * count * es, c.receivedPayload(q), count * es);
-    flat.narrow(0, start, count).copy_(reduceRows(gathered, opts.reduceOp, n));
+    reduceInto(flat.narrow(0, start, count), receivedRows(c, 0, count, flat.options()), opts.reduceOp);
   }
   if (rank_ == opts.rootRank) writeBack(tensor, flat);
   return c.finish(tensors);

@@ -49,42 +49,62 @@ void checkReduceOp(const char* collective, const c10d::ReduceOp& op, const std::
   }
 }
 
-at::Tensor reduceRows(const at::Tensor& gathered, const c10d::ReduceOp& op, int ranks) {
-  const at::ScalarType dtype = gathered.scalar_type();
-  at::Tensor rows = isLowPrecision(dtype) ? gathered.to(at::kFloat) : gathered;
-  if (dtype == at::kBool) {
-    // As the CPU's bool arithmetic: a sum or a maximum is an or, a product or a minimum an and.
-    switch (op.op_) {
-      case c10d::ReduceOp::SUM:
-      case c10d::ReduceOp::MAX:
-      case c10d::ReduceOp::BOR: return rows.any(0);
-      case c10d::ReduceOp::PRODUCT:
-      case c10d::ReduceOp::MIN:
-      case c10d::ReduceOp::BAND: return rows.all(0);
-      default: break;
+namespace {
+
+// acc <- acc (op) row, in place (or from `first` into acc when given).
+void combine(at::Tensor acc, const at::Tensor& first, const at::Tensor& row, c10d::ReduceOp::RedOpType op) {
+  switch (op) {
+    case c10d::ReduceOp::SUM:
+    case c10d::ReduceOp::AVG:
+    case c10d::ReduceOp::PREMUL_SUM: at::add_out(acc, first, row); break;
+    case c10d::ReduceOp::PRODUCT: at::mul_out(acc, first, row); break;
+    case c10d::ReduceOp::MIN: at::minimum_out(acc, first, row); break;
+    case c10d::ReduceOp::MAX: at::maximum_out(acc, first, row); break;
+    case c10d::ReduceOp::BAND: at::bitwise_and_out(acc, first, row); break;
+    case c10d::ReduceOp::BOR: at::bitwise_or_out(acc, first, row); break;
+    case c10d::ReduceOp::BXOR: at::bitwise_xor_out(acc, first, row); break;
+    default: TORCH_CHECK(false, "pccl: unsupported reduce op");
+  }
+}
+
+// On bool, as the CPU's bool arithmetic: a sum or a maximum is an or, a product or a minimum an and.
+c10d::ReduceOp::RedOpType boolOp(c10d::ReduceOp::RedOpType op) {
+  switch (op) {
+    case c10d::ReduceOp::SUM:
+    case c10d::ReduceOp::MAX: return c10d::ReduceOp::BOR;
+    case c10d::ReduceOp::PRODUCT:
+    case c10d::ReduceOp::MIN: return c10d::ReduceOp::BAND;
+    default: return op;
+  }
+}
+
+}  // namespace
+
+void reduceInto(const at::Tensor& out, const std::vector<at::Tensor>& rows, const c10d::ReduceOp& op) {
+  const int ranks = static_cast<int>(rows.size());
+  const at::ScalarType dtype = out.scalar_type();
+  const c10d::ReduceOp::RedOpType kind = dtype == at::kBool ? boolOp(op.op_) : op.op_;
+  // bfloat16 and float16 accumulate in float32, then round once.
+  const bool widen = isLowPrecision(dtype);
+  std::vector<at::Tensor> terms = rows;
+  if (kind == c10d::ReduceOp::PREMUL_SUM) {
+    for (at::Tensor& term : terms) term = scaled(widen ? term.to(at::kFloat) : term, op);
+  }
+  const at::Tensor acc = widen ? at::empty(out.sizes(), out.options().dtype(at::kFloat)) : out;
+  if (ranks == 1) {
+    acc.copy_(terms[0]);
+  } else {
+    combine(acc, terms[0], terms[1], kind);
+    for (int r = 2; r < ranks; ++r) combine(acc, acc, terms[r], kind);
+  }
+  if (kind == c10d::ReduceOp::AVG) {
+    if (at::isFloatingType(acc.scalar_type())) {
+      acc.div_(ranks);
+    } else {
+      acc.div_(ranks, "trunc");
     }
   }
-  if (op.op_ == c10d::ReduceOp::PREMUL_SUM) rows = scaled(rows, op);
-  at::Tensor total = rows[0].clone();
-  for (int r = 1; r < ranks; ++r) {
-    const at::Tensor row = rows[r];
-    switch (op.op_) {
-      case c10d::ReduceOp::SUM:
-      case c10d::ReduceOp::AVG:
-      case c10d::ReduceOp::PREMUL_SUM: total.add_(row); break;
-      case c10d::ReduceOp::PRODUCT: total.mul_(row); break;
-      case c10d::ReduceOp::MIN: total = at::minimum(total, row); break;
-      case c10d::ReduceOp::MAX: total = at::maximum(total, row); break;
-      case c10d::ReduceOp::BAND: total.bitwise_and_(row); break;
-      case c10d::ReduceOp::BOR: total.bitwise_or_(row); break;
-      case c10d::ReduceOp::BXOR: total.bitwise_xor_(row); break;
-      default: TORCH_CHECK(false, "pccl: unsupported reduce op ", reduceOpName(op));
-    }
-  }
-  if (op.op_ == c10d::ReduceOp::AVG) {
-    total = at::isFloatingType(total.scalar_type()) ? total.div_(ranks) : total.div(ranks, "trunc");
-  }
-  return total.to(dtype);
+  if (widen) out.copy_(acc);
 }
 
 }  // namespace pto::distributed

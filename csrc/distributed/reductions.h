@@ -15,8 +15,9 @@ std::string reduceOpName(const c10d::ReduceOp& op);
 // Throws a clear error when `op` is not defined on the tensors' dtype (BAND on
 // floats, AVG on bool, complex tensors ...), before anything is queued.
 void checkReduceOp(const char* collective, const c10d::ReduceOp& op, const std::vector<at::Tensor>& tensors);
-// Row r of `gathered` ([ranks, count]) is rank r's contribution; returns their
-// reduction ([count], gathered's dtype).
-at::Tensor reduceRows(const at::Tensor& gathered, const c10d::ReduceOp& op, int ranks);
+// Writes into `out` the reduction of `rows` (rank r's contribution is rows[r], each
+// of out's dtype and size). `out` and the rows may lie in host memory the device
+// reads in place (PTO_DEVICE_ATTR_PAGEABLE_MEMORY_ACCESS).
+void reduceInto(const at::Tensor& out, const std::vector<at::Tensor>& rows, const c10d::ReduceOp& op);
 
 }  // namespace pto::distributed

@@ -40,16 +40,19 @@
 #include "distributed/shm_transport.h"
 
 #include <fcntl.h>
+#include <linux/futex.h>
 #include <sched.h>
 #include <signal.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <atomic>
 #include <cerrno>
+#include <climits>
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
@@ -78,19 +81,34 @@ constexpr size_t kPage = 4096;
 
 // How a waiting rank spends its time: spinning costs nothing in latency but takes a
 // core from the ranks it waits for when there are more ranks than cores, so it spins a
-// few µs, then yields, then sleeps in growing steps; kMaxSleep bounds what a long wait
-// adds to the latency of the exchange that ends it.
+// few µs, then yields, then sleeps on a futex that every arrival wakes (so a long wait
+// adds only a wake-up to the latency of the exchange that ends it), in slices of
+// kLivenessCheckInterval at most.
 constexpr auto kSpinFor = 5us;
-constexpr auto kYieldFor = 100us;
-constexpr auto kFirstSleep = 10us;
-constexpr auto kMaxSleep = 250us;
+constexpr auto kYieldFor = 50us;
 constexpr auto kLivenessCheckInterval = 20ms;
+
+// A 32-bit futex word in shared memory (FUTEX_WAIT without _PRIVATE: across processes).
+using FutexWord = std::atomic<uint32_t>;
+static_assert(FutexWord::is_always_lock_free && sizeof(FutexWord) == sizeof(uint32_t));
+
+void futexWait(FutexWord& word, uint32_t seen, std::chrono::nanoseconds timeout) {
+  const timespec relative{static_cast<time_t>(timeout.count() / 1'000'000'000),
+                          static_cast<long>(timeout.count() % 1'000'000'000)};
+  syscall(SYS_futex, reinterpret_cast<uint32_t*>(&word), FUTEX_WAIT, seen, &relative, nullptr, 0);
+}
+
+void futexWakeAll(FutexWord& word) {
+  syscall(SYS_futex, reinterpret_cast<uint32_t*>(&word), FUTEX_WAKE, INT32_MAX, nullptr, nullptr, 0);
+}
 
 struct alignas(kCacheLine) SegmentHeader {
   SharedWord magic;  // stored last by rank 0 (release): the fields below are set once it reads kMagic
   SharedWord size;
   SharedWord capacity;
   SharedWord aborted_by;  // 0 while the group is healthy, else 1 + the rank that aborted it
+  FutexWord events;       // bumped by every arrival, abort and departure: what sleepers wait on
+  FutexWord sleepers;     // ranks asleep on `events` (no wake-up syscall while there are none)
 };
 
 // A cache line per rank, so that one rank's arrival does not slow down another's.
@@ -179,29 +197,40 @@ void cpuRelax() {
 #endif
 }
 
+// Tells sleeping ranks that something they may wait for happened.
+void announce(SegmentHeader& header) {
+  header.events.fetch_add(1);
+  if (header.sleepers.load() != 0) futexWakeAll(header.events);
+}
+
 // One wait's pacing: see kSpinFor.
 class Backoff {
  public:
-  explicit Backoff(Clock::time_point start) : start_(start) {}
+  Backoff(Clock::time_point start, SegmentHeader& header) : start_(start), header_(header) {}
 
-  // Waits a little, the longer the longer the wait has lasted; returns the time after.
-  Clock::time_point pause() {
+  // Waits a little, or until `done()` may have become true (the futex, at most
+  // `longest`); returns the time after.
+  template <typename Done>
+  Clock::time_point pause(Done done, std::chrono::nanoseconds longest) {
     const auto waited = Clock::now() - start_;
     if (waited < kSpinFor) {
       for (int i = 0; i < 16; ++i) cpuRelax();
     } else if (waited < kYieldFor) {
       sched_yield();
     } else {
-      sleep_ = std::min(sleep_ == 0us ? kFirstSleep : 2 * sleep_, std::chrono::microseconds(kMaxSleep));
-      const timespec request{0, static_cast<long>(std::chrono::nanoseconds(sleep_).count())};
-      nanosleep(&request, nullptr);
+      // Registered as a sleeper before reading `events`: an arrival after the read
+      // either changed `events` (the wait returns at once) or sees the sleeper and wakes it.
+      header_.sleepers.fetch_add(1);
+      const uint32_t seen = header_.events.load();
+      if (!done()) futexWait(header_.events, seen, std::max<std::chrono::nanoseconds>(longest, 1us));
+      header_.sleepers.fetch_sub(1);
     }
     return Clock::now();
   }
 
  private:
   Clock::time_point start_;
-  std::chrono::microseconds sleep_{0};
+  SegmentHeader& header_;
 };
 
 std::string randomSegmentName() {
@@ -306,6 +335,7 @@ class ShmTransport final : public Transport {
 
   ~ShmTransport() override {
     ranks_[rank_].left.store(1, std::memory_order_release);
+    announce(*header_);
     unlinkSegmentName();
   }
 
@@ -425,6 +455,7 @@ class ShmTransport final : public Transport {
     const std::string message = describe(what) + ": " + reason;
     uint64_t healthy = 0;
     header_->aborted_by.compare_exchange_strong(healthy, static_cast<uint64_t>(rank_) + 1, std::memory_order_acq_rel);
+    announce(*header_);
     first_error_ = message;
     unlinkSegmentName();
     throw TransportError(message);
@@ -433,15 +464,20 @@ class ShmTransport final : public Transport {
   // The barrier of exchange exchange_ (see the protocol at the top of the file).
   void arriveAndWait(const char* what) {
     const uint64_t arrival = exchange_ + 1;
-    ranks_[rank_].arrived.store(arrival, std::memory_order_release);
+    ranks_[rank_].arrived.store(arrival, std::memory_order_seq_cst);
+    announce(*header_);
     const auto start = Clock::now();
     auto next_liveness_check = start + kLivenessCheckInterval;
-    Backoff backoff(start);
+    Backoff backoff(start, *header_);
     int first_missing = 0;  // arrivals only grow, so the ranks before it need no second look
-    for (;;) {
+    auto everyoneArrived = [&] {
       while (first_missing < size_ && ranks_[first_missing].arrived.load(std::memory_order_acquire) >= arrival) {
         ++first_missing;
       }
+      return first_missing == size_ || header_->aborted_by.load(std::memory_order_acquire) != 0;
+    };
+    for (;;) {
+      everyoneArrived();
       if (first_missing == size_) return;
       if (const uint64_t aborted_by = header_->aborted_by.load(std::memory_order_acquire); aborted_by != 0) {
         // Most aborts are over a peer that is gone: name it, as the rank that aborted did.
@@ -449,7 +485,7 @@ class ShmTransport final : public Transport {
         failIfAPeerIsGone(what, arrival, first_missing, aborting_rank);
         fail(what, "rank " + std::to_string(aborting_rank) + " aborted the group");
       }
-      const auto now = backoff.pause();
+      const auto now = backoff.pause(everyoneArrived, next_liveness_check - Clock::now());
       if (now >= next_liveness_check) {
         failIfAPeerIsGone(what, arrival, first_missing);
         next_liveness_check = now + kLivenessCheckInterval;
