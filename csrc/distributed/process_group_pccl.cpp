@@ -104,12 +104,15 @@ ProcessGroupPCCL::ProcessGroupPCCL(const c10::intrusive_ptr<c10d::Store>& store,
   TORCH_CHECK(transport == "auto" || transport == "shm" || transport == "gloo",
               "pccl: PTO_PCCL_TRANSPORT must be auto, shm or gloo, got '", transport, "'");
   if (transport == "auto") transport = allOnThisHost(*store, rank, size) ? "shm" : "gloo";
+  // Each exchange carries a header before the payload: size the buffers so that
+  // PTO_PCCL_BUFFER_BYTES of tensor data fit (a 4 MiB tensor is one round).
+  const size_t capacity = bufferBytes() + kHeaderBytes;
   std::unique_ptr<Transport> chosen;
   try {
     chosen = transport == "shm"
                  ? makeShmTransport(rank, size, storeRendezvous(store), "pccl/" + config_.group_name, config_.timeout,
-                                    bufferBytes())
-                 : makeGlooTransport(gloo_, storeRendezvous(store), bufferBytes());
+                                    capacity)
+                 : makeGlooTransport(gloo_, storeRendezvous(store), capacity);
   } catch (const TransportError& error) {
     TORCH_CHECK_WITH(DistBackendError, false, "pccl: group '", config_.group_name, "' (rank ", rank, " of ", size,
                      ") could not start its ", transport, " transport: ", error.what());
