@@ -103,16 +103,26 @@ ProcessGroupPCCL::ProcessGroupPCCL(const c10::intrusive_ptr<c10d::Store>& store,
   std::string transport = config_.transport;
   TORCH_CHECK(transport == "auto" || transport == "shm" || transport == "gloo",
               "pccl: PTO_PCCL_TRANSPORT must be auto, shm or gloo, got '", transport, "'");
-  if (transport == "auto") transport = allOnThisHost(*store, rank, size) ? "shm" : "gloo";
+  const bool automatic = transport == "auto";
+  if (automatic) transport = allOnThisHost(*store, rank, size) ? "shm" : "gloo";
   // Each exchange carries a header before the payload: size the buffers so that
   // PTO_PCCL_BUFFER_BYTES of tensor data fit (a 4 MiB tensor is one round).
   const size_t capacity = bufferBytes() + kHeaderBytes;
   std::unique_ptr<Transport> chosen;
   try {
-    chosen = transport == "shm"
-                 ? makeShmTransport(rank, size, storeRendezvous(store), "pccl/" + config_.group_name, config_.timeout,
-                                    capacity)
-                 : makeGlooTransport(gloo_, storeRendezvous(store), capacity);
+    if (transport == "shm") {
+      try {
+        chosen = makeShmTransport(rank, size, storeRendezvous(store), "pccl/" + config_.group_name, config_.timeout,
+                                  capacity);
+      } catch (const TransportError& error) {
+        // A small /dev/shm (a container's default 64 MiB) must not stop a job that
+        // Gloo can carry; every rank learns of rank 0's failure, so all fall back.
+        if (!automatic) throw;
+        TORCH_WARN("pccl: group '", config_.group_name, "' uses the Gloo transport: ", error.what());
+        transport = "gloo";
+      }
+    }
+    if (!chosen) chosen = makeGlooTransport(gloo_, storeRendezvous(store), capacity);
   } catch (const TransportError& error) {
     TORCH_CHECK_WITH(DistBackendError, false, "pccl: group '", config_.group_name, "' (rank ", rank, " of ", size,
                      ") could not start its ", transport, " transport: ", error.what());

@@ -549,6 +549,9 @@ class ShmTransport final : public Transport {
 
 }  // namespace
 
+// What rank 0 publishes instead of a segment's name when it could not create one.
+const std::string kCreateFailed = "failed: ";
+
 std::unique_ptr<Transport> makeShmTransport(int rank, int size, const Rendezvous& rendezvous,
                                             const std::string& group_key, std::chrono::milliseconds timeout,
                                             size_t capacity) {
@@ -564,7 +567,15 @@ std::unique_ptr<Transport> makeShmTransport(int rank, int size, const Rendezvous
   std::unique_ptr<ShmTransport> transport;
   if (rank == 0) {
     std::string name = randomSegmentName();
-    MappedSegment segment = createSegment(name, layout, size, capacity, context);
+    MappedSegment segment;
+    try {
+      segment = createSegment(name, layout, size, capacity, context);
+    } catch (const TransportError& error) {
+      // The other ranks wait for a name: give them the failure instead, so that every
+      // rank fails (and may fall back to another transport) at once.
+      rendezvous.set(name_key, kCreateFailed + std::string(error.what()));
+      throw;
+    }
     transport = std::make_unique<ShmTransport>(rank, size, group_key, timeout, capacity, layout, std::move(segment),
                                                name);
     rendezvous.set(name_key, name);
@@ -575,6 +586,9 @@ std::unique_ptr<Transport> makeShmTransport(int rank, int size, const Rendezvous
     } catch (const TransportError& error) {
       throw TransportError(context + ": waiting for rank 0 to publish the segment's name (" + name_key +
                            "): " + error.what());
+    }
+    if (name.rfind(kCreateFailed, 0) == 0) {
+      throw TransportError(context + ": rank 0 could not create the segment: " + name.substr(kCreateFailed.size()));
     }
     MappedSegment segment = openSegment(name, layout, size, capacity, context);
     transport = std::make_unique<ShmTransport>(rank, size, group_key, timeout, capacity, layout, std::move(segment),

@@ -611,6 +611,18 @@ TEST(ShmTransport, ASegmentTooLargeForDevShmFailsClearly) {
   }
 }
 
+// Rank 0's failure reaches the other ranks at once (not at their timeout), so every
+// rank can fall back to another transport together.
+TEST(ShmTransport, ASegmentRankZeroCannotCreateFailsEveryRankAtOnce) {
+  const Group group;
+  runRanks(2, [&](int rank) {
+    const auto start = std::chrono::steady_clock::now();
+    expectTransportError([&] { group.join(rank, 2, size_t{1} << 42, 30s); },
+                         {rank == 0 ? "posix_fallocate" : "rank 0 could not create the segment"});
+    EXPECT_LT(std::chrono::steady_clock::now() - start, 10s);
+  });
+}
+
 // Printed, not asserted: a few µs to tens of µs, far below a TCP round trip.
 TEST(ShmTransport, AllgatherOf8BytesLatency) {
   for (const int size : {2, 4}) {
