@@ -90,9 +90,11 @@ void reduceInto(const at::Tensor& out, const std::vector<at::Tensor>& rows, cons
   if (kind == c10d::ReduceOp::PREMUL_SUM) {
     for (at::Tensor& term : terms) term = scaled(widen ? term.to(at::kFloat) : term, op);
   }
-  const at::Tensor acc = widen ? at::empty(out.sizes(), out.options().dtype(at::kFloat)) : out;
+  at::Tensor acc = widen ? at::empty(out.sizes(), out.options().dtype(at::kFloat)) : out;
   if (ranks == 1) {
-    acc.copy_(terms[0]);
+    // A copy as an elementwise op: a program may read host memory in place, a
+    // device-to-device memcpy may not.
+    at::mul_out(acc, terms[0], acc.scalar_type() == at::kBool ? at::Scalar(true) : at::Scalar(1));
   } else {
     combine(acc, terms[0], terms[1], kind);
     for (int r = 2; r < ranks; ++r) combine(acc, acc, terms[r], kind);
