@@ -34,13 +34,15 @@ class GlooTransport final : public Transport {
   void* sendBuffer(uint64_t exchange) override { return send_[exchange % 2].get(); }
 
   const void* received(uint64_t exchange, int rank) const override {
-    const uint8_t* set = receive_[exchange % 2].get();
-    if (last_was_alltoall_ && exchange + 1 == exchanges_) return set + alltoall_offsets_[static_cast<size_t>(rank)];
-    return set + static_cast<size_t>(rank) * capacity_;
+    return receive_[exchange % 2].get() + static_cast<size_t>(rank) * capacity_;
+  }
+
+  const void* alltoallReceived(int rank) const override {
+    return receive_[(exchanges_ - 1) % 2].get() + alltoall_offsets_[static_cast<size_t>(rank)];
   }
 
   void allgather(size_t bytes) override {
-    const uint64_t k = begin(false);
+    const uint64_t k = exchanges_++;
     std::vector<std::vector<at::Tensor>> outputs(1);
     for (int r = 0; r < size(); ++r) outputs[0].push_back(bytesAt(received(k, r), bytes));
     std::vector<at::Tensor> inputs{bytesAt(send_[k % 2].get(), bytes)};
@@ -48,7 +50,7 @@ class GlooTransport final : public Transport {
   }
 
   void broadcast(size_t bytes, int root) override {
-    const uint64_t k = begin(false);
+    const uint64_t k = exchanges_++;
     void* delivered = const_cast<void*>(received(k, root));
     if (rank() == root) std::memcpy(delivered, send_[k % 2].get(), bytes);
     std::vector<at::Tensor> tensors{bytesAt(delivered, bytes)};
@@ -58,7 +60,7 @@ class GlooTransport final : public Transport {
   }
 
   void alltoall(const size_t* send_counts, const size_t* recv_counts) override {
-    const uint64_t k = begin(true);
+    const uint64_t k = exchanges_++;
     const auto n = static_cast<size_t>(size());
     std::vector<int64_t> send_splits(send_counts, send_counts + n);
     std::vector<int64_t> recv_splits(recv_counts, recv_counts + n);
@@ -71,16 +73,11 @@ class GlooTransport final : public Transport {
   }
 
   void barrier() override {
-    begin(false);
+    ++exchanges_;
     run("barrier", [&] { return gloo_->barrier(); });
   }
 
  private:
-  uint64_t begin(bool alltoall) {
-    last_was_alltoall_ = alltoall;
-    return exchanges_++;
-  }
-
   template <typename Start>
   void run(const char* exchange, Start start) {
     try {
@@ -122,8 +119,7 @@ class GlooTransport final : public Transport {
   const size_t capacity_;
   std::unique_ptr<uint8_t[]> send_[2];
   std::unique_ptr<uint8_t[]> receive_[2];
-  std::vector<size_t> alltoall_offsets_;  // of the last exchange, when it was an alltoall
-  bool last_was_alltoall_ = false;
+  std::vector<size_t> alltoall_offsets_;  // where the last alltoall's blocks arrived
   uint64_t exchanges_ = 0;
 };
 

@@ -67,7 +67,7 @@ void alltoallTransfer(Transport& transport, uint64_t sequence, const std::string
     }
     transport.alltoall(sending.data(), receiving.data());
     for (int q = 0; q < n; ++q) {
-      std::memcpy(output + recv_offsets[q] + done, transport.received(k, q), receiving[q]);
+      std::memcpy(output + recv_offsets[q] + done, transport.alltoallReceived(q), receiving[q]);
     }
   }
   if ((transport.exchanges() - first) % 2 != 0) transport.barrier();

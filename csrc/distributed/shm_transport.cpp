@@ -398,7 +398,6 @@ class ShmTransport final : public Transport {
       }
       received_[q] = slot(exchange_, q) + offset;
     }
-    last_alltoall_ = exchange_;
     ++exchange_;
   }
 
@@ -407,9 +406,15 @@ class ShmTransport final : public Transport {
       throw std::out_of_range("shm transport: received(" + std::to_string(rank) + ") of a group of " +
                               std::to_string(size_) + " ranks");
     }
-    // An alltoall's blocks sit where their senders packed them; everything else at a slot's start.
-    if (exchange + 1 == last_alltoall_) return received_[rank];
     return slot(exchange + 1, rank);
+  }
+
+  const void* alltoallReceived(int rank) const override {
+    if (rank < 0 || rank >= size_) {
+      throw std::out_of_range("shm transport: alltoallReceived(" + std::to_string(rank) + ") of a group of " +
+                              std::to_string(size_) + " ranks");
+    }
+    return received_[rank];
   }
 
   void barrier() override {
@@ -542,8 +547,7 @@ class ShmTransport final : public Transport {
   SegmentHeader* header_ = nullptr;
   RankControl* ranks_ = nullptr;
   uint64_t exchange_ = 0;  // the number of the next exchange
-  std::vector<const std::byte*> received_;  // of the last alltoall
-  uint64_t last_alltoall_ = 0;                // its internal number (0: none yet)
+  std::vector<const std::byte*> received_;  // where the last alltoall's blocks arrived
   std::string first_error_;  // why this transport failed; empty while it works
 };
 

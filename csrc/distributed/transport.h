@@ -47,8 +47,8 @@ class Transport {
   // collectives into rounds of at most this.
   virtual size_t capacity() const = 0;
 
-  // Exchange k (every call below counts, from 0) sends from sendBuffer(k) and
-  // delivers into received(k, r). The buffers rotate between two sets by the
+  // Exchange k (every call below counts, from 0) sends from sendBuffer(k) and an
+  // allgather or a broadcast delivers into received(k, r). The buffers rotate between two sets by the
   // parity of k, so the pointers of an exchange are known before it runs: the
   // backend queues device copies into and out of them ahead of time, and the
   // shared-memory transport moves nothing itself (zero copy). Writing
@@ -65,10 +65,12 @@ class Transport {
   virtual void broadcast(size_t bytes, int root) = 0;
   // Each rank's send buffer holds one block per destination rank q, packed in
   // rank order, send_counts[q] bytes each (counts may be zero and differ between
-  // ranks); afterwards received(k, q) holds the block rank q sent to this rank,
-  // recv_counts[q] bytes. Each array has size() entries. Where received() points
-  // depends on the other ranks' counts: read it only after the exchange.
+  // ranks); afterwards alltoallReceived(q) holds the block rank q sent to this
+  // rank, recv_counts[q] bytes. Each array has size() entries.
   virtual void alltoall(const size_t* send_counts, const size_t* recv_counts) = 0;
+  // Where the last alltoall's block from `rank` arrived: it depends on the other
+  // ranks' counts, so it is known only after the exchange (unlike received()).
+  virtual const void* alltoallReceived(int rank) const = 0;
 
   virtual void barrier() = 0;
 };

@@ -117,6 +117,7 @@ PYBIND11_MODULE(_C, m) {
     TORCH_CHECK(found != kAttributes.end(), "unknown pto device attribute '", name, "'");
     return deviceAttribute(static_cast<c10::DeviceIndex>(device), found->second);
   });
+  m.def("_is_initialized", &deviceInitialized);
   m.def("_current_device", [] { return static_cast<int>(currentDevice()); });
   m.def("_set_device", [](int index) { setCurrentDevice(static_cast<c10::DeviceIndex>(index)); });
   m.def("_exchange_device", [](int index) {

@@ -15,6 +15,8 @@ namespace pto::backend {
 constexpr int kStreamPoolSize = 8;
 
 c10::DeviceIndex deviceCount() noexcept;
+// Whether torch has initialised the pto device (lazily: the first tensor, set_device, init()).
+bool deviceInitialized();
 c10::DeviceIndex currentDevice();
 void setCurrentDevice(c10::DeviceIndex index);  // throws a clear error for a bad index
 void checkDeviceIndex(c10::DeviceIndex index);

@@ -6,6 +6,7 @@
 #include <c10/core/Storage.h>
 
 #include <algorithm>
+#include <atomic>
 
 #include "device.h"
 #include "device_allocator.h"
@@ -15,8 +16,14 @@
 namespace pto::backend {
 namespace {
 
+std::atomic<bool> initialized{false};
+
 struct PtoHooks final : public at::PrivateUse1HooksInterface {
-  void init() const override { PTO_CHECK(ptoInit()); }
+  // torch's lazy device initialisation: the first tensor on pto, set_device, init().
+  void init() const override {
+    PTO_CHECK(ptoInit());
+    initialized.store(true);
+  }
   bool isBuilt() const override { return true; }
   bool isAvailable() const override { return deviceCount() > 0; }
   bool hasPrimaryContext(c10::DeviceIndex) const override { return true; }
@@ -84,4 +91,7 @@ const bool registered = [] {
 }();
 
 }  // namespace
+
+bool deviceInitialized() { return initialized.load(); }
+
 }  // namespace pto::backend

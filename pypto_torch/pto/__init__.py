@@ -32,9 +32,6 @@ from pypto_torch.pto.random import (
 )
 from pypto_torch.pto.streams import Event, Stream, current_stream, default_stream, set_stream, stream
 
-_initialized = False
-
-
 def _device_index(device: Any, optional: bool = True) -> int:
     """Index of `device` (a torch.device, 'pto:1', an int, or None for the current one)."""
     if device is None:
@@ -62,17 +59,17 @@ def current_device() -> int:
 def set_device(device: Any) -> None:
     index = _device_index(device)
     if index >= 0:
+        init()  # as torch.cuda.set_device: the device is initialised from here on
         _C._set_device(index)
 
 
 def init() -> None:
-    global _initialized
     _C._init()
-    _initialized = True
 
 
 def is_initialized() -> bool:
-    return _initialized
+    """Whether the device is initialised: by init(), set_device or the first tensor on pto."""
+    return _C._is_initialized()
 
 
 def _is_in_bad_fork() -> bool:

@@ -248,7 +248,7 @@ TEST_P(ShmTransportRanks, AlltoallWithUnevenAndZeroCounts) {
       plan.fillSend(transport->sendBuffer(k), round, rank);
       transport->alltoall(plan.send_counts.data(), plan.recv_counts.data());
       for (int q = 0; q < size; ++q) {
-        EXPECT_EQ(firstMismatch(transport->received(k, q), plan.recv_counts[q], round, q, rank), plan.recv_counts[q])
+        EXPECT_EQ(firstMismatch(transport->alltoallReceived(q), plan.recv_counts[q], round, q, rank), plan.recv_counts[q])
             << "round " << round << " from rank " << q;
       }
     }
@@ -306,7 +306,7 @@ TEST_P(ShmTransportRanks, ManyConsecutiveExchangesKeepTheirContents) {
           break;
         case 2:
           for (int q = 0; q < size; ++q) {
-            ASSERT_EQ(firstMismatch(transport->received(k, q), plan.recv_counts[q], round, q, rank),
+            ASSERT_EQ(firstMismatch(transport->alltoallReceived(q), plan.recv_counts[q], round, q, rank),
                       plan.recv_counts[q])
                 << "round " << round << " from rank " << q;
           }
@@ -322,7 +322,7 @@ TEST_P(ShmTransportRanks, ManyConsecutiveExchangesKeepTheirContents) {
 // and after it writes round k + 1's data through the former before reading round k's
 // through the latter. The pointers taken ahead must be the ones the exchange uses, stay
 // the same when asked again afterwards, and keep their contents while the next round's
-// data goes in; an alltoall now and then (its received() only readable afterwards) must
+// data goes in; an alltoall now and then (its alltoallReceived() only readable afterwards) must
 // not disturb the exchanges around it. Some rank lags now and then.
 TEST_P(ShmTransportRanks, PointersTakenAheadOfTheExchange) {
   const int size = GetParam();
@@ -374,7 +374,7 @@ TEST_P(ShmTransportRanks, PointersTakenAheadOfTheExchange) {
       ASSERT_EQ(transport->exchanges(), k + 1) << "round " << round;
       ASSERT_EQ(transport->sendBuffer(k + 1), next_send) << "round " << round;
       if (kindOf(round) == kAlltoall) {
-        for (int r = 0; r < size; ++r) received[r] = transport->received(k, r);
+        for (int r = 0; r < size; ++r) received[r] = transport->alltoallReceived(r);
       } else {
         for (int r = 0; r < size; ++r) {
           ASSERT_EQ(transport->received(k, r), received[r]) << "round " << round << " rank " << r;
@@ -432,7 +432,7 @@ TEST_P(ShmTransportRanks, CapacitySizedExchanges) {
     k = transport->exchanges();
     fill(transport->sendBuffer(k), kCapacity, 3, rank, next);
     transport->alltoall(send_counts.data(), recv_counts.data());
-    EXPECT_EQ(firstMismatch(transport->received(k, previous), kCapacity, 3, previous, rank), kCapacity);
+    EXPECT_EQ(firstMismatch(transport->alltoallReceived(previous), kCapacity, 3, previous, rank), kCapacity);
   });
 }
 
