@@ -71,6 +71,13 @@ def _point_to_point(device) -> dict:
     a2a = torch.empty(2 * world, device=device)
     dist.all_to_all_single(a2a, torch.arange(2 * world, dtype=torch.float32, device=device) + 100 * rank)
     out["all_to_all_single"] = a2a
+    # Collectives right after an all_to_all_single (whose transfer makes a variable
+    # number of exchanges) read their contributions where they arrived.
+    after = torch.arange(4 * world, dtype=torch.float32, device=device) + rank
+    dist.all_reduce(after)
+    scattered = torch.empty(4, device=device)
+    dist.reduce_scatter_tensor(scattered, after)
+    out["after_all_to_all"] = scattered
     send = torch.full((3,), float(rank), device=device)
     recv = torch.empty(3, device=device)
     ops = [dist.P2POp(dist.isend, send, (rank + 1) % world), dist.P2POp(dist.irecv, recv, (rank - 1) % world)]
@@ -196,6 +203,8 @@ def test_point_to_point(ranks):
         assert_close(p2p["all_to_all_single"], expected)
         assert_close(p2p["batch_isend_irecv"], torch.full((3,), float((rank - 1) % WORLD)))
         assert_close(p2p["send_recv"], torch.full((4,), 14.0 if rank == 0 else 8.0))
+        summed = sum(torch.arange(4 * WORLD, dtype=torch.float32) + q for q in range(WORLD))
+        assert_close(p2p["after_all_to_all"], WORLD * summed.chunk(WORLD)[rank])
 
 
 def test_world_size_one():
