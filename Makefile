@@ -19,12 +19,14 @@ ASAN_PYTESTS := $(sort $(wildcard $(addprefix tests/python/test_,$(addsuffix .py
 	copy copy_fuzz device memory streams training))))
 # What runs again with device memory closed to host code (PTO_SIM_STRICT=1): the
 # device, copies, streams, memory, the elementwise ops' OpInfo comparisons, matmul,
-# softmax and torch.ops.pto, training, graph programs and a Hugging Face decoder.
-# About 2 minutes on 2 cores; the whole suite passes under it too (tests of
-# measured times skipped), in 14.
+# softmax and torch.ops.pto, training, graph programs, a Hugging Face decoder and
+# the pccl collectives (whose transfers must reach device memory only through copies
+# and device ops). About 2 minutes on 2 cores; the whole suite passes under it too
+# (tests of measured times skipped), in 14.
 STRICT_PYTESTS := $(addprefix tests/python/test_,$(addsuffix .py,strict_mode device copy memory \
 	streams training elementwise matmul softmax pto_ops kernel_asm compile_backend)) \
-	'tests/python/test_compile_hf_models.py::test_compiled_model_matches_eager_in_eval_and_training[llama]'
+	'tests/python/test_compile_hf_models.py::test_compiled_model_matches_eager_in_eval_and_training[llama]' \
+	tests/python/distributed/test_dist_init.py
 
 .PHONY: demo test deps build test-cpp test-tsan test-asan test-asan-python test-strict test-python bench
 
