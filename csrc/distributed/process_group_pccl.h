@@ -107,6 +107,11 @@ class ProcessGroupPCCL final : public c10d::Backend {
   Collective begin(const char* name, c10d::OpType type, c10::Device device, std::string signature,
                    bool group_wide = true);
   c10::Device deviceOf(const std::vector<at::Tensor>& tensors, const char* collective) const;
+  std::vector<size_t> alltoallCounts(const at::Tensor& t, const std::vector<int64_t>& splits, const char* which) const;
+  // Stages `input` in host memory, exchanges its blocks (a host transfer: how many
+  // rounds depends on every rank's counts) and copies what arrived into `output`.
+  void queueAlltoall(Collective& c, const at::Tensor& output, const at::Tensor& input,
+                     std::vector<size_t> send_counts, std::vector<size_t> recv_counts);
   c10::Device defaultDevice() const;
   c10::intrusive_ptr<c10d::Work> pointToPoint(const char* name, c10d::OpType type, at::Tensor tensor, int peer,
                                               int tag);

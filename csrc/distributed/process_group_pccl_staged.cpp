@@ -75,6 +75,49 @@ void alltoallTransfer(Transport& transport, uint64_t sequence, const std::string
 
 }  // namespace
 
+// Bytes per rank of an all_to_all_single's input or output: its dim-0 split sizes
+// (equal splits when none are given) times the bytes of a row.
+std::vector<size_t> ProcessGroupPCCL::alltoallCounts(const at::Tensor& t, const std::vector<int64_t>& splits,
+                                                     const char* which) const {
+  const size_t row_bytes =
+      t.dim() == 0 || t.size(0) == 0 ? 0 : static_cast<size_t>(t.numel() / t.size(0)) * t.element_size();
+  std::vector<size_t> counts(size_);
+  const int64_t rows = t.dim() == 0 ? 1 : t.size(0);
+  if (splits.empty()) {
+    TORCH_CHECK(rows % size_ == 0, "pccl all_to_all_single: the ", which, " has ", rows,
+                " rows, not divisible by the group size ", size_, "; pass split sizes");
+    std::fill(counts.begin(), counts.end(), static_cast<size_t>(rows / size_) * row_bytes);
+    return counts;
+  }
+  const int64_t total = std::accumulate(splits.begin(), splits.end(), int64_t{0});
+  TORCH_CHECK(static_cast<int>(splits.size()) == size_, "pccl all_to_all_single: ", splits.size(), " ", which,
+              " split sizes for a group of ", size_);
+  TORCH_CHECK(total == rows, "pccl all_to_all_single: the ", which, " split sizes add up to ", total, ", the ", which,
+              " has ", rows, " rows");
+  for (int q = 0; q < size_; ++q) {
+    TORCH_CHECK(splits[q] >= 0, "pccl all_to_all_single: negative split size ", splits[q]);
+    counts[q] = static_cast<size_t>(splits[q]) * row_bytes;
+  }
+  return counts;
+}
+
+void ProcessGroupPCCL::queueAlltoall(Collective& c, const at::Tensor& output, const at::Tensor& input,
+                                     std::vector<size_t> send_counts, std::vector<size_t> recv_counts) {
+  const size_t send_total = std::accumulate(send_counts.begin(), send_counts.end(), size_t{0});
+  const size_t recv_total = std::accumulate(recv_counts.begin(), recv_counts.end(), size_t{0});
+  HostBuffer staged_in = hostBuffer(send_total);
+  HostBuffer staged_out = hostBuffer(recv_total);
+  c.keepAlive(staged_in);
+  c.keepAlive(staged_out);
+  c.toHost(staged_in.get(), input.contiguous(), 0, send_total);
+  c.hostTransfer([=, sequence = c.sequence(), signature = c.signature()](Transport& transport, TransferStatus&) {
+    alltoallTransfer(transport, sequence, signature, send_counts, recv_counts, staged_in.get(), staged_out.get());
+  });
+  const at::Tensor flat = output.is_contiguous() ? output : at::empty_like(output, at::MemoryFormat::Contiguous);
+  c.toDevice(flat, 0, staged_out.get(), recv_total);
+  if (!output.is_contiguous()) output.copy_(flat);
+}
+
 c10::intrusive_ptr<c10d::Work> ProcessGroupPCCL::alltoall_base(at::Tensor& output, at::Tensor& input,
                                                                std::vector<int64_t>& output_split_sizes,
                                                                std::vector<int64_t>& input_split_sizes,
@@ -82,50 +125,13 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupPCCL::alltoall_base(at::Tensor& outpu
   const c10::Device device = deviceOf({input, output}, "all_to_all_single");
   TORCH_CHECK(input.scalar_type() == output.scalar_type(), "pccl all_to_all_single: input ",
               input.scalar_type(), " and output ", output.scalar_type(), " differ");
-  auto rowBytes = [](const at::Tensor& t) {
-    return t.dim() == 0 || t.size(0) == 0 ? size_t{0} : static_cast<size_t>(t.numel() / t.size(0)) * t.element_size();
-  };
-  auto countsOf = [&](const at::Tensor& t, const std::vector<int64_t>& splits, const char* which) {
-    std::vector<size_t> counts(size_);
-    const int64_t rows = t.dim() == 0 ? 1 : t.size(0);
-    if (splits.empty()) {
-      TORCH_CHECK(rows % size_ == 0, "pccl all_to_all_single: the ", which, " has ", rows,
-                  " rows, not divisible by the group size ", size_, "; pass split sizes");
-      std::fill(counts.begin(), counts.end(), static_cast<size_t>(rows / size_) * rowBytes(t));
-      return counts;
-    }
-    TORCH_CHECK(static_cast<int>(splits.size()) == size_, "pccl all_to_all_single: ", splits.size(), " ", which,
-                " split sizes for a group of ", size_);
-    TORCH_CHECK(std::accumulate(splits.begin(), splits.end(), int64_t{0}) == rows, "pccl all_to_all_single: the ",
-                which, " split sizes add up to ", std::accumulate(splits.begin(), splits.end(), int64_t{0}),
-                ", the ", which, " has ", rows, " rows");
-    for (int q = 0; q < size_; ++q) {
-      TORCH_CHECK(splits[q] >= 0, "pccl all_to_all_single: negative split size ", splits[q]);
-      counts[q] = static_cast<size_t>(splits[q]) * rowBytes(t);
-    }
-    return counts;
-  };
-  const std::vector<size_t> send_counts = countsOf(input, input_split_sizes, "input");
-  const std::vector<size_t> recv_counts = countsOf(output, output_split_sizes, "output");
-  const size_t send_total = std::accumulate(send_counts.begin(), send_counts.end(), size_t{0});
-  const size_t recv_total = std::accumulate(recv_counts.begin(), recv_counts.end(), size_t{0});
-
-  std::string signature = "all_to_all_single " + std::string(c10::toString(input.scalar_type()));
-  Collective c = begin("all_to_all_single", c10d::OpType::ALLTOALL_BASE, device, signature);
+  std::vector<size_t> send_counts = alltoallCounts(input, input_split_sizes, "input");
+  std::vector<size_t> recv_counts = alltoallCounts(output, output_split_sizes, "output");
+  Collective c = begin("all_to_all_single", c10d::OpType::ALLTOALL_BASE, device,
+                       "all_to_all_single " + std::string(c10::toString(input.scalar_type())));
   c.uses(input);
   c.uses(output);
-  HostBuffer staged_in = hostBuffer(send_total);
-  HostBuffer staged_out = hostBuffer(recv_total);
-  c.keepAlive(staged_in);
-  c.keepAlive(staged_out);
-  const at::Tensor source = input.contiguous();
-  c.toHost(staged_in.get(), source, 0, send_total);
-  c.hostTransfer([=, sequence = c.sequence()](Transport& transport, TransferStatus&) {
-    alltoallTransfer(transport, sequence, signature, send_counts, recv_counts, staged_in.get(), staged_out.get());
-  });
-  const at::Tensor flat = output.is_contiguous() ? output : at::empty_like(output, at::MemoryFormat::Contiguous);
-  c.toDevice(flat, 0, staged_out.get(), recv_total);
-  if (!output.is_contiguous()) output.copy_(flat);
+  queueAlltoall(c, output, input, std::move(send_counts), std::move(recv_counts));
   return c.finish({output});
 }
 
@@ -135,31 +141,37 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupPCCL::alltoall(std::vector<at::Tensor
   TORCH_CHECK(static_cast<int>(inputs.size()) == size_ && static_cast<int>(outputs.size()) == size_,
               "pccl all_to_all: one input and one output tensor per rank (", size_, "), got ", inputs.size(),
               " and ", outputs.size());
-  deviceOf(inputs, "all_to_all");
+  const c10::Device device = deviceOf(inputs, "all_to_all");
   deviceOf(outputs, "all_to_all");
-  std::vector<at::Tensor> flat_inputs;
-  std::vector<int64_t> input_splits, output_splits;
+  std::vector<size_t> send_counts, recv_counts;
   for (int q = 0; q < size_; ++q) {
     TORCH_CHECK(inputs[q].scalar_type() == inputs[0].scalar_type() &&
                     outputs[q].scalar_type() == inputs[0].scalar_type(),
                 "pccl all_to_all: every tensor must have one dtype, got ", inputs[q].scalar_type(), " and ",
                 outputs[q].scalar_type());
-    flat_inputs.push_back(inputs[q].reshape(-1));
-    input_splits.push_back(inputs[q].numel());
-    output_splits.push_back(outputs[q].numel());
+    send_counts.push_back(static_cast<size_t>(inputs[q].numel()) * inputs[q].element_size());
+    recv_counts.push_back(static_cast<size_t>(outputs[q].numel()) * outputs[q].element_size());
   }
-  at::Tensor input = at::cat(flat_inputs);
-  at::Tensor output = at::empty({std::accumulate(output_splits.begin(), output_splits.end(), int64_t{0})},
-                                input.options());
-  auto work = alltoall_base(output, input, output_splits, input_splits, opts);
-  // The split-out copies run on the communication stream after the exchange.
-  c10::StreamGuard guard(*comm_stream_);
+  Collective c = begin("all_to_all", c10d::OpType::ALLTOALL, device,
+                       "all_to_all_single " + std::string(c10::toString(inputs[0].scalar_type())));
+  // One packed exchange; the packing and the split-out copies run on the
+  // communication stream, inside the collective (its Work covers them).
+  std::vector<at::Tensor> flat_inputs;
+  int64_t output_numel = 0;
+  for (int q = 0; q < size_; ++q) {
+    c.uses(inputs[q]);
+    c.uses(outputs[q]);
+    flat_inputs.push_back(inputs[q].reshape(-1));
+    output_numel += outputs[q].numel();
+  }
+  const at::Tensor packed_output = at::empty({output_numel}, inputs[0].options());
+  queueAlltoall(c, packed_output, at::cat(flat_inputs), std::move(send_counts), std::move(recv_counts));
   int64_t offset = 0;
   for (int q = 0; q < size_; ++q) {
-    outputs[q].copy_(output.narrow(0, offset, output_splits[q]).view(outputs[q].sizes()));
-    offset += output_splits[q];
+    outputs[q].copy_(packed_output.narrow(0, offset, outputs[q].numel()).view(outputs[q].sizes()));
+    offset += outputs[q].numel();
   }
-  return work;
+  return c.finish(outputs);
 }
 
 // ---------------------------------------------------------------------------

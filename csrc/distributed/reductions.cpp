@@ -91,7 +91,12 @@ void reduceInto(const at::Tensor& out, const std::vector<at::Tensor>& rows, cons
     for (at::Tensor& term : terms) term = scaled(widen ? term.to(at::kFloat) : term, op);
   }
   at::Tensor acc = widen ? at::empty(out.sizes(), out.options().dtype(at::kFloat)) : out;
-  if (ranks == 1) {
+  if (widen) {
+    // Widened first (a converting copy is a device op), so that no combine rounds
+    // in the narrow dtype.
+    acc.copy_(terms[0]);
+    for (int r = 1; r < ranks; ++r) combine(acc, acc, terms[r], kind);
+  } else if (ranks == 1) {
     // A copy as an elementwise op: a program may read host memory in place, a
     // device-to-device memcpy may not.
     at::mul_out(acc, terms[0], acc.scalar_type() == at::kBool ? at::Scalar(true) : at::Scalar(1));
