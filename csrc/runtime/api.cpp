@@ -22,7 +22,11 @@
 namespace pto::rt {
 namespace {
 
-thread_local std::string tls_recent_error;
+// A plain buffer, not a std::string: a thread's std::string thread-locals are
+// destroyed before the process's atexit handlers run, and the driver's exit hook
+// (which lets queued work finish) may still report an error on this thread.
+constexpr size_t kRecentErrorBytes = 8192;
+thread_local char tls_recent_error[kRecentErrorBytes] = "";
 thread_local int32_t tls_current_device = 0;
 
 // Set in a child forked after the driver started: fork copies the driver's
@@ -133,11 +137,14 @@ ptoError checkMemcpyKind(ptoMemcpyKind kind) {
 }  // namespace
 
 ptoError fail(ptoError code, std::string message) {
-  tls_recent_error = std::move(message);
+  // Longer messages are cut (they are for people, and 8 KiB is far more than any says).
+  const size_t length = std::min(message.size(), kRecentErrorBytes - 1);
+  std::memcpy(tls_recent_error, message.data(), length);
+  tls_recent_error[length] = '\0';
   return code;
 }
 
-const std::string& recentErrorMessage() { return tls_recent_error; }
+std::string recentErrorMessage() { return tls_recent_error; }
 
 bool registerDriver(const char* name, int priority, DriverFactory factory) {
   registeredDrivers().push_back({name, priority, factory});
@@ -236,7 +243,7 @@ const char* ptoGetErrorName(ptoError error) {
   return "PTO_ERROR_UNKNOWN";
 }
 
-const char* ptoGetRecentErrMsg(void) { return pto::rt::tls_recent_error.c_str(); }
+const char* ptoGetRecentErrMsg(void) { return pto::rt::tls_recent_error; }
 
 ptoError ptoInit(void) {
   PTO_DRIVER_OR_RETURN(driver);

@@ -19,6 +19,6 @@ ptoError failf(ptoError code, const Parts&... parts) {
 }
 
 // The error a kernel or host function reported last on this thread (worker side).
-const std::string& recentErrorMessage();
+std::string recentErrorMessage();
 
 }  // namespace pto::rt

@@ -231,3 +231,25 @@ def test_destroy_frees_the_group_and_a_new_one_starts():
         for cycle in range(3):
             torch.testing.assert_close(result[cycle], torch.full((5,), 2.0 * cycle))
         assert result[3] == [], f"shared memory left behind: {result[3]}"
+
+
+
+def _leave_an_error_unreported() -> None:
+    import torch.distributed as dist
+
+    device = harness.init(timeout=timedelta(seconds=20))
+    try:
+        if dist.get_rank() == 0:
+            dist.all_reduce(torch.ones(4, device=device))
+        else:
+            dist.broadcast(torch.ones(4, device=device), src=0)
+    except RuntimeError:
+        pass  # raised by wait() when the mismatch was already known
+    # No synchronize: the failure stays sticky on the streams until the process
+    # exits, when the driver's exit hook lets queued work finish and reports it on
+    # the main thread after its thread-locals were destroyed (once a double free).
+
+
+def test_exiting_with_an_unreported_collective_error_does_not_crash():
+    for _ in range(3):
+        assert harness.run(_leave_an_error_unreported, timeout=120) == [None, None]
