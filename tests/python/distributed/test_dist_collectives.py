@@ -37,7 +37,7 @@ all_to_all is all_to_all_single, non-contiguous tensors go through contiguous co
 and _coalescing_manager(device=...) (pccl's startCoalescing) takes the fast path.
 With PTO_DIST_TEST_DEVICE=cpu both sides run that Gloo form (a check of this file).
 
-Known backend failures are marked in XFAIL. The whole file takes about 20 s (2 CPUs).
+The whole file takes about 30 s (2 CPUs).
 
 Comparisons: integers, bool, MIN/MAX and data movement are exact (torch.testing.assert_close
 with rtol=atol=0). Sums, averages, PREMUL_SUM and products of floating-point tensors are
@@ -1094,9 +1094,9 @@ def gloo_transport_cases(world, phase="gloo") -> list:
 
 def sequence_cases(world, phase=None, lasts=("broadcast", "all_gather_into_tensor"), a2a_numel=None) -> list:
     """all_to_all_single, then another collective, then one that reads its peers' data
-    (broadcast, all_gather_into_tensor): on the shared-memory transport the third read
-    at the all_to_all's block offsets (the backend does not count the all_to_all's
-    exchanges; see XFAIL)."""
+    (broadcast, all_gather_into_tensor): on the shared-memory transport the third once
+    read at the all_to_all's block offsets (the backend does not count the
+    all_to_all's exchanges: a regression test)."""
     import torch.distributed as dist
 
     p = f"{phase}/" if phase else ""
@@ -1328,29 +1328,6 @@ def sweep(world: int) -> dict:
 # ---------------------------------------------------------------------------
 # The test process
 
-# Backend failures, reported with reproducers; (world size, case) -> (reason, strict).
-# _ROUNDING: reduceInto (csrc/distributed/reductions.cpp) starts with at::add_out / at::mul_out
-# into the float32 accumulator from two bfloat16/float16 terms, which computes in the terms'
-# dtype; on 3+ ranks SUM, AVG and PRODUCT therefore round twice (PREMUL_SUM widens first).
-# _ALL_TO_ALL: the list form (process_group_pccl_staged.cpp, alltoall) returns the Work of the
-# exchange, whose done event precedes the copies into the output tensors it queues afterwards.
-_ROUNDING = "pccl: float16/bfloat16 SUM/AVG/PRODUCT on 3+ ranks round twice (first combine not in float32)"
-_ALL_TO_ALL = "pccl all_to_all (list form): the Work completes before the outputs are copied (a race)"
-XFAIL: dict = {}
-if ON_PTO:
-    XFAIL.update({(4, name): (_ROUNDING, True) for name in (
-        "all_reduce/SUM/bfloat16", "all_reduce/AVG/bfloat16", "all_reduce/PRODUCT/bfloat16",
-        "all_reduce/SUM/float16", "all_reduce/PRODUCT/float16", "all_reduce/SUM/bfloat16/medium",
-        "all_reduce/AVG/float16/medium", "all_reduce/SUM/bfloat16/ties", "all_reduce/AVG/bfloat16/ties",
-        "all_reduce/SUM/float16/ties", "reduce_scatter_tensor/SUM/bfloat16/ties",
-        "all_reduce_coalesced/AVG/bfloat16", "reduce_scatter/SUM/bfloat16", "reduce_scatter_tensor/SUM/bfloat16",
-        "reduce_scatter_tensor/AVG/bfloat16", "reduce_scatter_tensor/SUM/float16",
-        "rounds/all_reduce/AVG/float16")})
-    for name in ("all_to_all/float32", "all_to_all/int64", "rounds/all_to_all"):
-        XFAIL[(4, name)] = (_ALL_TO_ALL, True)  # failed in every run on 4 ranks
-        XFAIL[(2, name)] = (_ALL_TO_ALL + "; on 2 ranks in about 2 runs of 3", False)
-
-
 @functools.cache
 def _launch(world: int):
     started = time.monotonic()
@@ -1419,9 +1396,7 @@ def _params():
     params = []
     for world in WORLDS:
         for case in cases(world):
-            xfail = XFAIL.get((world, case.name))
-            marks = [pytest.mark.xfail(strict=xfail[1], reason=xfail[0])] if xfail else []
-            params.append(pytest.param(world, case.name, id=f"{world}ranks-{case.name}", marks=marks))
+            params.append(pytest.param(world, case.name, id=f"{world}ranks-{case.name}"))
     return params
 
 
