@@ -51,9 +51,12 @@ std::string outOfBounds(int64_t index) {
   return "index " + std::to_string(index) + " is out of bounds for dimension 0 with size 5";
 }
 
-void throwingHostFn(void*) { throw std::logic_error("host function exploded"); }
+const char* throwingHostFn(void*) { throw std::logic_error("host function exploded"); }
 
-void throwingNonStdHostFn(void*) { throw 42; }
+const char* throwingNonStdHostFn(void*) { throw 42; }
+
+// A host function that fails the way the pccl backend's transfers do: by returning why.
+const char* failingHostFn(void*) { return "rank 1 did not arrive within 5.0 s"; }
 
 // Waits until everything queued on `stream` so far has run, without
 // synchronizing the stream (which would report and clear its sticky error): an
@@ -229,6 +232,34 @@ TEST(RuntimeError, ThrowingHostFunctionIsCaughtAndReported) {
   EXPECT_TRUE(contains(message, "host function")) << message;
   EXPECT_TRUE(contains(message, "host function exploded")) << message;
   EXPECT_PTO_OK(ptoStreamSynchronize(stream.get()));
+}
+
+TEST(RuntimeError, AHostFunctionReturningAMessageFailsItsStreamWithIt) {
+  Stream stream;
+  ASSERT_PTO_OK(ptoLaunchHostFunc(stream.get(), &failingHostFn, nullptr));
+  EXPECT_EQ(PTO_ERROR_LAUNCH_FAILED, ptoStreamSynchronize(stream.get()));
+  const std::string message = ptoGetRecentErrMsg();
+  EXPECT_TRUE(contains(message, "host function")) << message;
+  EXPECT_TRUE(contains(message, "rank 1 did not arrive within 5.0 s")) << message;
+  EXPECT_PTO_OK(ptoStreamSynchronize(stream.get()));  // reported once, then cleared
+}
+
+// Work that depends on failed work fails too: a stream that waits for an event
+// recorded after a failure takes the failure on, with its message.
+TEST(RuntimeError, AStreamWaitingForAFailedEventFailsWithTheSameMessage) {
+  Stream producer;
+  Stream consumer;
+  ptoEvent done = nullptr;
+  ASSERT_PTO_OK(ptoEventCreate(&done));
+  ASSERT_PTO_OK(ptoLaunchHostFunc(producer.get(), &failingHostFn, nullptr));
+  ASSERT_PTO_OK(ptoEventRecord(done, producer.get()));
+  ASSERT_PTO_OK(ptoStreamWaitEvent(consumer.get(), done));
+  EXPECT_EQ(PTO_ERROR_LAUNCH_FAILED, ptoStreamSynchronize(consumer.get()));
+  const std::string message = ptoGetRecentErrMsg();
+  EXPECT_TRUE(contains(message, "rank 1 did not arrive within 5.0 s")) << message;
+  EXPECT_EQ(PTO_ERROR_LAUNCH_FAILED, ptoStreamSynchronize(producer.get()));  // its own copy
+  EXPECT_PTO_OK(ptoStreamSynchronize(consumer.get()));
+  EXPECT_PTO_OK(ptoEventDestroy(done));
 }
 
 TEST(RuntimeError, HostFunctionThrowingANonStandardExceptionIsReported) {

@@ -85,12 +85,18 @@ TEST(RuntimeEvent, EventDependencyPublishesPlainMemory) {
   } pair{&value, &seen};
   ASSERT_PTO_OK(ptoLaunchHostFunc(producer.get(), &sleepHostFn<3>, nullptr));
   ASSERT_PTO_OK(ptoLaunchHostFunc(
-      producer.get(), [](void* p) { *static_cast<Pair*>(p)->value = 42; }, &pair));
+      producer.get(), [](void* p) -> const char* {
+        *static_cast<Pair*>(p)->value = 42;
+        return nullptr;
+      }, &pair));
   ASSERT_PTO_OK(ptoEventRecord(ready.get(), producer.get()));
   ASSERT_PTO_OK(ptoStreamWaitEvent(consumer.get(), ready.get()));
   ASSERT_PTO_OK(ptoLaunchHostFunc(
       consumer.get(),
-      [](void* p) { *static_cast<Pair*>(p)->seen = *static_cast<Pair*>(p)->value; }, &pair));
+      [](void* p) -> const char* {
+        *static_cast<Pair*>(p)->seen = *static_cast<Pair*>(p)->value;
+        return nullptr;
+      }, &pair));
   ASSERT_PTO_OK(ptoStreamSynchronize(consumer.get()));
   EXPECT_EQ(42, seen);
   ASSERT_PTO_OK(ptoStreamSynchronize(producer.get()));

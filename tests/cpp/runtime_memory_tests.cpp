@@ -568,11 +568,15 @@ uint8_t hostRead(const void* ptr) { return *static_cast<const volatile uint8_t*>
 void hostWrite(void* ptr, uint8_t value) { *static_cast<volatile uint8_t*>(ptr) = value; }
 
 // A host function reading the first byte of the device memory it is given.
-void readHostFn(void* device) { std::fprintf(stderr, "host function read %#x\n", hostRead(device)); }
+const char* readHostFn(void* device) {
+  std::fprintf(stderr, "host function read %#x\n", hostRead(device));
+  return nullptr;
+}
 
-void slowHostFn(void* flag) {
+const char* slowHostFn(void* flag) {
   std::this_thread::sleep_for(std::chrono::milliseconds(20));
   *static_cast<bool*>(flag) = true;
+  return nullptr;
 }
 
 // Launches PTO-AS `text` on the default stream with `buffers` (sizes `bytes`).

@@ -26,9 +26,10 @@ struct LogEntry {
   int value;
 };
 
-void appendHostFn(void* data) {
+const char* appendHostFn(void* data) {
   auto* entry = static_cast<LogEntry*>(data);
   entry->log->push_back(entry->value);
+  return nullptr;
 }
 
 // Work of each kind a stream runs, round after round: a program adds 1 to a
@@ -59,9 +60,10 @@ class CountingRounds {
     std::vector<float>* log;
     const float* slot;
   };
-  static void appendSlot(void* data) {
+  static const char* appendSlot(void* data) {
     auto* entry = static_cast<Entry*>(data);
     entry->log->push_back(*entry->slot);
+    return nullptr;
   }
 
   Program add_one_{accumulateProgram(1)};
