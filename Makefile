@@ -100,3 +100,4 @@ bench: build
 	$(PYTHON) benchmarks/bench_ops.py
 	$(PYTHON) benchmarks/bench_compile.py
 	$(PYTHON) benchmarks/bench_pypto.py
+	$(PYTHON) benchmarks/bench_distributed.py
