@@ -66,11 +66,14 @@ class OtherLoad:
     """How many cores other processes (and the hypervisor, as steal time) kept busy since
     the start: /proc/stat's busy time of the machine less this process's own CPU time."""
 
+    # os.times() fields counted as this process's own: its user and system time
+    # (a subclass adds its reaped children's).
+    OWN_TIMES = 2
+
     def __init__(self):
         self.start = self._snapshot()
 
-    @staticmethod
-    def _snapshot():
+    def _snapshot(self):
         try:
             with open("/proc/stat") as stat:
                 fields = [int(v) for v in stat.readline().split()[1:9]]
@@ -78,7 +81,7 @@ class OtherLoad:
             return None
         # user nice system idle iowait irq softirq steal: all but idle and iowait are busy
         busy = (sum(fields) - fields[3] - fields[4]) / os.sysconf("SC_CLK_TCK")
-        own = sum(os.times()[:2])
+        own = sum(os.times()[:self.OWN_TIMES])
         return time.perf_counter(), busy, own
 
     def cores(self) -> float | None:

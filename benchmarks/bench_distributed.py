@@ -85,15 +85,7 @@ def cpu_flags() -> str:
 class RunLoad(OtherLoad):
     """OtherLoad that counts the ranks this process started (and reaped) as its own work."""
 
-    @staticmethod
-    def _snapshot():
-        try:
-            with open("/proc/stat") as stat:
-                fields = [int(v) for v in stat.readline().split()[1:9]]
-        except (OSError, ValueError):
-            return None
-        busy = (sum(fields) - fields[3] - fields[4]) / os.sysconf("SC_CLK_TCK")
-        return time.perf_counter(), busy, sum(os.times()[:4])
+    OWN_TIMES = 4  # user, system, children's user, children's system
 
 
 # Launching ranks -------------------------------------------------------------------------
@@ -353,15 +345,22 @@ def _median(values: list) -> float:
     return statistics.median(values)
 
 
+def _variant_rows(res: dict, kind: str, sizes: list, moved_bytes) -> list:
+    """A row per size: each variant's median time, its GB/s (moved_bytes(nbytes) / time) and
+    pccl-shm's time over gloo's."""
+    rows = []
+    for nbytes in sizes:
+        t = {v: _median(res[(kind, v, nbytes)]) for v in VARIANTS}
+        rows.append([size_name(nbytes)] + [f"{t[v] * 1e6:,.1f}" for v in VARIANTS]
+                    + [f"{moved_bytes(nbytes) / t[v] / 1e9:.3f}" for v in VARIANTS]
+                    + [f"{t['pccl-shm'] / t['gloo']:.2f}"])
+    return rows
+
+
 def report_allreduce(results: dict, sizes: list) -> None:
     for world, res in results.items():
         factor = 2 * (world - 1) / world
-        rows = []
-        for nbytes in sizes:
-            t = {v: _median(res[("allreduce", v, nbytes)]) for v in VARIANTS}
-            busbw = {v: nbytes / t[v] * factor / 1e9 for v in VARIANTS}
-            rows.append([size_name(nbytes)] + [f"{t[v] * 1e6:,.1f}" for v in VARIANTS]
-                        + [f"{busbw[v]:.3f}" for v in VARIANTS] + [f"{t['pccl-shm'] / t['gloo']:.2f}"])
+        rows = _variant_rows(res, "allreduce", sizes, lambda nbytes: nbytes * factor)
         table(f"1. all_reduce SUM float32, {world} ranks: median time per call, bus bandwidth "
               f"(busbw = bytes/time * 2(n-1)/n)",
               ["size", "gloo us", "pccl-shm us", "pccl-gloo us",
@@ -372,13 +371,7 @@ def report_allreduce(results: dict, sizes: list) -> None:
 
 def report_alltoall(results: dict, sizes: list) -> None:
     for world, res in results.items():
-        rows = []
-        for nbytes in sizes:
-            t = {v: _median(res[("alltoall", v, nbytes)]) for v in VARIANTS}
-            moved = res[("alltoall-bytes", "gloo", nbytes)]
-            gbps = {v: moved / t[v] / 1e9 for v in VARIANTS}
-            rows.append([size_name(nbytes)] + [f"{t[v] * 1e6:,.1f}" for v in VARIANTS]
-                        + [f"{gbps[v]:.3f}" for v in VARIANTS] + [f"{t['pccl-shm'] / t['gloo']:.2f}"])
+        rows = _variant_rows(res, "alltoall", sizes, lambda nbytes: res[("alltoall-bytes", "gloo", nbytes)])
         table(f"3. all_to_all_single, uneven splits, {world} ranks: median time per call, "
               f"GB/s = (bytes sent + received per rank) / time",
               ["sent per rank", "gloo us", "pccl-shm us", "pccl-gloo us",
