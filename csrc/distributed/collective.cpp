@@ -84,8 +84,8 @@ std::string GroupChannel::run(const std::string& collective, const std::function
   {
     std::lock_guard<std::mutex> lock(mutex_);
     if (!failure_.empty()) {
-      return "pccl " + collective + " on group '" + group_name_ + "' (rank " + std::to_string(rank_) + " of " +
-             std::to_string(size_) + "): the group failed earlier and is unusable (destroy it and create a new "
+      return "pccl " + collective + " on group '" + group_name_ + "' (rank " + std::to_string(rank()) + " of " +
+             std::to_string(size()) + "): the group failed earlier and is unusable (destroy it and create a new "
              "one): " + failure_;
     }
   }
@@ -93,8 +93,8 @@ std::string GroupChannel::run(const std::string& collective, const std::function
     transfer(*transport_);
     return "";
   } catch (const std::exception& error) {
-    std::string why = "pccl " + collective + " on group '" + group_name_ + "' (rank " + std::to_string(rank_) +
-                      " of " + std::to_string(size_) + ", " + transport_->name() + " transport): " + error.what();
+    std::string why = "pccl " + collective + " on group '" + group_name_ + "' (rank " +  std::to_string(rank()) +
+                      " of " + std::to_string(size()) + ", " + transport_->name() + " transport): " + error.what();
     std::lock_guard<std::mutex> lock(mutex_);
     if (failure_.empty()) failure_ = why;
     return why;
@@ -102,7 +102,8 @@ std::string GroupChannel::run(const std::string& collective, const std::function
 }
 
 Collective::Collective(std::shared_ptr<GroupChannel> channel, uint64_t* next_exchange, uint64_t sequence,
-                       const char* name, c10d::OpType type, c10::Stream comm_stream, std::string signature)
+                       const char* name, c10d::OpType type, c10::Stream comm_stream, bool device_reads_host,
+                       std::string signature)
     : channel_(std::move(channel)),
       next_exchange_(next_exchange),
       sequence_(sequence),
@@ -111,7 +112,7 @@ Collective::Collective(std::shared_ptr<GroupChannel> channel, uint64_t* next_exc
       comm_stream_(comm_stream),
       stream_(backend::nativeStream(comm_stream)),
       signature_(std::move(signature)),
-      device_reads_host_(backend::deviceAttribute(comm_stream.device_index(), PTO_DEVICE_ATTR_PAGEABLE_MEMORY_ACCESS) != 0),
+      device_reads_host_(device_reads_host),
       status_(std::make_shared<TransferStatus>()) {
   const c10::DeviceIndex device = comm_stream.device_index();
   ptoStream caller = backend::nativeStream(backend::currentStream(device));

@@ -24,13 +24,13 @@ namespace pto::distributed {
 // fails at once, naming that first failure (NCCL aborts the communicator).
 class GroupChannel {
  public:
-  GroupChannel(std::unique_ptr<Transport> transport, std::string group_name, int rank, int size)
-      : transport_(std::move(transport)), group_name_(std::move(group_name)), rank_(rank), size_(size) {}
+  GroupChannel(std::unique_ptr<Transport> transport, std::string group_name)
+      : transport_(std::move(transport)), group_name_(std::move(group_name)) {}
 
   Transport& transport() { return *transport_; }
   const std::string& groupName() const { return group_name_; }
-  int rank() const { return rank_; }
-  int size() const { return size_; }
+  int rank() const { return transport_->rank(); }
+  int size() const { return transport_->size(); }
 
   // Runs one transfer on the communication stream's thread; returns why it failed, or "".
   std::string run(const std::string& collective, const std::function<void(Transport&)>& transfer);
@@ -38,8 +38,6 @@ class GroupChannel {
  private:
   std::unique_ptr<Transport> transport_;
   const std::string group_name_;
-  const int rank_;
-  const int size_;
   std::mutex mutex_;
   std::string failure_;
 };
@@ -58,8 +56,9 @@ class Collective {
  public:
   // Makes the communication stream wait for the caller's current stream and
   // makes it current for the reductions that follow.
+  // `device_reads_host`: the device's PTO_DEVICE_ATTR_PAGEABLE_MEMORY_ACCESS (see deviceReadsHost()).
   Collective(std::shared_ptr<GroupChannel> channel, uint64_t* next_exchange, uint64_t sequence, const char* name,
-             c10d::OpType type, c10::Stream comm_stream, std::string signature);
+             c10d::OpType type, c10::Stream comm_stream, bool device_reads_host, std::string signature);
   ~Collective();
 
   const char* name() const { return name_; }

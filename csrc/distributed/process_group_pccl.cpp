@@ -127,7 +127,7 @@ ProcessGroupPCCL::ProcessGroupPCCL(const c10::intrusive_ptr<c10d::Store>& store,
     TORCH_CHECK_WITH(DistBackendError, false, "pccl: group '", config_.group_name, "' (rank ", rank, " of ", size,
                      ") could not start its ", transport, " transport: ", error.what());
   }
-  channel_ = std::make_shared<GroupChannel>(std::move(chosen), config_.group_name, rank, size);
+  channel_ = std::make_shared<GroupChannel>(std::move(chosen), config_.group_name);
 }
 
 ProcessGroupPCCL::~ProcessGroupPCCL() {
@@ -181,10 +181,12 @@ Collective ProcessGroupPCCL::begin(const char* name, c10d::OpType type, c10::Dev
   if (!device_) {
     device_ = device;
     comm_stream_ = backend::streamFromPool(device.index());
+    device_reads_host_ = backend::deviceAttribute(device.index(), PTO_DEVICE_ATTR_PAGEABLE_MEMORY_ACCESS) != 0;
   }
   // Point-to-point traffic involves only its peers: it takes no group sequence number.
   const uint64_t sequence = group_wide ? sequence_++ : sequence_;
-  return Collective(channel_, &next_exchange_, sequence, name, type, *comm_stream_, std::move(signature));
+  return Collective(channel_, &next_exchange_, sequence, name, type, *comm_stream_, device_reads_host_,
+                    std::move(signature));
 }
 
 namespace {
@@ -336,7 +338,6 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupPCCL::reduce(std::vector<at::Tensor>&
   c.uses(tensor);
   const at::Tensor flat = outputFlat(tensor);
   if (!tensor.is_contiguous()) flat.copy_(tensor.reshape(-1));
-  const int n = size_;
   const size_t es = flat.element_size();
   const int64_t round = roundElements(c, flat, 1);
   for (int64_t start = 0; start < flat.numel(); start += round) {

@@ -128,6 +128,7 @@ class ProcessGroupPCCL final : public c10d::Backend {
   uint64_t next_exchange_ = 0;  // the transport exchange the next queued transfer will be
   std::optional<c10::Device> device_;  // the device this group's collectives run on, once used
   std::optional<c10::Stream> comm_stream_;
+  bool device_reads_host_ = false;  // the device's PTO_DEVICE_ATTR_PAGEABLE_MEMORY_ACCESS, once bound
   // Point-to-point operations issued between startCoalescing and endCoalescing:
   // their transfers start together, so a batch of sends and receives never waits
   // on its own order (batch_isend_irecv).

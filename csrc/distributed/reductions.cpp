@@ -3,8 +3,6 @@
 namespace pto::distributed {
 namespace {
 
-bool isLowPrecision(at::ScalarType dtype) { return dtype == at::kBFloat16 || dtype == at::kHalf; }
-
 bool isBitwise(c10d::ReduceOp::RedOpType op) {
   return op == c10d::ReduceOp::BAND || op == c10d::ReduceOp::BOR || op == c10d::ReduceOp::BXOR;
 }
@@ -85,7 +83,7 @@ void reduceInto(const at::Tensor& out, const std::vector<at::Tensor>& rows, cons
   const at::ScalarType dtype = out.scalar_type();
   const c10d::ReduceOp::RedOpType kind = dtype == at::kBool ? boolOp(op.op_) : op.op_;
   // bfloat16 and float16 accumulate in float32, then round once.
-  const bool widen = isLowPrecision(dtype);
+  const bool widen = at::isReducedFloatingType(dtype);
   std::vector<at::Tensor> terms = rows;
   if (kind == c10d::ReduceOp::PREMUL_SUM) {
     for (at::Tensor& term : terms) term = scaled(widen ? term.to(at::kFloat) : term, op);

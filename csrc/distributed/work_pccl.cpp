@@ -7,11 +7,10 @@
 
 namespace pto::distributed {
 
-void TransferStatus::finish(std::string why, int source) {
+void TransferStatus::finish(std::string why) {
   {
     std::lock_guard<std::mutex> lock(mutex);
     if (failure.empty()) failure = std::move(why);
-    if (source >= 0) source_rank = source;
     finished = true;
   }
   finished_cv.notify_all();

@@ -26,7 +26,7 @@ struct TransferStatus {
   int source_rank = -1;  // a receive from any source: who sent
   std::condition_variable finished_cv;
 
-  void finish(std::string why, int source = -1);
+  void finish(std::string why);
   // Blocks until the transfer has run; returns its failure ("" if none).
   std::string waitFinished(int* source = nullptr);
 };
