@@ -112,7 +112,9 @@ PYBIND11_MODULE(_C, m) {
         {"pageable_memory_access", PTO_DEVICE_ATTR_PAGEABLE_MEMORY_ACCESS},
         {"bfloat16", PTO_DEVICE_ATTR_BFLOAT16},
         {"float64", PTO_DEVICE_ATTR_FLOAT64},
-        {"total_memory_bytes", PTO_DEVICE_ATTR_TOTAL_MEMORY_BYTES}};
+        {"total_memory_bytes", PTO_DEVICE_ATTR_TOTAL_MEMORY_BYTES},
+        {"isa_version_major", PTO_DEVICE_ATTR_ISA_VERSION_MAJOR},
+        {"isa_version_minor", PTO_DEVICE_ATTR_ISA_VERSION_MINOR}};
     const auto found = kAttributes.find(name);
     TORCH_CHECK(found != kAttributes.end(), "unknown pto device attribute '", name, "'");
     return deviceAttribute(static_cast<c10::DeviceIndex>(device), found->second);
@@ -145,7 +147,7 @@ PYBIND11_MODULE(_C, m) {
   m.def("_profiler_stop", [] { PTO_CHECK(ptoProfilerStop()); });
   m.def("_profiler_now_ns", [] { return ptoProfilerNow(); });
   m.def("_profiler_flush", [] {
-    static constexpr const char* kKinds[] = {"kernel", "copy", "fill", "program", "instruction"};
+    static constexpr const char* kKinds[] = {"kernel", "copy", "fill", "program", "instruction", "launch"};
     py::list activities;
     std::vector<ptoActivity> batch(4096);
     for (size_t count = batch.size(); count == batch.size();) {

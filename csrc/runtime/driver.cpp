@@ -13,6 +13,9 @@ namespace {
 constexpr size_t kPageBytes = 4096;
 // The PTO ISA's Unified Buffer: what a core's tiles may hold on chip.
 constexpr int64_t kUnifiedBufferBytes = 192 * 1024;
+// The PTO ISA version whose instructions a driver runs by default.
+constexpr int64_t kIsaVersionMajor = 1;
+constexpr int64_t kIsaVersionMinor = 0;
 
 }  // namespace
 
@@ -23,6 +26,8 @@ ptoError Driver::deviceAttribute(int32_t device, ptoDeviceAttribute attribute, i
     case PTO_DEVICE_ATTR_PAGEABLE_MEMORY_ACCESS: *value = 0; return PTO_SUCCESS;
     case PTO_DEVICE_ATTR_BFLOAT16: *value = 0; return PTO_SUCCESS;
     case PTO_DEVICE_ATTR_FLOAT64: *value = 1; return PTO_SUCCESS;
+    case PTO_DEVICE_ATTR_ISA_VERSION_MAJOR: *value = kIsaVersionMajor; return PTO_SUCCESS;
+    case PTO_DEVICE_ATTR_ISA_VERSION_MINOR: *value = kIsaVersionMinor; return PTO_SUCCESS;
     case PTO_DEVICE_ATTR_TOTAL_MEMORY_BYTES: {
       size_t free_bytes = 0, total_bytes = 0;
       if (ptoError s = memGetInfo(device, &free_bytes, &total_bytes); s != PTO_SUCCESS) return s;
@@ -81,6 +86,43 @@ ptoError Driver::defaultStream(int32_t device, ptoStream* stream) {
     if (ptoError s = streamCreate(device, &slot); s != PTO_SUCCESS) return s;
   }
   *stream = slot;
+  return PTO_SUCCESS;
+}
+
+namespace {
+
+struct NodeList final : DeviceGraph {
+  std::vector<GraphNode> nodes;
+};
+
+}  // namespace
+
+ptoError Driver::instantiateGraph(int32_t, const std::vector<GraphNode>& nodes, std::shared_ptr<DeviceGraph>* graph) {
+  auto list = std::make_shared<NodeList>();
+  list->nodes = nodes;
+  *graph = std::move(list);
+  return PTO_SUCCESS;
+}
+
+ptoError Driver::launchGraph(ptoStream stream, const std::shared_ptr<DeviceGraph>& graph) {
+  for (const GraphNode& node : static_cast<const NodeList&>(*graph).nodes) {
+    ptoError status = PTO_SUCCESS;
+    switch (node.kind) {
+      case GraphNode::Kind::kProgram:
+        status = launchProgram(stream, node.program, node.buffers, node.workspace);
+        break;
+      case GraphNode::Kind::kMemcpy:
+        status = memcpyAsync(node.dst, node.src, node.bytes, node.copy_kind, stream);
+        break;
+      case GraphNode::Kind::kMemset:
+        status = memsetAsync(node.dst, node.fill_value, node.bytes, stream);
+        break;
+      case GraphNode::Kind::kHostFunc:
+        status = launchHostFunc(stream, node.host_fn, node.user_data);
+        break;
+    }
+    if (status != PTO_SUCCESS) return status;
+  }
   return PTO_SUCCESS;
 }
 

@@ -32,6 +32,8 @@ typedef enum ptoError {
   PTO_ERROR_LAUNCH_FAILED = 6,
   PTO_ERROR_NOT_INITIALIZED = 7,
   PTO_ERROR_NOT_SUPPORTED = 8,  // the driver does not offer this call or attribute
+  PTO_ERROR_CAPTURE_UNSUPPORTED = 9,  // the call cannot be captured; the capture is invalidated
+  PTO_ERROR_CAPTURE_INVALIDATED = 10, // work given to a capture an earlier call invalidated
 } ptoError;
 
 typedef enum ptoMemcpyKind {
@@ -76,6 +78,8 @@ typedef enum ptoDeviceAttribute {
   PTO_DEVICE_ATTR_BFLOAT16 = 3,               // 1: bfloat16 arithmetic in hardware
   PTO_DEVICE_ATTR_FLOAT64 = 4,                // 1: float64 arithmetic in hardware
   PTO_DEVICE_ATTR_TOTAL_MEMORY_BYTES = 5,
+  PTO_DEVICE_ATTR_ISA_VERSION_MAJOR = 6,       // the PTO ISA version the device executes
+  PTO_DEVICE_ATTR_ISA_VERSION_MINOR = 7,       // (torch.pto.get_device_capability)
 } ptoDeviceAttribute;
 
 const char* ptoGetErrorName(ptoError error);
@@ -143,17 +147,58 @@ ptoError ptoProgramLaunch(ptoProgram program, ptoStream stream, void* const* buf
 // Host work ordered on a stream.
 ptoError ptoLaunchHostFunc(ptoStream stream, ptoHostFn fn, void* user_data);
 
+// Graph capture (cudaStreamBeginCapture, aclmdlRICaptureBegin). While a stream
+// captures, the program launches, copies, fills and host functions given to it
+// are recorded instead of run; ptoStreamEndCapture returns them as a graph, and
+// ptoGraphLaunch runs them again, in order, as one piece of a stream's work. A
+// recorded launch keeps its buffers' addresses: that memory must stay allocated
+// while the graph lives, and holds each replay's inputs.
+//
+// What cannot be recorded fails at the call with PTO_ERROR_CAPTURE_UNSUPPORTED,
+// naming it, and invalidates the capture: later work given to the stream fails
+// with PTO_ERROR_CAPTURE_INVALIDATED and ptoStreamEndCapture returns no graph.
+// Not recordable: synchronizing (a stream, the device, an event) and querying
+// while the mode forbids it; copies from or to host memory that is not pinned
+// (a replay would read or write it again, long after the caller let it go); a
+// wait for an event the capture did not record. Events recorded on the
+// capturing stream order nothing (the capture is in stream order already).
+typedef enum ptoStreamCaptureMode {
+  PTO_CAPTURE_MODE_GLOBAL = 0,        // no thread may synchronize while the capture runs
+  PTO_CAPTURE_MODE_THREAD_LOCAL = 1,  // the capturing thread may not
+  PTO_CAPTURE_MODE_RELAXED = 2,       // anyone may, except with the capturing stream itself
+} ptoStreamCaptureMode;
+
+typedef enum ptoStreamCaptureStatus {
+  PTO_CAPTURE_STATUS_NONE = 0,
+  PTO_CAPTURE_STATUS_ACTIVE = 1,
+  PTO_CAPTURE_STATUS_INVALIDATED = 2,  // until ptoStreamEndCapture says why
+} ptoStreamCaptureStatus;
+
+typedef struct ptoGraphImpl* ptoGraph;
+
+ptoError ptoStreamBeginCapture(ptoStream stream, ptoStreamCaptureMode mode);
+// Ends the capture, valid or not; `*graph` is null when it was invalidated.
+ptoError ptoStreamEndCapture(ptoStream stream, ptoGraph* graph);
+ptoError ptoStreamGetCaptureStatus(ptoStream stream, ptoStreamCaptureStatus* status);
+// One command on `stream`, which must belong to the device the graph was captured on.
+ptoError ptoGraphLaunch(ptoGraph graph, ptoStream stream);
+ptoError ptoGraphDestroy(ptoGraph graph);  // launches already queued still run
+ptoError ptoGraphGetNodeCount(ptoGraph graph, size_t* count);
+
 // Profiling (as CUPTI activities or aclprof): while started, the driver records
 // every program launch, copy and fill a stream executes, with its stream, device,
 // start and end times, the bytes it moved and the FLOPs it computed; a launch of
 // a multi-instruction program is recorded too as one activity per stage inside it
-// (an instruction, or several fused into one tile loop).
+// (an instruction, or several fused into one tile loop). The runtime records each
+// call that queued one of them too, on the calling thread, with the same
+// correlation id (as CUPTI's runtime API records).
 typedef enum {
   PTO_ACTIVITY_KERNEL = 0,       // a launch of a one-instruction program (an eager op)
   PTO_ACTIVITY_COPY = 1,
   PTO_ACTIVITY_FILL = 2,
   PTO_ACTIVITY_PROGRAM = 3,      // a launch of a program of several instructions
   PTO_ACTIVITY_INSTRUCTION = 4,  // inside a program: a stage (an instruction, or fused ones)
+  PTO_ACTIVITY_LAUNCH = 5,       // on a host thread: the runtime call that queued a program, copy or fill
 } ptoActivityKind;
 
 #define PTO_ACTIVITY_DETAIL_BYTES 192
@@ -167,6 +212,9 @@ typedef struct {
   uint64_t start_ns, end_ns;                 // steady clock
   uint64_t bytes;                            // read and written
   double flops;
+  uint64_t correlation_id;                   // shared by a launch and the activities it caused; 0: none
+  uint64_t external_id;                      // a launch: the caller's innermost pushed id then, or 0
+  uint64_t thread_id;                        // a launch: the OS id of the thread that made it
 } ptoActivity;
 
 ptoError ptoProfilerStart(void);
@@ -175,5 +223,15 @@ ptoError ptoProfilerStop(void);  // recorded activities stay until flushed
 ptoError ptoProfilerFlush(ptoActivity* out, size_t capacity, size_t* count);
 int ptoProfilerEnabled(void);
 uint64_t ptoProfilerNow(void);  // the clock activities use, in ns
+// A second kind of consumer (torch.profiler beside pypto.Profiler's start/flush):
+// while subscribed, `callback` receives every record as it is made, on the thread
+// that makes it. Once Unsubscribe returns, no call to it is in flight.
+typedef void (*ptoActivityCallback)(const ptoActivity* activity, void* user_data);
+ptoError ptoProfilerSubscribe(ptoActivityCallback callback, void* user_data);
+ptoError ptoProfilerUnsubscribe(ptoActivityCallback callback, void* user_data);
+// The caller's own correlation ids (as cuptiActivityPushExternalCorrelationId):
+// a launch this thread makes carries the innermost one as its external_id.
+ptoError ptoProfilerPushExternalId(uint64_t id);
+ptoError ptoProfilerPopExternalId(void);
 
 }  // extern "C"

@@ -82,8 +82,7 @@ def synchronize(device: Any = None) -> None:
 
 
 def get_device_name(device: Any = None) -> str:
-    _device_index(device)
-    return f"PTO {_C._driver_name()} device"
+    return get_device_properties(device).name
 
 
 @dataclasses.dataclass(frozen=True)
@@ -91,9 +90,12 @@ class DeviceProperties:
     """What a pto device is and can do, as the runtime reports it (ptoDeviceGetAttribute)."""
 
     name: str
+    driver: str                    # the runtime's driver, for people to read ("sim", "acl")
+    major: int                     # the PTO ISA version the device executes
+    minor: int
     total_memory: int              # bytes
     multi_processor_count: int     # cores that run a program's tiles in parallel
-    unified_buffer_bytes: int      # each core's on-chip tile memory
+    unified_buffer_bytes: int      # each core's on-chip tile memory (the ISA's tiles live there)
     pageable_memory_access: bool   # programs reach plain host memory by its address
     bfloat16: bool
     float64: bool
@@ -103,8 +105,12 @@ def get_device_properties(device: Any = None) -> DeviceProperties:
     index = _device_index(device)
     index = current_device() if index < 0 else index
     attribute = functools.partial(_C._device_attribute, index)
+    driver = _C._driver_name()
     return DeviceProperties(
-        name=get_device_name(index),
+        name=f"PTO {driver} device",
+        driver=driver,
+        major=attribute("isa_version_major"),
+        minor=attribute("isa_version_minor"),
         total_memory=attribute("total_memory_bytes"),
         multi_processor_count=attribute("core_count"),
         unified_buffer_bytes=attribute("unified_buffer_bytes"),
@@ -112,6 +118,12 @@ def get_device_properties(device: Any = None) -> DeviceProperties:
         bfloat16=bool(attribute("bfloat16")),
         float64=bool(attribute("float64")),
     )
+
+
+def get_device_capability(device: Any = None) -> tuple[int, int]:
+    """(major, minor): the PTO ISA version the device executes."""
+    properties = get_device_properties(device)
+    return properties.major, properties.minor
 
 
 def is_bf16_supported(including_emulation: bool = True) -> bool:
@@ -157,6 +169,7 @@ __all__ = [
     "device_of",
     "empty_cache",
     "get_amp_supported_dtype",
+    "get_device_capability",
     "get_device_name",
     "get_device_properties",
     "get_rng_state",
