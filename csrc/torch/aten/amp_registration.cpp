@@ -1,0 +1,13 @@
+// Registers amp.h's kernels for GradScaler's aten ops on pto.
+#include <torch/library.h>
+
+#include "amp.h"
+
+namespace pto::backend {
+
+TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
+  m.impl("_amp_foreach_non_finite_check_and_unscale_", TORCH_FN(ampForeachNonFiniteCheckAndUnscale));
+  m.impl("_amp_update_scale_", TORCH_FN(ampUpdateScale));
+}
+
+}  // namespace pto::backend
