@@ -7,6 +7,7 @@ from typing import Any
 import torch
 
 from pypto_torch import _C
+from pypto_torch.pto import amp
 from pypto_torch.pto.memory import (
     empty_cache,
     max_memory_allocated,
@@ -161,6 +162,7 @@ __all__ = [
     "DeviceProperties",
     "Event",
     "Stream",
+    "amp",
     "current_device",
     "current_stream",
     "default_stream",
