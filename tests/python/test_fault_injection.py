@@ -27,8 +27,11 @@ y = torch.randn(32, 32, device="pto")
 print("usable", torch.allclose((y @ y).cpu(), y.cpu() @ y.cpu(), atol=1e-4))
 """
 
+# The reference is float64: torch's own float32 exp on CPU is now and then off by 1e-4
+# (seen once in a few hundred processes, on half of a tensor), more than this allows.
 COMPUTE = """y = (x * 3 + 1).exp().sum(0)
-    torch.testing.assert_close(y.cpu(), (x.cpu() * 3 + 1).exp().sum(0), rtol=1e-5, atol=1e-4)"""
+    expected = (x.cpu().double() * 3 + 1).exp().sum(0)
+    torch.testing.assert_close(y.cpu().double(), expected, rtol=1e-5, atol=1e-4)"""
 
 # Each step allocates 4 MiB more than the last: a new segment from the device every time.
 GROWING_ALLOCATION = """sizes.append(sizes[-1] + (4 << 20))
