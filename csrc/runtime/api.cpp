@@ -12,6 +12,8 @@
 #include <mutex>
 #include <shared_mutex>
 #include <string>
+#include <thread>
+#include <unordered_map>
 #include <unordered_set>
 #include <vector>
 
@@ -224,6 +226,129 @@ ptoError checkProgram(ptoProgram program, const char* call) {
   return PTO_SUCCESS;
 }
 
+// Graph capture: per capturing stream, the nodes recorded so far. Every launch
+// asks `capture_count` first, so work on a device where nothing captures pays
+// one atomic load.
+struct Capture {
+  int32_t device = 0;
+  ptoStreamCaptureMode mode = PTO_CAPTURE_MODE_GLOBAL;
+  std::thread::id thread;
+  std::string invalidated;  // why, once a refused call ended it
+  std::vector<pto::rt::GraphNode> nodes;
+  std::unordered_set<ptoEvent> recorded_events;
+};
+
+std::mutex& captures_mutex = *new std::mutex;
+std::unordered_map<ptoStream, Capture>& captures = *new std::unordered_map<ptoStream, Capture>;
+std::atomic<int> capture_count{0};
+
+const char* captureModeName(ptoStreamCaptureMode mode) {
+  switch (mode) {
+    case PTO_CAPTURE_MODE_GLOBAL: return "global";
+    case PTO_CAPTURE_MODE_THREAD_LOCAL: return "thread_local";
+    case PTO_CAPTURE_MODE_RELAXED: return "relaxed";
+  }
+  return "unknown";
+}
+
+// Marks the capture invalid and returns the refusal; captures_mutex is held.
+ptoError invalidate(ptoStream stream, Capture& capture, const std::string& what) {
+  const std::string message = pto::rt::formatMessage(
+      what, " (pto:", capture.device, " stream ", static_cast<void*>(stream), " is capturing a graph, capture mode ",
+      captureModeName(capture.mode), "); the capture is invalidated");
+  if (capture.invalidated.empty()) capture.invalidated = message;
+  return pto::rt::fail(PTO_ERROR_CAPTURE_UNSUPPORTED, message);
+}
+
+// A call that waits for the device (synchronize, query) is refused while a
+// capture it concerns runs: one on `stream` or on `device` (either may be
+// absent: null, -1), or any capture the mode keeps from this thread.
+ptoError refuseWhileCapturing(const char* call, ptoStream stream, int32_t device) {
+  if (capture_count.load(std::memory_order_acquire) == 0) return PTO_SUCCESS;
+  std::lock_guard<std::mutex> lock(captures_mutex);
+  ptoError refused = PTO_SUCCESS;
+  for (auto& [capturing, capture] : captures) {
+    const bool concerned = capturing == stream || capture.device == device ||
+                           capture.mode == PTO_CAPTURE_MODE_GLOBAL ||
+                           (capture.mode == PTO_CAPTURE_MODE_THREAD_LOCAL && capture.thread == std::this_thread::get_id());
+    if (concerned) refused = invalidate(capturing, capture, pto::rt::formatMessage(call, " is not permitted"));
+  }
+  return refused;
+}
+
+// An event a capture recorded completes only in replays: waiting for it on the
+// host, or on a stream outside the capture, is refused.
+ptoError refuseCapturedEvent(const char* call, ptoEvent event) {
+  if (capture_count.load(std::memory_order_acquire) == 0) return PTO_SUCCESS;
+  std::lock_guard<std::mutex> lock(captures_mutex);
+  for (auto& [capturing, capture] : captures) {
+    if (capture.recorded_events.contains(event)) {
+      return invalidate(capturing, capture,
+                        pto::rt::formatMessage(call, " of an event recorded inside the capture is not permitted"));
+    }
+  }
+  return PTO_SUCCESS;
+}
+
+// Work given to `stream`: recorded (`*recorded` true) when it captures, refused
+// when its capture was invalidated.
+ptoError recordIfCapturing(ptoStream stream, const char* call, pto::rt::GraphNode node, bool* recorded) {
+  *recorded = false;
+  if (capture_count.load(std::memory_order_acquire) == 0) return PTO_SUCCESS;
+  std::lock_guard<std::mutex> lock(captures_mutex);
+  auto it = captures.find(stream);
+  if (it == captures.end()) return PTO_SUCCESS;
+  if (!it->second.invalidated.empty()) {
+    return failf(PTO_ERROR_CAPTURE_INVALIDATED, call, ": the capture on this stream was invalidated: ",
+                 it->second.invalidated);
+  }
+  it->second.nodes.push_back(std::move(node));
+  *recorded = true;
+  return PTO_SUCCESS;
+}
+
+bool isCapturing(ptoStream stream) {
+  if (capture_count.load(std::memory_order_acquire) == 0) return false;
+  std::lock_guard<std::mutex> lock(captures_mutex);
+  return captures.contains(stream);
+}
+
+// A captured copy reads and writes its host memory again at every replay, long
+// after the caller let it go: only pinned memory (which lives until freed) may be.
+ptoError refusePageableCopy(Driver* driver, ptoStream stream, const void* host, const char* side, ptoMemcpyKind kind) {
+  ptoPointerAttributes attributes{};
+  PTO_RETURN_IF_ERROR(driver->pointerGetAttributes(host, &attributes));
+  if (attributes.type == PTO_MEMORY_HOST_PINNED) return PTO_SUCCESS;
+  static constexpr const char* kKinds[] = {"host-to-host", "host-to-device", "device-to-host", "device-to-device"};
+  std::lock_guard<std::mutex> lock(captures_mutex);
+  return invalidate(stream, captures.at(stream),
+                    pto::rt::formatMessage("ptoMemcpyAsync ", kKinds[kind], " ", side, " pageable host memory ", host,
+                                           " cannot be captured (a replay would touch it again; copy through pinned "
+                                           "memory or a device tensor made before the capture)"));
+}
+
+}  // namespace
+
+// A captured graph: the nodes (for their programs and count) and what the driver made of them.
+struct ptoGraphImpl {
+  int32_t device = 0;
+  std::vector<pto::rt::GraphNode> nodes;
+  std::shared_ptr<pto::rt::DeviceGraph> instantiated;
+};
+
+namespace {
+
+std::mutex& live_graphs_mutex = *new std::mutex;
+std::unordered_set<ptoGraph>& live_graphs = *new std::unordered_set<ptoGraph>;
+
+ptoError checkGraph(ptoGraph graph, const char* call) {
+  std::lock_guard<std::mutex> lock(live_graphs_mutex);
+  if (!live_graphs.contains(graph)) {
+    return failf(PTO_ERROR_INVALID_HANDLE, call, ": ", static_cast<void*>(graph), " is not a captured graph");
+  }
+  return PTO_SUCCESS;
+}
+
 }  // namespace
 
 extern "C" {
@@ -239,6 +364,8 @@ const char* ptoGetErrorName(ptoError error) {
     case PTO_ERROR_LAUNCH_FAILED: return "PTO_ERROR_LAUNCH_FAILED";
     case PTO_ERROR_NOT_INITIALIZED: return "PTO_ERROR_NOT_INITIALIZED";
     case PTO_ERROR_NOT_SUPPORTED: return "PTO_ERROR_NOT_SUPPORTED";
+    case PTO_ERROR_CAPTURE_UNSUPPORTED: return "PTO_ERROR_CAPTURE_UNSUPPORTED";
+    case PTO_ERROR_CAPTURE_INVALIDATED: return "PTO_ERROR_CAPTURE_INVALIDATED";
   }
   return "PTO_ERROR_UNKNOWN";
 }
@@ -286,6 +413,7 @@ ptoError ptoGetDevice(int32_t* device) {
 
 ptoError ptoDeviceSynchronize(void) {
   PTO_DRIVER_OR_RETURN(driver);
+  PTO_RETURN_IF_ERROR(refuseWhileCapturing("ptoDeviceSynchronize", nullptr, pto::rt::tls_current_device));
   return driver->synchronizeDevice(pto::rt::tls_current_device);
 }
 
@@ -333,11 +461,29 @@ ptoError ptoMemcpyAsync(void* dst, const void* src, size_t count, ptoMemcpyKind 
   PTO_REQUIRE(dst != nullptr && src != nullptr, "ptoMemcpyAsync: null pointer for ", count,
               " bytes");
   PTO_RETURN_IF_ERROR(pto::rt::resolveStream(driver, &stream));
+  if (isCapturing(stream)) {
+    if (kind != PTO_MEMCPY_DEVICE_TO_DEVICE && kind != PTO_MEMCPY_HOST_TO_DEVICE) {
+      PTO_RETURN_IF_ERROR(refusePageableCopy(driver, stream, dst, "into", kind));
+    }
+    if (kind != PTO_MEMCPY_DEVICE_TO_DEVICE && kind != PTO_MEMCPY_DEVICE_TO_HOST) {
+      PTO_RETURN_IF_ERROR(refusePageableCopy(driver, stream, src, "from", kind));
+    }
+    pto::rt::GraphNode node;
+    node.kind = pto::rt::GraphNode::Kind::kMemcpy;
+    node.dst = dst;
+    node.src = src;
+    node.bytes = count;
+    node.copy_kind = kind;
+    bool recorded = false;
+    PTO_RETURN_IF_ERROR(recordIfCapturing(stream, "ptoMemcpyAsync", std::move(node), &recorded));
+    if (recorded) return PTO_SUCCESS;
+  }
   return driver->memcpyAsync(dst, src, count, kind, stream);
 }
 
 ptoError ptoMemcpy(void* dst, const void* src, size_t count, ptoMemcpyKind kind) {
   ptoStream stream = nullptr;
+  PTO_RETURN_IF_ERROR(refuseWhileCapturing("ptoMemcpy (a synchronous copy)", stream, -1));
   PTO_RETURN_IF_ERROR(ptoMemcpyAsync(dst, src, count, kind, stream));
   return count == 0 ? PTO_SUCCESS : ptoStreamSynchronize(stream);
 }
@@ -347,10 +493,21 @@ ptoError ptoMemsetAsync(void* ptr, int value, size_t count, ptoStream stream) {
   if (count == 0) return PTO_SUCCESS;
   PTO_REQUIRE(ptr != nullptr, "ptoMemsetAsync: null pointer for ", count, " bytes");
   PTO_RETURN_IF_ERROR(pto::rt::resolveStream(driver, &stream));
+  if (isCapturing(stream)) {
+    pto::rt::GraphNode node;
+    node.kind = pto::rt::GraphNode::Kind::kMemset;
+    node.dst = ptr;
+    node.bytes = count;
+    node.fill_value = value;
+    bool recorded = false;
+    PTO_RETURN_IF_ERROR(recordIfCapturing(stream, "ptoMemsetAsync", std::move(node), &recorded));
+    if (recorded) return PTO_SUCCESS;
+  }
   return driver->memsetAsync(ptr, value, count, stream);
 }
 
 ptoError ptoMemset(void* ptr, int value, size_t count) {
+  PTO_RETURN_IF_ERROR(refuseWhileCapturing("ptoMemset (a synchronous fill)", nullptr, -1));
   PTO_RETURN_IF_ERROR(ptoMemsetAsync(ptr, value, count, nullptr));
   return count == 0 ? PTO_SUCCESS : ptoStreamSynchronize(nullptr);
 }
@@ -364,18 +521,21 @@ ptoError ptoStreamCreate(ptoStream* stream) {
 ptoError ptoStreamDestroy(ptoStream stream) {
   PTO_DRIVER_OR_RETURN(driver);
   PTO_REQUIRE(stream != nullptr, "ptoStreamDestroy: the default stream cannot be destroyed");
+  PTO_REQUIRE(!isCapturing(stream), "ptoStreamDestroy: the stream is capturing a graph (end the capture first)");
   return driver->streamDestroy(stream);
 }
 
 ptoError ptoStreamSynchronize(ptoStream stream) {
   PTO_DRIVER_OR_RETURN(driver);
   PTO_RETURN_IF_ERROR(pto::rt::resolveStream(driver, &stream));
+  PTO_RETURN_IF_ERROR(refuseWhileCapturing("ptoStreamSynchronize", stream, -1));
   return driver->streamSynchronize(stream);
 }
 
 ptoError ptoStreamQuery(ptoStream stream) {
   PTO_DRIVER_OR_RETURN(driver);
   PTO_RETURN_IF_ERROR(pto::rt::resolveStream(driver, &stream));
+  PTO_RETURN_IF_ERROR(refuseWhileCapturing("ptoStreamQuery", stream, -1));
   return driver->streamQuery(stream);
 }
 
@@ -383,6 +543,17 @@ ptoError ptoStreamWaitEvent(ptoStream stream, ptoEvent event) {
   PTO_DRIVER_OR_RETURN(driver);
   PTO_REQUIRE(event != nullptr, "ptoStreamWaitEvent: event is null");
   PTO_RETURN_IF_ERROR(pto::rt::resolveStream(driver, &stream));
+  if (capture_count.load(std::memory_order_acquire) != 0) {
+    std::lock_guard<std::mutex> lock(captures_mutex);
+    if (auto it = captures.find(stream); it != captures.end()) {
+      // Recorded on this stream inside the capture: stream order already waits for it.
+      if (it->second.recorded_events.contains(event)) return PTO_SUCCESS;
+      return invalidate(stream, it->second,
+                        "ptoStreamWaitEvent of an event recorded outside the capture is not permitted (a capture "
+                        "records one stream: order other streams' work before ptoStreamBeginCapture)");
+    }
+  }
+  PTO_RETURN_IF_ERROR(refuseCapturedEvent("ptoStreamWaitEvent", event));
   return driver->streamWaitEvent(stream, event);
 }
 
@@ -416,18 +587,34 @@ ptoError ptoEventRecord(ptoEvent event, ptoStream stream) {
   PTO_DRIVER_OR_RETURN(driver);
   PTO_REQUIRE(event != nullptr, "ptoEventRecord: event is null");
   PTO_RETURN_IF_ERROR(pto::rt::resolveStream(driver, &stream));
+  if (capture_count.load(std::memory_order_acquire) != 0) {
+    std::lock_guard<std::mutex> lock(captures_mutex);
+    bool captured = false;
+    for (auto& [capturing, capture] : captures) {
+      if (capturing == stream) {
+        capture.recorded_events.insert(event);
+        captured = true;
+      } else {
+        capture.recorded_events.erase(event);  // recorded again outside: it orders real work now
+      }
+    }
+    if (captured) return PTO_SUCCESS;
+  }
   return driver->eventRecord(event, stream);
 }
 
 ptoError ptoEventSynchronize(ptoEvent event) {
   PTO_DRIVER_OR_RETURN(driver);
   PTO_REQUIRE(event != nullptr, "ptoEventSynchronize: event is null");
+  PTO_RETURN_IF_ERROR(refuseCapturedEvent("ptoEventSynchronize", event));
+  PTO_RETURN_IF_ERROR(refuseWhileCapturing("ptoEventSynchronize", nullptr, -1));
   return driver->eventSynchronize(event);
 }
 
 ptoError ptoEventQuery(ptoEvent event) {
   PTO_DRIVER_OR_RETURN(driver);
   PTO_REQUIRE(event != nullptr, "ptoEventQuery: event is null");
+  PTO_RETURN_IF_ERROR(refuseCapturedEvent("ptoEventQuery", event));
   return driver->eventQuery(event);
 }
 
@@ -491,6 +678,17 @@ ptoError ptoProgramLaunch(ptoProgram program, ptoStream stream, void* const* buf
   PTO_RETURN_IF_ERROR(driver->streamGetDevice(stream, &stream_device));
   PTO_REQUIRE(stream_device == program->device, "ptoProgramLaunch: the program is loaded on pto:", program->device,
               ", the stream belongs to pto:", stream_device);
+  if (capture_count.load(std::memory_order_acquire) != 0) {
+    pto::rt::GraphNode node;
+    node.kind = pto::rt::GraphNode::Kind::kProgram;
+    node.scheduled = program->program;
+    node.program = program->loaded;
+    node.buffers.assign(buffers, buffers + buffer_count);
+    node.workspace = workspace;
+    bool recorded = false;
+    PTO_RETURN_IF_ERROR(recordIfCapturing(stream, "ptoProgramLaunch", std::move(node), &recorded));
+    if (recorded) return PTO_SUCCESS;
+  }
   return driver->launchProgram(stream, program->loaded, std::span<void* const>(buffers, buffer_count), workspace);
 }
 
@@ -498,7 +696,107 @@ ptoError ptoLaunchHostFunc(ptoStream stream, ptoHostFn fn, void* user_data) {
   PTO_DRIVER_OR_RETURN(driver);
   PTO_REQUIRE(fn != nullptr, "ptoLaunchHostFunc: function is null");
   PTO_RETURN_IF_ERROR(pto::rt::resolveStream(driver, &stream));
+  if (isCapturing(stream)) {
+    pto::rt::GraphNode node;
+    node.kind = pto::rt::GraphNode::Kind::kHostFunc;
+    node.host_fn = fn;
+    node.user_data = user_data;
+    bool recorded = false;
+    PTO_RETURN_IF_ERROR(recordIfCapturing(stream, "ptoLaunchHostFunc", std::move(node), &recorded));
+    if (recorded) return PTO_SUCCESS;
+  }
   return driver->launchHostFunc(stream, fn, user_data);
+}
+
+ptoError ptoStreamBeginCapture(ptoStream stream, ptoStreamCaptureMode mode) {
+  PTO_DRIVER_OR_RETURN(driver);
+  PTO_REQUIRE(mode >= PTO_CAPTURE_MODE_GLOBAL && mode <= PTO_CAPTURE_MODE_RELAXED,
+              "ptoStreamBeginCapture: invalid capture mode ", static_cast<int>(mode));
+  PTO_RETURN_IF_ERROR(pto::rt::resolveStream(driver, &stream));
+  int32_t device = -1;
+  PTO_RETURN_IF_ERROR(driver->streamGetDevice(stream, &device));
+  std::lock_guard<std::mutex> lock(captures_mutex);
+  PTO_REQUIRE(!captures.contains(stream), "ptoStreamBeginCapture: stream ", static_cast<void*>(stream),
+              " is capturing already");
+  Capture& capture = captures[stream];
+  capture.device = device;
+  capture.mode = mode;
+  capture.thread = std::this_thread::get_id();
+  capture_count.fetch_add(1, std::memory_order_release);
+  return PTO_SUCCESS;
+}
+
+ptoError ptoStreamEndCapture(ptoStream stream, ptoGraph* graph) {
+  PTO_DRIVER_OR_RETURN(driver);
+  PTO_REQUIRE(graph != nullptr, "ptoStreamEndCapture: graph is null");
+  *graph = nullptr;
+  PTO_RETURN_IF_ERROR(pto::rt::resolveStream(driver, &stream));
+  Capture ended;
+  {
+    std::lock_guard<std::mutex> lock(captures_mutex);
+    auto it = captures.find(stream);
+    PTO_REQUIRE(it != captures.end(), "ptoStreamEndCapture: stream ", static_cast<void*>(stream), " is not capturing");
+    ended = std::move(it->second);
+    captures.erase(it);
+    capture_count.fetch_sub(1, std::memory_order_release);
+  }
+  if (!ended.invalidated.empty()) {
+    return failf(PTO_ERROR_CAPTURE_INVALIDATED, "ptoStreamEndCapture: the capture was invalidated: ", ended.invalidated);
+  }
+  auto impl = std::make_unique<ptoGraphImpl>();
+  impl->device = ended.device;
+  impl->nodes = std::move(ended.nodes);
+  PTO_RETURN_IF_ERROR(driver->instantiateGraph(impl->device, impl->nodes, &impl->instantiated));
+  *graph = impl.release();
+  std::lock_guard<std::mutex> lock(live_graphs_mutex);
+  live_graphs.insert(*graph);
+  return PTO_SUCCESS;
+}
+
+ptoError ptoStreamGetCaptureStatus(ptoStream stream, ptoStreamCaptureStatus* status) {
+  PTO_DRIVER_OR_RETURN(driver);
+  PTO_REQUIRE(status != nullptr, "ptoStreamGetCaptureStatus: status is null");
+  PTO_RETURN_IF_ERROR(pto::rt::resolveStream(driver, &stream));
+  *status = PTO_CAPTURE_STATUS_NONE;
+  if (capture_count.load(std::memory_order_acquire) == 0) return PTO_SUCCESS;
+  std::lock_guard<std::mutex> lock(captures_mutex);
+  if (auto it = captures.find(stream); it != captures.end()) {
+    *status = it->second.invalidated.empty() ? PTO_CAPTURE_STATUS_ACTIVE : PTO_CAPTURE_STATUS_INVALIDATED;
+  }
+  return PTO_SUCCESS;
+}
+
+ptoError ptoGraphLaunch(ptoGraph graph, ptoStream stream) {
+  PTO_DRIVER_OR_RETURN(driver);
+  PTO_RETURN_IF_ERROR(checkGraph(graph, "ptoGraphLaunch"));
+  PTO_RETURN_IF_ERROR(pto::rt::resolveStream(driver, &stream));
+  PTO_REQUIRE(!isCapturing(stream), "ptoGraphLaunch: launching a graph into a capture is not supported");
+  int32_t stream_device = -1;
+  PTO_RETURN_IF_ERROR(driver->streamGetDevice(stream, &stream_device));
+  PTO_REQUIRE(stream_device == graph->device, "ptoGraphLaunch: the graph was captured on pto:", graph->device,
+              ", the stream belongs to pto:", stream_device);
+  return driver->launchGraph(stream, graph->instantiated);
+}
+
+ptoError ptoGraphDestroy(ptoGraph graph) {
+  PTO_DRIVER_OR_RETURN(driver);
+  if (graph == nullptr) return PTO_SUCCESS;
+  {
+    std::lock_guard<std::mutex> lock(live_graphs_mutex);
+    if (live_graphs.erase(graph) == 0) {
+      return failf(PTO_ERROR_INVALID_HANDLE, "ptoGraphDestroy: ", static_cast<void*>(graph), " is not a captured graph");
+    }
+  }
+  delete graph;  // the driver keeps its graph alive while launches of it are queued
+  return PTO_SUCCESS;
+}
+
+ptoError ptoGraphGetNodeCount(ptoGraph graph, size_t* count) {
+  PTO_DRIVER_OR_RETURN(driver);
+  PTO_RETURN_IF_ERROR(checkGraph(graph, "ptoGraphGetNodeCount"));
+  PTO_REQUIRE(count != nullptr, "ptoGraphGetNodeCount: count is null");
+  *count = graph->nodes.size();
+  return PTO_SUCCESS;
 }
 
 }  // extern "C"

@@ -30,6 +30,33 @@ class DeviceProgram {
   virtual ~DeviceProgram() = default;
 };
 
+// One piece of work a capturing stream recorded (ptoStreamBeginCapture): the
+// arguments the API checked, as the launch, copy, fill or host function call
+// would have passed them to the driver.
+struct GraphNode {
+  enum class Kind : uint8_t { kProgram, kMemcpy, kMemset, kHostFunc };
+
+  Kind kind = Kind::kProgram;
+  std::shared_ptr<const isa::ScheduledProgram> scheduled;  // kProgram: what was loaded
+  std::shared_ptr<DeviceProgram> program;                  // kProgram: what the driver made of it
+  std::vector<void*> buffers;                              // kProgram: one address per declared buffer
+  void* workspace = nullptr;
+  void* dst = nullptr;  // kMemcpy, kMemset
+  const void* src = nullptr;
+  size_t bytes = 0;
+  ptoMemcpyKind copy_kind = PTO_MEMCPY_DEVICE_TO_DEVICE;
+  int fill_value = 0;
+  ptoHostFn host_fn = nullptr;  // kHostFunc
+  void* user_data = nullptr;
+};
+
+// A captured graph as a driver holds it, ready to launch. The API layer keeps it
+// with the graph's handle; a driver keeps it alive too while launches of it are queued.
+class DeviceGraph {
+ public:
+  virtual ~DeviceGraph() = default;
+};
+
 class Driver {
  public:
   virtual ~Driver() = default;
@@ -91,6 +118,14 @@ class Driver {
 
   // Host work in stream order (the default memsetAsync relies on it too).
   virtual ptoError launchHostFunc(ptoStream stream, ptoHostFn fn, void* user_data) = 0;
+
+  // Captured graphs: the API layer records the nodes; a driver turns them into
+  // something it launches as one command. The defaults keep the nodes and issue
+  // each through the methods above, one by one: correct, not one command. A
+  // driver overrides both or neither.
+  virtual ptoError instantiateGraph(int32_t device, const std::vector<GraphNode>& nodes,
+                                    std::shared_ptr<DeviceGraph>* graph);
+  virtual ptoError launchGraph(ptoStream stream, const std::shared_ptr<DeviceGraph>& graph);
 
  private:
   std::mutex default_streams_mutex_;

@@ -12,10 +12,15 @@ namespace pto::rt {
 ptoError fail(ptoError code, std::string message);
 
 template <typename... Parts>
-ptoError failf(ptoError code, const Parts&... parts) {
+std::string formatMessage(const Parts&... parts) {
   std::ostringstream out;
   (out << ... << parts);
-  return fail(code, out.str());
+  return out.str();
+}
+
+template <typename... Parts>
+ptoError failf(ptoError code, const Parts&... parts) {
+  return fail(code, formatMessage(parts...));
 }
 
 // The error a kernel or host function reported last on this thread (worker side).

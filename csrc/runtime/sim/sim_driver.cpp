@@ -167,6 +167,25 @@ class SimDriver final : public Driver {
 
   ptoError memcpyAsync(void* dst, const void* src, size_t count, ptoMemcpyKind kind,
                        ptoStream stream) override {
+    Command command;
+    if (ptoError s = memcpyCommand(dst, src, count, kind, &command); s) return s;
+    command.injected_fault = faults_.strike(FaultSite::kMemcpy);
+    return submit(stream, std::move(command));
+  }
+
+  ptoError memsetAsync(void* ptr, int value, size_t count, ptoStream stream) override {
+    Command command;
+    if (ptoError s = memsetCommand(ptr, value, count, &command); s) return s;
+    return submit(stream, std::move(command));
+  }
+
+ private:
+  struct SimGraph final : DeviceGraph {
+    explicit SimGraph(std::shared_ptr<const std::vector<Command>> made) : commands(std::move(made)) {}
+    std::shared_ptr<const std::vector<Command>> commands;
+  };
+
+  ptoError memcpyCommand(void* dst, const void* src, size_t count, ptoMemcpyKind kind, Command* command) {
     static constexpr const char* kNames[] = {"memcpy host-to-host", "memcpy host-to-device",
                                              "memcpy device-to-host", "memcpy device-to-device"};
     const char* name = kNames[kind];
@@ -176,26 +195,34 @@ class SimDriver final : public Driver {
         kind == PTO_MEMCPY_DEVICE_TO_HOST || kind == PTO_MEMCPY_DEVICE_TO_DEVICE;
     if (ptoError s = checkRange(name, "destination", dst, count, dst_on_device); s) return s;
     if (ptoError s = checkRange(name, "source", src, count, src_on_device); s) return s;
-    Command command;
-    command.kind = Command::Kind::kMemcpy;
-    command.name = name;
-    command.injected_fault = faults_.strike(FaultSite::kMemcpy);
-    command.dst = dst;
-    command.src = src;
-    command.bytes = count;
-    return submit(stream, std::move(command));
+    command->kind = Command::Kind::kMemcpy;
+    command->name = name;
+    command->dst = dst;
+    command->src = src;
+    command->bytes = count;
+    return PTO_SUCCESS;
   }
 
-  ptoError memsetAsync(void* ptr, int value, size_t count, ptoStream stream) override {
+  ptoError memsetCommand(void* ptr, int value, size_t count, Command* command) {
     if (ptoError s = checkRange("memset", "destination", ptr, count, true); s) return s;
-    Command command;
-    command.kind = Command::Kind::kMemset;
-    command.name = "memset";
-    command.dst = ptr;
-    command.bytes = count;
-    command.fill_value = value;
-    return submit(stream, std::move(command));
+    command->kind = Command::Kind::kMemset;
+    command->name = "memset";
+    command->dst = ptr;
+    command->bytes = count;
+    command->fill_value = value;
+    return PTO_SUCCESS;
   }
+
+  static Command hostFuncCommand(ptoHostFn fn, void* user_data) {
+    Command command;
+    command.kind = Command::Kind::kHostFunc;
+    command.name = "host function";
+    command.host_fn = fn;
+    command.user_data = user_data;
+    return command;
+  }
+
+ public:
 
   ptoError defaultStream(int32_t device, ptoStream* stream) override {
     *stream = toHandle(&defaultStreamOf(device));
@@ -325,12 +352,7 @@ class SimDriver final : public Driver {
   }
 
   ptoError launchHostFunc(ptoStream stream, ptoHostFn fn, void* user_data) override {
-    Command command;
-    command.kind = Command::Kind::kHostFunc;
-    command.name = "host function";
-    command.host_fn = fn;
-    command.user_data = user_data;
-    return submit(stream, std::move(command));
+    return submit(stream, hostFuncCommand(fn, user_data));
   }
 
   ptoError loadProgram(int32_t device, std::shared_ptr<const isa::ScheduledProgram> program,
@@ -352,6 +374,45 @@ class SimDriver final : public Driver {
     command.injected_fault = faults_.strike(FaultSite::kLaunch);
     target->enqueue(std::move(command));
     return PTO_SUCCESS;
+  }
+
+  // A graph is its commands, made and checked once; a launch queues them as one command.
+  ptoError instantiateGraph(int32_t device, const std::vector<GraphNode>& nodes,
+                            std::shared_ptr<DeviceGraph>* graph) override {
+    auto commands = std::make_shared<std::vector<Command>>();
+    for (const GraphNode& node : nodes) {
+      Command command;
+      switch (node.kind) {
+        case GraphNode::Kind::kProgram: {
+          auto program = std::static_pointer_cast<const SimProgram>(node.program);
+          command.kind = Command::Kind::kProgram;
+          command.name = program->name();
+          command.buffers = program->bufferAddresses(node.buffers, node.workspace);
+          command.program = std::move(program);
+          break;
+        }
+        case GraphNode::Kind::kMemcpy:
+          if (ptoError s = memcpyCommand(node.dst, node.src, node.bytes, node.copy_kind, &command); s) return s;
+          break;
+        case GraphNode::Kind::kMemset:
+          if (ptoError s = memsetCommand(node.dst, node.fill_value, node.bytes, &command); s) return s;
+          break;
+        case GraphNode::Kind::kHostFunc:
+          command = hostFuncCommand(node.host_fn, node.user_data);
+          break;
+      }
+      commands->push_back(std::move(command));
+    }
+    *graph = std::make_shared<SimGraph>(std::move(commands));
+    return PTO_SUCCESS;
+  }
+
+  ptoError launchGraph(ptoStream stream, const std::shared_ptr<DeviceGraph>& graph) override {
+    Command command;
+    command.kind = Command::Kind::kGraph;
+    command.name = "graph";
+    command.graph = static_cast<const SimGraph&>(*graph).commands;
+    return submit(stream, std::move(command));
   }
 
   ptoError deviceAttribute(int32_t device, ptoDeviceAttribute attribute, int64_t* value) override {

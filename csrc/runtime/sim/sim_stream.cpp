@@ -153,7 +153,7 @@ void SimStream::workerLoop() {
 // Programs, copies and fills are what a profiler shows; events and host functions
 // are not. The driver delivers each as one activity (a program of several
 // instructions also as one per stage), as CUPTI delivers a kernel's record.
-void SimStream::execute(Command& command) {
+void SimStream::execute(const Command& command) {
   const bool profiled = profiler::enabled() && (command.kind == Command::Kind::kProgram ||
                                                 command.kind == Command::Kind::kMemcpy ||
                                                 command.kind == Command::Kind::kMemset);
@@ -164,7 +164,7 @@ void SimStream::execute(Command& command) {
   }
 }
 
-void SimStream::runProfiled(Command& command) {
+void SimStream::runProfiled(const Command& command) {
   ptoActivity activity{};
   std::vector<ptoActivity> inside;
   if (command.kind == Command::Kind::kProgram) {
@@ -187,7 +187,7 @@ void SimStream::runProfiled(Command& command) {
   profiler::record(activity);
 }
 
-void SimStream::runProgram(Command& command, std::vector<ptoActivity>* inside) {
+void SimStream::runProgram(const Command& command, std::vector<ptoActivity>* inside) {
   try {
     const DeviceMemory::Open open(memory_);
     command.program->run(command.buffers, inside);
@@ -198,7 +198,7 @@ void SimStream::runProgram(Command& command, std::vector<ptoActivity>* inside) {
   }
 }
 
-void SimStream::runCommand(Command& command, std::vector<ptoActivity>* inside) {
+void SimStream::runCommand(const Command& command, std::vector<ptoActivity>* inside) {
   if (command.injected_fault != 0) {
     const FaultSite site = command.kind == Command::Kind::kProgram ? FaultSite::kLaunch : FaultSite::kMemcpy;
     recordFailure(command.name, PTO_ERROR_LAUNCH_FAILED, describeFault(site, command.injected_fault));
@@ -234,6 +234,10 @@ void SimStream::runCommand(Command& command, std::vector<ptoActivity>* inside) {
         command.event->complete(command.generation, failure, message);
         break;
       }
+      // A captured graph's commands, each as if enqueued alone (and profiled so).
+      case Command::Kind::kGraph:
+        for (const Command& node : *command.graph) execute(node);
+        break;
       case Command::Kind::kEventWait: {
         command.event->waitFor(command.generation);
         std::string message;

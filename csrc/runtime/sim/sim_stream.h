@@ -23,7 +23,7 @@
 namespace pto::rt::sim {
 
 struct Command {
-  enum class Kind : uint8_t { kProgram, kHostFunc, kMemcpy, kMemset, kEventRecord, kEventWait };
+  enum class Kind : uint8_t { kProgram, kHostFunc, kMemcpy, kMemset, kEventRecord, kEventWait, kGraph };
 
   Kind kind = Kind::kProgram;
   const char* name = "";  // what a sticky error names: the program or runtime call
@@ -38,6 +38,7 @@ struct Command {
   std::shared_ptr<SimEvent> event;
   uint64_t generation = 0;
   uint64_t injected_fault = 0;  // PTO_SIM_FAULTS: the ordinal of the call that fails here, or 0
+  std::shared_ptr<const std::vector<Command>> graph;  // kGraph: the captured commands, run in order
 };
 
 class SimStream {
@@ -68,11 +69,11 @@ class SimStream {
   // when the next launch or the completion is microseconds away.
   template <typename Ready>
   static bool spinUntil(Ready ready);
-  void execute(Command& command);     // runCommand, recorded while profiling
-  void runProfiled(Command& command);
-  void runProgram(Command& command, std::vector<ptoActivity>* inside);
+  void execute(const Command& command);     // runCommand, recorded while profiling
+  void runProfiled(const Command& command);
+  void runProgram(const Command& command, std::vector<ptoActivity>* inside);
   // While profiling, `inside` receives a program's activities per stage.
-  void runCommand(Command& command, std::vector<ptoActivity>* inside);
+  void runCommand(const Command& command, std::vector<ptoActivity>* inside);
   void recordFailure(const char* op, ptoError code, const std::string& detail);
   // A waited-for event completed carrying another stream's failure: this stream
   // fails with the same message, which already names the op and device.
