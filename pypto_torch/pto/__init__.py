@@ -7,6 +7,7 @@ from typing import Any
 import torch
 
 from pypto_torch import _C
+from pypto_torch.pto.inductor import CppWrapperCodegen, PythonWrapperCodegen, Scheduling, WrapperFxCodegen
 from pypto_torch.pto import amp
 from pypto_torch.pto.memory import (
     empty_cache,
