@@ -99,7 +99,8 @@ class Profiler:
         origin = self._origin_ns
         self.activities = sorted(
             (Activity(name, detail, kind, device, stream, (start - origin) / 1e3, (end - origin) / 1e3, bytes_, flops)
-             for name, detail, kind, device, stream, start, end, bytes_, flops in _C._profiler_flush()),
+             for name, detail, kind, device, stream, start, end, bytes_, flops in _C._profiler_flush()
+             if kind != "launch"),  # the host calls that queued the work: torch.profiler shows them
             key=lambda a: (a.start_us, a.kind != "program"))
 
     # -- views ----------------------------------------------------------------------------

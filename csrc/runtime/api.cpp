@@ -19,6 +19,7 @@
 
 #include "driver.h"
 #include "error.h"
+#include "profiler.h"
 #include "program.h"
 
 namespace pto::rt {
@@ -478,6 +479,7 @@ ptoError ptoMemcpyAsync(void* dst, const void* src, size_t count, ptoMemcpyKind 
     PTO_RETURN_IF_ERROR(recordIfCapturing(stream, "ptoMemcpyAsync", std::move(node), &recorded));
     if (recorded) return PTO_SUCCESS;
   }
+  const pto::rt::profiler::LaunchScope launch("ptoMemcpyAsync");
   return driver->memcpyAsync(dst, src, count, kind, stream);
 }
 
@@ -503,6 +505,7 @@ ptoError ptoMemsetAsync(void* ptr, int value, size_t count, ptoStream stream) {
     PTO_RETURN_IF_ERROR(recordIfCapturing(stream, "ptoMemsetAsync", std::move(node), &recorded));
     if (recorded) return PTO_SUCCESS;
   }
+  const pto::rt::profiler::LaunchScope launch("ptoMemsetAsync");
   return driver->memsetAsync(ptr, value, count, stream);
 }
 
@@ -689,6 +692,7 @@ ptoError ptoProgramLaunch(ptoProgram program, ptoStream stream, void* const* buf
     PTO_RETURN_IF_ERROR(recordIfCapturing(stream, "ptoProgramLaunch", std::move(node), &recorded));
     if (recorded) return PTO_SUCCESS;
   }
+  const pto::rt::profiler::LaunchScope launch("ptoProgramLaunch");
   return driver->launchProgram(stream, program->loaded, std::span<void* const>(buffers, buffer_count), workspace);
 }
 

@@ -3,10 +3,14 @@
 // instruction, with its operands, bytes and FLOPs; a program of several
 // instructions as one program activity plus one per instruction inside it;
 // copies and fills; each with its device, stream and times; nothing recorded
-// while stopped.
+// while stopped; each runtime call that queued work, correlated with it; a
+// subscriber beside start and flush.
 #include <gtest/gtest.h>
+#include <unistd.h>
 
+#include <algorithm>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "runtime/pto_runtime.h"
@@ -21,6 +25,13 @@ std::vector<ptoActivity> flushAll() {
   size_t count = 0;
   EXPECT_PTO_OK(ptoProfilerFlush(all.data(), all.size(), &count));
   all.resize(count);
+  return all;
+}
+
+// What the devices executed: every record but the runtime calls that queued it.
+std::vector<ptoActivity> deviceActivities() {
+  std::vector<ptoActivity> all = flushAll();
+  std::erase_if(all, [](const ptoActivity& a) { return a.kind == PTO_ACTIVITY_LAUNCH; });
   return all;
 }
 
@@ -52,7 +63,7 @@ TEST(RuntimeProfiler, RecordsEagerProgramsCopiesAndFillsWithTheirStreamAndTimes)
   ASSERT_PTO_OK(launchWith(abs.get(), stream.get(), {&out, &in}));  // stopped: not recorded
   ASSERT_PTO_OK(ptoStreamSynchronize(stream.get()));
 
-  const std::vector<ptoActivity> activities = flushAll();
+  const std::vector<ptoActivity> activities = deviceActivities();
   ASSERT_EQ(activities.size(), 3u);
   for (const ptoActivity& a : activities) {
     EXPECT_GE(a.start_ns, before) << a.name;
@@ -95,7 +106,7 @@ TEST(RuntimeProfiler, RecordsAProgramOfSeveralInstructionsAndEachInstructionInsi
   ASSERT_PTO_OK(ptoStreamSynchronize(stream.get()));
   ASSERT_PTO_OK(ptoProfilerStop());
 
-  const std::vector<ptoActivity> activities = flushAll();
+  const std::vector<ptoActivity> activities = deviceActivities();
   ASSERT_EQ(activities.size(), 3u);
   const ptoActivity* launch = find(activities, "program");
   const ptoActivity* neg = find(activities, "tneg");
@@ -130,11 +141,87 @@ TEST(RuntimeProfiler, RecordsTheDeviceThatRanTheLaunch) {
   ASSERT_PTO_OK(launchWith(fill.get(), stream.get(), {&out}));
   ASSERT_PTO_OK(ptoStreamSynchronize(stream.get()));
   ASSERT_PTO_OK(ptoProfilerStop());
-  const std::vector<ptoActivity> activities = flushAll();
+  const std::vector<ptoActivity> activities = deviceActivities();
   ASSERT_EQ(activities.size(), 1u);
   EXPECT_STREQ(activities[0].name, "texpands");
   EXPECT_EQ(activities[0].kind, PTO_ACTIVITY_KERNEL);
   EXPECT_EQ(activities[0].device, 1);
+}
+
+// As CUPTI's runtime API records: each call that queued work is recorded on the
+// calling thread with the caller's innermost external id, and shares a
+// correlation id with the activity of the work it queued.
+TEST(RuntimeProfiler, RecordsEachLaunchCallWithTheCallersIdAndTheCorrelationOfItsWork) {
+  Stream stream;
+  Program abs("buffer %0 output 16\nbuffer %1 input 16\ntabs %0:f32[4;1]@0, %1:f32[4;1]@0\n");
+  DeviceBuffer in(std::vector<float>{-1, 2, -3, 4}), out(16), device(64);
+  std::vector<char> host(64);
+  flushAll();
+  ASSERT_PTO_OK(ptoProfilerStart());
+  ASSERT_PTO_OK(ptoProfilerPushExternalId(7));
+  ASSERT_PTO_OK(ptoProfilerPushExternalId(42));
+  ASSERT_PTO_OK(launchWith(abs.get(), stream.get(), {&out, &in}));
+  ASSERT_PTO_OK(ptoMemcpyAsync(device.get(), host.data(), 64, PTO_MEMCPY_HOST_TO_DEVICE, stream.get()));
+  ASSERT_PTO_OK(ptoProfilerPopExternalId());
+  ASSERT_PTO_OK(ptoMemsetAsync(device.get(), 0, 64, stream.get()));
+  ASSERT_PTO_OK(ptoProfilerPopExternalId());
+  ASSERT_PTO_OK(ptoStreamSynchronize(stream.get()));
+  ASSERT_PTO_OK(ptoProfilerStop());
+
+  const std::vector<ptoActivity> activities = flushAll();
+  ASSERT_EQ(activities.size(), 6u);
+  const std::pair<const char*, const char*> launched[] = {
+      {"ptoProgramLaunch", "tabs"}, {"ptoMemcpyAsync", "memcpy host-to-device"}, {"ptoMemsetAsync", "memset"}};
+  const uint64_t external_ids[] = {42, 42, 7};
+  for (size_t i = 0; i < 3; ++i) {
+    const ptoActivity* call = find(activities, launched[i].first);
+    const ptoActivity* work = find(activities, launched[i].second);
+    ASSERT_TRUE(call && work) << launched[i].first;
+    EXPECT_EQ(call->kind, PTO_ACTIVITY_LAUNCH);
+    EXPECT_EQ(call->external_id, external_ids[i]) << call->name;
+    EXPECT_EQ(call->thread_id, static_cast<uint64_t>(gettid())) << call->name;
+    EXPECT_LE(call->start_ns, call->end_ns) << call->name;
+    EXPECT_LE(call->start_ns, work->start_ns) << call->name;
+    EXPECT_NE(call->correlation_id, 0u) << call->name;
+    EXPECT_EQ(work->correlation_id, call->correlation_id) << work->name;
+  }
+  EXPECT_EQ(ptoProfilerPopExternalId(), PTO_ERROR_INVALID_VALUE) << "every pushed id was popped";
+}
+
+void collect(const ptoActivity* activity, void* into) {
+  static_cast<std::vector<ptoActivity>*>(into)->push_back(*activity);
+}
+
+// A subscriber (torch.profiler) sees the records whether or not start/flush's
+// consumer (pypto.Profiler) runs, and takes nothing from it.
+TEST(RuntimeProfiler, ASubscriberReceivesEveryRecordBesideStartAndFlush) {
+  Stream stream;
+  Program fill(fillProgram(4, 1));
+  DeviceBuffer out(16);
+  std::vector<ptoActivity> received;
+  flushAll();
+  ASSERT_PTO_OK(ptoProfilerSubscribe(&collect, &received));
+  EXPECT_EQ(ptoProfilerEnabled(), 1);
+  ASSERT_PTO_OK(launchWith(fill.get(), stream.get(), {&out}));
+  ASSERT_PTO_OK(ptoStreamSynchronize(stream.get()));
+  EXPECT_TRUE(flushAll().empty()) << "not started: nothing kept for flush";
+  ASSERT_PTO_OK(ptoProfilerStart());
+  ASSERT_PTO_OK(launchWith(fill.get(), stream.get(), {&out}));
+  ASSERT_PTO_OK(ptoStreamSynchronize(stream.get()));
+  ASSERT_PTO_OK(ptoProfilerStop());
+  ASSERT_PTO_OK(ptoProfilerUnsubscribe(&collect, &received));
+  EXPECT_EQ(ptoProfilerEnabled(), 0);
+  ASSERT_PTO_OK(launchWith(fill.get(), stream.get(), {&out}));  // neither: not recorded
+  ASSERT_PTO_OK(ptoStreamSynchronize(stream.get()));
+
+  EXPECT_EQ(deviceActivities().size(), 1u);
+  ASSERT_EQ(received.size(), 4u);  // two launches, each a call and a kernel
+  EXPECT_EQ(std::count_if(received.begin(), received.end(), [](const ptoActivity& a) {
+              return a.kind == PTO_ACTIVITY_KERNEL && std::string(a.name) == "texpands";
+            }),
+            2);
+  EXPECT_EQ(ptoProfilerUnsubscribe(&collect, &received), PTO_ERROR_INVALID_VALUE);
+  EXPECT_EQ(ptoProfilerSubscribe(nullptr, nullptr), PTO_ERROR_INVALID_VALUE);
 }
 
 TEST(RuntimeProfiler, FlushRejectsNullArguments) {

@@ -66,6 +66,7 @@ SimStream::~SimStream() {
 }
 
 void SimStream::enqueue(Command command) {
+  command.correlation = profiler::launchCorrelation();
   bool wake = false;
   {
     std::unique_lock<std::mutex> lock(mutex_);
@@ -179,9 +180,11 @@ void SimStream::runProfiled(const Command& command) {
   activity.end_ns = ptoProfilerNow();
   activity.device = device_;
   activity.stream = reinterpret_cast<uintptr_t>(this);
+  activity.correlation_id = command.correlation;
   for (ptoActivity& stage : inside) {
     stage.device = activity.device;
     stage.stream = activity.stream;
+    stage.correlation_id = activity.correlation_id;
     profiler::record(stage);
   }
   profiler::record(activity);

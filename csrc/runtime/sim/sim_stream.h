@@ -39,6 +39,7 @@ struct Command {
   uint64_t generation = 0;
   uint64_t injected_fault = 0;  // PTO_SIM_FAULTS: the ordinal of the call that fails here, or 0
   std::shared_ptr<const std::vector<Command>> graph;  // kGraph: the captured commands, run in order
+  uint64_t correlation = 0;     // while profiling: the launch that queued it (profiler::launchCorrelation)
 };
 
 class SimStream {
