@@ -4,11 +4,13 @@
 #include <c10/util/flat_hash_map.h>
 
 #include <cstdio>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <set>
 #include <vector>
 
+#include "allocator_history.h"
 #include "device.h"
 #include "pto_check.h"
 
@@ -94,13 +96,18 @@ class AllocatorState {
     const c10::StreamId stream = currentStream(device).id();
     const size_t size = roundSize(nbytes);
     const bool small = size <= kSmallSize;
+    const auto context = history::gatherContext(/*for_free=*/false);
 
     std::lock_guard<std::mutex> lock(mutex_);
     DeviceCache& cache = caches_[device];
     processPendingFrees(/*wait=*/false);
     Block* block = takeFreeBlock(cache, stream, size, small);
-    if (block == nullptr) block = allocateSegment(cache, device, stream, size, small, nbytes);
+    if (block == nullptr) {
+      block = allocateSegment(cache, device, stream, size, small, nbytes);
+      history::record(history::Action::SegmentAlloc, device, block->ptr, block->size, stream, context);
+    }
     splitBlock(cache, block, size);
+    history::record(history::Action::Alloc, device, block->ptr, block->size, stream, context);
 
     block->allocated = true;
     block->requested = nbytes;
@@ -115,11 +122,14 @@ class AllocatorState {
 
   void free(void* ptr) {
     if (ptr == nullptr) return;
+    auto context = history::gatherContext(/*for_free=*/true);
     std::lock_guard<std::mutex> lock(mutex_);
     auto it = active_.find(ptr);
     TORCH_INTERNAL_ASSERT(it != active_.end(), "pto allocator: freeing unknown pointer ", ptr);
     Block* block = it->second;
     active_.erase(it);
+    history::record(history::Action::FreeRequested, block->device, block->ptr, block->size, block->stream,
+                    std::move(context));
     DeviceCache& cache = caches_[block->device];
     updatePool(cache.stats.allocation, block->small, 1, false);
     updatePool(cache.stats.allocated_bytes, block->small, block->size, false);
@@ -172,6 +182,36 @@ class AllocatorState {
     }
     reset(stats.oversize_allocations);
     reset(stats.oversize_segments);
+  }
+
+  // Every segment with its blocks in address order, for torch.pto.memory._snapshot().
+  std::vector<history::SegmentState> segments() {
+    std::lock_guard<std::mutex> lock(mutex_);
+    std::map<uintptr_t, Block*> heads;
+    const auto addSegmentOf = [&heads](Block* block) {
+      while (block->prev != nullptr) block = block->prev;
+      heads.emplace(reinterpret_cast<uintptr_t>(block->ptr), block);
+    };
+    for (DeviceCache& cache : caches_) {
+      for (Block* block : cache.small_free) addSegmentOf(block);
+      for (Block* block : cache.large_free) addSegmentOf(block);
+    }
+    for (const auto& [ptr, block] : active_) addSegmentOf(block);
+    for (const PendingFree& entry : pending_) addSegmentOf(entry.block);
+    std::vector<history::SegmentState> result;
+    for (const auto& [address, head] : heads) {
+      history::SegmentState segment{head->device, address, 0, head->stream, head->small, {}};
+      for (Block* block = head; block != nullptr; block = block->next) {
+        const auto state = block->allocated              ? history::BlockState::kActiveAllocated
+                           : block->pending_events > 0 ? history::BlockState::kActiveAwaitingFree
+                                                        : history::BlockState::kInactive;
+        segment.blocks.push_back({reinterpret_cast<uintptr_t>(block->ptr), block->size,
+                                  block->allocated ? block->requested : 0, state});
+        segment.total_size += block->size;
+      }
+      result.push_back(std::move(segment));
+    }
+    return result;
   }
 
  private:
@@ -234,6 +274,7 @@ class AllocatorState {
       const auto aggregate = static_cast<size_t>(StatType::AGGREGATE);
       const size_t allocated = cache.stats.allocated_bytes[aggregate].current;
       const size_t reserved = cache.stats.reserved_bytes[aggregate].current;
+      history::record(history::Action::Oom, device, nullptr, requested, stream, nullptr, free_bytes);
       TORCH_CHECK_WITH(OutOfMemoryError, false, "PTO out of memory on pto:",
                        static_cast<int>(device), ". Tried to allocate ", formatBytes(requested),
                        ". The device has a total capacity of ", formatBytes(total_bytes),
@@ -276,6 +317,7 @@ class AllocatorState {
   // A block no stream uses any more: merge with free neighbours and cache it.
   void releaseBlock(Block* block) {
     DeviceCache& cache = caches_[block->device];
+    history::record(history::Action::FreeCompleted, block->device, block->ptr, block->size, block->stream, nullptr);
     updatePool(cache.stats.active, block->small, 1, false);
     updatePool(cache.stats.active_bytes, block->small, block->size, false);
     for (Block* neighbour : {block->prev, block->next}) {
@@ -322,6 +364,7 @@ class AllocatorState {
         }
         it = pool->erase(it);
         PTO_CHECK(ptoFree(block->ptr));
+        history::record(history::Action::SegmentFree, block->device, block->ptr, block->size, block->stream, nullptr);
         ++cache.stats.num_device_free;
         updatePool(cache.stats.segment, block->small, 1, false);
         updatePool(cache.stats.reserved_bytes, block->small, block->size, false);
@@ -381,6 +424,8 @@ std::pair<size_t, size_t> CachingDeviceAllocator::getMemoryInfo(c10::DeviceIndex
 }
 
 void CachingDeviceAllocator::free(void* ptr) { state().free(ptr); }
+
+std::vector<history::SegmentState> CachingDeviceAllocator::segments() { return state().segments(); }
 
 CachingDeviceAllocator& deviceAllocator() {
   static auto* allocator = new CachingDeviceAllocator;

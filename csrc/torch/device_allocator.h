@@ -7,6 +7,10 @@
 
 #include <c10/core/CachingDeviceAllocator.h>
 
+#include <vector>
+
+#include "allocator_history.h"
+
 namespace pto::backend {
 
 class CachingDeviceAllocator final : public c10::DeviceAllocator {
@@ -24,6 +28,7 @@ class CachingDeviceAllocator final : public c10::DeviceAllocator {
   std::pair<size_t, size_t> getMemoryInfo(c10::DeviceIndex device) override;
 
   void free(void* ptr);
+  std::vector<history::SegmentState> segments();  // for torch.pto.memory._snapshot()
 };
 
 CachingDeviceAllocator& deviceAllocator();
