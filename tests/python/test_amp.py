@@ -1,0 +1,458 @@
+"""Mixed precision on pto: autocast applies CUDA's cast policies, GradScaler runs on the device.
+
+CPU autocast's op lists differ from CUDA's, so the CPU references here apply CUDA's
+policy by hand: every op's inputs cast explicitly to the dtype CUDA's autocast would
+give them, then the op run on CPU with autocast off.
+"""
+
+import math
+import warnings
+
+import pytest
+import torch
+import torch.nn.functional as F
+from torch.testing import assert_close
+
+import pypto_torch
+
+LOW = "lower_precision_fp"
+FP32 = "fp32"
+FP32_SET_OPT_DTYPE = "fp32_set_opt_dtype"
+FP32_APPEND_DTYPE = "fp32_append_dtype"
+PROMOTE = "promote"
+
+# bfloat16's unit roundoff is 2**-8: a result rounded once more or less on one side
+# differs by that much relative to its size.
+BF16_EPS = 2.0**-8
+
+
+def _randn(*shape):
+    return lambda: torch.randn(*shape)
+
+
+def _positive(*shape):
+    return lambda: torch.rand(*shape) + 0.5
+
+
+# Stands for the autocast dtype of the run in a row of POLICY_TABLE.
+LOWP = "autocast dtype"
+
+# (op, the list of ATen/autocast_mode.h it is on, function, inputs, their dtypes on
+# entry: None for all float32, LOWP for all in the autocast dtype, or one per input).
+# Inputs given in the low dtype show the fp32 lists widen them.
+POLICY_TABLE = [
+    ("mm", LOW, torch.mm, [_randn(4, 8), _randn(8, 3)], None),
+    ("matmul", LOW, torch.matmul, [_randn(2, 4, 8), _randn(8, 3)], None),
+    ("addmm", LOW, torch.addmm, [_randn(3), _randn(4, 8), _randn(8, 3)], None),
+    ("bmm", LOW, torch.bmm, [_randn(2, 4, 8), _randn(2, 8, 3)], None),
+    ("baddbmm", LOW, torch.baddbmm, [_randn(2, 4, 3), _randn(2, 4, 8), _randn(2, 8, 3)], None),
+    ("linear", LOW, F.linear, [_randn(4, 8), _randn(3, 8), _randn(3)], None),
+    ("mv", LOW, torch.mv, [_randn(4, 8), _randn(8)], None),
+    ("addmv", LOW, torch.addmv, [_randn(4), _randn(4, 8), _randn(8)], None),
+    ("addr", LOW, torch.addr, [_randn(4, 3), _randn(4), _randn(3)], None),
+    ("einsum", LOW, lambda a, b: torch.einsum("ij,jk->ik", a, b), [_randn(4, 8), _randn(8, 3)], None),
+    ("conv2d", LOW, F.conv2d, [_randn(1, 2, 6, 6), _randn(3, 2, 3, 3)], None),
+    ("prelu", LOW, F.prelu, [_randn(2, 3), _randn(3)], None),
+    ("scaled_dot_product_attention", LOW, F.scaled_dot_product_attention,
+     [_randn(1, 2, 4, 8), _randn(1, 2, 4, 8), _randn(1, 2, 4, 8)], None),
+    ("exp", FP32, torch.exp, [_randn(4, 8)], LOWP),
+    ("log", FP32, torch.log, [_positive(4, 8)], LOWP),
+    ("rsqrt", FP32, torch.rsqrt, [_positive(4, 8)], LOWP),
+    ("reciprocal", FP32, torch.reciprocal, [_positive(4, 8)], LOWP),
+    ("pow.Tensor_Scalar", FP32, lambda x: torch.pow(x, 2.5), [_positive(4, 8)], LOWP),
+    ("softplus", FP32, F.softplus, [_randn(4, 8)], LOWP),
+    ("layer_norm", FP32, lambda x: F.layer_norm(x, (8,)), [_randn(4, 8)], LOWP),
+    ("group_norm", FP32, lambda x: F.group_norm(x, 2), [_randn(2, 4, 3)], LOWP),
+    ("mse_loss", FP32, F.mse_loss, [_randn(4, 8), _randn(4, 8)], LOWP),
+    ("l1_loss", FP32, F.l1_loss, [_randn(4, 8), _randn(4, 8)], LOWP),
+    ("smooth_l1_loss", FP32, F.smooth_l1_loss, [_randn(4, 8), _randn(4, 8)], LOWP),
+    ("binary_cross_entropy_with_logits", FP32, F.binary_cross_entropy_with_logits,
+     [_randn(4, 8), lambda: torch.rand(4, 8)], LOWP),
+    ("cosine_similarity", FP32, F.cosine_similarity, [_randn(4, 8), _randn(4, 8)], LOWP),
+    ("logsumexp", FP32, lambda x: torch.logsumexp(x, -1), [_randn(4, 8)], LOWP),
+    ("softmax", FP32_SET_OPT_DTYPE, lambda x: torch.softmax(x, -1), [_randn(4, 8)], LOWP),
+    ("log_softmax", FP32_SET_OPT_DTYPE, lambda x: torch.log_softmax(x, -1), [_randn(4, 8)], LOWP),
+    ("sum", FP32_SET_OPT_DTYPE, torch.sum, [_randn(4, 8)], LOWP),
+    ("sum.dim_IntList", FP32_SET_OPT_DTYPE, lambda x: torch.sum(x, [1]), [_randn(4, 8)], LOWP),
+    ("cumsum", FP32_SET_OPT_DTYPE, lambda x: torch.cumsum(x, 1), [_randn(4, 8)], LOWP),
+    ("prod", FP32_SET_OPT_DTYPE, lambda x: torch.prod(x, 1), [_positive(4, 8)], LOWP),
+    ("norm.Scalar", FP32_APPEND_DTYPE, torch.norm, [_randn(4, 8)], LOWP),
+    ("norm.ScalarOpt_dim", FP32_APPEND_DTYPE, lambda x: torch.norm(x, 2, [1]), [_randn(4, 8)], LOWP),
+    ("addcmul", PROMOTE, torch.addcmul, [_randn(4, 8), _randn(4, 8), _randn(4, 8)],
+     [torch.float32, LOWP, LOWP]),
+    ("addcdiv", PROMOTE, torch.addcdiv, [_randn(4, 8), _randn(4, 8), _positive(4, 8)],
+     [LOWP, torch.float32, LOWP]),
+    ("atan2", PROMOTE, torch.atan2, [_randn(4, 8), _randn(4, 8)], [LOWP, torch.float32]),
+    ("dot", PROMOTE, torch.dot, [_randn(8), _randn(8)], [torch.float32, LOWP]),
+    ("cross", PROMOTE, lambda a, b: torch.cross(a, b, dim=1), [_randn(4, 3), _randn(4, 3)],
+     [LOWP, torch.float32]),
+    ("scatter_add", PROMOTE, lambda x, src: torch.scatter_add(x, 1, torch.tensor([[0, 1], [2, 0]]).to(x.device), src),
+     [_randn(2, 3), _randn(2, 2)], [LOWP, torch.float32]),
+]
+
+
+def _entry_dtypes(entry, count, autocast_dtype):
+    dtypes = entry if isinstance(entry, list) else [entry or torch.float32] * count
+    return [autocast_dtype if dtype == LOWP else dtype for dtype in dtypes]
+
+
+def _cuda_policy_dtype(policy, inputs, autocast_dtype):
+    """The dtype CUDA's autocast casts the floating inputs of an op on `policy` to."""
+    if policy == LOW:
+        return autocast_dtype
+    if policy == PROMOTE:
+        widest = inputs[0].dtype
+        for t in inputs[1:]:
+            widest = torch.promote_types(widest, t.dtype)
+        return widest
+    return torch.float32
+
+
+@pytest.mark.parametrize("autocast_dtype", [torch.bfloat16, torch.float16], ids=["bf16", "f16"])
+@pytest.mark.parametrize("name,policy,fn,makers,entry", POLICY_TABLE, ids=[row[0] for row in POLICY_TABLE])
+def test_output_dtype_follows_cuda_policy(name, policy, fn, makers, entry, autocast_dtype):
+    torch.manual_seed(0)
+    inputs = [make().to(dtype) for make, dtype in zip(makers, _entry_dtypes(entry, len(makers), autocast_dtype))]
+    with torch.autocast("pto", dtype=autocast_dtype):
+        result = fn(*[t.to("pto") for t in inputs])
+    expected_dtype = _cuda_policy_dtype(policy, inputs, autocast_dtype)
+    assert result.device.type == "pto"
+    assert result.dtype == expected_dtype, f"{name} under {autocast_dtype} autocast gave {result.dtype}"
+    # The same op on CPU with its inputs cast as CUDA's policy casts them.
+    expected = fn(*[t.to(expected_dtype) for t in inputs])
+    assert_close(result.cpu(), expected, atol=4 * BF16_EPS, rtol=4 * BF16_EPS)
+
+
+@pytest.mark.parametrize("autocast_dtype", [torch.bfloat16, torch.float16], ids=["bf16", "f16"])
+def test_ops_on_no_list_keep_their_dtypes(autocast_dtype):
+    x32, x16 = torch.randn(4, 8, device="pto"), torch.randn(4, 8, device="pto").to(autocast_dtype)
+    with torch.autocast("pto", dtype=autocast_dtype):
+        assert torch.relu(x32).dtype == torch.float32
+        assert torch.relu(x16).dtype == autocast_dtype
+        assert (x32 + x16).dtype == torch.float32  # ordinary type promotion
+        assert torch.mm(x32.int(), x32.int().T).dtype == torch.int32  # only floating tensors are cast
+
+
+def test_cpu_tensors_are_not_cast_by_pto_autocast():
+    a = torch.randn(4, 4)
+    with torch.autocast("pto", dtype=torch.bfloat16):
+        assert (a @ a).dtype == torch.float32
+
+
+def test_autocast_state_nesting_and_disabled_regions():
+    x = torch.randn(4, 4, device="pto")
+    assert not torch.is_autocast_enabled("pto")
+    assert torch.get_autocast_dtype("pto") == torch.float16  # cuda's default too
+    with torch.autocast("pto", dtype=torch.bfloat16):
+        assert torch.is_autocast_enabled("pto") and torch.get_autocast_dtype("pto") == torch.bfloat16
+        assert (x @ x).dtype == torch.bfloat16
+        with torch.autocast("pto", dtype=torch.float16):
+            assert (x @ x).dtype == torch.float16
+        assert (x @ x).dtype == torch.bfloat16
+        with torch.autocast("pto", enabled=False):
+            assert not torch.is_autocast_enabled("pto")
+            assert (x @ x).dtype == torch.float32
+        assert (x @ x).dtype == torch.bfloat16
+    assert not torch.is_autocast_enabled("pto")
+    assert (x @ x).dtype == torch.float32
+
+
+def test_pto_amp_module():
+    x = torch.randn(4, 4, device="pto")
+    assert torch.pto.get_amp_supported_dtype() == [torch.float16, torch.bfloat16]
+    assert torch.pto.is_bf16_supported()
+    with torch.pto.amp.autocast(dtype=torch.bfloat16):
+        assert (x @ x).dtype == torch.bfloat16
+    with torch.pto.amp.autocast():
+        assert (x @ x).dtype == torch.float16
+
+    @torch.pto.amp.autocast(dtype=torch.bfloat16)
+    def decorated(a):
+        return a @ a
+
+    assert decorated(x).dtype == torch.bfloat16
+    scaler = torch.pto.amp.GradScaler(init_scale=8.0)
+    assert isinstance(scaler, torch.amp.GradScaler) and scaler._device == "pto"
+
+
+def test_unsupported_autocast_dtype_is_an_error():
+    with pytest.raises(ValueError, match=r"torch.pto.amp.autocast: dtype torch.float64 is not supported"):
+        torch.pto.amp.autocast(dtype=torch.float64)
+    # torch.autocast itself warns and turns autocast off, for pto as for every backend.
+    x = torch.randn(4, 4, device="pto")
+    with pytest.warns(UserWarning, match="pto Autocast only supports dtypes of torch.float16, torch.bfloat16"):
+        region = torch.autocast("pto", dtype=torch.float64)
+    with region:
+        assert (x @ x).dtype == torch.float32
+
+
+def test_binary_cross_entropy_is_banned_as_on_cuda():
+    probabilities, targets = torch.rand(4, 3, device="pto"), torch.rand(4, 3, device="pto")
+    with torch.autocast("pto", dtype=torch.bfloat16):
+        with pytest.raises(RuntimeError, match="binary_cross_entropy_with_logits"):
+            F.binary_cross_entropy(probabilities, targets)
+    assert_close(F.binary_cross_entropy(probabilities, targets).cpu(),
+                 F.binary_cross_entropy(probabilities.cpu(), targets.cpu()))
+
+
+# --- GradScaler's kernels ---------------------------------------------------------
+
+
+@pytest.mark.parametrize("poison", [None, math.inf, -math.inf, math.nan], ids=["finite", "inf", "-inf", "nan"])
+def test_unscale_kernel_matches_cpu(poison):
+    torch.manual_seed(0)
+    grads = [torch.randn(5, 3), torch.randn(7), torch.randn(2, 2).half(), torch.randn(4, 4)[:, ::2]]
+    if poison is not None:
+        grads[1][3] = poison
+    results = {}
+    for device in ("cpu", "pto"):
+        device_grads = [g.to(device, copy=True) for g in grads]
+        found_inf = torch.zeros(1, device=device)
+        inv_scale = torch.full((1,), 0.125, device=device)
+        with pypto_torch.fallback_mode("error"):
+            torch._amp_foreach_non_finite_check_and_unscale_(device_grads, found_inf, inv_scale)
+        results[device] = [found_inf.cpu()] + [g.cpu() for g in device_grads]
+    assert results["pto"][0].item() == (0.0 if poison is None else 1.0)
+    for pto_value, cpu_value in zip(results["pto"], results["cpu"]):
+        assert_close(pto_value, cpu_value, atol=0, rtol=0, equal_nan=True)
+
+
+def test_unscale_kernel_never_clears_found_inf():
+    found_inf = torch.ones(1, device="pto")
+    torch._amp_foreach_non_finite_check_and_unscale_([torch.ones(3, device="pto")], found_inf,
+                                                     torch.ones(1, device="pto"))
+    assert found_inf.item() == 1.0
+
+
+def test_update_scale_kernel_matches_cpu_over_a_sequence():
+    found_infs = [0, 0, 1, 0, 0, 0, 1, 1, 0, 0, 0]
+    states = {}
+    for device in ("cpu", "pto"):
+        scale = torch.full((1,), 2.0**15, device=device)
+        growth_tracker = torch.zeros(1, dtype=torch.int32, device=device)
+        history = []
+        for found in found_infs:
+            with pypto_torch.fallback_mode("error"):
+                torch._amp_update_scale_(scale, growth_tracker, torch.full((1,), float(found), device=device),
+                                         2.0, 0.5, 3)
+            history.append((scale.item(), growth_tracker.item()))
+        states[device] = history
+    assert states["pto"] == states["cpu"]
+
+
+def test_update_scale_keeps_the_scale_when_growing_would_overflow():
+    scale = torch.full((1,), 3.0e38, device="pto")
+    growth_tracker = torch.zeros(1, dtype=torch.int32, device="pto")
+    torch._amp_update_scale_(scale, growth_tracker, torch.zeros(1, device="pto"), 2.0, 0.5, 1)
+    assert scale.item() == pytest.approx(3.0e38) and growth_tracker.item() == 0
+
+
+def test_grad_scaler_kernels_reject_bad_bookkeeping_tensors():
+    grads = [torch.randn(3, device="pto")]
+    with pytest.raises(RuntimeError, match=r"_amp_foreach_non_finite_check_and_unscale_: inv_scale must be a "
+                                           r"1-element tensor, got shape \[2\]"):
+        torch._amp_foreach_non_finite_check_and_unscale_(grads, torch.zeros(1, device="pto"),
+                                                         torch.ones(2, device="pto"))
+    with pytest.raises(RuntimeError, match="found_inf must be a pto tensor"):
+        torch._amp_foreach_non_finite_check_and_unscale_(grads, torch.zeros(1), torch.ones(1, device="pto"))
+    with pytest.raises(RuntimeError, match="gradients must be floating point, got Int"):
+        torch._amp_foreach_non_finite_check_and_unscale_([torch.ones(3, dtype=torch.int32, device="pto")],
+                                                         torch.zeros(1, device="pto"), torch.ones(1, device="pto"))
+    with pytest.raises(RuntimeError, match="_amp_update_scale_: growth_tracker must be a Int tensor, got Float"):
+        torch._amp_update_scale_(torch.ones(1, device="pto"), torch.zeros(1, device="pto"),
+                                 torch.zeros(1, device="pto"), 2.0, 0.5, 10)
+    assert_close((grads[0] * 2).cpu(), grads[0].cpu() * 2)  # the device is still usable
+
+
+# --- training -----------------------------------------------------------------------
+
+
+class Autocast:
+    """Casts nothing: torch.autocast("pto") applies CUDA's policy itself."""
+
+    def low(self, *tensors):
+        return tensors
+
+    def fp32(self, *tensors):
+        return tensors
+
+
+class CudaPolicyByHand:
+    """CUDA's autocast policy done explicitly, for the CPU reference runs: inputs of ops
+    on the lower-precision list cast to `dtype`, those of the fp32 lists to float32."""
+
+    def __init__(self, dtype):
+        self.dtype = dtype
+
+    def low(self, *tensors):
+        return [t.to(self.dtype) for t in tensors]
+
+    def fp32(self, *tensors):
+        return [t.float() for t in tensors]
+
+
+def mlp_loss(params, x, target, cast):
+    w1, b1, w2, b2 = params
+    h = F.gelu(F.linear(*cast.low(x, w1, b1)))
+    return F.mse_loss(*cast.fp32(F.linear(*cast.low(h, w2, b2)), target))
+
+
+def transformer_block_loss(params, x, target, cast, heads=2):
+    """Pre-norm attention + MLP block, written with the ops autocast sees."""
+    ln1_w, ln1_b, w_qkv, b_qkv, w_out, b_out, ln2_w, ln2_b, w_up, b_up, w_down, b_down = params
+    batch, seq, width = x.shape
+    h = F.layer_norm(*cast.fp32(x), (width,), *cast.fp32(ln1_w, ln1_b))
+    q, k, v = F.linear(*cast.low(h, w_qkv, b_qkv)).split(width, dim=-1)
+    q, k, v = (t.reshape(batch, seq, heads, width // heads).transpose(1, 2) for t in (q, k, v))
+    scores = torch.matmul(*cast.low(q, k.transpose(-2, -1))) * (width // heads) ** -0.5
+    attention = torch.softmax(*cast.fp32(scores), -1)
+    mixed = torch.matmul(*cast.low(attention, v)).transpose(1, 2).reshape(batch, seq, width)
+    x = x + F.linear(*cast.low(mixed, w_out, b_out))
+    h = F.layer_norm(*cast.fp32(x), (width,), *cast.fp32(ln2_w, ln2_b))
+    x = x + F.linear(*cast.low(F.gelu(F.linear(*cast.low(h, w_up, b_up))), w_down, b_down))
+    return F.mse_loss(*cast.fp32(x, target))
+
+
+def mlp_problem():
+    torch.manual_seed(0)
+    params = [torch.randn(64, 32) * 0.2, torch.zeros(64), torch.randn(8, 64) * 0.1, torch.zeros(8)]
+    return mlp_loss, params, torch.randn(128, 32), torch.randn(128, 8)
+
+
+def transformer_problem(width=32, seq=16, batch=4):
+    torch.manual_seed(0)
+    params = [torch.ones(width), torch.zeros(width),
+              torch.randn(3 * width, width) * width**-0.5, torch.zeros(3 * width),
+              torch.randn(width, width) * width**-0.5, torch.zeros(width),
+              torch.ones(width), torch.zeros(width),
+              torch.randn(4 * width, width) * width**-0.5, torch.zeros(4 * width),
+              torch.randn(width, 4 * width) * (4 * width) ** -0.5, torch.zeros(width)]
+    return transformer_block_loss, params, torch.randn(batch, seq, width), torch.randn(batch, seq, width)
+
+
+def train(problem, device, cast, autocast_dtype=None, steps=50, lr=0.05):
+    """`steps` steps of SGD with momentum; float32 master weights. Returns the losses and the weights."""
+    loss_fn, params, x, target = problem()
+    params = [p.to(device).requires_grad_() for p in params]
+    optimizer = torch.optim.SGD(params, lr=lr, momentum=0.9)
+    x, target = x.to(device), target.to(device)
+    losses = []
+    for _ in range(steps):
+        optimizer.zero_grad()
+        with torch.autocast(device, dtype=autocast_dtype or torch.bfloat16, enabled=autocast_dtype is not None):
+            loss = loss_fn(params, x, target, cast)
+        assert loss.dtype == torch.float32
+        loss.backward()
+        optimizer.step()
+        losses.append(loss.detach())
+    return torch.stack(losses).cpu(), [p.detach().cpu() for p in params]
+
+
+@pytest.mark.parametrize("problem", [mlp_problem, transformer_problem], ids=["mlp", "transformer_block"])
+def test_bf16_training_tracks_float32_and_cpu(problem):
+    with pypto_torch.fallback_mode("error"):
+        pto_losses, pto_params = train(problem, "pto", Autocast(), torch.bfloat16)
+        fp32_losses, fp32_params = train(problem, "pto", Autocast())
+    cpu_losses, cpu_params = train(problem, "cpu", CudaPolicyByHand(torch.bfloat16))
+    assert pto_losses[-1] < 0.9 * pto_losses[0]
+    # Against float32: bf16 operands of every matmul are rounded by up to 2**-8
+    # relative; the float32 master weights take each step's update, so over 50 steps
+    # losses and weights stay within twice that (measured: 3e-4 and 1e-3).
+    assert_close(pto_losses, fp32_losses, rtol=2 * BF16_EPS, atol=2 * BF16_EPS)
+    for pto_param, fp32_param in zip(pto_params, fp32_params):
+        assert_close(pto_param, fp32_param, rtol=2 * BF16_EPS, atol=2 * BF16_EPS)
+    # Against the same bf16 run on CPU: the same casts, so only the order of the
+    # float32 accumulation inside each matmul differs, and with it which way a bf16
+    # result rounds, by 2**-8 of that one value; the steps scale it by the learning
+    # rate into the weights, so the runs stay within one bf16 rounding (measured: 3e-4).
+    assert_close(pto_losses, cpu_losses, rtol=BF16_EPS, atol=BF16_EPS)
+    for pto_param, cpu_param in zip(pto_params, cpu_params):
+        assert_close(pto_param, cpu_param, rtol=BF16_EPS, atol=BF16_EPS)
+
+
+def scaled_fp16_training(device, cast, overflow_step, steps=8):
+    """float16 autocast with GradScaler; an inf is written into one gradient at `overflow_step`.
+    Returns (scale, growth tracker, whether the weights moved) per step and the final weights."""
+    loss_fn, params, x, target = mlp_problem()
+    params = [p.to(device).requires_grad_() for p in params]
+    optimizer = torch.optim.SGD(params, lr=0.05)
+    scaler = torch.amp.GradScaler(device, init_scale=2.0**12, growth_interval=3)
+    x, target = x.to(device), target.to(device)
+    history = []
+    for step in range(steps):
+        optimizer.zero_grad()
+        with torch.autocast(device, dtype=torch.float16, enabled=isinstance(cast, Autocast)):
+            loss = loss_fn(params, x, target, cast)
+        scaler.scale(loss).backward()
+        if step == overflow_step:
+            params[2].grad[1, 5] = math.inf
+        before = params[0].detach().clone()
+        scaler.step(optimizer)
+        scaler.update()
+        history.append((scaler.get_scale(), scaler._growth_tracker.item(), not torch.equal(before.cpu(), params[0].cpu())))
+    return history, [p.detach().cpu() for p in params]
+
+
+def test_float16_grad_scaler_recovers_from_an_overflow_as_on_cpu():
+    with pypto_torch.fallback_mode("error"):
+        pto_history, pto_params = scaled_fp16_training("pto", Autocast(), overflow_step=2)
+    cpu_history, cpu_params = scaled_fp16_training("cpu", CudaPolicyByHand(torch.float16), overflow_step=2)
+    assert pto_history == cpu_history
+    scales = [scale for scale, _, _ in pto_history]
+    moved = [step_taken for _, _, step_taken in pto_history]
+    assert moved == [True, True, False, True, True, True, True, True]  # the overflowing step is skipped
+    assert scales[2] == 2.0**11  # halved at the overflow
+    assert scales[5] == 2.0**12  # grown after growth_interval (3) clean steps
+    for pto_param, cpu_param in zip(pto_params, cpu_params):
+        assert_close(pto_param, cpu_param, rtol=2e-3, atol=2e-3)
+
+
+def test_grad_scaler_scale_stays_on_the_device():
+    scaler = torch.pto.amp.GradScaler()
+    weight = torch.randn(3, device="pto", requires_grad=True)
+    optimizer = torch.optim.SGD([weight], lr=0.1)
+    scaler.scale((weight * 2).sum()).backward()
+    scaler.step(optimizer)
+    scaler.update()
+    assert scaler._scale.device.type == "pto" and scaler._growth_tracker.device.type == "pto"
+
+
+# --- torch.compile --------------------------------------------------------------------
+
+
+def _autocast_block(x, w1, b1, w2):
+    with torch.autocast("pto", dtype=torch.bfloat16):
+        h = F.gelu(F.linear(x, w1, b1))
+        y = h @ w2.T
+        probabilities = torch.softmax(y, -1)
+        with torch.autocast("pto", enabled=False):
+            plain = y.float() @ y.float().T
+    return h, y, probabilities, plain
+
+
+def test_autocast_inside_a_compiled_graph_matches_eager():
+    torch.manual_seed(0)
+    inputs = [t.to("pto") for t in (torch.randn(4, 16), torch.randn(32, 16), torch.randn(32), torch.randn(8, 32))]
+    eager = _autocast_block(*inputs)
+    compiled = torch.compile(_autocast_block, backend="pypto")(*inputs)
+    assert [t.dtype for t in eager] == [torch.bfloat16, torch.bfloat16, torch.float32, torch.float32]
+    for compiled_value, eager_value in zip(compiled, eager):
+        assert compiled_value.dtype == eager_value.dtype
+        assert_close(compiled_value.cpu(), eager_value.cpu())
+    explanation = pypto_torch.explain(_autocast_block, *inputs)
+    assert explanation.fallback_nodes == []
+
+
+def test_compiled_graph_under_an_outer_autocast_trains_like_eager():
+    torch.manual_seed(0)
+    _, params, x, target = mlp_problem()
+    params = [p.to("pto").requires_grad_() for p in params]
+    x, target = x.to("pto"), target.to("pto")
+    compiled = torch.compile(mlp_loss, backend="pypto")
+    grads = []
+    for fn in (compiled, mlp_loss):
+        with torch.autocast("pto", dtype=torch.bfloat16):
+            loss = fn(params, x, target, Autocast())
+        grads.append(torch.autograd.grad(loss, params))
+    for compiled_grad, eager_grad in zip(*grads):
+        assert_close(compiled_grad.cpu(), eager_grad.cpu(), rtol=2 * BF16_EPS, atol=2 * BF16_EPS)
