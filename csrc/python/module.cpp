@@ -99,9 +99,11 @@ std::vector<std::pair<at::ScalarType, std::string>> dtypeMapPairs() {
 
 void bindDistributed(py::module_& m);  // distributed.cpp
 void bindMemoryHistory(py::module_& m);  // memory_history.cpp
+void bindGraphs(py::module_& m);  // graphs.cpp
 
 PYBIND11_MODULE(_C, m) {
   bindMemoryHistory(m);
+  bindGraphs(m);
   m.doc() = "pypto_torch native module: the pto device for PyTorch";
 
   m.def("_init", [] { at::globalContext().lazyInitDevice(c10::DeviceType::PrivateUse1); });

@@ -4,10 +4,12 @@
 #include <c10/util/flat_hash_map.h>
 
 #include <cstdio>
+#include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
 #include <set>
+#include <thread>
 #include <vector>
 
 #include "allocator_history.h"
@@ -27,7 +29,10 @@ constexpr size_t kLargeSegment = size_t{20} << 20;// mid-size requests share 20 
 constexpr size_t kMinLargeAlloc = size_t{10} << 20;
 constexpr size_t kRoundLarge = size_t{2} << 20;
 
+struct PrivatePool;
+
 struct Block {
+  PrivatePool* pool = nullptr;  // null: the device's shared cache
   c10::DeviceIndex device = 0;
   c10::StreamId stream = 0;
   size_t size = 0;
@@ -56,6 +61,23 @@ struct BlockOrder {
 struct PendingFree {
   ptoEvent event;
   Block* block;
+};
+
+// A graph's memory (beginAllocateToPool): its own free blocks and segments.
+struct PrivatePool {
+  std::set<Block*, BlockOrder> small_free;
+  std::set<Block*, BlockOrder> large_free;
+  int users = 1;        // graphs that replay into it; at 0 its segments go back to the device
+  size_t segments = 0;  // allocated from the device and not yet returned
+};
+
+// Where allocations go while a capture runs (beginAllocateToPool).
+struct PoolRoute {
+  c10::DeviceIndex device;
+  c10::MempoolId_t id;
+  std::function<bool(c10::Stream)> filter;
+  CachingDeviceAllocator::OutsidePool outside;
+  std::thread::id thread;  // the thread that began it
 };
 
 struct DeviceCache {
@@ -100,10 +122,11 @@ class AllocatorState {
 
     std::lock_guard<std::mutex> lock(mutex_);
     DeviceCache& cache = caches_[device];
+    PrivatePool* pool = poolFor(currentStream(device), nbytes);
     processPendingFrees(/*wait=*/false);
-    Block* block = takeFreeBlock(cache, stream, size, small);
+    Block* block = takeFreeBlock(cache, pool, stream, size, small);
     if (block == nullptr) {
-      block = allocateSegment(cache, device, stream, size, small, nbytes);
+      block = allocateSegment(cache, pool, device, stream, size, small, nbytes);
       history::record(history::Action::SegmentAlloc, device, block->ptr, block->size, stream, context);
     }
     splitBlock(cache, block, size);
@@ -166,6 +189,29 @@ class AllocatorState {
     for (DeviceCache& cache : caches_) releaseCachedSegments(cache);
   }
 
+  void beginAllocateToPool(PoolRoute route) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    auto [it, created] = pools_.try_emplace(route.id);
+    if (!created) ++it->second.users;  // another graph shares it
+    routes_.push_back(std::move(route));
+  }
+
+  void endAllocateToPool(c10::DeviceIndex device, c10::MempoolId_t id) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    std::erase_if(routes_, [&](const PoolRoute& route) { return route.device == device && route.id == id; });
+  }
+
+  void releasePool(c10::DeviceIndex device, c10::MempoolId_t id) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    auto it = pools_.find(id);
+    TORCH_INTERNAL_ASSERT(it != pools_.end(), "pto allocator: releasing unknown pool (", id.first, ", ", id.second, ")");
+    if (--it->second.users > 0) return;
+    processPendingFrees(/*wait=*/true);
+    releaseFreeSegments(caches_[device], it->second.small_free);
+    releaseFreeSegments(caches_[device], it->second.large_free);
+    if (it->second.segments == 0) pools_.erase(it);
+  }
+
   DeviceStats stats(c10::DeviceIndex device) {
     std::lock_guard<std::mutex> lock(mutex_);
     return caches_.at(device).stats;
@@ -223,12 +269,31 @@ class AllocatorState {
     }
   }
 
-  static std::set<Block*, BlockOrder>& poolOf(DeviceCache& cache, bool small) {
+  static std::set<Block*, BlockOrder>& poolOf(DeviceCache& cache, PrivatePool* pool, bool small) {
+    if (pool != nullptr) return small ? pool->small_free : pool->large_free;
     return small ? cache.small_free : cache.large_free;
   }
 
+  // The pool an allocation on `stream` comes from: a capture's, or null (the shared cache).
+  PrivatePool* poolFor(c10::Stream stream, size_t nbytes) {
+    const PoolRoute* refusing = nullptr;
+    for (const PoolRoute& route : routes_) {
+      if (route.device != stream.device_index()) continue;
+      if (route.filter(stream)) return &pools_.at(route.id);
+      const bool refuses = route.outside == CachingDeviceAllocator::OutsidePool::kRefuse ||
+                           (route.outside == CachingDeviceAllocator::OutsidePool::kRefuseOnThisThread &&
+                            route.thread == std::this_thread::get_id());
+      if (refuses) refusing = &route;
+    }
+    TORCH_CHECK(refusing == nullptr, "pto graph capture: an allocation of ", formatBytes(nbytes), " on stream ",
+                stream.id(), " of pto:", static_cast<int>(stream.device_index()),
+                " would come from outside the graph's memory pool while another stream of the device captures; "
+                "allocate on the capturing stream, before the capture, or use capture_error_mode='relaxed'");
+    return nullptr;
+  }
+
   void insertFree(DeviceCache& cache, Block* block) {
-    poolOf(cache, block->small).insert(block);
+    poolOf(cache, block->pool, block->small).insert(block);
     if (block->isSplit()) {
       updatePool(cache.stats.inactive_split, block->small, 1, true);
       updatePool(cache.stats.inactive_split_bytes, block->small, block->size, true);
@@ -236,15 +301,15 @@ class AllocatorState {
   }
 
   void eraseFree(DeviceCache& cache, Block* block) {
-    poolOf(cache, block->small).erase(block);
+    poolOf(cache, block->pool, block->small).erase(block);
     if (block->isSplit()) {
       updatePool(cache.stats.inactive_split, block->small, 1, false);
       updatePool(cache.stats.inactive_split_bytes, block->small, block->size, false);
     }
   }
 
-  Block* takeFreeBlock(DeviceCache& cache, c10::StreamId stream, size_t size, bool small) {
-    auto& pool = poolOf(cache, small);
+  Block* takeFreeBlock(DeviceCache& cache, PrivatePool* private_pool, c10::StreamId stream, size_t size, bool small) {
+    auto& pool = poolOf(cache, private_pool, small);
     Block key;
     key.stream = stream;
     key.size = size;
@@ -255,7 +320,7 @@ class AllocatorState {
     return block;
   }
 
-  Block* allocateSegment(DeviceCache& cache, c10::DeviceIndex device, c10::StreamId stream,
+  Block* allocateSegment(DeviceCache& cache, PrivatePool* pool, c10::DeviceIndex device, c10::StreamId stream,
                          size_t size, bool small, size_t requested) {
     const size_t bytes = segmentSize(size);
     void* ptr = nullptr;
@@ -288,6 +353,8 @@ class AllocatorState {
     updatePool(cache.stats.segment, small, 1, true);
     updatePool(cache.stats.reserved_bytes, small, bytes, true);
     auto* block = new Block;
+    block->pool = pool;
+    if (pool != nullptr) ++pool->segments;
     block->device = device;
     block->stream = stream;
     block->size = bytes;
@@ -301,6 +368,7 @@ class AllocatorState {
     const bool worth_splitting = block->small ? remaining >= kMinBlockSize : remaining > kSmallSize;
     if (!worth_splitting) return;
     auto* rest = new Block;
+    rest->pool = block->pool;
     rest->device = block->device;
     rest->stream = block->stream;
     rest->size = remaining;
@@ -335,6 +403,11 @@ class AllocatorState {
       delete neighbour;
     }
     insertFree(cache, block);
+    // The last block of a pool no graph uses any more: its segment goes back now.
+    if (PrivatePool* pool = block->pool; pool != nullptr && pool->users == 0 && !block->isSplit()) {
+      releaseFreeSegments(cache, poolOf(cache, pool, block->small));
+      if (pool->segments == 0) std::erase_if(pools_, [&](const auto& entry) { return &entry.second == pool; });
+    }
   }
 
   void processPendingFrees(bool wait) {
@@ -353,28 +426,35 @@ class AllocatorState {
     pending_.swap(still_pending);
   }
 
-  // Whole free segments go back to the device.
+  // The shared cache's whole free segments go back to the device.
   void releaseCachedSegments(DeviceCache& cache) {
-    for (auto* pool : {&cache.small_free, &cache.large_free}) {
-      for (auto it = pool->begin(); it != pool->end();) {
-        Block* block = *it;
-        if (block->isSplit()) {
-          ++it;
-          continue;
-        }
-        it = pool->erase(it);
-        PTO_CHECK(ptoFree(block->ptr));
-        history::record(history::Action::SegmentFree, block->device, block->ptr, block->size, block->stream, nullptr);
-        ++cache.stats.num_device_free;
-        updatePool(cache.stats.segment, block->small, 1, false);
-        updatePool(cache.stats.reserved_bytes, block->small, block->size, false);
-        delete block;
+    releaseFreeSegments(cache, cache.small_free);
+    releaseFreeSegments(cache, cache.large_free);
+  }
+
+  // Whole free segments go back to the device.
+  void releaseFreeSegments(DeviceCache& cache, std::set<Block*, BlockOrder>& free_blocks) {
+    for (auto it = free_blocks.begin(); it != free_blocks.end();) {
+      Block* block = *it;
+      if (block->isSplit()) {
+        ++it;
+        continue;
       }
+      it = free_blocks.erase(it);
+      if (block->pool != nullptr) --block->pool->segments;
+      PTO_CHECK(ptoFree(block->ptr));
+      history::record(history::Action::SegmentFree, block->device, block->ptr, block->size, block->stream, nullptr);
+      ++cache.stats.num_device_free;
+      updatePool(cache.stats.segment, block->small, 1, false);
+      updatePool(cache.stats.reserved_bytes, block->small, block->size, false);
+      delete block;
     }
   }
 
   std::mutex mutex_;
   std::vector<DeviceCache> caches_;
+  std::map<c10::MempoolId_t, PrivatePool> pools_;
+  std::vector<PoolRoute> routes_;
   ska::flat_hash_map<void*, Block*> active_;
   std::vector<PendingFree> pending_;
 };
@@ -424,6 +504,19 @@ std::pair<size_t, size_t> CachingDeviceAllocator::getMemoryInfo(c10::DeviceIndex
 }
 
 void CachingDeviceAllocator::free(void* ptr) { state().free(ptr); }
+
+void CachingDeviceAllocator::beginAllocateToPool(c10::DeviceIndex device, c10::MempoolId_t id,
+                                                 std::function<bool(c10::Stream)> filter, OutsidePool outside) {
+  state().beginAllocateToPool({device, id, std::move(filter), outside, std::this_thread::get_id()});
+}
+
+void CachingDeviceAllocator::endAllocateToPool(c10::DeviceIndex device, c10::MempoolId_t id) {
+  state().endAllocateToPool(device, id);
+}
+
+void CachingDeviceAllocator::releasePool(c10::DeviceIndex device, c10::MempoolId_t id) {
+  state().releasePool(device, id);
+}
 
 std::vector<history::SegmentState> CachingDeviceAllocator::segments() { return state().segments(); }
 

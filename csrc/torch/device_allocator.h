@@ -7,6 +7,8 @@
 
 #include <c10/core/CachingDeviceAllocator.h>
 
+#include <functional>
+
 #include <vector>
 
 #include "allocator_history.h"
@@ -28,6 +30,18 @@ class CachingDeviceAllocator final : public c10::DeviceAllocator {
   std::pair<size_t, size_t> getMemoryInfo(c10::DeviceIndex device) override;
 
   void free(void* ptr);
+
+  // Private pools for graph capture, as CUDACachingAllocator's: between begin and
+  // end, allocations on `device` from a stream `filter` accepts come from pool
+  // `id`, whose memory nothing else shares (a captured graph replays into it).
+  // `outside` says what happens meanwhile to an allocation on `device` the filter
+  // refuses. releasePool drops one user of the pool (a graph); once it has none,
+  // its memory returns to the device as its blocks are freed.
+  enum class OutsidePool { kAllow, kRefuseOnThisThread, kRefuse };
+  void beginAllocateToPool(c10::DeviceIndex device, c10::MempoolId_t id, std::function<bool(c10::Stream)> filter,
+                           OutsidePool outside);
+  void endAllocateToPool(c10::DeviceIndex device, c10::MempoolId_t id);
+  void releasePool(c10::DeviceIndex device, c10::MempoolId_t id);
   std::vector<history::SegmentState> segments();  // for torch.pto.memory._snapshot()
 };
 

@@ -9,6 +9,13 @@ import torch
 from pypto_torch import _C
 from pypto_torch.pto.inductor import CppWrapperCodegen, PythonWrapperCodegen, Scheduling, WrapperFxCodegen
 from pypto_torch.pto import amp
+from pypto_torch.pto.graphs import (
+    PTOGraph,
+    graph,
+    graph_pool_handle,
+    is_current_stream_capturing,
+    make_graphed_callables,
+)
 from pypto_torch.pto.memory import (
     empty_cache,
     max_memory_allocated,
@@ -162,6 +169,7 @@ class device_of(device):
 __all__ = [
     "DeviceProperties",
     "Event",
+    "PTOGraph",
     "Stream",
     "amp",
     "current_device",
@@ -177,13 +185,17 @@ __all__ = [
     "get_device_properties",
     "get_rng_state",
     "get_rng_state_all",
+    "graph",
+    "graph_pool_handle",
     "init",
     "initial_seed",
     "is_available",
     "is_bf16_supported",
+    "is_current_stream_capturing",
     "is_initialized",
     "manual_seed",
     "manual_seed_all",
+    "make_graphed_callables",
     "max_memory_allocated",
     "max_memory_reserved",
     "mem_get_info",

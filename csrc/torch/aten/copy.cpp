@@ -13,6 +13,7 @@
 #include <ATen/core/CachingHostAllocator.h>
 #include <c10/core/DeviceGuard.h>
 
+#include "../captured_graph.h"
 #include "../device.h"
 #include "../pto_check.h"
 #include "elementwise.h"
@@ -234,10 +235,18 @@ at::Tensor copyFrom(const at::Tensor& self, const at::Tensor& dst, bool non_bloc
     copyDeviceToDevice(dst, src);
   } else if (isPto(dst)) {
     TORCH_CHECK(src.is_cpu(), "copy_: cannot copy from ", src.device(), " to ", dst.device());
-    copyHostToDevice(dst, src, non_blocking);
+    try {
+      copyHostToDevice(dst, src, non_blocking);
+    } catch (const c10::Error& error) {
+      rethrowNamingCapture(error, "Copying a CPU tensor to pto (torch.tensor(..., device='pto'), .to('pto'))");
+    }
   } else {
     TORCH_CHECK(dst.is_cpu(), "copy_: cannot copy from ", src.device(), " to ", dst.device());
-    copyDeviceToHost(dst, src, non_blocking);
+    try {
+      copyDeviceToHost(dst, src, non_blocking);
+    } catch (const c10::Error& error) {
+      rethrowNamingCapture(error, "Reading a pto tensor on the host (.cpu(), .item(), .tolist(), printing)");
+    }
   }
   return dst;
 }
@@ -249,7 +258,11 @@ at::Tensor copyFromAndResize(const at::Tensor& self, const at::Tensor& dst) {
 
 at::Scalar localScalarDense(const at::Tensor& self) {
   at::Tensor host = at::empty({}, self.options().device(at::kCPU));
-  copyDeviceToHost(host, self.reshape({}), false);
+  try {
+    copyDeviceToHost(host, self.reshape({}), false);
+  } catch (const c10::Error& error) {
+    rethrowNamingCapture(error, "Reading a pto tensor on the host (.item(), printing)");
+  }
   return host.item();
 }
 

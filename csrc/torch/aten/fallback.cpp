@@ -9,6 +9,7 @@
 #include <cstring>
 #include <mutex>
 
+#include "../captured_graph.h"
 #include "../generator.h"
 #include "composite.h"
 
@@ -175,7 +176,11 @@ void cpuFallback(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
   }
   enterCpuFallback(fullName(schema.operator_name()));
   useDeviceGenerators(op, stack, device ? device->index() : -1);
-  at::native::cpu_fallback(op, stack);
+  try {
+    at::native::cpu_fallback(op, stack);
+  } catch (const c10::Error& error) {
+    rethrowNamingCapture(error, fullName(schema.operator_name()) + ", which has no native pto kernel and falls back to the CPU,");
+  }
 }
 
 }  // namespace pto::backend

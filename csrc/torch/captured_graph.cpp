@@ -1,0 +1,127 @@
+#include "captured_graph.h"
+
+#include <c10/util/Exception.h>
+
+#include <atomic>
+
+#include "device.h"
+#include "device_allocator.h"
+#include "pto_check.h"
+
+namespace pto::backend {
+namespace {
+
+// Ids of pools: a graph's own are (n, 0), shared handles (0, n), as CUDA's.
+std::atomic<c10::CaptureId_t> next_pool_id{1};
+
+ptoStreamCaptureMode parseCaptureMode(const std::string& name) {
+  if (name == "global") return PTO_CAPTURE_MODE_GLOBAL;
+  if (name == "thread_local") return PTO_CAPTURE_MODE_THREAD_LOCAL;
+  if (name == "relaxed") return PTO_CAPTURE_MODE_RELAXED;
+  TORCH_CHECK_VALUE(false, "capture_error_mode must be 'global', 'thread_local' or 'relaxed', got '", name, "'");
+}
+
+CachingDeviceAllocator::OutsidePool outsidePool(ptoStreamCaptureMode mode) {
+  switch (mode) {
+    case PTO_CAPTURE_MODE_GLOBAL: return CachingDeviceAllocator::OutsidePool::kRefuse;
+    case PTO_CAPTURE_MODE_THREAD_LOCAL: return CachingDeviceAllocator::OutsidePool::kRefuseOnThisThread;
+    case PTO_CAPTURE_MODE_RELAXED: return CachingDeviceAllocator::OutsidePool::kAllow;
+  }
+  return CachingDeviceAllocator::OutsidePool::kRefuse;
+}
+
+ptoStreamCaptureStatus captureStatus(c10::DeviceIndex device) {
+  ptoStreamCaptureStatus status = PTO_CAPTURE_STATUS_NONE;
+  PTO_CHECK(ptoStreamGetCaptureStatus(nativeStream(currentStream(device)), &status));
+  return status;
+}
+
+}  // namespace
+
+CapturedGraph::~CapturedGraph() {
+  try {
+    reset();
+  } catch (const std::exception& error) {
+    TORCH_WARN("PTOGraph: releasing the graph failed: ", error.what());
+  }
+}
+
+void CapturedGraph::captureBegin(std::optional<c10::MempoolId_t> pool, const std::string& mode_name) {
+  TORCH_CHECK(!capture_stream_ && graph_ == nullptr,
+              "PTOGraph.capture_begin: this graph holds a capture already; reset() it first");
+  const ptoStreamCaptureMode mode = parseCaptureMode(mode_name);
+  device_ = currentDevice();
+  const c10::Stream stream = currentStream(device_);
+  TORCH_CHECK(stream != defaultStream(device_),
+              "PTOGraph.capture_begin: the current stream is pto:", static_cast<int>(device_),
+              "'s default stream, which cannot capture (as with CUDA); capture under torch.pto.graph, which uses "
+              "a side stream, or under a torch.pto.stream(torch.pto.Stream())");
+  const c10::MempoolId_t id = pool.value_or(c10::MempoolId_t{next_pool_id++, 0});
+  deviceAllocator().beginAllocateToPool(device_, id, [stream](c10::Stream s) { return s == stream; },
+                                        outsidePool(mode));
+  pool_ = id;
+  if (const ptoError status = ptoStreamBeginCapture(nativeStream(stream), mode); status != PTO_SUCCESS) {
+    deviceAllocator().endAllocateToPool(device_, id);
+    releaseEverything();
+    throwRuntimeError(status, "ptoStreamBeginCapture", __FILE__, __LINE__);
+  }
+  capture_stream_ = stream;
+}
+
+void CapturedGraph::captureEnd() {
+  TORCH_CHECK(capture_stream_, "PTOGraph.capture_end: no capture is running (call capture_begin first)");
+  const ptoError status = ptoStreamEndCapture(nativeStream(*capture_stream_), &graph_);
+  deviceAllocator().endAllocateToPool(device_, *pool_);
+  capture_stream_.reset();
+  if (status != PTO_SUCCESS) {
+    const std::string why = ptoGetRecentErrMsg();
+    releaseEverything();
+    TORCH_CHECK(false, "PTOGraph capture failed: ", why);
+  }
+}
+
+void CapturedGraph::abortCapture() {
+  if (!capture_stream_) return;
+  ptoStreamEndCapture(nativeStream(*capture_stream_), &graph_);  // whether valid or not, nothing is kept
+  deviceAllocator().endAllocateToPool(device_, *pool_);
+  capture_stream_.reset();
+  releaseEverything();
+}
+
+void CapturedGraph::replay() {
+  TORCH_CHECK(graph_ != nullptr, "PTOGraph.replay: nothing was captured (or the graph was reset)");
+  PTO_CHECK(ptoGraphLaunch(graph_, nativeStream(currentStream(device_))));
+}
+
+void CapturedGraph::reset() {
+  abortCapture();
+  releaseEverything();
+}
+
+void CapturedGraph::releaseEverything() {
+  PTO_CHECK(ptoGraphDestroy(std::exchange(graph_, nullptr)));
+  if (pool_) deviceAllocator().releasePool(device_, *std::exchange(pool_, std::nullopt));
+}
+
+c10::MempoolId_t CapturedGraph::pool() const {
+  TORCH_CHECK(pool_, "PTOGraph.pool: the graph has no pool (it has not captured, or was reset)");
+  return *pool_;
+}
+
+size_t CapturedGraph::nodeCount() const {
+  size_t count = 0;
+  if (graph_ != nullptr) PTO_CHECK(ptoGraphGetNodeCount(graph_, &count));
+  return count;
+}
+
+c10::MempoolId_t graphPoolHandle() { return {0, next_pool_id++}; }
+
+bool isCurrentStreamCapturing(c10::DeviceIndex device) { return captureStatus(device) != PTO_CAPTURE_STATUS_NONE; }
+
+void rethrowNamingCapture(const c10::Error& error, const std::string& what) {
+  if (captureStatus(currentDevice()) != PTO_CAPTURE_STATUS_INVALIDATED) throw error;
+  TORCH_CHECK(false, what, " cannot be captured in a PTOGraph; the capture is invalidated.\n",
+              error.what_without_backtrace());
+}
+
+}  // namespace pto::backend
