@@ -101,3 +101,4 @@ bench: build
 	$(PYTHON) benchmarks/bench_compile.py
 	$(PYTHON) benchmarks/bench_pypto.py
 	$(PYTHON) benchmarks/bench_distributed.py
+	$(PYTHON) benchmarks/bench_amp.py

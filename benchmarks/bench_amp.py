@@ -1,0 +1,89 @@
+"""A bf16 autocast training step of a transformer block, pto side by side with CPU autocast.
+
+    python benchmarks/bench_amp.py [--quick]
+
+The model is tests/python/compile_models.py's TransformerBlock (pre-norm attention
+through scaled_dot_product_attention, layer norms, a GELU feed-forward), trained with
+SGD + momentum on an MSE loss. One step: zero_grad, forward under
+torch.autocast(device, dtype=torch.bfloat16), backward, optimizer step; on pto it ends
+with torch.pto.synchronize(). pto's autocast applies CUDA's cast policy, CPU's its own
+lists (both put linear and attention's matmuls in bf16, layer norm and the loss in
+float32). The float32 step of each device is beside it, for what autocast changes on
+that device. The CPU flags that matter for bf16 (avx512_bf16, amx_bf16) are in the header.
+"""
+
+import sys
+import time
+from pathlib import Path
+
+import torch
+import torch.nn.functional as F
+
+import pypto_torch
+from _timing import OtherLoad, best_time, context_header, settle, table
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests" / "python"))
+from compile_models import TransformerBlock, on_device, seeded  # noqa: E402
+
+SIZES = [  # (batch, sequence, dim, heads, hidden)
+    (8, 64, 64, 4, 256),
+    (8, 128, 128, 4, 512),
+    (4, 256, 256, 8, 1024),
+]
+
+
+def training_step(device: str, size, autocast: bool):
+    """A function running one training step of a fresh, seeded block on `device`."""
+    batch, seq, dim, heads, hidden = size
+    model = on_device(seeded(TransformerBlock, dim=dim, heads=heads, hidden=hidden), device)
+    optimizer = torch.optim.SGD(model.parameters(), lr=1e-3, momentum=0.9)
+    generator = torch.Generator().manual_seed(1)
+    x = torch.randn(batch, seq, dim, generator=generator).to(device)
+    target = torch.randn(batch, seq, dim, generator=generator).to(device)
+
+    def step():
+        optimizer.zero_grad()
+        with torch.autocast(device, dtype=torch.bfloat16, enabled=autocast):
+            loss = F.mse_loss(model(x), target)
+        loss.backward()
+        optimizer.step()
+        if device == "pto":
+            torch.pto.synchronize()
+        return loss
+
+    return step
+
+
+def timed(step, reps: int) -> float:
+    settle()
+    return best_time(step, reps, warmup=2)
+
+
+def main() -> None:
+    quick = "--quick" in sys.argv
+    reps = 3 if quick else 10
+    pypto_torch.set_fallback_mode("silent")
+    context_header("Mixed precision: bf16 autocast training step, pto vs CPU", quick)
+    load = OtherLoad()
+    start = time.perf_counter()
+    fallbacks_before = pypto_torch.fallback_ops()
+    rows = []
+    for size in SIZES:
+        batch, seq, dim, heads, hidden = size
+        ms = {(device, autocast): timed(training_step(device, size, autocast), reps) * 1e3
+              for device in ("pto", "cpu") for autocast in (True, False)}
+        rows.append([f"{batch}x{seq}x{dim}, {heads} heads, ff {hidden}",
+                     f"{ms['pto', True]:.2f}", f"{ms['cpu', True]:.2f}", f"{ms['pto', True] / ms['cpu', True]:.2f}",
+                     f"{ms['pto', False]:.2f}", f"{ms['cpu', False]:.2f}",
+                     f"{ms['pto', True] / ms['pto', False]:.2f}", f"{ms['cpu', True] / ms['cpu', False]:.2f}"])
+    table(f"Time per training step, ms (best of {reps}; pto steps waited for)",
+          ["transformer block", "pto bf16", "CPU bf16", "pto/CPU time", "pto fp32", "CPU fp32",
+           "pto bf16/fp32", "CPU bf16/fp32"], rows)
+    fell_back = {op: calls - fallbacks_before.get(op, 0) for op, calls in pypto_torch.fallback_ops().items()
+                 if calls > fallbacks_before.get(op, 0)}
+    print(f"\nops that went through the CPU fallback: {fell_back or 'none'}")
+    print(f"total time {time.perf_counter() - start:.1f} s; {load.describe()}")
+
+
+if __name__ == "__main__":
+    main()
