@@ -80,6 +80,9 @@ typedef enum ptoDeviceAttribute {
   PTO_DEVICE_ATTR_TOTAL_MEMORY_BYTES = 5,
   PTO_DEVICE_ATTR_ISA_VERSION_MAJOR = 6,       // the PTO ISA version the device executes
   PTO_DEVICE_ATTR_ISA_VERSION_MINOR = 7,       // (torch.pto.get_device_capability)
+  PTO_DEVICE_ATTR_BUSY_NANOSECONDS = 8,        // a counter: time the device's streams spent running
+                                              // work (summed over streams); its rate is the
+                                              // device's utilization (torch.pto.utilization)
 } ptoDeviceAttribute;
 
 const char* ptoGetErrorName(ptoError error);

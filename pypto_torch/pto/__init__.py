@@ -40,6 +40,7 @@ from pypto_torch.pto.random import (
     set_rng_state_all,
 )
 from pypto_torch.pto.streams import Event, Stream, current_stream, default_stream, set_stream, stream
+from pypto_torch.pto.utilization import utilization
 
 def _device_index(device: Any, optional: bool = True) -> int:
     """Index of `device` (a torch.device, 'pto:1', an int, or None for the current one)."""
@@ -213,4 +214,5 @@ __all__ = [
     "set_stream",
     "stream",
     "synchronize",
+    "utilization",
 ]

@@ -36,6 +36,7 @@ struct SimDevice {
   std::once_flag default_stream_once;
   std::unique_ptr<SimStream> default_stream_owner;
   std::atomic<SimStream*> default_stream{nullptr};  // published once created
+  std::atomic<uint64_t> busy_ns{0};  // PTO_DEVICE_ATTR_BUSY_NANOSECONDS
 };
 
 // Saturates to SIZE_MAX (never a valid aligned size) instead of wrapping to a
@@ -230,7 +231,7 @@ class SimDriver final : public Driver {
   }
 
   ptoError streamCreate(int32_t device, ptoStream* stream) override {
-    auto created = std::make_shared<SimStream>(device, memory_);
+    auto created = std::make_shared<SimStream>(device, memory_, devices_[device].busy_ns);
     *stream = toHandle(created.get());
     std::lock_guard<std::mutex> lock(streams_mutex_);
     streams_.emplace(*stream, std::move(created));
@@ -423,6 +424,7 @@ class SimDriver final : public Driver {
       case PTO_DEVICE_ATTR_PAGEABLE_MEMORY_ACCESS: *value = 1; return PTO_SUCCESS;
       case PTO_DEVICE_ATTR_BFLOAT16: *value = 1; return PTO_SUCCESS;
       case PTO_DEVICE_ATTR_TOTAL_MEMORY_BYTES: *value = static_cast<int64_t>(devices_[device].capacity); return PTO_SUCCESS;
+      case PTO_DEVICE_ATTR_BUSY_NANOSECONDS: *value = static_cast<int64_t>(devices_[device].busy_ns.load()); return PTO_SUCCESS;
       default: return Driver::deviceAttribute(device, attribute, value);
     }
   }
@@ -457,7 +459,7 @@ class SimDriver final : public Driver {
   SimStream& defaultStreamOf(int32_t device) {
     SimDevice& dev = devices_[device];
     std::call_once(dev.default_stream_once, [&] {
-      dev.default_stream_owner = std::make_unique<SimStream>(device, memory_);
+      dev.default_stream_owner = std::make_unique<SimStream>(device, memory_, dev.busy_ns);
       dev.default_stream.store(dev.default_stream_owner.get());
     });
     return *dev.default_stream.load();

@@ -52,8 +52,8 @@ bool SimStream::spinUntil(Ready ready) {
   }
 }
 
-SimStream::SimStream(int32_t device, DeviceMemory& memory)
-    : device_(device), memory_(memory), worker_([this] { workerLoop(); }) {}
+SimStream::SimStream(int32_t device, DeviceMemory& memory, std::atomic<uint64_t>& busy_ns)
+    : device_(device), memory_(memory), busy_ns_(busy_ns), worker_([this] { workerLoop(); }) {}
 
 SimStream::~SimStream() {
   {
@@ -144,7 +144,10 @@ void SimStream::workerLoop() {
       command = std::move(queue_.front());
       queue_.pop_front();
     }
+    const auto start = std::chrono::steady_clock::now();
     execute(command);
+    busy_ns_.fetch_add(std::chrono::duration_cast<std::chrono::nanoseconds>(
+        std::chrono::steady_clock::now() - start).count());
     completed_.fetch_add(1);
     std::unique_lock<std::mutex> lock(mutex_);
     if (waiters_ > 0) done_cv_.notify_all();

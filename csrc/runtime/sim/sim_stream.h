@@ -44,8 +44,9 @@ struct Command {
 
 class SimStream {
  public:
-  // `memory` is the device memory the stream's commands work on; it outlives the stream.
-  SimStream(int32_t device, DeviceMemory& memory);
+  // `memory` is the device memory the stream's commands work on; `busy_ns` the device's
+  // count of the time its streams spent running commands. Both outlive the stream.
+  SimStream(int32_t device, DeviceMemory& memory, std::atomic<uint64_t>& busy_ns);
   ~SimStream();  // lets pending work finish, then stops the worker
 
   SimStream(const SimStream&) = delete;
@@ -83,6 +84,7 @@ class SimStream {
 
   const int32_t device_;
   DeviceMemory& memory_;
+  std::atomic<uint64_t>& busy_ns_;
   std::mutex mutex_;
   std::condition_variable work_cv_;
   std::condition_variable done_cv_;
