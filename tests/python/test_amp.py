@@ -198,12 +198,13 @@ def test_binary_cross_entropy_is_banned_as_on_cuda():
 # --- GradScaler's kernels ---------------------------------------------------------
 
 
+@pytest.mark.parametrize("poisoned", [1, 2, 3], ids=["float32", "float16", "strided"])
 @pytest.mark.parametrize("poison", [None, math.inf, -math.inf, math.nan], ids=["finite", "inf", "-inf", "nan"])
-def test_unscale_kernel_matches_cpu(poison):
+def test_unscale_kernel_matches_cpu(poison, poisoned):
     torch.manual_seed(0)
     grads = [torch.randn(5, 3), torch.randn(7), torch.randn(2, 2).half(), torch.randn(4, 4)[:, ::2]]
     if poison is not None:
-        grads[1][3] = poison
+        grads[poisoned][1] = poison
     results = {}
     for device in ("cpu", "pto"):
         device_grads = [g.to(device, copy=True) for g in grads]
@@ -441,6 +442,19 @@ def test_autocast_inside_a_compiled_graph_matches_eager():
         assert_close(compiled_value.cpu(), eager_value.cpu())
     explanation = pypto_torch.explain(_autocast_block, *inputs)
     assert explanation.fallback_nodes == []
+
+
+def test_pto_amp_autocast_compiles_into_one_graph():
+    x, w = torch.randn(4, 8, device="pto"), torch.randn(8, 8, device="pto")
+
+    def block(x, w):
+        with torch.pto.amp.autocast(dtype=torch.bfloat16):
+            return torch.softmax(x @ w, -1), x @ w
+
+    compiled = torch.compile(block, backend="pypto", fullgraph=True)(x, w)
+    for compiled_value, eager_value in zip(compiled, block(x, w)):
+        assert compiled_value.dtype == eager_value.dtype
+        assert_close(compiled_value.cpu(), eager_value.cpu())
 
 
 def test_compiled_graph_under_an_outer_autocast_trains_like_eager():

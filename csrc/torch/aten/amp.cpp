@@ -23,20 +23,24 @@ void ampForeachNonFiniteCheckAndUnscale(at::TensorList scaled_grads, at::Tensor&
   checkOneElement(kOp, "found_inf", found_inf, at::kFloat);
   checkOneElement(kOp, "inv_scale", inv_scale, at::kFloat);
   c10::DeviceGuard guard(found_inf.device());
-  std::vector<at::Tensor> all_finite;
-  all_finite.reserve(scaled_grads.size());
+  // Per gradient, the sum of its elements times 0: 0 when all are finite, nan as soon
+  // as one is inf or nan (inf * 0 is nan, and nan survives a sum). Two passes where
+  // isfinite().all() takes six, and a sum of zeros cannot overflow as the sum of the
+  // gradient itself could.
+  std::vector<at::Tensor> zero_sums;
+  zero_sums.reserve(scaled_grads.size());
   for (const at::Tensor& grad : scaled_grads) {
     TORCH_CHECK(grad.device() == found_inf.device(), kOp, ": every gradient must be on ", found_inf.device(),
                 " with found_inf, got one on ", grad.device());
     TORCH_CHECK(grad.layout() == at::kStrided, kOp, ": gradients must be strided, got ", grad.layout());
     TORCH_CHECK(at::isFloatingType(grad.scalar_type()), kOp, ": gradients must be floating point, got ",
                 grad.scalar_type(), " of shape ", grad.sizes());
-    all_finite.push_back(at::isfinite(grad).all());
+    zero_sums.push_back(at::mul(grad, 0).sum(at::kFloat));
     // A product by 1 leaves every value as it was, inf and nan too: no need to ask
     // the device whether inv_scale is 1 as the CPU kernel does.
     grad.mul_(inv_scale);
   }
-  const at::Tensor found = at::logical_not(at::stack(all_finite).all());
+  const at::Tensor found = at::logical_not(at::isfinite(at::stack(zero_sums)).all());
   found_inf.masked_fill_(found.reshape(found_inf.sizes()), 1.0);
 }
 
