@@ -227,10 +227,14 @@ ptoError checkProgram(ptoProgram program, const char* call) {
   return PTO_SUCCESS;
 }
 
-// Graph capture: per capturing stream, the nodes recorded so far. Every launch
-// asks `capture_count` first, so work on a device where nothing captures pays
-// one atomic load.
+// Graph capture: per capturing stream, its capture and the nodes recorded so
+// far. A stream that waits for an event recorded inside a capture joins it (as
+// CUDA's fork): the work of all its streams is recorded in the order the host
+// gave it, an order every wait between them already respects. Every launch asks
+// `capture_count` first, so work where nothing captures pays one atomic load.
 struct Capture {
+  uint64_t id = 0;
+  ptoStream origin = nullptr;  // the stream that began it, and ends it
   int32_t device = 0;
   ptoStreamCaptureMode mode = PTO_CAPTURE_MODE_GLOBAL;
   std::thread::id thread;
@@ -240,8 +244,16 @@ struct Capture {
 };
 
 std::mutex& captures_mutex = *new std::mutex;
-std::unordered_map<ptoStream, Capture>& captures = *new std::unordered_map<ptoStream, Capture>;
-std::atomic<int> capture_count{0};
+std::unordered_map<ptoStream, std::shared_ptr<Capture>>& captures =
+    *new std::unordered_map<ptoStream, std::shared_ptr<Capture>>;
+std::atomic<size_t> capture_count{0};  // captures.size()
+uint64_t last_capture_id = 0;          // guarded by captures_mutex
+
+// The capture `stream` records into, or null; captures_mutex is held.
+Capture* captureOf(ptoStream stream) {
+  auto it = captures.find(stream);
+  return it == captures.end() ? nullptr : it->second.get();
+}
 
 const char* captureModeName(ptoStreamCaptureMode mode) {
   switch (mode) {
@@ -253,9 +265,9 @@ const char* captureModeName(ptoStreamCaptureMode mode) {
 }
 
 // Marks the capture invalid and returns the refusal; captures_mutex is held.
-ptoError invalidate(ptoStream stream, Capture& capture, const std::string& what) {
+ptoError invalidate(Capture& capture, const std::string& what) {
   const std::string message = pto::rt::formatMessage(
-      what, " (pto:", capture.device, " stream ", static_cast<void*>(stream), " is capturing a graph, capture mode ",
+      what, " (pto:", capture.device, " stream ", static_cast<void*>(capture.origin), " is capturing a graph, capture mode ",
       captureModeName(capture.mode), "); the capture is invalidated");
   if (capture.invalidated.empty()) capture.invalidated = message;
   return pto::rt::fail(PTO_ERROR_CAPTURE_UNSUPPORTED, message);
@@ -269,10 +281,10 @@ ptoError refuseWhileCapturing(const char* call, ptoStream stream, int32_t device
   std::lock_guard<std::mutex> lock(captures_mutex);
   ptoError refused = PTO_SUCCESS;
   for (auto& [capturing, capture] : captures) {
-    const bool concerned = capturing == stream || capture.device == device ||
-                           capture.mode == PTO_CAPTURE_MODE_GLOBAL ||
-                           (capture.mode == PTO_CAPTURE_MODE_THREAD_LOCAL && capture.thread == std::this_thread::get_id());
-    if (concerned) refused = invalidate(capturing, capture, pto::rt::formatMessage(call, " is not permitted"));
+    const bool concerned = capturing == stream || capture->device == device ||
+                           capture->mode == PTO_CAPTURE_MODE_GLOBAL ||
+                           (capture->mode == PTO_CAPTURE_MODE_THREAD_LOCAL && capture->thread == std::this_thread::get_id());
+    if (concerned) refused = invalidate(*capture, pto::rt::formatMessage(call, " is not permitted"));
   }
   return refused;
 }
@@ -283,8 +295,8 @@ ptoError refuseCapturedEvent(const char* call, ptoEvent event) {
   if (capture_count.load(std::memory_order_acquire) == 0) return PTO_SUCCESS;
   std::lock_guard<std::mutex> lock(captures_mutex);
   for (auto& [capturing, capture] : captures) {
-    if (capture.recorded_events.contains(event)) {
-      return invalidate(capturing, capture,
+    if (capture->recorded_events.contains(event)) {
+      return invalidate(*capture,
                         pto::rt::formatMessage(call, " of an event recorded inside the capture is not permitted"));
     }
   }
@@ -297,13 +309,13 @@ ptoError recordIfCapturing(ptoStream stream, const char* call, pto::rt::GraphNod
   *recorded = false;
   if (capture_count.load(std::memory_order_acquire) == 0) return PTO_SUCCESS;
   std::lock_guard<std::mutex> lock(captures_mutex);
-  auto it = captures.find(stream);
-  if (it == captures.end()) return PTO_SUCCESS;
-  if (!it->second.invalidated.empty()) {
+  Capture* capture = captureOf(stream);
+  if (capture == nullptr) return PTO_SUCCESS;
+  if (!capture->invalidated.empty()) {
     return failf(PTO_ERROR_CAPTURE_INVALIDATED, call, ": the capture on this stream was invalidated: ",
-                 it->second.invalidated);
+                 capture->invalidated);
   }
-  it->second.nodes.push_back(std::move(node));
+  capture->nodes.push_back(std::move(node));
   *recorded = true;
   return PTO_SUCCESS;
 }
@@ -322,7 +334,7 @@ ptoError refusePageableCopy(Driver* driver, ptoStream stream, const void* host, 
   if (attributes.type == PTO_MEMORY_HOST_PINNED) return PTO_SUCCESS;
   static constexpr const char* kKinds[] = {"host-to-host", "host-to-device", "device-to-host", "device-to-device"};
   std::lock_guard<std::mutex> lock(captures_mutex);
-  return invalidate(stream, captures.at(stream),
+  return invalidate(*captures.at(stream),
                     pto::rt::formatMessage("ptoMemcpyAsync ", kKinds[kind], " ", side, " pageable host memory ", host,
                                            " cannot be captured (a replay would touch it again; copy through pinned "
                                            "memory or a device tensor made before the capture)"));
@@ -548,15 +560,21 @@ ptoError ptoStreamWaitEvent(ptoStream stream, ptoEvent event) {
   PTO_RETURN_IF_ERROR(pto::rt::resolveStream(driver, &stream));
   if (capture_count.load(std::memory_order_acquire) != 0) {
     std::lock_guard<std::mutex> lock(captures_mutex);
-    if (auto it = captures.find(stream); it != captures.end()) {
-      // Recorded on this stream inside the capture: stream order already waits for it.
-      if (it->second.recorded_events.contains(event)) return PTO_SUCCESS;
-      return invalidate(stream, it->second,
-                        "ptoStreamWaitEvent of an event recorded outside the capture is not permitted (a capture "
-                        "records one stream: order other streams' work before ptoStreamBeginCapture)");
+    if (Capture* capture = captureOf(stream)) {
+      // Recorded inside the capture: the recorded order already waits for it.
+      if (capture->recorded_events.contains(event)) return PTO_SUCCESS;
+      return invalidate(*capture,
+                        "ptoStreamWaitEvent of an event recorded outside the capture is not permitted (order other "
+                        "streams' work before ptoStreamBeginCapture)");
+    }
+    for (auto& [capturing, capture] : captures) {
+      if (!capture->recorded_events.contains(event)) continue;
+      std::shared_ptr<Capture> joined = capture;  // the stream joins the capture (a fork)
+      captures.emplace(stream, std::move(joined));
+      capture_count.store(captures.size(), std::memory_order_release);
+      return PTO_SUCCESS;
     }
   }
-  PTO_RETURN_IF_ERROR(refuseCapturedEvent("ptoStreamWaitEvent", event));
   return driver->streamWaitEvent(stream, event);
 }
 
@@ -592,16 +610,14 @@ ptoError ptoEventRecord(ptoEvent event, ptoStream stream) {
   PTO_RETURN_IF_ERROR(pto::rt::resolveStream(driver, &stream));
   if (capture_count.load(std::memory_order_acquire) != 0) {
     std::lock_guard<std::mutex> lock(captures_mutex);
-    bool captured = false;
+    Capture* recording = captureOf(stream);
     for (auto& [capturing, capture] : captures) {
-      if (capturing == stream) {
-        capture.recorded_events.insert(event);
-        captured = true;
-      } else {
-        capture.recorded_events.erase(event);  // recorded again outside: it orders real work now
-      }
+      if (capture.get() != recording) capture->recorded_events.erase(event);  // it orders real work now
     }
-    if (captured) return PTO_SUCCESS;
+    if (recording != nullptr) {
+      recording->recorded_events.insert(event);
+      return PTO_SUCCESS;
+    }
   }
   return driver->eventRecord(event, stream);
 }
@@ -722,11 +738,14 @@ ptoError ptoStreamBeginCapture(ptoStream stream, ptoStreamCaptureMode mode) {
   std::lock_guard<std::mutex> lock(captures_mutex);
   PTO_REQUIRE(!captures.contains(stream), "ptoStreamBeginCapture: stream ", static_cast<void*>(stream),
               " is capturing already");
-  Capture& capture = captures[stream];
-  capture.device = device;
-  capture.mode = mode;
-  capture.thread = std::this_thread::get_id();
-  capture_count.fetch_add(1, std::memory_order_release);
+  auto capture = std::make_shared<Capture>();
+  capture->id = ++last_capture_id;
+  capture->origin = stream;
+  capture->device = device;
+  capture->mode = mode;
+  capture->thread = std::this_thread::get_id();
+  captures.emplace(stream, std::move(capture));
+  capture_count.store(captures.size(), std::memory_order_release);
   return PTO_SUCCESS;
 }
 
@@ -735,15 +754,18 @@ ptoError ptoStreamEndCapture(ptoStream stream, ptoGraph* graph) {
   PTO_REQUIRE(graph != nullptr, "ptoStreamEndCapture: graph is null");
   *graph = nullptr;
   PTO_RETURN_IF_ERROR(pto::rt::resolveStream(driver, &stream));
-  Capture ended;
+  std::shared_ptr<Capture> capture;
   {
     std::lock_guard<std::mutex> lock(captures_mutex);
     auto it = captures.find(stream);
     PTO_REQUIRE(it != captures.end(), "ptoStreamEndCapture: stream ", static_cast<void*>(stream), " is not capturing");
-    ended = std::move(it->second);
-    captures.erase(it);
-    capture_count.fetch_sub(1, std::memory_order_release);
+    PTO_REQUIRE(it->second->origin == stream, "ptoStreamEndCapture: stream ", static_cast<void*>(stream),
+                " joined the capture begun on stream ", static_cast<void*>(it->second->origin), "; end it there");
+    capture = it->second;
+    std::erase_if(captures, [&](const auto& entry) { return entry.second == capture; });
+    capture_count.store(captures.size(), std::memory_order_release);
   }
+  Capture& ended = *capture;
   if (!ended.invalidated.empty()) {
     return failf(PTO_ERROR_CAPTURE_INVALIDATED, "ptoStreamEndCapture: the capture was invalidated: ", ended.invalidated);
   }
@@ -757,15 +779,17 @@ ptoError ptoStreamEndCapture(ptoStream stream, ptoGraph* graph) {
   return PTO_SUCCESS;
 }
 
-ptoError ptoStreamGetCaptureStatus(ptoStream stream, ptoStreamCaptureStatus* status) {
+ptoError ptoStreamGetCaptureInfo(ptoStream stream, ptoStreamCaptureStatus* status, uint64_t* capture_id) {
   PTO_DRIVER_OR_RETURN(driver);
-  PTO_REQUIRE(status != nullptr, "ptoStreamGetCaptureStatus: status is null");
+  PTO_REQUIRE(status != nullptr, "ptoStreamGetCaptureInfo: status is null");
   PTO_RETURN_IF_ERROR(pto::rt::resolveStream(driver, &stream));
   *status = PTO_CAPTURE_STATUS_NONE;
+  if (capture_id != nullptr) *capture_id = 0;
   if (capture_count.load(std::memory_order_acquire) == 0) return PTO_SUCCESS;
   std::lock_guard<std::mutex> lock(captures_mutex);
-  if (auto it = captures.find(stream); it != captures.end()) {
-    *status = it->second.invalidated.empty() ? PTO_CAPTURE_STATUS_ACTIVE : PTO_CAPTURE_STATUS_INVALIDATED;
+  if (const Capture* capture = captureOf(stream)) {
+    *status = capture->invalidated.empty() ? PTO_CAPTURE_STATUS_ACTIVE : PTO_CAPTURE_STATUS_INVALIDATED;
+    if (capture_id != nullptr) *capture_id = capture->id;
   }
   return PTO_SUCCESS;
 }

@@ -163,8 +163,11 @@ ptoError ptoLaunchHostFunc(ptoStream stream, ptoHostFn fn, void* user_data);
 // Not recordable: synchronizing (a stream, the device, an event) and querying
 // while the mode forbids it; copies from or to host memory that is not pinned
 // (a replay would read or write it again, long after the caller let it go); a
-// wait for an event the capture did not record. Events recorded on the
-// capturing stream order nothing (the capture is in stream order already).
+// wait, on the capturing stream, for an event the capture did not record.
+// Another stream that waits for an event recorded inside the capture joins it
+// (a fork, as with CUDA): its work is recorded too, in the order the host gives
+// it, until the capture ends; waits between the capture's streams order nothing
+// more (the recorded order already respects them).
 typedef enum ptoStreamCaptureMode {
   PTO_CAPTURE_MODE_GLOBAL = 0,        // no thread may synchronize while the capture runs
   PTO_CAPTURE_MODE_THREAD_LOCAL = 1,  // the capturing thread may not
@@ -182,7 +185,8 @@ typedef struct ptoGraphImpl* ptoGraph;
 ptoError ptoStreamBeginCapture(ptoStream stream, ptoStreamCaptureMode mode);
 // Ends the capture, valid or not; `*graph` is null when it was invalidated.
 ptoError ptoStreamEndCapture(ptoStream stream, ptoGraph* graph);
-ptoError ptoStreamGetCaptureStatus(ptoStream stream, ptoStreamCaptureStatus* status);
+// `capture_id` (may be null): which capture the stream records into, 0 when none.
+ptoError ptoStreamGetCaptureInfo(ptoStream stream, ptoStreamCaptureStatus* status, uint64_t* capture_id);
 // One command on `stream`, which must belong to the device the graph was captured on.
 ptoError ptoGraphLaunch(ptoGraph graph, ptoStream stream);
 ptoError ptoGraphDestroy(ptoGraph graph);  // launches already queued still run

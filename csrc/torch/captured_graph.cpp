@@ -30,9 +30,9 @@ CachingDeviceAllocator::OutsidePool outsidePool(ptoStreamCaptureMode mode) {
   return CachingDeviceAllocator::OutsidePool::kRefuse;
 }
 
-ptoStreamCaptureStatus captureStatus(c10::DeviceIndex device) {
+ptoStreamCaptureStatus captureStatus(c10::Stream stream, uint64_t* capture_id = nullptr) {
   ptoStreamCaptureStatus status = PTO_CAPTURE_STATUS_NONE;
-  PTO_CHECK(ptoStreamGetCaptureStatus(nativeStream(currentStream(device)), &status));
+  PTO_CHECK(ptoStreamGetCaptureInfo(nativeStream(stream), &status, capture_id));
   return status;
 }
 
@@ -56,15 +56,19 @@ void CapturedGraph::captureBegin(std::optional<c10::MempoolId_t> pool, const std
               "PTOGraph.capture_begin: the current stream is pto:", static_cast<int>(device_),
               "'s default stream, which cannot capture (as with CUDA); capture under torch.pto.graph, which uses "
               "a side stream, or under a torch.pto.stream(torch.pto.Stream())");
+  PTO_CHECK(ptoStreamBeginCapture(nativeStream(stream), mode));
+  uint64_t capture_id = 0;
+  captureStatus(stream, &capture_id);
   const c10::MempoolId_t id = pool.value_or(c10::MempoolId_t{next_pool_id++, 0});
-  deviceAllocator().beginAllocateToPool(device_, id, [stream](c10::Stream s) { return s == stream; },
-                                        outsidePool(mode));
+  // The pool serves the capturing stream and every stream that joins its capture.
+  deviceAllocator().beginAllocateToPool(
+      device_, id,
+      [stream, capture_id](c10::Stream s) {
+        uint64_t joined = 0;
+        return s == stream || (captureStatus(s, &joined) != PTO_CAPTURE_STATUS_NONE && joined == capture_id);
+      },
+      outsidePool(mode));
   pool_ = id;
-  if (const ptoError status = ptoStreamBeginCapture(nativeStream(stream), mode); status != PTO_SUCCESS) {
-    deviceAllocator().endAllocateToPool(device_, id);
-    releaseEverything();
-    throwRuntimeError(status, "ptoStreamBeginCapture", __FILE__, __LINE__);
-  }
   capture_stream_ = stream;
 }
 
@@ -116,10 +120,12 @@ size_t CapturedGraph::nodeCount() const {
 
 c10::MempoolId_t graphPoolHandle() { return {0, next_pool_id++}; }
 
-bool isCurrentStreamCapturing(c10::DeviceIndex device) { return captureStatus(device) != PTO_CAPTURE_STATUS_NONE; }
+bool isCurrentStreamCapturing(c10::DeviceIndex device) {
+  return captureStatus(currentStream(device)) != PTO_CAPTURE_STATUS_NONE;
+}
 
 void rethrowNamingCapture(const c10::Error& error, const std::string& what) {
-  if (captureStatus(currentDevice()) != PTO_CAPTURE_STATUS_INVALIDATED) throw error;
+  if (captureStatus(currentStream(currentDevice())) != PTO_CAPTURE_STATUS_INVALIDATED) throw error;
   TORCH_CHECK(false, what, " cannot be captured in a PTOGraph; the capture is invalidated.\n",
               error.what_without_backtrace());
 }

@@ -28,7 +28,7 @@ class Graph {
 
 ptoStreamCaptureStatus statusOf(ptoStream stream) {
   ptoStreamCaptureStatus status = PTO_CAPTURE_STATUS_NONE;
-  EXPECT_PTO_OK(ptoStreamGetCaptureStatus(stream, &status));
+  EXPECT_PTO_OK(ptoStreamGetCaptureInfo(stream, &status, nullptr));
   return status;
 }
 
@@ -163,26 +163,58 @@ TEST(RuntimeGraph, PageableHostCopiesAreRefusedPinnedOnesRecorded) {
   EXPECT_PTO_OK(ptoFreeHost(pinned));
 }
 
-TEST(RuntimeGraph, EventsInsideTheCaptureOrderNothingOutsideAreRefused) {
+// A stream waiting for an event recorded inside the capture joins it (a fork):
+// its work is recorded in host order with the capturing stream's.
+TEST(RuntimeGraph, AStreamWaitingForACapturedEventJoinsTheCapture) {
+  Stream stream;
+  Stream forked;
+  DeviceBuffer counter(std::vector<float>(16, 0.0f));
+  DeviceBuffer one(std::vector<float>(16, 1.0f));
+  DeviceBuffer snapshot(16 * sizeof(float));
+  Program add(accumulateProgram(16));
+  ptoEvent fork = nullptr, join = nullptr;
+  ASSERT_PTO_OK(ptoEventCreate(&fork));
+  ASSERT_PTO_OK(ptoEventCreate(&join));
+
+  ASSERT_PTO_OK(ptoStreamBeginCapture(stream.get(), PTO_CAPTURE_MODE_GLOBAL));
+  ASSERT_PTO_OK(launchWith(add.get(), stream.get(), {&counter, &one}));
+  ASSERT_PTO_OK(ptoEventRecord(fork, stream.get()));
+  ASSERT_PTO_OK(ptoStreamWaitEvent(forked.get(), fork));
+  uint64_t origin_id = 0, forked_id = 0;
+  ptoStreamCaptureStatus status = PTO_CAPTURE_STATUS_NONE;
+  ASSERT_PTO_OK(ptoStreamGetCaptureInfo(stream.get(), &status, &origin_id));
+  ASSERT_PTO_OK(ptoStreamGetCaptureInfo(forked.get(), &status, &forked_id));
+  EXPECT_EQ(PTO_CAPTURE_STATUS_ACTIVE, status);
+  EXPECT_EQ(origin_id, forked_id);
+  ASSERT_PTO_OK(ptoMemcpyAsync(snapshot.get(), counter.get(), counter.bytes(), PTO_MEMCPY_DEVICE_TO_DEVICE,
+                               forked.get()));
+  ASSERT_PTO_OK(ptoEventRecord(join, forked.get()));
+  ASSERT_PTO_OK(ptoStreamWaitEvent(stream.get(), join));
+  Graph graph;
+  EXPECT_EQ(PTO_ERROR_INVALID_VALUE, ptoStreamEndCapture(forked.get(), graph.out()));  // ended where it began
+  ASSERT_PTO_OK(ptoStreamEndCapture(stream.get(), graph.out()));
+  EXPECT_EQ(PTO_CAPTURE_STATUS_NONE, statusOf(forked.get()));
+
+  ASSERT_PTO_OK(ptoGraphLaunch(graph.get(), stream.get()));
+  ASSERT_PTO_OK(ptoGraphLaunch(graph.get(), stream.get()));
+  ASSERT_PTO_OK(ptoStreamSynchronize(stream.get()));
+  EXPECT_EQ(std::vector<float>(16, 2.0f), counter.floats());
+  EXPECT_EQ(std::vector<float>(16, 2.0f), snapshot.floats());
+  EXPECT_PTO_OK(ptoEventDestroy(fork));
+  EXPECT_PTO_OK(ptoEventDestroy(join));
+}
+
+TEST(RuntimeGraph, WaitingOnTheCaptureForAnEventFromOutsideIsRefused) {
   Stream stream;
   Stream other;
-  ptoEvent inside = nullptr, outside = nullptr;
-  ASSERT_PTO_OK(ptoEventCreate(&inside));
+  ptoEvent outside = nullptr;
   ASSERT_PTO_OK(ptoEventCreate(&outside));
   ASSERT_PTO_OK(ptoEventRecord(outside, other.get()));
-
-  ASSERT_PTO_OK(ptoStreamBeginCapture(stream.get(), PTO_CAPTURE_MODE_RELAXED));
-  ASSERT_PTO_OK(ptoEventRecord(inside, stream.get()));
-  EXPECT_PTO_OK(ptoStreamWaitEvent(stream.get(), inside));
-  EXPECT_EQ(PTO_ERROR_CAPTURE_UNSUPPORTED, ptoStreamWaitEvent(other.get(), inside));
   Graph refused;
-  EXPECT_EQ(PTO_ERROR_CAPTURE_INVALIDATED, ptoStreamEndCapture(stream.get(), refused.out()));
-
   ASSERT_PTO_OK(ptoStreamBeginCapture(stream.get(), PTO_CAPTURE_MODE_RELAXED));
   EXPECT_EQ(PTO_ERROR_CAPTURE_UNSUPPORTED, ptoStreamWaitEvent(stream.get(), outside));
   EXPECT_TRUE(contains(ptoGetRecentErrMsg(), "outside the capture")) << ptoGetRecentErrMsg();
   EXPECT_EQ(PTO_ERROR_CAPTURE_INVALIDATED, ptoStreamEndCapture(stream.get(), refused.out()));
-  EXPECT_PTO_OK(ptoEventDestroy(inside));
   EXPECT_PTO_OK(ptoEventDestroy(outside));
 }
 

@@ -1,0 +1,257 @@
+"""Graph capture: torch.pto.PTOGraph, torch.pto.graph, graph_pool_handle and
+make_graphed_callables, as torch.cuda's. Replays are compared with eager CPU
+runs; each capture runs in a fresh interpreter (a capture that went wrong could
+leave a process unusable, which is what the refusal tests check it does not)."""
+
+import pytest
+
+
+def run_ok(python, code: str) -> str:
+    result = python(code, PTO_FALLBACK="silent")
+    assert result.returncode == 0, result.stderr
+    return result.stdout
+
+
+def test_replay_reruns_the_captured_ops_on_new_inputs(python):
+    run_ok(python, """
+        import torch
+        static_x = torch.zeros(4, 16, device="pto")
+        g = torch.pto.PTOGraph()
+        with torch.pto.graph(g):
+            static_y = torch.relu(static_x * 2 + 1).sum(dim=1)
+        for seed in range(3):
+            x = torch.randn(4, 16, generator=torch.Generator().manual_seed(seed))
+            static_x.copy_(x)
+            g.replay()
+            torch.testing.assert_close(static_y.cpu(), torch.relu(x * 2 + 1).sum(dim=1))
+    """)
+
+
+def test_capture_runs_nothing_until_replayed(python):
+    run_ok(python, """
+        import torch
+        counter = torch.zeros(16, device="pto")
+        g = torch.pto.PTOGraph()
+        with torch.pto.graph(g):
+            counter.add_(1)
+        assert counter.sum().item() == 0
+        for _ in range(5):
+            g.replay()
+        assert counter.cpu().tolist() == [5.0] * 16
+        assert not torch.pto.is_current_stream_capturing()
+    """)
+
+
+@pytest.mark.parametrize("momentum", [0.0, 0.9])
+def test_mlp_training_step_replays_as_eager_cpu(python, momentum):
+    run_ok(python, f"""
+        import copy
+        import torch
+        torch.manual_seed(0)
+        reference = torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.ReLU(), torch.nn.Linear(16, 4))
+        model = copy.deepcopy(reference).to("pto")
+        reference_opt = torch.optim.SGD(reference.parameters(), lr=0.1, momentum={momentum})
+        opt = torch.optim.SGD(model.parameters(), lr=0.1, momentum={momentum})
+        loss_fn = torch.nn.MSELoss()
+        batches = [(torch.randn(5, 8), torch.randn(5, 4)) for _ in range(7)]
+        static_x = torch.zeros(5, 8, device="pto")
+        static_y = torch.zeros(5, 4, device="pto")
+
+        def eager_step(x, y):
+            reference_opt.zero_grad(set_to_none=True)
+            loss = loss_fn(reference(x), y)
+            loss.backward()
+            reference_opt.step()
+            return loss.detach()
+
+        # Warm-up on a side stream (lazy state, momentum buffers), as with CUDA graphs.
+        side = torch.pto.Stream()
+        side.wait_stream(torch.pto.current_stream())
+        with torch.pto.stream(side):
+            for x, y in batches[:3]:
+                static_x.copy_(x)
+                static_y.copy_(y)
+                opt.zero_grad(set_to_none=True)
+                loss_fn(model(static_x), static_y).backward()
+                opt.step()
+        torch.pto.current_stream().wait_stream(side)
+        for x, y in batches[:3]:
+            eager_step(x, y)
+
+        g = torch.pto.PTOGraph()
+        opt.zero_grad(set_to_none=True)
+        with torch.pto.graph(g):
+            static_loss = loss_fn(model(static_x), static_y)
+            static_loss.backward()
+            opt.step()
+        for x, y in batches[3:]:
+            static_x.copy_(x)
+            static_y.copy_(y)
+            g.replay()
+            torch.testing.assert_close(static_loss.cpu(), eager_step(x, y), rtol=1e-4, atol=1e-5)
+        for mine, theirs in zip(model.parameters(), reference.parameters()):
+            torch.testing.assert_close(mine.detach().cpu(), theirs.detach(), rtol=1e-4, atol=1e-5)
+    """)
+
+
+def test_make_graphed_callables_forward_and_backward_as_eager_cpu(python):
+    run_ok(python, """
+        import copy
+        import torch
+        torch.manual_seed(0)
+        reference = torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.Tanh(), torch.nn.Linear(16, 3))
+        module = copy.deepcopy(reference).to("pto")
+        sample = torch.randn(4, 8, device="pto", requires_grad=True)
+        graphed = torch.pto.make_graphed_callables(module, (sample,))
+        for seed in range(3):
+            x = torch.randn(4, 8, generator=torch.Generator().manual_seed(seed))
+            mine = x.to("pto").requires_grad_()
+            theirs = x.clone().requires_grad_()
+            out = graphed(mine)
+            expected = reference(theirs)
+            torch.testing.assert_close(out.cpu(), expected, rtol=1e-4, atol=1e-5)
+            out.square().sum().backward()
+            expected.square().sum().backward()
+            torch.testing.assert_close(mine.grad.cpu(), theirs.grad, rtol=1e-4, atol=1e-5)
+            for p, q in zip(module.parameters(), reference.parameters()):
+                torch.testing.assert_close(p.grad.cpu(), q.grad, rtol=1e-4, atol=1e-5)
+                p.grad = None
+                q.grad = None
+        module.eval()  # a module in another training mode runs eagerly
+        torch.testing.assert_close(module(sample).detach().cpu(), reference(sample.detach().cpu()), rtol=1e-4, atol=1e-5)
+    """)
+
+
+# Each refusal names what was attempted; the capture ends with nothing kept, and
+# the device runs eager work and new captures as before.
+REFUSALS = {
+    "item": ("y.sum().item()", "Reading a pto tensor on the host"),
+    "cpu": ("y.cpu()", "Reading a pto tensor on the host"),
+    "print": ("print(y)", "Reading a pto tensor on the host"),
+    "device synchronize": ("torch.pto.synchronize()", "ptoDeviceSynchronize is not permitted"),
+    "stream synchronize": ("torch.pto.current_stream().synchronize()", "ptoStreamSynchronize is not permitted"),
+    "event synchronize": ("e = torch.pto.Event(); e.record(); e.synchronize()",
+                          "ptoEventSynchronize of an event recorded inside the capture"),
+    "host to device copy": ("torch.tensor([1.0, 2.0], device='pto')", "Copying a CPU tensor to pto"),
+    "cpu fallback": ("torch.special.zeta(y, y)", "aten::special_zeta.out, which has no native pto kernel"),
+    "allocation outside the pool": ("with torch.pto.stream(torch.pto.Stream()): torch.empty(64, device='pto')",
+                                    "would come from outside the graph's memory pool"),
+}
+
+
+@pytest.mark.parametrize("name", list(REFUSALS))
+def test_uncapturable_work_is_refused_by_name_and_the_device_stays_usable(python, name):
+    statement, message = REFUSALS[name]
+    out = run_ok(python, f"""
+        import torch
+        x = torch.randn(16, device="pto")
+        g = torch.pto.PTOGraph()
+        try:
+            with torch.pto.graph(g):
+                y = x * 2
+                {statement}
+        except RuntimeError as error:
+            print("REFUSED:", str(error).replace("\\n", " "))
+        assert not torch.pto.is_current_stream_capturing()
+        assert torch.pto.current_stream() == torch.pto.default_stream()
+        torch.pto.synchronize()
+        torch.testing.assert_close((x + 1).cpu(), x.cpu() + 1)
+        with torch.pto.graph(g):
+            z = x * 3
+        g.replay()
+        torch.testing.assert_close(z.cpu(), x.cpu() * 3)
+    """)
+    assert "REFUSED:" in out and message in out, out
+    if name not in ("allocation outside the pool",):
+        assert "invalidated" in out, out
+
+
+def test_bad_capture_calls_are_clear_errors(python):
+    out = run_ok(python, """
+        import torch
+        g = torch.pto.PTOGraph()
+        for attempt in (g.replay, g.capture_end, g.pool,
+                        lambda: g.capture_begin(capture_error_mode="sometimes"),
+                        g.capture_begin):  # the default stream cannot capture
+            try:
+                attempt()
+            except (RuntimeError, ValueError) as error:
+                print("ERROR:", str(error).splitlines()[0])
+    """)
+    assert "nothing was captured" in out
+    assert "no capture is running" in out
+    assert "the graph has no pool" in out
+    assert "capture_error_mode must be 'global', 'thread_local' or 'relaxed'" in out
+    assert "default stream, which cannot capture" in out
+
+
+def test_relaxed_mode_lets_other_streams_synchronize_and_allocate(python):
+    run_ok(python, """
+        import torch
+        x = torch.randn(16, device="pto")
+        other = torch.pto.Stream()
+        g = torch.pto.PTOGraph()
+        with torch.pto.graph(g, capture_error_mode="relaxed"):
+            y = x + 1
+            with torch.pto.stream(other):
+                z = torch.ones(16, device="pto")
+                other.synchronize()
+        g.replay()
+        torch.testing.assert_close(y.cpu(), x.cpu() + 1)
+    """)
+
+
+def test_pool_memory_returns_when_the_graph_goes(python):
+    run_ok(python, """
+        import gc
+        import torch
+        x = torch.randn(256, 256, device="pto")
+        torch.pto.synchronize()
+        allocated, reserved = torch.pto.memory_allocated(), torch.pto.memory_reserved()
+
+        def capture():
+            g = torch.pto.PTOGraph()
+            with torch.pto.graph(g):
+                y = (x @ x).relu() + 1  # temporaries freed inside the capture stay in the pool
+            g.replay()
+            return g, y
+
+        g, y = capture()
+        assert torch.pto.memory_reserved() > reserved
+        del y
+        g.reset()
+        assert (torch.pto.memory_allocated(), torch.pto.memory_reserved()) == (allocated, reserved)
+
+        g, y = capture()  # garbage collection releases it too, output freed after the graph
+        del g
+        gc.collect()
+        assert torch.pto.memory_reserved() > reserved  # y still lives in the pool
+        del y
+        assert (torch.pto.memory_allocated(), torch.pto.memory_reserved()) == (allocated, reserved)
+    """)
+
+
+def test_graphs_share_a_pool(python):
+    run_ok(python, """
+        import torch
+        x = torch.randn(64, device="pto")
+        reserved = torch.pto.memory_reserved()
+        pool = torch.pto.graph_pool_handle()
+        first, second = torch.pto.PTOGraph(), torch.pto.PTOGraph()
+        with torch.pto.graph(first, pool=pool):
+            a = x * 2
+        with torch.pto.graph(second, pool=first.pool()):
+            b = a + 1
+        assert first.pool() == second.pool() == pool
+        grown = torch.pto.memory_reserved()
+        assert grown == reserved + 2 * 1024 * 1024  # one small segment for both
+        x.fill_(1.0)
+        first.replay()
+        second.replay()
+        assert b.cpu().tolist() == [3.0] * 64
+        del a, b
+        first.reset()
+        assert torch.pto.memory_reserved() == grown  # the second graph still uses the pool
+        second.reset()
+        assert torch.pto.memory_reserved() == reserved
+    """)
