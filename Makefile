@@ -102,3 +102,4 @@ bench: build
 	$(PYTHON) benchmarks/bench_pypto.py
 	$(PYTHON) benchmarks/bench_distributed.py
 	$(PYTHON) benchmarks/bench_amp.py
+	$(PYTHON) benchmarks/bench_graphs.py
