@@ -76,8 +76,10 @@ void PtoActivityProfilerSession::popCorrelationId() {
 }
 
 int32_t PtoActivityProfilerSession::streamLane(int32_t device, uint64_t stream) {
-  const auto [lane, inserted] = lanes_.try_emplace({device, stream}, static_cast<int32_t>(lanes_.size()));
-  return lane->second;
+  const auto found = lanes_.find({device, stream});
+  if (found != lanes_.end()) return found->second;
+  const auto on_device = std::count_if(lanes_.begin(), lanes_.end(), [&](const auto& lane) { return lane.first.first == device; });
+  return lanes_[{device, stream}] = static_cast<int32_t>(on_device);
 }
 
 void PtoActivityProfilerSession::processTrace(libkineto::ActivityLogger& logger) {

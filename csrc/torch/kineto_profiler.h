@@ -56,7 +56,7 @@ class PtoActivityProfilerSession final : public libkineto::IActivityProfilerSess
   std::vector<ptoActivity> records_;  // guarded by mutex_
   bool subscribed_ = false;
   int64_t clock_offset_ns_ = 0;
-  std::map<std::pair<int32_t, uint64_t>, int32_t> lanes_;  // (device, stream) -> its lane, in order of first use
+  std::map<std::pair<int32_t, uint64_t>, int32_t> lanes_;  // (device, stream) -> its lane on the device, by first use
   std::set<int32_t> devices_;                              // the devices that ran something
   std::unique_ptr<libkineto::CpuTraceBuffer> trace_;
 };

@@ -144,3 +144,26 @@ def test_autograd_profiler_with_use_device_pto_and_kineto(python):
     print(json.dumps({"device": sorted({e.name for e in device_events(prof.function_events)})}))
     """)
     assert {"tmatmul", "texp"} <= set(result["device"])
+
+
+def test_each_device_is_a_process_of_the_trace(python, tmp_path):
+    trace = tmp_path / "trace.json"
+    result = run_profiled(python, f"""
+    if torch.pto.device_count() < 2:
+        print(json.dumps(None))
+        raise SystemExit
+    a, b = torch.randn(8, device="pto:0"), torch.randn(8, device="pto:1")
+    with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.PrivateUse1]) as prof:
+        a.exp(), b.exp()
+        torch.pto.synchronize(1)
+    prof.export_chrome_trace({str(trace)!r})
+    print(json.dumps(json.load(open({str(trace)!r}))["traceEvents"]))
+    """)
+    if result is None:
+        pytest.skip("needs two pto devices")
+    kernels = {(e["pid"], e["tid"]) for e in result if e.get("cat") == "kernel"}
+    assert kernels == {(0, 0), (1, 0)}
+    names = {(e["pid"], e["name"]): e["args"]["name"] for e in result
+             if e.get("ph") == "M" and e["pid"] in (0, 1) and e["name"] in ("process_name", "thread_name")}
+    assert names[(0, "process_name")] == "pto:0" and names[(1, "process_name")] == "pto:1"
+    assert names[(0, "thread_name")] == names[(1, "thread_name")] == "stream 0"
