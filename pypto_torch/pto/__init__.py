@@ -17,6 +17,8 @@ from pypto_torch.pto.graphs import (
     make_graphed_callables,
 )
 from pypto_torch.pto.memory import (
+    caching_allocator_alloc,
+    caching_allocator_delete,
     empty_cache,
     max_memory_allocated,
     max_memory_reserved,
@@ -173,6 +175,8 @@ __all__ = [
     "PTOGraph",
     "Stream",
     "amp",
+    "caching_allocator_alloc",
+    "caching_allocator_delete",
     "current_device",
     "current_stream",
     "default_stream",

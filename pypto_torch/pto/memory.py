@@ -4,11 +4,16 @@ The numbers come from the allocator through ``torch.accelerator.memory``; this
 module gives them ``torch.cuda``'s names and a readable summary.
 """
 
+import pickle
+import sys
 from collections import OrderedDict
 from typing import Any
 
 import torch
 import torch.accelerator.memory as accelerator_memory
+
+from pypto_torch import _C
+from pypto_torch.pto import streams
 
 
 def _index(device: Any) -> int:
@@ -96,3 +101,59 @@ def memory_summary(device: Any = None, abbreviated: bool = False) -> str:
                  f"Alloc retries: {stats.get('num_alloc_retries', 0)}    OOMs: {stats.get('num_ooms', 0)}")
     lines.append("=" * width)
     return "\n".join(lines)
+
+
+
+def caching_allocator_alloc(size: int, device: Any = None, stream: Any = None) -> int:
+    """Allocate `size` bytes from the caching allocator on `device` for `stream` (default:
+    the device's current stream); returns the address. Free it with caching_allocator_delete."""
+    index = _index(device)
+    if stream is None:
+        stream = streams.current_stream(index)
+    elif isinstance(stream, int):
+        stream = torch.Stream(stream_id=stream, device_index=index,
+                              device_type=streams.current_stream(index).device_type)
+    if not isinstance(stream, torch.Stream):
+        raise TypeError(f"caching_allocator_alloc: stream must be a torch.pto.Stream or a stream id, "
+                        f"got {type(stream).__name__}")
+    with streams.stream(stream):
+        return _C._caching_allocator_alloc(size, stream.device_index)
+
+
+def caching_allocator_delete(mem_ptr: int) -> None:
+    """Free memory that caching_allocator_alloc returned."""
+    _C._caching_allocator_delete(mem_ptr)
+
+
+def _record_memory_history(enabled: str | None = "all", context: str | None = "all", stacks: str = "all",
+                           max_entries: int = sys.maxsize, device: Any = None, clear_history: bool = False,
+                           **unsupported: Any) -> None:
+    """Record the allocator's history, as torch.cuda.memory._record_memory_history: with
+    enabled="state" the stack that allocated each live block, with "all" also a trace of
+    every alloc, free and segment (the newest `max_entries`); None stops and forgets.
+    `context` is whose stacks are kept ("all" adds frees; None keeps none); `stacks` is
+    "python" or "all" (C++ frames too). The recording covers every pto device."""
+    if unsupported:
+        raise TypeError(f"_record_memory_history: pto does not record {sorted(unsupported)}")
+    if enabled not in (None, "state", "all"):
+        raise ValueError(f"_record_memory_history: enabled must be None, 'state' or 'all', got {enabled!r}")
+    if context not in (None, "state", "alloc", "all"):
+        raise ValueError(f"_record_memory_history: context must be None, 'state', 'alloc' or 'all', got {context!r}")
+    if stacks not in ("python", "all"):
+        raise ValueError(f"_record_memory_history: stacks must be 'python' or 'all', got {stacks!r}")
+    _index(device)
+    _C._record_memory_history(enabled is not None, enabled == "all", context is not None, context == "all",
+                              stacks == "all", max_entries, clear_history)
+
+
+def _snapshot(device: Any = None) -> dict[str, Any]:
+    """The allocator's segments and recorded history: the dictionary torch.cuda.memory._snapshot()
+    returns, which torch.cuda._memory_viz reads."""
+    _index(device)
+    return _C._memory_snapshot()
+
+
+def _dump_snapshot(filename: str = "dump_snapshot.pickle") -> None:
+    """Save _snapshot() as a pickle that https://pytorch.org/memory_viz opens."""
+    with open(filename, "wb") as file:
+        pickle.dump(_snapshot(), file)
