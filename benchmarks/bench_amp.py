@@ -6,7 +6,8 @@ The model is tests/python/compile_models.py's TransformerBlock (pre-norm attenti
 through scaled_dot_product_attention, layer norms, a GELU feed-forward), trained with
 SGD + momentum on an MSE loss. One step: zero_grad, forward under
 torch.autocast(device, dtype=torch.bfloat16), backward, optimizer step; on pto it ends
-with torch.pto.synchronize(). pto's autocast applies CUDA's cast policy, CPU's its own
+with torch.pto.synchronize(). The four steps of a size alternate, best of 10 rounds
+after two untimed steps each. pto's autocast applies CUDA's cast policy, CPU's its own
 lists (both put linear and attention's matmuls in bf16, layer norm and the loss in
 float32). The float32 step of each device is beside it, for what autocast changes on
 that device. The CPU flags that matter for bf16 (avx512_bf16, amx_bf16) are in the header.
@@ -54,9 +55,19 @@ def training_step(device: str, size, autocast: bool):
     return step
 
 
-def timed(step, reps: int) -> float:
-    settle()
-    return best_time(step, reps, warmup=2)
+def best_times(steps: dict, reps: int) -> dict:
+    """Best time of each step over `reps` rounds; the steps alternate within a round, each
+    after the threads of the one before have stopped spinning, so that a burst of other
+    load does not fall on one of them only."""
+    best = {way: float("inf") for way in steps}
+    for step in steps.values():
+        step()
+        step()
+    for _ in range(reps):
+        for way, step in steps.items():
+            settle()
+            best[way] = min(best[way], best_time(step, 1, warmup=0))
+    return best
 
 
 def main() -> None:
@@ -70,8 +81,9 @@ def main() -> None:
     rows = []
     for size in SIZES:
         batch, seq, dim, heads, hidden = size
-        ms = {(device, autocast): timed(training_step(device, size, autocast), reps) * 1e3
-              for device in ("pto", "cpu") for autocast in (True, False)}
+        steps = {(device, autocast): training_step(device, size, autocast)
+                 for device in ("pto", "cpu") for autocast in (True, False)}
+        ms = {way: seconds * 1e3 for way, seconds in best_times(steps, reps).items()}
         rows.append([f"{batch}x{seq}x{dim}, {heads} heads, ff {hidden}",
                      f"{ms['pto', True]:.2f}", f"{ms['cpu', True]:.2f}", f"{ms['pto', True] / ms['cpu', True]:.2f}",
                      f"{ms['pto', False]:.2f}", f"{ms['cpu', False]:.2f}",

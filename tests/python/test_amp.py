@@ -6,7 +6,6 @@ give them, then the op run on CPU with autocast off.
 """
 
 import math
-import warnings
 
 import pytest
 import torch
@@ -390,7 +389,8 @@ def scaled_fp16_training(device, cast, overflow_step, steps=8):
         before = params[0].detach().clone()
         scaler.step(optimizer)
         scaler.update()
-        history.append((scaler.get_scale(), scaler._growth_tracker.item(), not torch.equal(before.cpu(), params[0].cpu())))
+        moved = not torch.equal(before.cpu(), params[0].cpu())
+        history.append((scaler.get_scale(), scaler._growth_tracker.item(), moved))
     return history, [p.detach().cpu() for p in params]
 
 

@@ -59,7 +59,8 @@ at::Tensor& ampUpdateScale(at::Tensor& scale, at::Tensor& growth_tracker, const 
   const at::Tensor grow = at::logical_and(at::logical_not(found), at::eq(clean_steps, growth_interval));
   const at::Tensor grown = at::mul(scale, growth_factor);
   const at::Tensor grown_if_finite = at::where(at::isfinite(grown), grown, scale);
-  const at::Tensor new_scale = at::where(found, at::mul(scale, backoff_factor), at::where(grow, grown_if_finite, scale));
+  const at::Tensor new_scale =
+      at::where(found, at::mul(scale, backoff_factor), at::where(grow, grown_if_finite, scale));
   const at::Tensor new_tracker = at::where(at::logical_or(found, grow), at::zeros_like(growth_tracker), clean_steps);
   scale.copy_(new_scale);
   growth_tracker.copy_(new_tracker);
