@@ -803,6 +803,7 @@ ptoError ptoGraphLaunch(ptoGraph graph, ptoStream stream) {
   PTO_RETURN_IF_ERROR(driver->streamGetDevice(stream, &stream_device));
   PTO_REQUIRE(stream_device == graph->device, "ptoGraphLaunch: the graph was captured on pto:", graph->device,
               ", the stream belongs to pto:", stream_device);
+  const pto::rt::profiler::LaunchScope launch("ptoGraphLaunch");
   return driver->launchGraph(stream, graph->instantiated);
 }
 

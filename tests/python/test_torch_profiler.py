@@ -167,3 +167,27 @@ def test_each_device_is_a_process_of_the_trace(python, tmp_path):
              if e.get("ph") == "M" and e["pid"] in (0, 1) and e["name"] in ("process_name", "thread_name")}
     assert names[(0, "process_name")] == "pto:0" and names[(1, "process_name")] == "pto:1"
     assert names[(0, "thread_name")] == names[(1, "thread_name")] == "stream 0"
+
+
+def test_a_graph_replay_shows_its_kernels_joined_to_the_replay_launch(python, tmp_path):
+    trace = tmp_path / "trace.json"
+    events = run_profiled(python, f"""
+    graph, stream = torch.pto.PTOGraph(), torch.pto.Stream()
+    with torch.pto.stream(stream):
+        (x + 1).exp()  # warm up outside the capture
+        torch.pto.synchronize()
+        with torch.pto.graph(graph):
+            (x + 1).exp()
+    with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.PrivateUse1]) as prof:
+        graph.replay()
+    prof.export_chrome_trace({str(trace)!r})
+    print(json.dumps(json.load(open({str(trace)!r}))["traceEvents"]))
+    """)
+    kernels = [e for e in events if e.get("cat") == "kernel"]
+    launches = [e for e in events if e.get("cat") == "privateuse1_runtime"]
+    assert {"tadd", "texp"} <= {e["name"] for e in kernels}
+    assert [e["name"] for e in launches] == ["ptoGraphLaunch"]
+    starts = [e for e in events if e.get("ph") == "s"]
+    ends = [e for e in events if e.get("ph") == "f"]
+    assert len(starts) == 1 and len(ends) == len(kernels)
+    assert all(end["id"] == starts[0]["id"] for end in ends)

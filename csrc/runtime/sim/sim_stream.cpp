@@ -240,9 +240,18 @@ void SimStream::runCommand(const Command& command, std::vector<ptoActivity>* ins
         command.event->complete(command.generation, failure, message);
         break;
       }
-      // A captured graph's commands, each as if enqueued alone (and profiled so).
+      // A captured graph's commands, each as if enqueued alone (and profiled so,
+      // as work of this replay's launch).
       case Command::Kind::kGraph:
-        for (const Command& node : *command.graph) execute(node);
+        for (const Command& node : *command.graph) {
+          if (command.correlation == 0) {
+            execute(node);
+          } else {
+            Command launched = node;
+            launched.correlation = command.correlation;
+            execute(launched);
+          }
+        }
         break;
       case Command::Kind::kEventWait: {
         command.event->waitFor(command.generation);
