@@ -247,6 +247,20 @@ def test_update_scale_keeps_the_scale_when_growing_would_overflow():
     assert scale.item() == pytest.approx(3.0e38) and growth_tracker.item() == 0
 
 
+def test_grad_scaler_kernels_never_wait_for_the_device():
+    grads = [torch.randn(16, 8, device="pto") for _ in range(4)]
+    grads[2][3, 1] = math.inf
+    found_inf, inv_scale = torch.zeros(1, device="pto"), torch.full((1,), 0.5, device="pto")
+    scale, growth_tracker = torch.full((1,), 2.0, device="pto"), torch.zeros(1, dtype=torch.int32, device="pto")
+    with torch.profiler.profile() as profile:
+        torch._amp_foreach_non_finite_check_and_unscale_(grads, found_inf, inv_scale)
+        torch._amp_update_scale_(scale, growth_tracker, found_inf, 2.0, 0.5, 10)
+    names = {event.name for event in profile.events()}
+    assert "ptoProgramLaunch" in names
+    assert "memcpy device-to-host" not in names  # what .item() or a CPU fallback would show
+    assert (found_inf.item(), scale.item(), growth_tracker.item()) == (1.0, 1.0, 0)
+
+
 def test_grad_scaler_kernels_reject_bad_bookkeeping_tensors():
     grads = [torch.randn(3, device="pto")]
     with pytest.raises(RuntimeError, match=r"_amp_foreach_non_finite_check_and_unscale_: inv_scale must be a "
