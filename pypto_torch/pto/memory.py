@@ -153,6 +153,11 @@ def _snapshot(device: Any = None) -> dict[str, Any]:
     return _C._memory_snapshot()
 
 
+def memory_snapshot() -> list[dict[str, Any]]:
+    """The allocator's segments on every pto device (_snapshot()["segments"])."""
+    return _C._memory_snapshot()["segments"]
+
+
 def _dump_snapshot(filename: str = "dump_snapshot.pickle") -> None:
     """Save _snapshot() as a pickle that https://pytorch.org/memory_viz opens."""
     with open(filename, "wb") as file:
