@@ -3,7 +3,9 @@
 #include <c10/util/Exception.h>
 
 #include <atomic>
+#include <stdexcept>
 
+#include "compiler/compile.h"
 #include "device.h"
 #include "device_allocator.h"
 #include "pto_check.h"
@@ -75,13 +77,33 @@ void CapturedGraph::captureBegin(std::optional<c10::MempoolId_t> pool, const std
 void CapturedGraph::captureEnd() {
   TORCH_CHECK(capture_stream_, "PTOGraph.capture_end: no capture is running (call capture_begin first)");
   const ptoError status = ptoStreamEndCapture(nativeStream(*capture_stream_), &graph_);
+  std::string why = status == PTO_SUCCESS ? "" : ptoGetRecentErrMsg();
+  if (status == PTO_SUCCESS && optimize_) {
+    try {
+      compileCaptured();  // its workspace still comes from the pool
+    } catch (const std::exception& error) {
+      why = std::string("optimize=True: ") + error.what();
+    }
+  }
   deviceAllocator().endAllocateToPool(device_, *pool_);
   capture_stream_.reset();
-  if (status != PTO_SUCCESS) {
-    const std::string why = ptoGetRecentErrMsg();
+  if (!why.empty()) {
     releaseEverything();
     TORCH_CHECK(false, "PTOGraph capture failed: ", why);
   }
+}
+
+void CapturedGraph::compileCaptured() {
+  rt::CapturedProgram captured;
+  PTO_CHECK(rt::capturedProgram(graph_, &captured));
+  const compiler::CompileOptions options{
+      .tile_memory_bytes = static_cast<uint64_t>(deviceAttribute(device_, PTO_DEVICE_ATTR_UNIFIED_BUFFER_BYTES))};
+  compiled_ = std::make_shared<const isa::ScheduledProgram>(compiler::compile(captured.program, options));
+  PTO_CHECK(rt::loadProgram(compiled_, &loaded_));
+  memory_ = std::move(captured.memory);
+  memory_bytes_.clear();
+  for (const isa::Buffer& buffer : captured.program.buffers) memory_bytes_.push_back(buffer.bytes);
+  workspace_ = deviceAllocator().allocate(compiled_->workspace_bytes);
 }
 
 void CapturedGraph::abortCapture() {
@@ -94,7 +116,12 @@ void CapturedGraph::abortCapture() {
 
 void CapturedGraph::replay() {
   TORCH_CHECK(graph_ != nullptr, "PTOGraph.replay: nothing was captured (or the graph was reset)");
-  PTO_CHECK(ptoGraphLaunch(graph_, nativeStream(currentStream(device_))));
+  const ptoStream stream = nativeStream(currentStream(device_));
+  if (loaded_ != nullptr) {
+    PTO_CHECK(ptoProgramLaunch(loaded_, stream, memory_.data(), memory_bytes_.data(), memory_.size(), workspace_.get()));
+  } else {
+    PTO_CHECK(ptoGraphLaunch(graph_, stream));
+  }
 }
 
 void CapturedGraph::reset() {
@@ -103,6 +130,11 @@ void CapturedGraph::reset() {
 }
 
 void CapturedGraph::releaseEverything() {
+  PTO_CHECK(ptoProgramRelease(std::exchange(loaded_, nullptr)));
+  compiled_.reset();
+  memory_.clear();
+  memory_bytes_.clear();
+  workspace_.clear();  // before the pool goes
   PTO_CHECK(ptoGraphDestroy(std::exchange(graph_, nullptr)));
   if (pool_) deviceAllocator().releasePool(device_, *std::exchange(pool_, std::nullopt));
 }
@@ -116,6 +148,14 @@ size_t CapturedGraph::nodeCount() const {
   size_t count = 0;
   if (graph_ != nullptr) PTO_CHECK(ptoGraphGetNodeCount(graph_, &count));
   return count;
+}
+
+std::string CapturedGraph::program() const {
+  TORCH_CHECK(graph_ != nullptr, "PTOGraph.program: nothing was captured (or the graph was reset)");
+  if (compiled_ != nullptr) return isa::print(compiled_->program);
+  rt::CapturedProgram captured;
+  PTO_CHECK(rt::capturedProgram(graph_, &captured));
+  return isa::print(captured.program);
 }
 
 c10::MempoolId_t graphPoolHandle() { return {0, next_pool_id++}; }

@@ -9,14 +9,18 @@
 
 #include <optional>
 #include <string>
+#include <vector>
 
+#include "runtime/program.h"
 #include "runtime/pto_runtime.h"
 
 namespace pto::backend {
 
 class CapturedGraph {
  public:
-  CapturedGraph() = default;
+  // `optimize`: at the end of the capture, the captured work becomes one program
+  // the compiler optimises (fusion, memory plan), and a replay launches that.
+  explicit CapturedGraph(bool optimize = false) : optimize_(optimize) {}
   ~CapturedGraph();  // reset(): the graph and its pool go
   CapturedGraph(const CapturedGraph&) = delete;
   CapturedGraph& operator=(const CapturedGraph&) = delete;
@@ -36,9 +40,22 @@ class CapturedGraph {
   void reset();
   c10::MempoolId_t pool() const;
   size_t nodeCount() const;
+  // The captured work as one program, in PTO-AS; with optimize, the program
+  // the compiler made of it (what replay launches).
+  std::string program() const;
 
  private:
+  void compileCaptured();
   void releaseEverything();
+
+  const bool optimize_;
+  // With optimize: the compiled program, the memory each of its buffers stands
+  // for, their sizes, and the workspace it needs (from the graph's pool).
+  std::shared_ptr<const isa::ScheduledProgram> compiled_;
+  ptoProgram loaded_ = nullptr;
+  std::vector<void*> memory_;
+  std::vector<uint64_t> memory_bytes_;
+  c10::DataPtr workspace_;
 
   c10::DeviceIndex device_ = 0;
   std::optional<c10::Stream> capture_stream_;  // while capturing

@@ -43,7 +43,8 @@ def test_capture_runs_nothing_until_replayed(python):
 
 
 @pytest.mark.parametrize("momentum", [0.0, 0.9])
-def test_mlp_training_step_replays_as_eager_cpu(python, momentum):
+@pytest.mark.parametrize("optimize", [False, True])
+def test_mlp_training_step_replays_as_eager_cpu(python, momentum, optimize):
     run_ok(python, f"""
         import copy
         import torch
@@ -78,7 +79,7 @@ def test_mlp_training_step_replays_as_eager_cpu(python, momentum):
         for x, y in batches[:3]:
             eager_step(x, y)
 
-        g = torch.pto.PTOGraph()
+        g = torch.pto.PTOGraph(optimize={optimize})
         opt.zero_grad(set_to_none=True)
         with torch.pto.graph(g):
             static_loss = loss_fn(model(static_x), static_y)
@@ -255,3 +256,37 @@ def test_graphs_share_a_pool(python):
         second.reset()
         assert torch.pto.memory_reserved() == reserved
     """)
+
+
+def test_program_is_the_captured_work_in_pto_as_and_optimize_replays_it(python):
+    out = run_ok(python, """
+        import torch
+        import pypto_torch
+        x = torch.randn(4, 16, device="pto")
+        for optimize in (False, True):
+            g = torch.pto.PTOGraph(optimize=optimize)
+            with torch.pto.graph(g):
+                y = torch.relu(x * 2 + 1).exp()
+                y.add_(1)
+                z = torch.zeros(8, device="pto")
+                z.copy_(y[0, :8])
+            text = g.program()
+            for mnemonic in ("tmul", "tadd", "trelu", "texp", "tmov"):
+                assert mnemonic in text, text
+            for seed in range(2):
+                fresh = torch.randn(4, 16, generator=torch.Generator().manual_seed(seed))
+                x.copy_(fresh)
+                g.replay()
+                expected = torch.relu(fresh * 2 + 1).exp() + 1
+                torch.testing.assert_close(y.cpu(), expected)
+                torch.testing.assert_close(z.cpu(), expected[0, :8])
+        pinned = torch.ones(16).pin_memory()
+        g = torch.pto.PTOGraph()
+        with torch.pto.graph(g):
+            x.view(-1)[:16].copy_(pinned, non_blocking=True)
+        try:
+            g.program()
+        except RuntimeError as error:
+            print("NO PROGRAM:", str(error).splitlines()[0])
+    """)
+    assert "copies between host and device memory, which no program expresses" in out, out
