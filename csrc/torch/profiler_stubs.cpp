@@ -2,7 +2,9 @@
 // torch_npu's). With torch.autograd.profiler.profile(use_device="pto") every op is
 // bracketed by two pto events on the current stream, and their elapsed time is the
 // op's device time ("Self PTO" in key_averages()). pypto_torch.Profiler shows the
-// instructions themselves; this shows them per aten op, beside CPU time.
+// instructions themselves; this shows them per aten op, beside CPU time. With
+// Kineto (torch.profiler's ProfilerActivity.PrivateUse1, or use_kineto=True) the
+// device's own activity is shown instead: kineto_profiler.h.
 #include <c10/core/DeviceGuard.h>
 #include <c10/util/ApproximateClock.h>
 #include <torch/csrc/profiler/stubs/base.h>
