@@ -8,6 +8,7 @@
 #include <thread>
 #include <vector>
 
+#include "runtime/program.h"
 #include "runtime/pto_runtime.h"
 #include "runtime_test_support.h"
 
@@ -216,6 +217,51 @@ TEST(RuntimeGraph, WaitingOnTheCaptureForAnEventFromOutsideIsRefused) {
   EXPECT_TRUE(contains(ptoGetRecentErrMsg(), "outside the capture")) << ptoGetRecentErrMsg();
   EXPECT_EQ(PTO_ERROR_CAPTURE_INVALIDATED, ptoStreamEndCapture(stream.get(), refused.out()));
   EXPECT_PTO_OK(ptoEventDestroy(outside));
+}
+
+// A graph's work as one program: one buffer per allocation, copies and fills
+// over bytes; launched, it does what a replay does.
+TEST(RuntimeGraph, CapturedProgramIsTheGraphAsOneProgram) {
+  Stream stream;
+  DeviceBuffer counter(16 * sizeof(float));
+  DeviceBuffer one(std::vector<float>(16, 1.0f));
+  DeviceBuffer snapshot(16 * sizeof(float));
+  Program add(accumulateProgram(16));
+  ASSERT_PTO_OK(ptoStreamBeginCapture(stream.get(), PTO_CAPTURE_MODE_GLOBAL));
+  ASSERT_PTO_OK(ptoMemsetAsync(counter.get(), 0, counter.bytes(), stream.get()));
+  ASSERT_PTO_OK(launchWith(add.get(), stream.get(), {&counter, &one}));
+  ASSERT_PTO_OK(launchWith(add.get(), stream.get(), {&counter, &one}));
+  ASSERT_PTO_OK(ptoMemcpyAsync(snapshot.get(), counter.get(), counter.bytes(), PTO_MEMCPY_DEVICE_TO_DEVICE,
+                               stream.get()));
+  Graph graph;
+  ASSERT_PTO_OK(ptoStreamEndCapture(stream.get(), graph.out()));
+
+  pto::rt::CapturedProgram captured;
+  ASSERT_PTO_OK(pto::rt::capturedProgram(graph.get(), &captured));
+  const std::string text = pto::isa::print(captured.program);
+  EXPECT_EQ((std::vector<void*>{counter.get(), one.get(), snapshot.get()}), captured.memory) << text;
+  EXPECT_EQ(4u, captured.program.instructions.size()) << text;
+  EXPECT_TRUE(contains(text, "texpands") && contains(text, "tadd") && contains(text, "tmov")) << text;
+  EXPECT_EQ(pto::isa::BufferKind::kInput, captured.program.buffers[1].kind) << text;
+
+  ptoProgram program = nullptr;
+  ASSERT_PTO_OK(pto::rt::loadProgram(
+      std::make_shared<const pto::isa::ScheduledProgram>(pto::isa::scheduleInOrder(captured.program)), &program));
+  std::vector<uint64_t> bytes;
+  for (const pto::isa::Buffer& buffer : captured.program.buffers) bytes.push_back(buffer.bytes);
+  ASSERT_PTO_OK(ptoProgramLaunch(program, stream.get(), captured.memory.data(), bytes.data(), bytes.size(), nullptr));
+  ASSERT_PTO_OK(ptoStreamSynchronize(stream.get()));
+  EXPECT_EQ(std::vector<float>(16, 2.0f), counter.floats());
+  EXPECT_EQ(std::vector<float>(16, 2.0f), snapshot.floats());
+  EXPECT_PTO_OK(ptoProgramRelease(program));
+
+  int runs = 0;
+  ASSERT_PTO_OK(ptoStreamBeginCapture(stream.get(), PTO_CAPTURE_MODE_GLOBAL));
+  ASSERT_PTO_OK(ptoLaunchHostFunc(stream.get(), &incrementHostFn, &runs));
+  Graph host;
+  ASSERT_PTO_OK(ptoStreamEndCapture(stream.get(), host.out()));
+  EXPECT_EQ(PTO_ERROR_NOT_SUPPORTED, pto::rt::capturedProgram(host.get(), &captured));
+  EXPECT_TRUE(contains(ptoGetRecentErrMsg(), "host function")) << ptoGetRecentErrMsg();
 }
 
 TEST(RuntimeGraph, BadHandlesAndCallsAreRefused) {
