@@ -96,7 +96,7 @@ py::dict snapshot() {
     item["requested_size"] = requested;
     item["stream"] = segment.stream;
     item["segment_type"] = segment.small ? "small" : "large";
-    item["segment_pool_id"] = py::make_tuple(0, 0);
+    item["segment_pool_id"] = py::make_tuple(segment.pool_id.first, segment.pool_id.second);
     item["is_expandable"] = false;
     item["blocks"] = blocks;
     segment_list.append(item);

@@ -14,6 +14,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <utility>
 #include <vector>
 
 namespace pto::backend::history {
@@ -64,6 +65,7 @@ struct SegmentState {
   size_t total_size;
   c10::StreamId stream;
   bool small;
+  std::pair<uint64_t, uint64_t> pool_id;  // a graph's private pool; (0, 0): the device's shared cache
   std::vector<BlockState> blocks;  // in address order
 };
 

@@ -242,11 +242,18 @@ class AllocatorState {
       for (Block* block : cache.small_free) addSegmentOf(block);
       for (Block* block : cache.large_free) addSegmentOf(block);
     }
+    std::map<const PrivatePool*, c10::MempoolId_t> pool_ids;
+    for (const auto& [id, pool] : pools_) {
+      pool_ids.emplace(&pool, id);
+      for (Block* block : pool.small_free) addSegmentOf(block);
+      for (Block* block : pool.large_free) addSegmentOf(block);
+    }
     for (const auto& [ptr, block] : active_) addSegmentOf(block);
     for (const PendingFree& entry : pending_) addSegmentOf(entry.block);
     std::vector<history::SegmentState> result;
     for (const auto& [address, head] : heads) {
-      history::SegmentState segment{head->device, address, 0, head->stream, head->small, {}};
+      const c10::MempoolId_t pool_id = head->pool == nullptr ? c10::MempoolId_t{0, 0} : pool_ids.at(head->pool);
+      history::SegmentState segment{head->device, address, 0, head->stream, head->small, pool_id, {}};
       for (Block* block = head; block != nullptr; block = block->next) {
         const auto state = block->allocated              ? history::BlockState::kActiveAllocated
                            : block->pending_events > 0 ? history::BlockState::kActiveAwaitingFree

@@ -98,6 +98,17 @@ def test_snapshot_segments_show_live_blocks_and_their_stacks(history):
     assert "allocate_a_tensor" in [frame["name"] for frame in block["frames"]]
 
 
+def test_snapshot_shows_a_captured_graph_s_private_pool(history):
+    x = torch.ones(64, 64, device="pto")
+    graph = torch.pto.PTOGraph()
+    with torch.pto.graph(graph):
+        y = x * 2
+    pools = {segment["segment_pool_id"] for segment in torch.pto.memory._snapshot()["segments"]
+             if any(block["address"] == y.data_ptr() for block in segment["blocks"])}
+    assert pools == {graph.pool()}
+    assert graph.pool() != (0, 0)
+
+
 def test_python_only_stacks_and_no_free_stacks(history):
     torch.pto.memory._record_memory_history(context="alloc", stacks="python", clear_history=True)
     x = allocate_a_tensor()
