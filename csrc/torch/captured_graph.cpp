@@ -3,7 +3,7 @@
 #include <c10/util/Exception.h>
 
 #include <atomic>
-#include <stdexcept>
+#include <exception>
 
 #include "compiler/compile.h"
 #include "device.h"

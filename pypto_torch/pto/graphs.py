@@ -25,12 +25,14 @@ def graph_pool_handle() -> tuple[int, int]:
 
 
 class PTOGraph(_C._PTOGraph):
-    """A captured graph of pto work (as ``torch.cuda.CUDAGraph``).
+    """A captured graph of pto work (as ``torch.cuda.CUDAGraph``): ``PTOGraph(optimize=False)``.
 
     ``capture_begin(pool=None, capture_error_mode="global")`` / ``capture_end()``
     bracket the capture on the current (non-default) stream; ``replay()`` launches
     everything captured as one command on the current stream; ``reset()`` (or
-    garbage collection) frees the graph and gives its pool back.
+    garbage collection) frees the graph and gives its pool back. ``program()`` is
+    the captured work as one PTO program (PTO-AS); with ``optimize=True`` the
+    compiler optimises that program when the capture ends and replays launch it.
     """
 
 
