@@ -155,7 +155,8 @@ ptoError ptoLaunchHostFunc(ptoStream stream, ptoHostFn fn, void* user_data);
 // are recorded instead of run; ptoStreamEndCapture returns them as a graph, and
 // ptoGraphLaunch runs them again, in order, as one piece of a stream's work. A
 // recorded launch keeps its buffers' addresses: that memory must stay allocated
-// while the graph lives, and holds each replay's inputs.
+// while the graph lives, and holds each replay's inputs. A recorded host
+// function runs at every replay with the same user data, so it must not free it.
 //
 // What cannot be recorded fails at the call with PTO_ERROR_CAPTURE_UNSUPPORTED,
 // naming it, and invalidates the capture: later work given to the stream fails
