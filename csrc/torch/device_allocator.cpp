@@ -148,7 +148,8 @@ class AllocatorState {
     auto context = history::gatherContext(/*for_free=*/true);
     std::lock_guard<std::mutex> lock(mutex_);
     auto it = active_.find(ptr);
-    TORCH_INTERNAL_ASSERT(it != active_.end(), "pto allocator: freeing unknown pointer ", ptr);
+    TORCH_CHECK(it != active_.end(), "pto allocator: cannot free ", ptr,
+                ": the caching allocator did not hand it out (or it was freed already)");
     Block* block = it->second;
     active_.erase(it);
     history::record(history::Action::FreeRequested, block->device, block->ptr, block->size, block->stream,

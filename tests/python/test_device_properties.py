@@ -55,6 +55,8 @@ def test_caching_allocator_alloc_and_delete_round_trip():
     # A stream id works too, as with torch.cuda.
     ptr = torch.pto.caching_allocator_alloc(512, 1, stream.stream_id)
     torch.pto.caching_allocator_delete(ptr)
+    with pytest.raises(RuntimeError, match="the caching allocator did not hand it out"):
+        torch.pto.caching_allocator_delete(ptr)
     with pytest.raises(TypeError, match="stream must be a torch.pto.Stream or a stream id"):
         torch.pto.caching_allocator_alloc(512, 0, "stream")
 
