@@ -22,7 +22,7 @@ class PtoInterface(DeviceInterface):
 
         @staticmethod
         def get_device_properties(device=None):
-            return torch.pto.get_device_name(device)
+            return torch.pto.get_device_properties(device)
 
     current_device = staticmethod(torch.pto.current_device)
     set_device = staticmethod(torch.pto.set_device)
@@ -54,11 +54,12 @@ class PtoInterface(DeviceInterface):
 
     @staticmethod
     def get_compute_capability(device=None):
-        return "pto-sim"
+        major, minor = torch.pto.get_device_capability(device)
+        return f"pto{major}.{minor}"
 
     @staticmethod
     def is_bf16_supported(including_emulation: bool = False) -> bool:
-        return True
+        return torch.pto.is_bf16_supported(including_emulation)
 
     @staticmethod
     def memory_allocated(device=None) -> int:
