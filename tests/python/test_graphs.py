@@ -290,3 +290,24 @@ def test_program_is_the_captured_work_in_pto_as_and_optimize_replays_it(python):
             print("NO PROGRAM:", str(error).splitlines()[0])
     """)
     assert "copies between host and device memory, which no program expresses" in out, out
+
+
+def test_make_graphed_callables_of_several_modules_share_a_pool(python):
+    run_ok(python, """
+        import copy
+        import torch
+        torch.manual_seed(0)
+        reference = (torch.nn.Linear(8, 8), torch.nn.Linear(8, 2))
+        first, second = (copy.deepcopy(m).to("pto") for m in reference)
+        samples = ((torch.randn(3, 8, device="pto", requires_grad=True),),
+                   (torch.randn(3, 8, device="pto", requires_grad=True),))
+        first, second = torch.pto.make_graphed_callables((first, second), samples)
+        x = torch.randn(3, 8)
+        out = second(first(x.to("pto").requires_grad_()).relu())
+        expected = reference[1](reference[0](x).relu())
+        torch.testing.assert_close(out.cpu(), expected, rtol=1e-4, atol=1e-5)
+        out.sum().backward()
+        expected.sum().backward()
+        for graphed, eager in ((first, reference[0]), (second, reference[1])):
+            torch.testing.assert_close(graphed.weight.grad.cpu(), eager.weight.grad, rtol=1e-4, atol=1e-5)
+    """)
