@@ -129,6 +129,29 @@ TEST(RuntimeDevice, TheSimulatedDeviceDescribesItself) {
   }
 }
 
+TEST(RuntimeDevice, ItRunsVersionOneOfThePtoIsa) {
+  EXPECT_EQ(1, attribute(PTO_DEVICE_ATTR_ISA_VERSION_MAJOR));
+  EXPECT_EQ(0, attribute(PTO_DEVICE_ATTR_ISA_VERSION_MINOR));
+}
+
+// Work on a stream of device 0 counts as device 0's busy time, never device 1's.
+TEST(RuntimeDevice, BusyTimeCountsTheWorkOfTheDevicesStreams) {
+  ASSERT_GE(deviceCount(), 2);
+  ASSERT_PTO_OK(ptoSetDevice(1));
+  ASSERT_PTO_OK(ptoDeviceSynchronize());  // nothing left running there from earlier tests
+  const int64_t before = attribute(PTO_DEVICE_ATTR_BUSY_NANOSECONDS, 0);
+  const int64_t other_before = attribute(PTO_DEVICE_ATTR_BUSY_NANOSECONDS, 1);
+  ASSERT_PTO_OK(ptoSetDevice(0));
+  void* ptr = nullptr;
+  constexpr size_t kBytes = size_t{64} << 20;
+  ASSERT_PTO_OK(ptoMalloc(&ptr, kBytes));
+  for (int i = 0; i < 4; ++i) ASSERT_PTO_OK(ptoMemsetAsync(ptr, i, kBytes, nullptr));
+  ASSERT_PTO_OK(ptoDeviceSynchronize());
+  EXPECT_GT(attribute(PTO_DEVICE_ATTR_BUSY_NANOSECONDS, 0), before);
+  EXPECT_EQ(other_before, attribute(PTO_DEVICE_ATTR_BUSY_NANOSECONDS, 1));
+  ASSERT_PTO_OK(ptoFree(ptr));
+}
+
 TEST(RuntimeDevice, TotalMemoryIsTheDevicesCapacity) {
   size_t free_bytes = 0, total_bytes = 0;
   ASSERT_PTO_OK(ptoMemGetInfo(&free_bytes, &total_bytes));
