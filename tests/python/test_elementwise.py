@@ -16,6 +16,7 @@ NATIVE = {
     "tanh", "sigmoid", "erf", "floor", "ceil", "round", "trunc", "nn.functional.silu",
     "nn.functional.relu", "nn.functional.gelu", "where", "fill", "zero_", "addcmul", "addcdiv",
     "lerp", "nn.functional.mse_loss", "floor_divide", "bitwise_left_shift", "bitwise_right_shift", "sgn",
+    "__rpow__",
 }
 OPS = [op for op in op_db
        if op.name in NATIVE and op.variant_test_name in ("", "no_rounding_mode", "trunc_rounding", "floor_rounding")]

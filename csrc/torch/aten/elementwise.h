@@ -83,6 +83,19 @@ struct Binary {
     }
     return result;
   }
+  // The Scalar-Tensor overloads (pow.Scalar): the scalar, first, as a wrapped number.
+  template <class ScalarSelfOp>
+  static at::Tensor functionalScalarSelf(const at::Scalar& self, const at::Tensor& other) {
+    at::Tensor r = binaryOp(opcode, promotion, wrapped(self), other, {});
+    return r.defined() ? r : Fallback<ScalarSelfOp>::call(self, other);
+  }
+  template <class ScalarSelfOut>
+  static at::Tensor& outScalarSelf(const at::Scalar& self, const at::Tensor& other, at::Tensor& result) {
+    if (!binaryOp(opcode, promotion, wrapped(self), other, result).defined()) {
+      Fallback<ScalarSelfOut>::call(self, other, result);
+    }
+    return result;
+  }
   template <class ScalarInplace>
   static at::Tensor& inplaceScalar(at::Tensor& self, const at::Scalar& other) {
     if (!binaryOp(opcode, promotion, self, wrapped(other), self).defined()) {

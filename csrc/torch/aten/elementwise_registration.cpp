@@ -116,6 +116,8 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
     m.impl("pow.Tensor_Scalar", TORCH_FN(F::template functionalScalar<ATEN_OP2(pow, Tensor_Scalar)>));
     m.impl("pow.Tensor_Scalar_out", TORCH_FN(F::template outScalar<ATEN_OP2(pow, Tensor_Scalar_out)>));
     m.impl("pow_.Scalar", TORCH_FN(F::template inplaceScalar<ATEN_OP2(pow_, Scalar)>));
+    m.impl("pow.Scalar", TORCH_FN(F::template functionalScalarSelf<ATEN_OP2(pow, Scalar)>));
+    m.impl("pow.Scalar_out", TORCH_FN(F::template outScalarSelf<ATEN_OP2(pow, Scalar_out)>));
   }
   m.impl("div.Tensor_mode", TORCH_FN(divMode));
   m.impl("div_.Tensor_mode", TORCH_FN(divModeInplace));
