@@ -10,6 +10,7 @@
 #include <mutex>
 #include <optional>
 
+#include "../captured_graph.h"
 #include "../dtype_map.h"
 #include "../generator.h"
 #include "fallback.h"
@@ -29,6 +30,12 @@ void draw(isa::Opcode opcode, const at::Tensor& self, std::initializer_list<doub
                                    : defaultGenerator(self.device().index());
   TORCH_CHECK(chosen.device() == self.device(), "random: a generator on ", chosen.device(),
               " cannot draw a tensor on ", self.device());
+  // The key and counter are immediates of the launch: a captured draw would
+  // repeat its numbers at every replay (CUDA graphs move a device-side offset).
+  TORCH_CHECK(!isCurrentStreamCapturing(self.device().index()), "Drawing random numbers (",
+              isa::info(opcode).name, ") cannot be captured in a PTOGraph: every replay would repeat ",
+              "the numbers of the capture. Draw them before the capture, or outside it into a tensor ",
+              "the graph reads.");
   PhiloxDraw reserved{};
   {
     std::lock_guard<std::mutex> lock(chosen.mutex());
