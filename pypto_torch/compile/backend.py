@@ -17,6 +17,7 @@ from torch._decomp import core_aten_decompositions, get_decompositions
 from torch._dynamo.backends.common import aot_autograd
 from torch._functorch.aot_autograd import make_boxed_func
 
+from pypto_torch.compile.graph_replay import GraphedFunction, GraphPool, forward_static, kept_saved_tensors
 from pypto_torch.compile.graph_runner import CompiledGraph
 
 aten = torch.ops.aten
@@ -96,18 +97,41 @@ def decompositions() -> dict:
 def make_backend(fuse: bool = True, on_graph=None):
     """A `pypto` backend; fuse=False keeps every instruction a kernel of its own;
     on_graph(compiled_graph) is told of each graph it compiles (pypto.kernel checks
-    they became one program)."""
-    def compile_graph(gm: torch.fx.GraphModule, example_inputs):
+    they became one program). mode="reduce-overhead" replays each compiled function
+    from a captured PTOGraph (graph_replay.py); other modes are ignored, as any
+    AOTAutograd backend ignores them."""
+    def lowered(gm: torch.fx.GraphModule) -> CompiledGraph:
         graph = CompiledGraph(gm, fuse=fuse)
         if on_graph is not None:
             on_graph(graph)
-        return make_boxed_func(graph)
+        return graph
+
+    def compile_graph(gm: torch.fx.GraphModule, example_inputs):
+        return make_boxed_func(lowered(gm))
 
     aot = aot_autograd(fw_compiler=compile_graph, bw_compiler=compile_graph, inference_compiler=compile_graph,
                        decompositions=decompositions(), keep_inference_input_mutations=True)
 
+    def replaying(gm: torch.fx.GraphModule, example_inputs, **kwargs):
+        pool = GraphPool()
+
+        def forward(name):
+            def compile_forward(fw: torch.fx.GraphModule, fw_inputs):
+                return make_boxed_func(GraphedFunction(name, lowered(fw), fw, pool, lambda args, s=forward_static(): s))
+            return compile_forward
+
+        def compile_backward(bw: torch.fx.GraphModule, bw_inputs):
+            return make_boxed_func(GraphedFunction("backward", lowered(bw), bw, pool, kept_saved_tensors(bw, pool)))
+
+        return aot_autograd(fw_compiler=forward("forward"), bw_compiler=compile_backward,
+                            inference_compiler=forward("inference graph"), decompositions=decompositions(),
+                            keep_inference_input_mutations=True)(gm, example_inputs, **kwargs)
+
     def backend(gm: torch.fx.GraphModule, example_inputs, **kwargs):
         keep_attention_whole(gm)
+        if kwargs.get("mode") == "reduce-overhead":
+            kwargs.pop("mode")
+            return replaying(gm, example_inputs, **kwargs)
         return aot(gm, example_inputs, **kwargs)
     return backend
 
