@@ -1,0 +1,148 @@
+"""torch.compile(..., backend="pypto", mode="reduce-overhead"): compiled forwards and
+backwards replay captured PTOGraphs, as CUDA graphs do under that mode. Results are
+compared with eager CPU runs; replays are counted by wrapping PTOGraph.replay. Each
+case runs in a fresh interpreter, since capture state is process-wide."""
+
+import pytest
+
+# Counts PTOGraph replays; the backend makes its graphs as torch.pto.PTOGraph.
+COUNT_REPLAYS = """
+    import copy
+    import warnings
+    import torch
+    replays = 0
+    _replay = torch.pto.PTOGraph.replay
+
+    def counting_replay(graph):
+        global replays
+        replays += 1
+        return _replay(graph)
+
+    torch.pto.PTOGraph.replay = counting_replay
+    torch.manual_seed(0)
+    reference = torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.ReLU(), torch.nn.Linear(16, 4))
+    model = copy.deepcopy(reference).to("pto")
+    warnings.simplefilter("always")
+"""
+
+
+def run_ok(python, code: str) -> str:
+    result = python(COUNT_REPLAYS + code, PTO_FALLBACK="silent")
+    assert result.returncode == 0, result.stderr
+    return result.stdout + result.stderr
+
+
+@pytest.mark.parametrize("mode", ["reduce-overhead", "max-autotune-no-cudagraphs", "default"])
+def test_mlp_inference_replays_as_eager_cpu(python, mode):
+    replaying = mode == "reduce-overhead"
+    out = run_ok(python, f"""
+    compiled = torch.compile(model, backend="pypto", mode="{mode}", dynamic=False)
+    with torch.no_grad(), warnings.catch_warnings(record=True) as caught:
+        for step in range(8):
+            batch = 5 if step % 2 else 3           # two signatures, a graph each
+            x = torch.randn(batch, 8)
+            x_pto = x.to("pto")
+            before = replays
+            y = compiled(x_pto)
+            torch.testing.assert_close(y.cpu(), reference(x), rtol=1e-4, atol=1e-5)
+            assert torch.equal(x_pto.cpu(), x), "the caller's input was written to"
+            # Warm-up on a signature's first call, capture and replay on its second.
+            assert replays - before == ({replaying} and step >= 2), (step, replays)
+    print("warnings:", [str(w.message) for w in caught if "pypto" in str(w.message)])
+    """)
+    assert "warnings: []" in out, out
+    # The backend has no autotuning: that mode is ignored, with AOTAutograd's warning, as before.
+    assert ("ignoring extra kwargs" in out) == (mode == "max-autotune-no-cudagraphs"), out
+
+
+def test_outputs_are_overwritten_by_the_next_replay_unless_cloned(python):
+    run_ok(python, """
+    compiled = torch.compile(model, backend="pypto", mode="reduce-overhead")
+    xs = [torch.randn(5, 8) for _ in range(4)]
+    with torch.no_grad():
+        compiled(xs[0].to("pto"))
+        first = compiled(xs[1].to("pto"))
+        kept = first.clone()
+        compiled(xs[2].to("pto"))
+    assert replays == 2
+    torch.testing.assert_close(kept.cpu(), reference(xs[1]), rtol=1e-4, atol=1e-5)
+    torch.testing.assert_close(first.cpu(), reference(xs[2]), rtol=1e-4, atol=1e-5)
+    """)
+
+
+# (what the compiled function does, the eager CPU step of the reference)
+TRAINING = {
+    "step outside": ("""
+    def forward(m, x, y):
+        return torch.nn.functional.mse_loss(m(x), y)
+
+    compiled = torch.compile(forward, backend="pypto", mode="reduce-overhead")
+
+    def train(x, y):
+        opt.zero_grad(set_to_none=True)
+        loss = compiled(model, x, y)
+        loss.backward()
+        opt.step()
+        return loss.detach()
+    """, 2),   # forward and backward replay each step
+    "step inside": ("""
+    def train_step(m, o, x, y):
+        o.zero_grad(set_to_none=True)
+        loss = torch.nn.functional.mse_loss(m(x), y)
+        loss.backward()
+        o.step()
+        return loss.detach()
+
+    compiled = torch.compile(train_step, backend="pypto", mode="reduce-overhead")
+
+    def train(x, y):
+        return compiled(model, opt, x, y)
+    """, 3),   # forward, backward and the optimizer step
+}
+
+
+@pytest.mark.parametrize("case", list(TRAINING))
+def test_training_loop_replays_as_eager_cpu(python, case):
+    train, per_step = TRAINING[case]
+    out = run_ok(python, f"""
+    opt = torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9)
+    reference_opt = torch.optim.SGD(reference.parameters(), lr=0.1, momentum=0.9)
+    {train}
+    with warnings.catch_warnings(record=True) as caught:
+        for step in range(6):
+            x, y = torch.randn(5, 8), torch.randn(5, 4)
+            reference_opt.zero_grad(set_to_none=True)
+            want = torch.nn.functional.mse_loss(reference(x), y)
+            want.backward()
+            reference_opt.step()
+            before = replays
+            loss = train(x.to("pto"), y.to("pto"))
+            torch.testing.assert_close(loss.cpu(), want.detach(), rtol=1e-4, atol=1e-5)
+    # Each step after the warm-up replays its graphs (and the mode is not ignored).
+    assert replays - before >= {per_step}, (replays, before)
+    for got, want in zip(model.parameters(), reference.parameters()):
+        torch.testing.assert_close(got.detach().cpu(), want.detach(), rtol=1e-4, atol=1e-5)
+    assert not [w for w in caught if "pypto" in str(w.message)], [str(w.message) for w in caught]
+    """)
+    assert "ignoring extra kwargs" not in out, out
+
+
+def test_uncapturable_op_falls_back_with_one_warning(python):
+    out = run_ok(python, """
+    def fn(x):   # erfinv has no native pto kernel: it runs on the CPU, which no capture records
+        return torch.special.erfinv(torch.tanh(model(x)) * 0.5) + 1
+
+    def on_cpu(x):
+        return torch.special.erfinv(torch.tanh(reference(x)) * 0.5) + 1
+
+    compiled = torch.compile(fn, backend="pypto", mode="reduce-overhead")
+    with torch.no_grad(), warnings.catch_warnings(record=True) as caught:
+        for step in range(5):
+            x = torch.randn(5, 8)
+            torch.testing.assert_close(compiled(x.to("pto")).cpu(), on_cpu(x), rtol=1e-4, atol=1e-5)
+    assert replays == 0
+    messages = [str(w.message) for w in caught if "reduce-overhead" in str(w.message)]
+    print("warnings:", messages)
+    """)
+    assert out.count("without graph replay") == 1, out
+    assert "erfinv" in out, out
