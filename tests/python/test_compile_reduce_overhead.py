@@ -118,7 +118,7 @@ def test_training_loop_replays_as_eager_cpu(python, case):
             before = replays
             loss = train(x.to("pto"), y.to("pto"))
             torch.testing.assert_close(loss.cpu(), want.detach(), rtol=1e-4, atol=1e-5)
-    # Each step after the warm-up replays its graphs (and the mode is not ignored).
+    # Each step after the warm-up replays its graphs.
     assert replays - before >= {per_step}, (replays, before)
     for got, want in zip(model.parameters(), reference.parameters()):
         torch.testing.assert_close(got.detach().cpu(), want.detach(), rtol=1e-4, atol=1e-5)
