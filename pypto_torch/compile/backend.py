@@ -17,7 +17,7 @@ from torch._decomp import core_aten_decompositions, get_decompositions
 from torch._dynamo.backends.common import aot_autograd
 from torch._functorch.aot_autograd import make_boxed_func
 
-from pypto_torch.compile.graph_replay import GraphedFunction, GraphPool, forward_static, kept_saved_tensors
+from pypto_torch.compile.graph_replay import GraphedFunction, forward_layout, kept_saved_tensors
 from pypto_torch.compile.graph_runner import CompiledGraph
 
 aten = torch.ops.aten
@@ -113,15 +113,16 @@ def make_backend(fuse: bool = True, on_graph=None):
                        decompositions=decompositions(), keep_inference_input_mutations=True)
 
     def replaying(gm: torch.fx.GraphModule, example_inputs, **kwargs):
-        pool = GraphPool()
+        kept: set[int] = set()   # addresses a backward may take from a graphed forward
 
         def forward(name):
             def compile_forward(fw: torch.fx.GraphModule, fw_inputs):
-                return make_boxed_func(GraphedFunction(name, lowered(fw), fw, pool, lambda args, s=forward_static(): s))
+                static, saved_from = forward_layout()
+                return make_boxed_func(GraphedFunction(name, lowered(fw), fw, kept, lambda args: static, saved_from))
             return compile_forward
 
         def compile_backward(bw: torch.fx.GraphModule, bw_inputs):
-            return make_boxed_func(GraphedFunction("backward", lowered(bw), bw, pool, kept_saved_tensors(bw, pool)))
+            return make_boxed_func(GraphedFunction("backward", lowered(bw), bw, kept, kept_saved_tensors(bw, kept)))
 
         return aot_autograd(fw_compiler=forward("forward"), bw_compiler=compile_backward,
                             inference_compiler=forward("inference graph"), decompositions=decompositions(),

@@ -127,6 +127,28 @@ def test_training_loop_replays_as_eager_cpu(python, case):
     assert "ignoring extra kwargs" not in out, out
 
 
+def test_two_forwards_before_one_backward_keep_their_saved_tensors(python):
+    run_ok(python, """
+    def loss_of(m, x):
+        return m(x).square().mean()
+
+    compiled = torch.compile(loss_of, backend="pypto", mode="reduce-overhead")
+    for step in range(4):
+        xs = [torch.randn(5, 8) for _ in range(2)]
+        model.zero_grad(set_to_none=True)
+        reference.zero_grad(set_to_none=True)
+        # The second forward must not replay over the saved tensors the first one's backward reads.
+        (compiled(model, xs[0].to("pto")) + compiled(model, xs[1].to("pto"))).backward()
+        (loss_of(reference, xs[0]) + loss_of(reference, xs[1])).backward()
+        for x in xs:   # and gradients accumulated over separate backward calls
+            compiled(model, x.to("pto")).backward()
+            loss_of(reference, x).backward()
+        for got, want in zip(model.parameters(), reference.parameters()):
+            torch.testing.assert_close(got.grad.cpu(), want.grad, rtol=1e-4, atol=1e-5)
+    assert replays > 0
+    """)
+
+
 def test_uncapturable_op_falls_back_with_one_warning(python):
     out = run_ok(python, """
     def fn(x):   # erfinv has no native pto kernel: it runs on the CPU, which no capture records
