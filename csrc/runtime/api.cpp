@@ -166,11 +166,43 @@ struct ptoProgramImpl {
 
 namespace {
 
-// The live handles: a released or forged one is refused, never dereferenced.
-// Launches only read the set, so they share the lock. Leaked, as the driver is,
-// so that a handle released by a late destructor at exit still finds them.
-std::shared_mutex& live_programs_mutex = *new std::shared_mutex;
-std::unordered_set<ptoProgram>& live_programs = *new std::unordered_set<ptoProgram>;
+// The live handles of one kind (programs, graphs): a released or forged one is
+// refused, never dereferenced. Launches only read the set, so they share the lock.
+template <class Handle>
+class LiveHandles {
+ public:
+  explicit LiveHandles(const char* kind) : kind_(kind) {}
+
+  void add(Handle handle) {
+    std::unique_lock<std::shared_mutex> lock(mutex_);
+    handles_.insert(handle);
+  }
+  ptoError check(Handle handle, const char* call) const {
+    std::shared_lock<std::shared_mutex> lock(mutex_);
+    if (handles_.contains(handle)) return PTO_SUCCESS;
+    return refuse(handle, call);
+  }
+  // Forgets a live handle, which the caller then deletes.
+  ptoError remove(Handle handle, const char* call) {
+    std::unique_lock<std::shared_mutex> lock(mutex_);
+    if (handles_.erase(handle) != 0) return PTO_SUCCESS;
+    return refuse(handle, call);
+  }
+
+ private:
+  ptoError refuse(Handle handle, const char* call) const {
+    return pto::rt::failf(PTO_ERROR_INVALID_HANDLE, call, ": ", static_cast<void*>(handle), " is not ", kind_);
+  }
+
+  const char* const kind_;
+  mutable std::shared_mutex mutex_;
+  std::unordered_set<Handle> handles_;
+};
+
+// Leaked, as the driver is, so that a handle released by a late destructor at
+// exit still finds them.
+LiveHandles<ptoProgram>& live_programs = *new LiveHandles<ptoProgram>("a loaded program");
+LiveHandles<ptoGraph>& live_graphs = *new LiveHandles<ptoGraph>("a captured graph");
 
 }  // namespace
 
@@ -192,8 +224,7 @@ ptoError loadProgram(std::shared_ptr<const isa::ScheduledProgram> program, ptoPr
   impl->program = std::move(program);
   if (ptoError s = driver->loadProgram(impl->device, impl->program, &impl->loaded); s != PTO_SUCCESS) return s;
   *handle = impl.release();
-  std::unique_lock<std::shared_mutex> lock(live_programs_mutex);
-  live_programs.insert(*handle);
+  live_programs.add(*handle);
   return PTO_SUCCESS;
 }
 
@@ -218,14 +249,6 @@ using pto::rt::failf;
   if (!(cond)) return failf(PTO_ERROR_INVALID_VALUE, __VA_ARGS__)
 
 namespace {
-
-ptoError checkProgram(ptoProgram program, const char* call) {
-  std::shared_lock<std::shared_mutex> lock(live_programs_mutex);
-  if (!live_programs.contains(program)) {
-    return failf(PTO_ERROR_INVALID_HANDLE, call, ": ", static_cast<void*>(program), " is not a loaded program");
-  }
-  return PTO_SUCCESS;
-}
 
 // Graph capture: per capturing stream, its capture and the nodes recorded so
 // far. A stream that waits for an event recorded inside a capture joins it (as
@@ -348,21 +371,6 @@ struct ptoGraphImpl {
   std::vector<pto::rt::GraphNode> nodes;
   std::shared_ptr<pto::rt::DeviceGraph> instantiated;
 };
-
-namespace {
-
-std::mutex& live_graphs_mutex = *new std::mutex;
-std::unordered_set<ptoGraph>& live_graphs = *new std::unordered_set<ptoGraph>;
-
-ptoError checkGraph(ptoGraph graph, const char* call) {
-  std::lock_guard<std::mutex> lock(live_graphs_mutex);
-  if (!live_graphs.contains(graph)) {
-    return failf(PTO_ERROR_INVALID_HANDLE, call, ": ", static_cast<void*>(graph), " is not a captured graph");
-  }
-  return PTO_SUCCESS;
-}
-
-}  // namespace
 
 extern "C" {
 
@@ -656,20 +664,14 @@ ptoError ptoProgramLoad(ptoProgram* program, const char* pto_as) {
 ptoError ptoProgramRelease(ptoProgram program) {
   PTO_DRIVER_OR_RETURN(driver);
   if (program == nullptr) return PTO_SUCCESS;
-  {
-    std::unique_lock<std::shared_mutex> lock(live_programs_mutex);
-    if (live_programs.erase(program) == 0) {
-      return failf(PTO_ERROR_INVALID_HANDLE, "ptoProgramRelease: ", static_cast<void*>(program),
-                   " is not a loaded program");
-    }
-  }
+  PTO_RETURN_IF_ERROR(live_programs.remove(program, "ptoProgramRelease"));
   delete program;  // the driver keeps its program alive while launches of it are queued
   return PTO_SUCCESS;
 }
 
 ptoError ptoProgramGetWorkspaceSize(ptoProgram program, size_t* bytes) {
   PTO_DRIVER_OR_RETURN(driver);
-  PTO_RETURN_IF_ERROR(checkProgram(program, "ptoProgramGetWorkspaceSize"));
+  PTO_RETURN_IF_ERROR(live_programs.check(program, "ptoProgramGetWorkspaceSize"));
   PTO_REQUIRE(bytes != nullptr, "ptoProgramGetWorkspaceSize: bytes is null");
   *bytes = program->program->workspace_bytes;
   return PTO_SUCCESS;
@@ -678,7 +680,7 @@ ptoError ptoProgramGetWorkspaceSize(ptoProgram program, size_t* bytes) {
 ptoError ptoProgramLaunch(ptoProgram program, ptoStream stream, void* const* buffers,
                           const uint64_t* buffer_bytes, size_t buffer_count, void* workspace) {
   PTO_DRIVER_OR_RETURN(driver);
-  PTO_RETURN_IF_ERROR(checkProgram(program, "ptoProgramLaunch"));
+  PTO_RETURN_IF_ERROR(live_programs.check(program, "ptoProgramLaunch"));
   const pto::isa::ScheduledProgram& scheduled = *program->program;
   const std::vector<pto::isa::Buffer>& declared = scheduled.program.buffers;
   PTO_REQUIRE(buffer_count == declared.size(), "ptoProgramLaunch: the program declares ", declared.size(),
@@ -774,8 +776,7 @@ ptoError ptoStreamEndCapture(ptoStream stream, ptoGraph* graph) {
   impl->nodes = std::move(ended.nodes);
   PTO_RETURN_IF_ERROR(driver->instantiateGraph(impl->device, impl->nodes, &impl->instantiated));
   *graph = impl.release();
-  std::lock_guard<std::mutex> lock(live_graphs_mutex);
-  live_graphs.insert(*graph);
+  live_graphs.add(*graph);
   return PTO_SUCCESS;
 }
 
@@ -796,7 +797,7 @@ ptoError ptoStreamGetCaptureInfo(ptoStream stream, ptoStreamCaptureStatus* statu
 
 ptoError ptoGraphLaunch(ptoGraph graph, ptoStream stream) {
   PTO_DRIVER_OR_RETURN(driver);
-  PTO_RETURN_IF_ERROR(checkGraph(graph, "ptoGraphLaunch"));
+  PTO_RETURN_IF_ERROR(live_graphs.check(graph, "ptoGraphLaunch"));
   PTO_RETURN_IF_ERROR(pto::rt::resolveStream(driver, &stream));
   PTO_REQUIRE(!isCapturing(stream), "ptoGraphLaunch: launching a graph into a capture is not supported");
   int32_t stream_device = -1;
@@ -810,19 +811,14 @@ ptoError ptoGraphLaunch(ptoGraph graph, ptoStream stream) {
 ptoError ptoGraphDestroy(ptoGraph graph) {
   PTO_DRIVER_OR_RETURN(driver);
   if (graph == nullptr) return PTO_SUCCESS;
-  {
-    std::lock_guard<std::mutex> lock(live_graphs_mutex);
-    if (live_graphs.erase(graph) == 0) {
-      return failf(PTO_ERROR_INVALID_HANDLE, "ptoGraphDestroy: ", static_cast<void*>(graph), " is not a captured graph");
-    }
-  }
+  PTO_RETURN_IF_ERROR(live_graphs.remove(graph, "ptoGraphDestroy"));
   delete graph;  // the driver keeps its graph alive while launches of it are queued
   return PTO_SUCCESS;
 }
 
 ptoError ptoGraphGetNodeCount(ptoGraph graph, size_t* count) {
   PTO_DRIVER_OR_RETURN(driver);
-  PTO_RETURN_IF_ERROR(checkGraph(graph, "ptoGraphGetNodeCount"));
+  PTO_RETURN_IF_ERROR(live_graphs.check(graph, "ptoGraphGetNodeCount"));
   PTO_REQUIRE(count != nullptr, "ptoGraphGetNodeCount: count is null");
   *count = graph->nodes.size();
   return PTO_SUCCESS;
@@ -919,7 +915,7 @@ class ProgramOfNodes {
 
 ptoError capturedProgram(ptoGraph graph, CapturedProgram* out) {
   PTO_DRIVER_OR_RETURN(driver);
-  PTO_RETURN_IF_ERROR(checkGraph(graph, "capturedProgram"));
+  PTO_RETURN_IF_ERROR(live_graphs.check(graph, "capturedProgram"));
   PTO_REQUIRE(out != nullptr, "capturedProgram: out is null");
   ProgramOfNodes builder(driver);
   for (size_t n = 0; n < graph->nodes.size(); ++n) {
