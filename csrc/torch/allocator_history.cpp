@@ -41,10 +41,12 @@ class History {
     return torch::CapturedTraceback::gather(/*python=*/true, /*script=*/false, options.cpp_frames);
   }
 
+  // Stamps the entry's time only once it is kept: allocations pay nothing while disabled.
   void record(TraceEntry entry) {
     if (!enabled_) return;
     std::lock_guard<std::mutex> lock(mutex_);
     if (!options_.enabled) return;
+    entry.time_us = nowMicroseconds();
     if (entry.action == Action::Alloc) block_contexts_[entry.addr] = entry.context;
     if (entry.action == Action::FreeCompleted) block_contexts_.erase(entry.addr);
     if (options_.trace) append(std::move(entry));
@@ -72,12 +74,12 @@ class History {
     return result;
   }
 
+ private:
   static int64_t nowMicroseconds() {
     return std::chrono::duration_cast<std::chrono::microseconds>(
                std::chrono::system_clock::now().time_since_epoch()).count();
   }
 
- private:
   void append(TraceEntry entry) {
     if (options_.max_entries == 0) return;
     if (static_cast<size_t>(entry.device) >= traces_.size()) traces_.resize(entry.device + 1);
@@ -136,7 +138,7 @@ std::shared_ptr<torch::CapturedTraceback> gatherContext(bool for_free) {
 void record(Action action, c10::DeviceIndex device, const void* addr, size_t size, c10::StreamId stream,
             std::shared_ptr<torch::CapturedTraceback> context, size_t device_free) {
   instance().record(TraceEntry{action, device, reinterpret_cast<uintptr_t>(addr), size, stream, device_free,
-                               History::nowMicroseconds(), std::move(context)});
+                               /*time_us=*/0, std::move(context)});
 }
 
 std::shared_ptr<torch::CapturedTraceback> blockContext(uintptr_t address) {
