@@ -119,7 +119,8 @@ PYBIND11_MODULE(_C, m) {
         {"total_memory_bytes", PTO_DEVICE_ATTR_TOTAL_MEMORY_BYTES},
         {"isa_version_major", PTO_DEVICE_ATTR_ISA_VERSION_MAJOR},
         {"isa_version_minor", PTO_DEVICE_ATTR_ISA_VERSION_MINOR},
-        {"busy_nanoseconds", PTO_DEVICE_ATTR_BUSY_NANOSECONDS}};
+        {"busy_nanoseconds", PTO_DEVICE_ATTR_BUSY_NANOSECONDS},
+        {"vector_isa", PTO_DEVICE_ATTR_VECTOR_ISA}};
     const auto found = kAttributes.find(name);
     TORCH_CHECK(found != kAttributes.end(), "unknown pto device attribute '", name, "'");
     return deviceAttribute(static_cast<c10::DeviceIndex>(device), found->second);

@@ -30,6 +30,8 @@ ptoError Driver::deviceAttribute(int32_t device, ptoDeviceAttribute attribute, i
     case PTO_DEVICE_ATTR_ISA_VERSION_MINOR: *value = kIsaVersionMinor; return PTO_SUCCESS;
     case PTO_DEVICE_ATTR_BUSY_NANOSECONDS:
       return failf(PTO_ERROR_NOT_SUPPORTED, "the driver does not count its devices' busy time");
+    case PTO_DEVICE_ATTR_VECTOR_ISA:
+      return failf(PTO_ERROR_NOT_SUPPORTED, "the driver's devices do not compute on the host's vector units");
     case PTO_DEVICE_ATTR_TOTAL_MEMORY_BYTES: {
       size_t free_bytes = 0, total_bytes = 0;
       if (ptoError s = memGetInfo(device, &free_bytes, &total_bytes); s != PTO_SUCCESS) return s;

@@ -83,7 +83,19 @@ typedef enum ptoDeviceAttribute {
   PTO_DEVICE_ATTR_BUSY_NANOSECONDS = 8,        // a counter: time the device's streams spent running
                                               // work (summed over streams); its rate is the
                                               // device's utilization (torch.pto.utilization)
+  PTO_DEVICE_ATTR_VECTOR_ISA = 9,              // the host vector ISA a device that runs on the
+                                              // host's CPU computes with: a ptoVectorIsa
 } ptoDeviceAttribute;
+
+// What PTO_DEVICE_ATTR_VECTOR_ISA reports (the sim driver's kernels: chosen at run
+// time, capped by PTO_SIM_VECTOR_ISA).
+typedef enum ptoVectorIsa {
+  PTO_VECTOR_ISA_SCALAR = 0,  // the compiler's baseline only
+  PTO_VECTOR_ISA_SSE4 = 1,
+  PTO_VECTOR_ISA_AVX2 = 2,
+  PTO_VECTOR_ISA_AVX512 = 3,
+  PTO_VECTOR_ISA_NEON = 4,
+} ptoVectorIsa;
 
 const char* ptoGetErrorName(ptoError error);
 const char* ptoGetRecentErrMsg(void);

@@ -112,6 +112,20 @@ class DeviceProperties:
     pageable_memory_access: bool   # programs reach plain host memory by its address
     bfloat16: bool
     float64: bool
+    # The host vector ISA the device's kernels compute with ("avx512", "avx2", "sse4",
+    # "neon" or "scalar"; PTO_SIM_VECTOR_ISA caps it), None where the device is not the host.
+    vector_isa: str | None
+
+
+# ptoVectorIsa's values (pto_runtime.h) by name.
+_VECTOR_ISAS = ("scalar", "sse4", "avx2", "avx512", "neon")
+
+
+def _vector_isa(device: int) -> str | None:
+    try:
+        return _VECTOR_ISAS[_C._device_attribute(device, "vector_isa")]
+    except RuntimeError:  # PTO_ERROR_NOT_SUPPORTED: the device does not compute on the host
+        return None
 
 
 def get_device_properties(device: Any = None) -> DeviceProperties:
@@ -130,6 +144,7 @@ def get_device_properties(device: Any = None) -> DeviceProperties:
         pageable_memory_access=bool(attribute("pageable_memory_access")),
         bfloat16=bool(attribute("bfloat16")),
         float64=bool(attribute("float64")),
+        vector_isa=_vector_isa(index),
     )
 
 

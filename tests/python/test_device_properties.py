@@ -198,3 +198,25 @@ def test_default_compile_backend_names_pypto():
     torch._dynamo.reset()
     torch.testing.assert_close(torch.compile(model, backend="pypto")(torch.ones(2, 4, device="pto")).cpu(),
                                model.cpu()(torch.ones(2, 4)))
+
+
+@pytest.mark.parametrize("cap, expected", [("avx2", {"avx2", "sse4", "scalar"}), ("scalar", {"scalar"})])
+def test_sim_vector_isa_setting_caps_the_kernels_vector_isa(python, cap, expected):
+    result = python("""
+        import torch
+        print(torch.pto.get_device_properties(0).vector_isa)
+        x = torch.linspace(-4, 4, 1000, device="pto")
+        torch.testing.assert_close(torch.exp(x).cpu(), torch.exp(x.cpu()))
+    """, PTO_SIM_VECTOR_ISA=cap)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() in expected
+
+
+def test_vector_isa_is_one_the_host_has():
+    assert torch.pto.get_device_properties(0).vector_isa in ("avx512", "avx2", "sse4", "neon", "scalar")
+
+
+def test_invalid_vector_isa_setting_is_a_clear_error(python):
+    result = python("import torch; torch.empty(1, device='pto')", PTO_SIM_VECTOR_ISA="avx1024")
+    assert result.returncode != 0
+    assert "PTO_SIM_VECTOR_ISA='avx1024' is not one of avx512, avx2, sse4, scalar" in result.stderr

@@ -54,6 +54,13 @@ SimConfig readSimConfig() {
     }
     config.strict = text == "1";
   }
+  if (const char* isa = std::getenv("PTO_SIM_VECTOR_ISA")) {
+    config.vector_isa_cap = kernels::parseVectorIsa(isa);
+    if (!config.vector_isa_cap) {
+      throw std::invalid_argument(std::string("PTO_SIM_VECTOR_ISA='") + isa +
+                                  "' is not one of avx512, avx2, sse4, scalar");
+    }
+  }
   return config;
 }
 

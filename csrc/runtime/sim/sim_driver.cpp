@@ -18,6 +18,7 @@
 #include "sim_parallel.h"
 #include "sim_program.h"
 #include "sim_stream.h"
+#include "kernels/vector_target.h"
 
 namespace pto::rt::sim {
 namespace {
@@ -54,6 +55,7 @@ class SimDriver final : public Driver {
   explicit SimDriver(const SimConfig& config)
       : memory_(config.strict), devices_(config.device_count), faults_(config.faults) {
     for (auto& device : devices_) device.capacity = config.memory_capacity;
+    if (config.vector_isa_cap) kernels::capVectorIsa(*config.vector_isa_cap);
   }
 
   const char* name() const override { return "sim"; }
@@ -425,6 +427,7 @@ class SimDriver final : public Driver {
       case PTO_DEVICE_ATTR_BFLOAT16: *value = 1; return PTO_SUCCESS;
       case PTO_DEVICE_ATTR_TOTAL_MEMORY_BYTES: *value = static_cast<int64_t>(devices_[device].capacity); return PTO_SUCCESS;
       case PTO_DEVICE_ATTR_BUSY_NANOSECONDS: *value = static_cast<int64_t>(devices_[device].busy_ns.load()); return PTO_SUCCESS;
+      case PTO_DEVICE_ATTR_VECTOR_ISA: *value = kernels::chosenVectorIsa(); return PTO_SUCCESS;
       default: return Driver::deviceAttribute(device, attribute, value);
     }
   }

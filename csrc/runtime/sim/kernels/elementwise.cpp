@@ -1,6 +1,12 @@
 // Kernels of the elementwise families: unary, binary, compare, select, convert, fill.
 // Each inner row has a contiguous fast path (and one with a broadcast scalar)
-// written so the compiler vectorises it, and a strided general path.
+// written so the compiler vectorises it, and a strided general path. Compiled once
+// per vector target, chosen at run time (vector_target.h describes the pattern).
+#undef HWY_TARGET_INCLUDE
+#define HWY_TARGET_INCLUDE "runtime/sim/kernels/elementwise.cpp"
+#include <hwy/foreach_target.h>  // IWYU pragma: keep
+#include <hwy/highway.h>
+
 #include <utility>
 
 #include "element_types.h"
@@ -8,7 +14,8 @@
 #include "execute.h"
 #include "strided_loop.h"
 
-namespace pto::rt::sim::kernels {
+HWY_BEFORE_NAMESPACE();
+namespace pto::rt::sim::kernels::HWY_NAMESPACE {
 namespace {
 
 using isa::Group;
@@ -196,7 +203,8 @@ StridedLoop loopOf(const isa::Instruction& instruction, std::span<void* const> b
 
 }  // namespace
 
-void executeUnary(const isa::Instruction& instruction, std::span<void* const> buffers) {
+// The entry points, one copy per target.
+void unaryKernel(const isa::Instruction& instruction, std::span<void* const> buffers) {
   const StridedLoop loop = loopOf(instruction, buffers);
   dispatchDType(instruction.operands[0].dtype, [&]<typename T>() {
     dispatchOpcode<Group::Unary>(instruction.opcode, [&]<Opcode op>() {
@@ -205,7 +213,7 @@ void executeUnary(const isa::Instruction& instruction, std::span<void* const> bu
   });
 }
 
-void executeBinary(const isa::Instruction& instruction, std::span<void* const> buffers) {
+void binaryKernel(const isa::Instruction& instruction, std::span<void* const> buffers) {
   const StridedLoop loop = loopOf(instruction, buffers);
   const bool has_alpha = isa::info(instruction.opcode).immediateCount() > 0;
   const double alpha = has_alpha ? instruction.immediates[0] : 1.0;
@@ -216,7 +224,7 @@ void executeBinary(const isa::Instruction& instruction, std::span<void* const> b
   });
 }
 
-void executeCompare(const isa::Instruction& instruction, std::span<void* const> buffers) {
+void compareKernel(const isa::Instruction& instruction, std::span<void* const> buffers) {
   const StridedLoop loop = loopOf(instruction, buffers);
   dispatchDType(instruction.operands[1].dtype, [&]<typename T>() {
     dispatchOpcode<Group::Compare>(instruction.opcode, [&]<Opcode op>() {
@@ -225,19 +233,19 @@ void executeCompare(const isa::Instruction& instruction, std::span<void* const> 
   });
 }
 
-void executeSelect(const isa::Instruction& instruction, std::span<void* const> buffers) {
+void selectKernel(const isa::Instruction& instruction, std::span<void* const> buffers) {
   const StridedLoop loop = loopOf(instruction, buffers);
   dispatchDType(instruction.operands[0].dtype, [&]<typename T>() { selectRows<T>(loop); });
 }
 
-void executeConvert(const isa::Instruction& instruction, std::span<void* const> buffers) {
+void convertKernel(const isa::Instruction& instruction, std::span<void* const> buffers) {
   const StridedLoop loop = loopOf(instruction, buffers);
   dispatchDType(instruction.operands[0].dtype, [&]<typename To>() {
     dispatchDType(instruction.operands[1].dtype, [&]<typename From>() { convertRows<To, From>(loop); });
   });
 }
 
-void executeFill(const isa::Instruction& instruction, std::span<void* const> buffers) {
+void fillKernel(const isa::Instruction& instruction, std::span<void* const> buffers) {
   const StridedLoop loop = loopOf(instruction, buffers);
   dispatchDType(instruction.operands[0].dtype, [&]<typename T>() {
     const T value = castTo<T>(instruction.immediates[0]);
@@ -248,4 +256,42 @@ void executeFill(const isa::Instruction& instruction, std::span<void* const> buf
   });
 }
 
+}  // namespace pto::rt::sim::kernels::HWY_NAMESPACE
+HWY_AFTER_NAMESPACE();
+
+#if HWY_ONCE
+namespace pto::rt::sim::kernels {
+
+HWY_EXPORT(unaryKernel);
+HWY_EXPORT(binaryKernel);
+HWY_EXPORT(compareKernel);
+HWY_EXPORT(selectKernel);
+HWY_EXPORT(convertKernel);
+HWY_EXPORT(fillKernel);
+
+void executeUnary(const isa::Instruction& instruction, std::span<void* const> buffers) {
+  HWY_DYNAMIC_DISPATCH(unaryKernel)(instruction, buffers);
+}
+
+void executeBinary(const isa::Instruction& instruction, std::span<void* const> buffers) {
+  HWY_DYNAMIC_DISPATCH(binaryKernel)(instruction, buffers);
+}
+
+void executeCompare(const isa::Instruction& instruction, std::span<void* const> buffers) {
+  HWY_DYNAMIC_DISPATCH(compareKernel)(instruction, buffers);
+}
+
+void executeSelect(const isa::Instruction& instruction, std::span<void* const> buffers) {
+  HWY_DYNAMIC_DISPATCH(selectKernel)(instruction, buffers);
+}
+
+void executeConvert(const isa::Instruction& instruction, std::span<void* const> buffers) {
+  HWY_DYNAMIC_DISPATCH(convertKernel)(instruction, buffers);
+}
+
+void executeFill(const isa::Instruction& instruction, std::span<void* const> buffers) {
+  HWY_DYNAMIC_DISPATCH(fillKernel)(instruction, buffers);
+}
+
 }  // namespace pto::rt::sim::kernels
+#endif  // HWY_ONCE

@@ -1,0 +1,55 @@
+"""The kernels' run-time vector dispatch (csrc/runtime/sim/kernels/vector_target.h):
+no wide-register code outside the per-target copies, and the elementwise ops match
+CPU on every target an AVX-512 host can be capped to (PTO_SIM_VECTOR_ISA)."""
+import os
+import pathlib
+import re
+import shutil
+import subprocess
+import sys
+
+import pytest
+import torch
+
+import pypto_torch
+
+# Functions allowed to use AVX2 (ymm) or AVX-512 (zmm) registers without a CPU check
+# of their own: Highway's per-target copies, named by their namespace (N_AVX2,
+# N_AVX3), and gemm_bf16.cpp, built for AVX512-BF16 and entered only where the CPU
+# reports it.
+WIDE_TARGETS = {"ymm": ("N_AVX2", "N_AVX3", "gemmBf16", "packA", "packB"),
+                "zmm": ("N_AVX3", "gemmBf16", "packA", "packB")}
+FUNCTION_LABEL = re.compile(r"^[0-9a-f]+ <(.*)>:$")
+
+
+def functions_using(disassembly: str, register: str) -> set[str]:
+    used = re.compile(rf"%{register}\d")
+    found, current = set(), ""
+    for line in disassembly.splitlines():
+        label = FUNCTION_LABEL.match(line)
+        if label:
+            current = label.group(1)
+        elif used.search(line):
+            found.add(current)
+    return found
+
+
+@pytest.mark.skipif(shutil.which("objdump") is None or not torch.backends.cpu.get_cpu_capability().startswith("AVX"),
+                    reason="needs objdump and an x86 host")
+def test_wide_registers_appear_only_in_their_targets_code():
+    library = pathlib.Path(pypto_torch._C.__file__)
+    disassembly = subprocess.run(["objdump", "-d", "--no-show-raw-insn", "-C", str(library)],
+                                 capture_output=True, text=True, check=True).stdout
+    for register, allowed in WIDE_TARGETS.items():
+        strays = sorted(f for f in functions_using(disassembly, register) if not any(a in f for a in allowed))
+        assert not strays, f"{register} registers outside their target's code (an ODR-merged copy?): {strays[:5]}"
+
+
+@pytest.mark.parametrize("cap", ["avx2", "sse4", "scalar"])
+def test_elementwise_ops_match_cpu_on_each_capped_target(cap):
+    root = pathlib.Path(__file__).parents[2]
+    result = subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-x", "-p", "no:cacheprovider", "-k", "opinfo_forward",
+         "tests/python/test_elementwise.py"],
+        capture_output=True, text=True, cwd=root, env={**os.environ, "PTO_SIM_VECTOR_ISA": cap})
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-2000:]
