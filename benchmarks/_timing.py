@@ -1,13 +1,20 @@
-"""Helpers shared by the benchmarks: timing, plain-text tables, the machine context header."""
+"""Helpers shared by the benchmarks: timing, plain-text tables, the header saying what a
+benchmark runs on, time budgets, and the record of aims that `make bench` sums up."""
 
+import contextlib
+import ctypes
 import os
 import platform
+import re
+import shutil
+import tempfile
 import time
 
 import numpy as np
 import torch
 
 GiB = 2**30
+YES, NO = "✓", "✗"
 
 
 def best_time(fn, reps: int, warmup: int = 1) -> float:
@@ -37,24 +44,118 @@ def table(title: str, header: list[str], rows: list[list[str]], text_columns: in
     print(line)
 
 
-def _cpu_model() -> str:
+# The vector features that decide which kernels run: x86's SSE/AVX/AVX-512/AMX levels and
+# the conversions bf16/fp16 GEMMs need; aarch64's NEON (asimd) and SVE.
+VECTOR_FEATURES = ("sse4_2", "avx2", "fma", "f16c", "avx512f", "avx512bw", "avx512_bf16", "avx512_fp16",
+                   "amx_tile", "amx_bf16", "asimd", "sve", "sve2", "bf16")
+
+# What caps every side of a benchmark to one vector level on a host that has more: torch's
+# own kernels, the oneDNN and MKL inside torch, OpenBLAS, and the pto kernels. The host's
+# caches, memory and clock stay its own, so a capped run is an emulation of such a host.
+ISA_CAPS = {
+    "avx2": {"ATEN_CPU_CAPABILITY": "avx2", "ONEDNN_MAX_CPU_ISA": "AVX2", "OPENBLAS_CORETYPE": "Haswell",
+             "MKL_ENABLE_INSTRUCTIONS": "AVX2", "PTO_SIM_VECTOR_ISA": "avx2"},
+}
+
+# GEMM and vector-math libraries worth naming when loaded into this process (torch links
+# its MKL and oneDNN statically: torch.__config__ names those).
+_LIBRARIES = re.compile(r"lib(openblas|blis|dnnl|sleef|hwy)[^/]*\.so[.0-9]*$")
+
+
+def _cpuinfo() -> tuple[str, set[str]]:
+    """The CPU's model name and its feature flags, as /proc/cpuinfo lists them."""
     try:
         with open("/proc/cpuinfo") as info:
             lines = info.read().splitlines()
     except OSError:
-        return platform.processor() or platform.machine()
-    model = next((l.split(":", 1)[1].strip() for l in lines if l.startswith("model name")), platform.machine())
-    flags = next((l.split(":", 1)[1].split() for l in lines if l.startswith("flags")), [])
-    simd = [f for f in ("avx2", "fma", "avx512f", "avx512_bf16", "amx_bf16") if f in flags]
-    return f"{model} ({', '.join(simd) or 'no AVX'})"
+        return platform.processor() or platform.machine(), set()
+    model = next((l.split(":", 1)[1].strip() for l in lines if l.startswith(("model name", "Model"))),
+                 platform.machine())
+    flags = next((l.split(":", 1)[1].split() for l in lines if l.startswith(("flags", "Features"))), [])
+    return model, set(flags)
+
+
+def isa_cap() -> str | None:
+    """The ISA_CAPS entry whose every variable this process's environment sets (None: no cap)."""
+    return next((name for name, variables in ISA_CAPS.items()
+                 if all(os.environ.get(k) == v for k, v in variables.items())), None)
+
+
+def _cap_variables() -> list[str]:
+    names = sorted({k for variables in ISA_CAPS.values() for k in variables})
+    return [f"{k}={os.environ[k]}" for k in names if k in os.environ]
+
+
+def pto_vector_isa() -> str:
+    """The vector target the pto kernels run with, as the device reports it."""
+    return str(getattr(torch.pto.get_device_properties(0), "vector_isa", "unknown"))
+
+
+def _gemm_libraries() -> str:
+    """torch's BLAS (from its build configuration) and the GEMM and vector-math libraries
+    this process has loaded (pto's), OpenBLAS with the core type it chose."""
+    config = torch.__config__.show()
+    torch_side = []
+    for name, pattern in (("MKL", r"Math Kernel Library Version ([\d.]+)"), ("oneDNN", r"MKL-DNN (v[\d.]+)")):
+        found = re.search(pattern, config)
+        if found:
+            torch_side.append(f"{name} {found.group(1)}")
+    loaded = []
+    try:
+        with open("/proc/self/maps") as maps:
+            paths = {line.split()[-1] for line in maps if _LIBRARIES.search(line.strip())}
+    except OSError:
+        paths = set()
+    for path in sorted(paths):
+        name = os.path.basename(path)
+        if name.startswith("libopenblas"):
+            library = ctypes.CDLL(path)
+            library.openblas_get_corename.restype = ctypes.c_char_p
+            name += f" (core {library.openblas_get_corename().decode()})"
+        loaded.append(name)
+    return f"torch: {', '.join(torch_side) or 'its own'}; loaded: {', '.join(loaded) or 'none of these'}"
+
+
+def cpu_gemm_slow_path(dtype: torch.dtype) -> str | None:
+    """Why torch's CPU GEMM of `dtype` has no fast path on this host, None where it has one:
+    its bfloat16 and float16 GEMMs are fast only with AVX-512 and the matching conversion
+    or AMX instructions; without them they run a scalar path at a few GFLOP/s."""
+    needs = {torch.bfloat16: ("avx512_bf16", "amx_bf16"), torch.float16: ("avx512_fp16", "amx_fp16")}.get(dtype)
+    if needs is None:
+        return None
+    capability = torch.backends.cpu.get_cpu_capability()
+    onednn = os.environ.get("ONEDNN_MAX_CPU_ISA", "ALL").upper()
+    if "AVX512" in capability and set(needs) & _cpuinfo()[1] and onednn.startswith(("ALL", "AVX512", "AVX10")):
+        return None
+    return (f"torch's CPU {str(dtype).removeprefix('torch.')} GEMM has no fast path here "
+            f"(capability {capability}, oneDNN max ISA {onednn}, needs AVX-512 with {' or '.join(needs)})")
+
+
+def host_description() -> list[str]:
+    """What the host is, a line each: the CPU, its vector features, the cap the environment
+    sets on them."""
+    model, flags = _cpuinfo()
+    lines = [f"{model}, {platform.machine()}",
+             f"vector features: {' '.join(f for f in VECTOR_FEATURES if f in flags) or 'none listed'}"]
+    cap, variables = isa_cap(), ", ".join(_cap_variables())
+    if cap:
+        lines.append(f"capped to {cap.upper()} by environment ({variables}): an emulation of an {cap.upper()}-only "
+                     f"host, with this host's caches, memory and clock")
+    elif variables:
+        lines.append(f"partly capped by environment: {variables}")
+    return lines
 
 
 def context_header(title: str, quick: bool) -> None:
-    """Print the benchmark's title and what it runs on: versions, cores, threads, the pto device."""
+    """Print the benchmark's title and what it runs on: versions, CPU and its vector features,
+    the kernels torch and pto chose, cores, threads, the pto device."""
     affinity = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
     print(title + (" (--quick)" if quick else ""))
     print(f"  torch {torch.__version__}, numpy {np.__version__}, python {platform.python_version()}")
-    print(f"  {_cpu_model()}, {platform.machine()}")
+    print("\n".join(f"  {line}" for line in host_description()))
+    print(f"  kernels: torch CPU capability {torch.backends.cpu.get_cpu_capability()}, "
+          f"pto vector target {pto_vector_isa()}")
+    print(f"  GEMM and vector libraries: {_gemm_libraries()}")
     load = f", load average {os.getloadavg()[0]:.2f} (1 min)" if hasattr(os, "getloadavg") else ""
     print(f"  nproc {affinity} (cpu_count {os.cpu_count()}), torch threads {torch.get_num_threads()}{load}")
     _, total = torch.pto.mem_get_info()
@@ -111,15 +212,85 @@ def settle(max_wait: float = 0.3, step: float = 0.005) -> None:
             return
 
 
-def print_closing_summary(fallbacks_before: dict, checked: int, missed: list, start: float, whole_run: "OtherLoad",
+class Budget:
+    """A benchmark script's time budget. `make bench` (benchmarks/run_all.py) gives each script
+    its share of the whole run in PTO_BENCH_BUDGET_S; run alone, a script has `default` seconds.
+    A script checks it between cases and skips, saying so, what no longer fits."""
+
+    def __init__(self, default: float):
+        self.seconds = float(os.environ.get("PTO_BENCH_BUDGET_S", default))
+        self.start = time.perf_counter()
+
+    def spent(self) -> float:
+        return time.perf_counter() - self.start
+
+    def left(self) -> float:
+        return self.seconds - self.spent()
+
+    def exhausted(self) -> bool:
+        return self.left() <= 0
+
+    def skipped(self, what: str) -> str:
+        return f"skipped: {what} (time budget of {self.seconds:.0f} s spent)"
+
+
+class Aims:
+    """The record of every aim a benchmark checks. Each check gives the mark of a table row
+    (judged on the figure as printed) and a line for the closing summary; under `make bench`
+    the lines are appended to the file PTO_BENCH_AIMS names, for run_all.py's summary of the
+    whole run. `what` says what was measured, its figure and the aim: "exp out=: pto/CPU
+    time 0.95 (aim <= 1)"."""
+
+    def __init__(self, script: str):
+        self.script = script
+        self.checked = 0
+        self.missed: list[str] = []
+
+    def aim(self, met: bool | None, what: str) -> str:
+        """The mark of a row (None: not measured, nothing recorded)."""
+        if met is None:
+            return "?"
+        mark = YES if met else NO
+        self.checked += 1
+        if not met:
+            self.missed.append(what)
+        path = os.environ.get("PTO_BENCH_AIMS")
+        if path:
+            with open(path, "a", encoding="utf-8") as aims:
+                aims.write(f"{self.script}\t{mark}\t{what}\n")
+        return mark
+
+
+@contextlib.contextmanager
+def fresh_inductor_cache():
+    """Inductor's caches in a fresh folder for the duration, so that it compiles everything
+    anew (its caches of earlier runs would hide its compile time); set before the first compile."""
+    folder = tempfile.mkdtemp(prefix="bench_inductor_")
+    before = os.environ.get("TORCHINDUCTOR_CACHE_DIR")
+    os.environ["TORCHINDUCTOR_CACHE_DIR"] = folder
+    try:
+        yield folder
+    finally:
+        if before is None:
+            os.environ.pop("TORCHINDUCTOR_CACHE_DIR", None)
+        else:
+            os.environ["TORCHINDUCTOR_CACHE_DIR"] = before
+        shutil.rmtree(folder, ignore_errors=True)
+
+
+def fell_back_since(fallbacks_before: dict) -> dict:
+    """The ops that went through the CPU fallback since `fallbacks_before`, with their call counts."""
+    import pypto_torch
+
+    return {op: calls - fallbacks_before.get(op, 0) for op, calls in pypto_torch.fallback_ops().items()
+            if calls > fallbacks_before.get(op, 0)}
+
+
+def print_closing_summary(fallbacks_before: dict, aims: Aims, start: float, whole_run: "OtherLoad",
                           fallback_label: str = "ops that went through the CPU fallback") -> None:
     """The tail every op benchmark prints: what fell back during the run, which aims
     were met and missed, and how long the run took under how much other load."""
-    import pypto_torch
-
-    fell_back = {op: calls - fallbacks_before.get(op, 0) for op, calls in pypto_torch.fallback_ops().items()
-                 if calls > fallbacks_before.get(op, 0)}
-    print(f"\n{fallback_label}: {fell_back or 'none'}")
-    print(f"aims met: {checked - len(missed)} of {checked}; missed:")
-    print("\n".join(f"  ✗ {what}" for what in missed) or "  none")
+    print(f"\n{fallback_label}: {fell_back_since(fallbacks_before) or 'none'}")
+    print(f"aims met: {aims.checked - len(aims.missed)} of {aims.checked}; missed:")
+    print("\n".join(f"  {NO} {what}" for what in aims.missed) or "  none")
     print(f"\ntotal time {time.perf_counter() - start:.1f} s; {whole_run.describe()}")

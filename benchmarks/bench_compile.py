@@ -26,50 +26,33 @@ torch.pto.synchronize() on pto. The four ways alternate within each repetition, 
 after the threads of the one before have stopped spinning.
 """
 
-import os
-import shutil
-import tempfile
+import argparse
+import sys
+import time
+from pathlib import Path
 
-# Before torch is imported: Inductor reads its cache folder once.
-_INDUCTOR_CACHE = tempfile.mkdtemp(prefix="bench_compile_inductor_")
-os.environ["TORCHINDUCTOR_CACHE_DIR"] = _INDUCTOR_CACHE
+import torch
+import torch._dynamo
 
-import argparse  # noqa: E402
-import sys  # noqa: E402
-import time  # noqa: E402
-from pathlib import Path  # noqa: E402
-
-import torch  # noqa: E402
-import torch._dynamo  # noqa: E402
-
-import pypto_torch  # noqa: E402
-from _timing import OtherLoad, best_time, context_header, print_closing_summary, settle, table  # noqa: E402
+import pypto_torch
+from _timing import (Aims, Budget, OtherLoad, best_time, context_header, fresh_inductor_cache, print_closing_summary,
+                     settle, table)
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests" / "python"))
 from compile_models import MLP, TransformerBlock, handwritten_softmax, on_device, seeded, tiny_gpt2  # noqa: E402
 
-YES, NO = "✓", "✗"
 MiB = 2**20
 WAYS = ["eager CPU", "eager pto", "pypto", "inductor"]
 
 
-class Run:
+class Run(Aims):
     """The run's settings, and the record of every aim checked."""
 
     def __init__(self, quick: bool):
+        super().__init__("bench_compile")
         self.reps = 3 if quick else 5
         self.target = 0.02 if quick else 0.05  # seconds per timed repetition
-        self.checked = 0
-        self.missed: list[str] = []
-
-    def aim(self, met: bool | None, what: str) -> str:
-        """The mark of a row (None: not measured), recording a missed aim."""
-        if met is None:
-            return "?"
-        self.checked += 1
-        if not met:
-            self.missed.append(what)
-        return YES if met else NO
+        self.budget = Budget(120 if quick else 240)
 
 
 def synchronize(device: str) -> None:
@@ -223,10 +206,10 @@ def report(r: Run, all_cases: list[Case], softmax_eager: dict[str, float], times
             case.name, ms(cpu), ms(t.get("eager pto")), ms(pypto), ms(inductor),
             "-" if speedup is None else f"{speedup:.2f} vs {aim_text}",
             r.aim(None if speedup is None else round(speedup, 2) >= ratio_aim,
-                  f"{case.name}: pypto {speedup and round(speedup, 2)}x faster than {aim_text} < {ratio_aim}"),
+                  f"{case.name}: pypto {speedup and round(speedup, 2)}x faster than {aim_text} (aim >= {ratio_aim})"),
             "-" if vs_inductor is None else f"{vs_inductor:.2f}",
             r.aim(None if vs_inductor is None else round(vs_inductor, 2) <= 1.0,
-                  f"{case.name}: pypto/inductor time {vs_inductor and round(vs_inductor, 2)} > 1"),
+                  f"{case.name}: pypto/inductor time {vs_inductor and round(vs_inductor, 2)} (aim <= 1)"),
         ])
     rows.append(["torch.softmax(x, -1) 4096x4096 (reference)", ms(softmax_eager["eager CPU"]),
                  ms(softmax_eager["eager pto"]), "", "", "", "", "", ""])
@@ -242,7 +225,7 @@ def report(r: Run, all_cases: list[Case], softmax_eager: dict[str, float], times
         rows.append([case.name, "-" if pypto is None else f"{pypto:.2f}", "-" if inductor is None else f"{inductor:.2f}",
                      "-" if ratio is None else f"{ratio:.3f}",
                      r.aim(None if ratio is None else round(ratio, 3) <= 0.1,
-                           f"{case.name}: pypto/inductor first-call time {ratio and round(ratio, 3)} > 0.1")])
+                           f"{case.name}: pypto/inductor first-call time {ratio and round(ratio, 3)} (aim <= 0.1)")])
     table("2. First call of the compiled forward (compiling + one run), s",
           ["model", "pypto s", "inductor s", "pypto/inductor", "<=0.1"], rows)
 
@@ -252,7 +235,7 @@ def report(r: Run, all_cases: list[Case], softmax_eager: dict[str, float], times
         rows.append([case.name, f"{eager / MiB:.1f}", "-" if compiled is None else f"{compiled / MiB:.1f}",
                      "-" if compiled is None else f"{compiled / max(eager, 1):.2f}",
                      r.aim(None if compiled is None else compiled < eager,
-                           f"{case.name}: compiled peak {compiled} B not below eager's {eager} B")])
+                           f"{case.name}: compiled peak {compiled} B, eager {eager} B (aim: lower)")])
     table("3. Peak pto memory of one forward above its parameters and inputs, MiB (torch.pto.max_memory_allocated)",
           ["model", "eager pto", "pypto", "pypto/eager", "lower"], rows)
 
@@ -272,19 +255,20 @@ def main() -> None:
     start = time.perf_counter()
     whole_run = OtherLoad()
     fallbacks_before = pypto_torch.fallback_ops()
-    try:
+    with fresh_inductor_cache():
         all_cases = cases()
         warm_up_backends()
         for case in all_cases:
             for way in ("pypto", "inductor"):
-                case.compile(way)
+                if r.budget.exhausted():
+                    case.errors[way] = r.budget.skipped("not compiled")
+                else:
+                    case.compile(way)
         softmax = Case("torch.softmax", lambda x: torch.softmax(x, -1), all_cases[0].inputs["cpu"])
         softmax.errors = {"pypto": "not compiled", "inductor": "not compiled"}
         times = {case.name: forward_times(r, case) for case in all_cases}
         report(r, all_cases, forward_times(r, softmax), times)
-    finally:
-        shutil.rmtree(_INDUCTOR_CACHE, ignore_errors=True)
-    print_closing_summary(fallbacks_before, r.checked, r.missed, start, whole_run,
+    print_closing_summary(fallbacks_before, r, start, whole_run,
                           "ops that went through the CPU fallback (eager pto and pypto's eager segments)")
 
 

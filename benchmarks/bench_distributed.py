@@ -48,7 +48,7 @@ import torch.distributed as dist
 import torch.multiprocessing as mp
 
 import pypto_torch
-from _timing import OtherLoad, context_header, table
+from _timing import OtherLoad, context_header, fell_back_since, table
 
 KiB, MiB = 2**10, 2**20
 ALLREDUCE_SIZES = [8, 64, KiB, 16 * KiB, 256 * KiB, MiB, 4 * MiB, 16 * MiB, 64 * MiB, 256 * MiB]
@@ -71,17 +71,6 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def cpu_flags() -> str:
-    """The host's SIMD flags that matter here: AVX2 and every AVX-512 subset."""
-    try:
-        with open("/proc/cpuinfo") as info:
-            flags = next((l.split(":", 1)[1].split() for l in info if l.startswith("flags")), [])
-    except OSError:
-        return "flags unknown"
-    avx512 = sorted(f for f in flags if f.startswith("avx512"))
-    return f"avx2 {'yes' if 'avx2' in flags else 'no'}; avx512: {' '.join(avx512) if avx512 else 'none'}"
-
-
 class RunLoad(OtherLoad):
     """OtherLoad that counts the ranks this process started (and reaped) as its own work."""
 
@@ -100,8 +89,7 @@ def _rank_main(rank: int, fn_name: str, world: int, port: int, outdir: str, args
     torch.manual_seed(1234 + rank)
     fallbacks_before = pypto_torch.fallback_ops()
     result = globals()[fn_name](rank, world, *args)
-    fell_back = {op: n - fallbacks_before.get(op, 0) for op, n in pypto_torch.fallback_ops().items()
-                 if n > fallbacks_before.get(op, 0)}
+    fell_back = fell_back_since(fallbacks_before)
     if dist.is_initialized():
         dist.destroy_process_group()
     with open(os.path.join(outdir, f"rank{rank}.pkl"), "wb") as f:
@@ -420,7 +408,6 @@ def main() -> None:
     whole_run = RunLoad()
 
     context_header("pccl (torch.distributed on pto) benchmark", args.quick)
-    print(f"  cpu cores (os.cpu_count) {os.cpu_count()}; {cpu_flags()}")
     print(f"  ranks: torch.multiprocessing spawn, 127.0.0.1, torch threads 1 per rank; "
           f"PTO_PCCL_BUFFER_BYTES {os.environ.get('PTO_PCCL_BUFFER_BYTES', 'unset (4 MiB)')}")
     sys.stdout.flush()
