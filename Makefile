@@ -28,7 +28,7 @@ STRICT_PYTESTS := $(addprefix tests/python/test_,$(addsuffix .py,strict_mode dev
 	'tests/python/test_compile_hf_models.py::test_compiled_model_matches_eager_in_eval_and_training[llama]' \
 	tests/python/distributed/test_dist_init.py
 
-.PHONY: demo test deps build test-cpp test-tsan test-asan test-asan-python test-strict test-python bench
+.PHONY: demo test deps build test-cpp test-tsan test-asan test-asan-python test-strict test-python bench bench-avx2
 
 demo: build
 	$(PYTHON) -m pypto_torch.demo
@@ -95,11 +95,10 @@ test-strict: build
 test-python: build
 	$(PYTHON) -m pytest
 
+# Every benchmark within 15 minutes on 2 cores, then one summary of every aim.
+# ISA=avx2 caps every side to AVX2 on an AVX-512 host: an emulation of an AVX2-only host.
 bench: build
-	$(PYTHON) benchmarks/bench_runtime.py
-	$(PYTHON) benchmarks/bench_ops.py
-	$(PYTHON) benchmarks/bench_compile.py
-	$(PYTHON) benchmarks/bench_pypto.py
-	$(PYTHON) benchmarks/bench_distributed.py
-	$(PYTHON) benchmarks/bench_amp.py
-	$(PYTHON) benchmarks/bench_graphs.py
+	$(PYTHON) benchmarks/run_all.py $(if $(ISA),--isa $(ISA))
+
+bench-avx2: build
+	$(PYTHON) benchmarks/run_all.py --isa avx2
