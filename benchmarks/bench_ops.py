@@ -22,7 +22,7 @@ repetitions end with torch.pto.synchronize() inside the timed region; CPU and pt
 repetitions alternate, each after the threads of the other have stopped spinning
 (torch's OpenMP workers spin ~8 ms after each op, OpenBLAS's ~100 ms after a GEMM
 on pto, taking a core from whatever runs next). A figure measured through the CPU fallback is marked
-"(CPU fallback)". Tables 1 and 2 time the same calls compiled by Inductor for CPU tensors
+"(CPU fallback)". Tables 1, 2 and 4 time the same calls compiled by Inductor for CPU tensors
 beside them (pto/Ind: pto's time over Inductor's), each compiled once, at most
 Bench.INDUCTOR_COMPILING seconds of compiling a run, in a fresh Inductor cache.
 
@@ -330,14 +330,17 @@ def bench_row_ops(b: Bench) -> None:
     rows = []
     nbytes = 2 * x_cpu.numel() * 4
     for name, fn in cases:
-        r = b.pair(lambda: fn(x_cpu, w_cpu, bias_cpu, o_cpu), lambda: fn(x_pto, w_pto, bias_pto, o_pto))
+        r = b.pair(lambda: fn(x_cpu, w_cpu, bias_cpu, o_cpu), lambda: fn(x_pto, w_pto, bias_pto, o_pto),
+                   fn_inductor=b.inductor(fn, x_cpu, w_cpu, bias_cpu, o_cpu))
         ratio = r.pto / r.cpu
         rows.append([name, ms(r.cpu), ms(r.pto) + fallback_note(r.fell_back), f"{ratio:.2f}",
                      b.aim(round(ratio, 2) <= 1.0, f"{name}: pto/CPU time {ratio:.2f} (aim <= 1)"),
-                     f"{nbytes / r.cpu / 1e9:.1f}", f"{nbytes / r.pto / 1e9:.1f}", r.cores()])
+                     *inductor_columns(r), f"{nbytes / r.cpu / 1e9:.1f}", f"{nbytes / r.pto / 1e9:.1f}", r.cores()])
     table(f"4. Row ops on a 4096x4096 float32 (dim=-1), ms per op (best of {b.reps}); "
           f"GB/s = input read once + output written once",
-          ["op", "cpu ms", "pto ms", "pto/CPU", "<=1", "cpu GB/s", "pto GB/s", "cores cpu / pto / other"], rows)
+          ["op", "cpu ms", "pto ms", "pto/CPU", "<=1", "Ind ms", "pto/Ind", "cpu GB/s", "pto GB/s",
+           "cores cpu / pto / other"], rows)
+    print(INDUCTOR_NOTE)
     del x_pto, w_pto, bias_pto, o_pto
     torch.pto.empty_cache()
 
