@@ -74,7 +74,7 @@ class Bench(Aims):
     """Timing with the run's settings, and the record of every aim checked."""
 
     BUSY = 0.25  # cores kept busy by other processes above which a measurement is repeated
-    CALL_CAP = 0.5  # seconds: a side whose one call takes longer is timed by that call alone
+    CALL_CAP = 1.0  # seconds: a side whose one call takes longer is timed by that call alone
 
     def __init__(self, quick: bool):
         super().__init__("bench_ops")
