@@ -30,6 +30,8 @@ isa::ScheduledProgram compile(isa::Program program, const CompileOptions& option
   eliminateCommonSubexpressions(compiled.program);
   eliminateDeadCode(compiled.program);  // what only the removed copies read
   check(compiled, "common subexpression elimination", false, options);
+  forwardCopies(compiled.program);
+  check(compiled, "copy forwarding", false, options);
   collapseLeadingDims(compiled.program);
   check(compiled, "dimension collapsing", false, options);
   if (options.fuse) {

@@ -18,6 +18,11 @@ int eliminateDeadCode(isa::Program& program);
 // Returns how many it removed.
 int eliminateCommonSubexpressions(isa::Program& program);
 
+// Removes a tmov into a temporary that nothing else writes, laid out as its input
+// (a clone, eval-mode dropout), where the input is not written after it: its readers
+// read the input instead. Returns how many it removed.
+int forwardCopies(isa::Program& program);
+
 // Merges leading dimensions of elementwise, reduction and row instructions where
 // every operand's strides allow (a [8, 128, 1024] activation becomes [1024, 1024]),
 // so that instructions which view the same memory at different ranks share a tile

@@ -621,9 +621,10 @@ def _attention(lw: Lowerer, q, k, v, dropout_p=0.0, is_causal=False, attn_mask=N
             scores = lw.emit(instruction("add"), lw.new(compute, scores_shape), scores,
                              lw.operand(attn_mask, compute, scores_shape), alpha=1)
     weights = lw.emit("tsoftmax", lw.new(compute, scores_shape), scores)
+    # The product goes straight into the result's layout (heads inside rows: the transpose
+    # back to (batch, sequence, heads * head_dim) that follows is then a view).
     out = lw.like_meta(out_meta)
-    product = matmul(lw, lw.cast(weights, q.dtype), v, q.dtype)
-    lw.emit("tmov", out, product)
+    lw.emit("tmatmul", out, lw.cast(weights, q.dtype), lw.cast(v, q.dtype), alpha=1, beta=0)
     # The rows' logsumexp (read by the backward only: dead code in inference) as max +
     # log(sum(exp(score - max))): a masked column's -inf takes no part (a score minus its
     # log-softmax would be -inf - -inf where a sliding window masks that column).

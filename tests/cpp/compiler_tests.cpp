@@ -1,4 +1,4 @@
-// The compiler (csrc/compiler): dead code and common subexpression elimination,
+// The compiler (csrc/compiler): dead code and common subexpression elimination, copy forwarding,
 // fusion into tiled stages and where it must stop, the memory plan (tile scratch,
 // workspace reuse by liveness), verification after each pass, and a compiled
 // program loaded and launched through the runtime against the same program run
@@ -73,6 +73,39 @@ TEST(CommonSubexpressions, AnInputWrittenInBetweenIsNotTheSameInput) {
       "texp %3:f32[4;1]@0, %0:f32[4;1]@0\n"
       "tadd %1:f32[4;1]@0, %2:f32[4;1]@0, %3:f32[4;1]@0 alpha=1\n");
   EXPECT_EQ(compiler::eliminateCommonSubexpressions(program), 0);
+}
+
+TEST(CopyForwarding, ReadersOfACopyReadItsSourceAtTheCopysOffset) {
+  // %2 is a copy of the second half of %0 (a clone of a slice), read through a view of its own.
+  isa::Program program = parsed(
+      "buffer %0 input 32\nbuffer %1 output 8\nbuffer %2 temp 16\n"
+      "tmov %2:f32[2,2;2,1]@0, %0:f32[2,2;2,1]@4\n"
+      "tneg %1:f32[2;1]@0, %2:f32[2;2]@1\n");
+  EXPECT_EQ(compiler::forwardCopies(program), 1);
+  ASSERT_EQ(program.instructions.size(), 1u);
+  const isa::Operand& read = program.instructions[0].operands[1];
+  EXPECT_EQ(read.buffer, 0);
+  EXPECT_EQ(read.offset, 5);
+  EXPECT_EQ(read.strides[0], 2);
+}
+
+TEST(CopyForwarding, ACopyStaysWhereItsSourceIsWrittenAfterItOrItsLayoutDiffers) {
+  isa::Program written_after = parsed(
+      "buffer %0 input 16\nbuffer %1 output 16\nbuffer %2 temp 16\n"
+      "tmov %2:f32[4;1]@0, %0:f32[4;1]@0\n"
+      "tneg %0:f32[4;1]@0, %0:f32[4;1]@0\n"
+      "tadd %1:f32[4;1]@0, %2:f32[4;1]@0, %0:f32[4;1]@0 alpha=1\n");
+  EXPECT_EQ(compiler::forwardCopies(written_after), 0);
+  isa::Program transposed = parsed(
+      "buffer %0 input 16\nbuffer %1 output 16\nbuffer %2 temp 16\n"
+      "tmov %2:f32[2,2;2,1]@0, %0:f32[2,2;1,2]@0\n"
+      "tneg %1:f32[2,2;2,1]@0, %2:f32[2,2;2,1]@0\n");
+  EXPECT_EQ(compiler::forwardCopies(transposed), 0);
+  isa::Program into_an_output = parsed(
+      "buffer %0 input 16\nbuffer %1 output 16\nbuffer %2 output 16\n"
+      "tmov %2:f32[4;1]@0, %0:f32[4;1]@0\n"
+      "tneg %1:f32[4;1]@0, %2:f32[4;1]@0\n");
+  EXPECT_EQ(compiler::forwardCopies(into_an_output), 0);
 }
 
 TEST(Fusion, TheHandWrittenSoftmaxIsOneTiledStageWithItsTemporariesInScratch) {

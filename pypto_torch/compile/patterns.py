@@ -1,0 +1,109 @@
+"""Rewrites of an aten graph before it is lowered: a composite that a model writes out
+op by op becomes the one aten op that PTO has an instruction for. The instruction makes
+one pass over its tile where the chain makes one per op, each through a tile-sized
+temporary (after a GEMM, that temporary is a band of the GEMM's output rows).
+"""
+from __future__ import annotations
+
+import math
+
+import torch
+
+aten = torch.ops.aten
+
+_SQRT_2_OVER_PI = math.sqrt(2.0 / math.pi)
+
+
+def _same_float32(value, expected: float) -> bool:
+    """Whether a literal of the graph is `expected` as float32 holds it (the constant the
+    instruction's kernel computes with)."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return False
+    return torch.tensor(value, dtype=torch.float32).item() == torch.tensor(expected, dtype=torch.float32).item()
+
+
+def _scaled(node, factor: float):
+    """The tensor that `node` multiplies by the literal `factor` (either operand order), or None."""
+    if not (isinstance(node, torch.fx.Node) and node.target is aten.mul.Tensor and len(node.args) == 2):
+        return None
+    a, b = node.args
+    if isinstance(a, torch.fx.Node) and _same_float32(b, factor):
+        return a
+    if isinstance(b, torch.fx.Node) and _same_float32(a, factor):
+        return b
+    return None
+
+
+def _plus(node, literal: float | None = None):
+    """The operands of an add with alpha 1: (tensor, tensor), or, with `literal`, the
+    tensor that `node` adds `literal` to; None when `node` is no such add."""
+    if not (isinstance(node, torch.fx.Node) and node.target is aten.add.Tensor and len(node.args) == 2
+            and node.kwargs.get("alpha", 1) == 1):
+        return None
+    a, b = node.args
+    if literal is None:
+        return (a, b) if isinstance(a, torch.fx.Node) and isinstance(b, torch.fx.Node) else None
+    if isinstance(a, torch.fx.Node) and _same_float32(b, literal):
+        return a
+    if isinstance(b, torch.fx.Node) and _same_float32(a, literal):
+        return b
+    return None
+
+
+def _cubed(node):
+    """x, where `node` is pow(x, 3)."""
+    if (isinstance(node, torch.fx.Node) and node.target is aten.pow.Tensor_Scalar
+            and isinstance(node.args[0], torch.fx.Node) and _same_float32(node.args[1], 3.0)):
+        return node.args[0]
+    return None
+
+
+def _tanh_gelu(node) -> tuple | None:
+    """(x, the pattern's nodes but x) where `node` is
+    0.5 * x * (1 + tanh(sqrt(2 / pi) * (x + 0.044715 * x ** 3))), the tanh form of GELU
+    (GPT-2's "gelu_new", written out by Hugging Face's NewGELUActivation), else None."""
+    if not (isinstance(node, torch.fx.Node) and node.target is aten.mul.Tensor and len(node.args) == 2):
+        return None
+    for half, one_plus in (node.args, node.args[::-1]):
+        x = _scaled(half, 0.5)
+        tanh = _plus(one_plus, 1.0)
+        if x is None or tanh is None or tanh.target is not aten.tanh.default:
+            continue
+        inner = tanh.args[0]
+        sum_node = _scaled(inner, _SQRT_2_OVER_PI)
+        terms = _plus(sum_node)
+        if terms is None:
+            continue
+        for linear, cubic in (terms, terms[::-1]):
+            cube = _scaled(cubic, 0.044715)
+            if linear is x and _cubed(cube) is x:
+                return x, [node, half, one_plus, tanh, inner, sum_node, cubic, cube]
+    return None
+
+
+def rewrite_tanh_gelu(gm: torch.fx.GraphModule) -> int:
+    """Replaces each written-out tanh GELU whose intermediate values nothing else reads
+    (a training forward saves some for its backward: those stay as they are) with
+    aten.gelu(x, approximate="tanh"). Returns how many were replaced."""
+    replaced = 0
+    for node in list(gm.graph.nodes):
+        match = _tanh_gelu(node)
+        if match is None:
+            continue
+        x, nodes = match
+        val = x.meta.get("val")
+        if isinstance(val, torch.Tensor) and not val.is_floating_point():
+            continue
+        inside = set(nodes)
+        if any(user not in inside for part in nodes[1:] for user in part.users):
+            continue
+        with gm.graph.inserting_before(node):
+            gelu = gm.graph.call_function(aten.gelu.default, (x,), {"approximate": "tanh"})
+        gelu.meta.update(node.meta)
+        node.replace_all_uses_with(gelu)
+        for part in nodes:  # users before what they read
+            gm.graph.erase_node(part)
+        replaced += 1
+    if replaced:
+        gm.recompile()
+    return replaced

@@ -1,0 +1,159 @@
+"""What surrounds a GEMM in a compiled program: a written-out tanh GELU becomes one
+tgelut in the GEMM's epilogue, copies of a GEMM's result (clone, eval-mode dropout)
+are read through instead of made, and attention writes its product straight into
+the result's layout. Each against eager CPU, with the cases that must stay as they are."""
+import math
+
+import pytest
+import torch
+import torch.nn.functional as F
+from torch.testing import assert_close
+
+import pypto_torch
+from pypto_torch.compile.backend import make_backend
+
+
+@pytest.fixture(autouse=True)
+def _fresh_dynamo():
+    torch._dynamo.reset()
+    yield
+    torch._dynamo.reset()
+
+
+def written_out_tanh_gelu(x, inner_constant=0.044715):
+    """GPT-2's "gelu_new" as Hugging Face's NewGELUActivation writes it."""
+    return 0.5 * x * (1.0 + torch.tanh(math.sqrt(2.0 / math.pi) * (x + inner_constant * torch.pow(x, 3.0))))
+
+
+def linear_gelu(x, weight, bias):
+    return written_out_tanh_gelu(F.linear(x, weight, bias))
+
+
+def stages_of(program: str) -> list:
+    """The instructions of each stage of a PTO-AS listing, as lists of mnemonics."""
+    stages = []
+    for line in program.splitlines():
+        line = line.strip()
+        if line.startswith("# stage"):
+            stages.append([])
+        elif stages and line and not line.startswith(("#", "buffer")):
+            stages[-1].append(line.split()[0])
+    return stages
+
+
+def on_pto(*tensors):
+    return [t.to("pto") for t in tensors]
+
+
+@pytest.mark.parametrize("rows, inner, outer", [(64, 32, 48), (37, 53, 29)])
+def test_a_written_out_tanh_gelu_is_one_instruction_in_the_gemms_epilogue(rows, inner, outer):
+    torch.manual_seed(0)
+    x, weight, bias = torch.randn(rows, inner), torch.randn(outer, inner), torch.randn(outer)
+    report = pypto_torch.explain(linear_gelu, *on_pto(x, weight, bias))
+    stages = stages_of(report.program)
+    assert not {"ttanh", "tmul"} & {mnemonic for stage in stages for mnemonic in stage}, report.program
+    assert any(stage[-2:] == ["tmatmul", "tgelut"] for stage in stages), report.program
+    actual = torch.compile(linear_gelu, backend="pypto")(*on_pto(x, weight, bias))
+    assert_close(actual.cpu(), linear_gelu(x, weight, bias), rtol=1e-5, atol=1e-5)
+
+
+def test_a_tanh_gelu_with_another_constant_or_a_value_read_elsewhere_stays_written_out():
+    torch.manual_seed(0)
+    x = torch.randn(33, 17)
+
+    def other_constant(t):
+        return written_out_tanh_gelu(t, inner_constant=0.05)
+
+    def tanh_also_returned(t):
+        inner = math.sqrt(2.0 / math.pi) * (t + 0.044715 * torch.pow(t, 3.0))
+        tanh = torch.tanh(inner)
+        return 0.5 * t * (1.0 + tanh), tanh
+
+    for fn in (other_constant, tanh_also_returned):
+        report = pypto_torch.explain(fn, x.to("pto"))
+        assert "tgelut" not in report.program and "ttanh" in report.program, fn.__name__
+        actual = torch.compile(fn, backend="pypto")(x.to("pto"))
+        expected = fn(x)
+        for got, want in zip(actual if isinstance(actual, tuple) else (actual,),
+                             expected if isinstance(expected, tuple) else (expected,)):
+            assert_close(got.cpu(), want, rtol=1e-5, atol=1e-5)
+
+
+def test_a_written_out_tanh_gelu_trains_as_eager():
+    """The training forward saves the chain's values for the backward: it is kept, and
+    the gradients are eager CPU's."""
+    torch.manual_seed(0)
+    x, weight, bias = torch.randn(24, 16), torch.randn(20, 16), torch.randn(20)
+    grads = []
+    for device, fn in (("cpu", linear_gelu), ("pto", torch.compile(linear_gelu, backend="pypto"))):
+        leaves = [t.detach().to(device).requires_grad_() for t in (x, weight, bias)]
+        fn(*leaves).sum().backward()
+        grads.append([leaf.grad.cpu() for leaf in leaves])
+    for got, want in zip(grads[1], grads[0]):
+        assert_close(got, want, rtol=1e-4, atol=1e-4)
+
+
+class LinearDropoutResidual(torch.nn.Module):
+    """A GEMM, eval-mode dropout (a clone in the graph) and a residual add."""
+
+    def __init__(self, width):
+        super().__init__()
+        self.linear = torch.nn.Linear(width, width)
+        self.dropout = torch.nn.Dropout(0.1)
+
+    def forward(self, x):
+        return x + self.dropout(self.linear(x))
+
+
+def test_a_clone_of_a_gemms_result_is_read_through_and_the_residual_joins_its_epilogue():
+    torch.manual_seed(0)
+    model = LinearDropoutResidual(48).eval()
+    x = torch.randn(4, 10, 48)
+    moved = LinearDropoutResidual(48).eval()
+    moved.load_state_dict(model.state_dict())
+    moved = moved.to("pto")
+    report = pypto_torch.explain(moved, x.to("pto"))
+    assert ["tmov", "tmatmul", "tadd"] in stages_of(report.program), report.program
+    with torch.no_grad():
+        actual = torch.compile(moved, backend="pypto")(x.to("pto"))
+        assert_close(actual.cpu(), model(x), rtol=1e-5, atol=1e-5)
+
+
+def test_a_copy_whose_source_is_written_after_it_is_still_made():
+    def snapshot_then_update(x):
+        before = x.clone()
+        x.mul_(3)
+        return before + x
+
+    torch.manual_seed(0)
+    x = torch.randn(19, 7)
+    expected_x, expected = x * 3, x + x * 3
+    on_device = x.to("pto")
+    actual = torch.compile(snapshot_then_update, backend="pypto")(on_device)
+    assert_close(actual.cpu(), expected)
+    assert_close(on_device.cpu(), expected_x)
+
+
+@pytest.mark.parametrize("causal", [False, True])
+def test_attention_writes_its_product_into_the_results_layout(causal):
+    """Heads split off one projection, as a transformer block does: the attention's result
+    is laid out (batch, sequence, heads, head_dim), so that the transpose back is a view."""
+    heads, head_dim = 3, 8
+
+    def attention(qkv):
+        batch, seq, _ = qkv.shape
+        q, k, v = qkv.view(batch, seq, 3, heads, head_dim).permute(2, 0, 3, 1, 4)
+        out = F.scaled_dot_product_attention(q, k, v, is_causal=causal)
+        return out.transpose(1, 2).reshape(batch, seq, heads * head_dim) * 2
+
+    torch.manual_seed(0)
+    qkv = torch.randn(2, 13, 3 * heads * head_dim)
+    graphs = []
+    compiled = torch.compile(attention, backend=make_backend(on_graph=graphs.append))
+    actual = compiled(qkv.to("pto"))
+    assert_close(actual.cpu(), attention(qkv), rtol=1e-5, atol=1e-5)
+    (plan,) = graphs[0].plans.values()
+    (step,) = plan.programs
+    mnemonics = [mnemonic for stage in stages_of(step.program.text) for mnemonic in stage]
+    last_product = len(mnemonics) - 1 - mnemonics[::-1].index("tmatmul")
+    assert mnemonics[last_product + 1:] == ["tmul"], step.program.text
