@@ -43,6 +43,7 @@ of all kept.
 import argparse
 import dataclasses
 import math
+import sys
 import time
 
 import torch
@@ -431,6 +432,7 @@ def main() -> None:
     start = time.perf_counter()
     fallbacks_before = pypto_torch.fallback_ops()
     whole_run = OtherLoad()
+    failed = []
     with fresh_inductor_cache():
         for section in (bench_elementwise, bench_reductions, bench_matmul, bench_row_ops, bench_small_ops,
                         bench_random, bench_convolution):
@@ -438,10 +440,16 @@ def main() -> None:
                 print("\n" + bench.budget.skipped(section.__name__))
                 continue
             during = OtherLoad()
-            section(bench)
+            try:
+                section(bench)
+            except Exception as error:  # noqa: BLE001 -- one broken op must not cost the other tables
+                failed.append(f"{section.__name__}: {type(error).__name__}: {(str(error).splitlines() or [''])[0]}")
+                print(f"\nfailed: {failed[-1]}")
             print("".join(f"capped: {what}\n" for what in bench.capped) + f"({during.describe()} during this table)")
             bench.capped.clear()
     print_closing_summary(fallbacks_before, bench, start, whole_run)
+    if failed:
+        sys.exit("sections that failed:\n" + "\n".join(f"  {what}" for what in failed))
 
 
 if __name__ == "__main__":
