@@ -262,20 +262,25 @@ class Aims:
 
 
 @contextlib.contextmanager
-def fresh_inductor_cache():
-    """Inductor's caches in a fresh folder for the duration, so that it compiles everything
-    anew (its caches of earlier runs would hide its compile time); set before the first compile."""
-    folder = tempfile.mkdtemp(prefix="bench_inductor_")
-    before = os.environ.get("TORCHINDUCTOR_CACHE_DIR")
-    os.environ["TORCHINDUCTOR_CACHE_DIR"] = folder
+def fresh_cache(variable: str):
+    """A fresh, empty folder in the environment variable `variable` (a compiler's cache folder)
+    for the duration, removed after: every compile is cold, none reads an earlier run's cache."""
+    folder = tempfile.mkdtemp(prefix=f"bench_{variable.lower()}_")
+    before = os.environ.get(variable)
+    os.environ[variable] = folder
     try:
         yield folder
     finally:
         if before is None:
-            os.environ.pop("TORCHINDUCTOR_CACHE_DIR", None)
+            os.environ.pop(variable, None)
         else:
-            os.environ["TORCHINDUCTOR_CACHE_DIR"] = before
+            os.environ[variable] = before
         shutil.rmtree(folder, ignore_errors=True)
+
+
+def fresh_inductor_cache():
+    """Inductor's caches in a fresh folder for the duration (set before its first compile)."""
+    return fresh_cache("TORCHINDUCTOR_CACHE_DIR")
 
 
 def fell_back_since(fallbacks_before: dict) -> dict:
