@@ -5,18 +5,22 @@ needed, the backward; both go through the same lowering (``CompiledGraph``). The
 decompositions are PyTorch's core-aten set, less the ops PTO lowers whole because
 it has instructions for them (softmax, log_softmax and their gradients, gelu,
 silu, the activation gradients, CPU flash attention; layer_norm and addmm are
-not decomposed by that set to begin with).
+not decomposed by that set to begin with). A graph compiled in an earlier process
+is loaded from the compile cache on disk instead (disk_cache.py).
 """
 from __future__ import annotations
 
 import math
+import os
 
 import torch
 import torch.nn.functional as F
 from torch._decomp import core_aten_decompositions, get_decompositions
 from torch._dynamo.backends.common import aot_autograd
+from torch._dynamo.utils import counters
 from torch._functorch.aot_autograd import make_boxed_func
 
+from pypto_torch.compile import disk_cache
 from pypto_torch.compile.graph_replay import GraphedFunction, forward_layout, kept_saved_tensors
 from pypto_torch.compile.graph_runner import CompiledGraph
 
@@ -100,8 +104,14 @@ def make_backend(fuse: bool = True, on_graph=None):
     they became one program). mode="reduce-overhead" replays each compiled function
     from a captured PTOGraph (graph_replay.py); other modes are ignored, as any
     AOTAutograd backend ignores them."""
+    recording: list | None = None   # the graphs of the compile being stored to disk
+
     def lowered(gm: torch.fx.GraphModule) -> CompiledGraph:
-        graph = CompiledGraph(gm, fuse=fuse)
+        if recording is None:
+            graph = CompiledGraph(gm, fuse=fuse)
+        else:
+            graph = disk_cache.RecordedGraph(gm, fuse=fuse)
+            recording.append(graph)
         if on_graph is not None:
             on_graph(graph)
         return graph
@@ -109,8 +119,34 @@ def make_backend(fuse: bool = True, on_graph=None):
     def compile_graph(gm: torch.fx.GraphModule, example_inputs):
         return make_boxed_func(lowered(gm))
 
+    # The table is built at the first miss (a tenth of a second): a warm start needs none.
     aot = aot_autograd(fw_compiler=compile_graph, bw_compiler=compile_graph, inference_compiler=compile_graph,
-                       decompositions=decompositions(), keep_inference_input_mutations=True)
+                       decompositions=decompositions, keep_inference_input_mutations=True)
+
+    def cached(gm: torch.fx.GraphModule, example_inputs, **kwargs):
+        """`aot`, through the disk cache (disk_cache.py): a stored graph where one matches,
+        else a compile that stores its plan at its first call where it can."""
+        nonlocal recording
+        debug = os.environ.get("PTO_COMPILE_DEBUG", "0") not in ("", "0")
+        key = None
+        if disk_cache.config.enabled and on_graph is None:
+            key = disk_cache.graph_key(gm, example_inputs, {**kwargs, "fuse": fuse, "debug": debug})
+            if key is None:
+                counters["pypto"]["cache_bypass"] += 1
+        if key is None:
+            return aot(gm, example_inputs, **kwargs)
+        stored = disk_cache.load(key, gm, debug, fuse)
+        if stored is not None:
+            counters["pypto"]["cache_hit"] += 1
+            return stored
+        counters["pypto"]["cache_miss"] += 1
+        recording = []
+        try:
+            compiled = aot(gm, example_inputs, **kwargs)
+            graphs = recording
+        finally:
+            recording = None
+        return disk_cache.StoringOnFirstCall(compiled, key, graphs, _mutates_input_metadata())
 
     def replaying(gm: torch.fx.GraphModule, example_inputs, **kwargs):
         kept: set[int] = set()   # addresses a backward may take from a graphed forward
@@ -133,8 +169,16 @@ def make_backend(fuse: bool = True, on_graph=None):
         if kwargs.get("mode") == "reduce-overhead":
             kwargs.pop("mode")
             return replaying(gm, example_inputs, **kwargs)
-        return aot(gm, example_inputs, **kwargs)
+        return cached(gm, example_inputs, **kwargs)
     return backend
+
+
+def _mutates_input_metadata() -> bool:
+    """Whether the graph AOTAutograd just compiled changes an input's shape or strides
+    (its wrapper does that after the call; True where it cannot tell)."""
+    context = torch._guards.TracingContext.try_get()
+    metadata = getattr(context, "fw_metadata", None)
+    return metadata is None or any(info.mutates_metadata for info in metadata.input_info)
 
 
 _default_backend = None

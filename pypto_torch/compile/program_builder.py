@@ -93,6 +93,7 @@ class Binding:
 class ProgramStep:
     program: _C._GraphProgram
     bindings: list       # one Binding (or None: a temporary) per buffer
+    source: str          # the PTO-AS text it was compiled from (the disk cache keeps it)
 
 
 class Segment:
@@ -158,7 +159,7 @@ class Segment:
             bindings.append(binding)
         text = "\n".join(lines + self.constants + self.instructions) + "\n"
         program = _C._GraphProgram(text, debug, fuse)
-        return ProgramStep(program, bindings)
+        return ProgramStep(program, bindings, text)
 
 
 def _layout(views: list, numel: int) -> tuple:

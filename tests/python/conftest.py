@@ -3,8 +3,10 @@ warnings are tested in fresh interpreters (they fire once per op per process).""
 
 import os
 import random
+import shutil
 import subprocess
 import sys
+import tempfile
 import textwrap
 
 import numpy as np
@@ -14,6 +16,16 @@ import torch
 import pypto_torch
 
 pypto_torch.set_fallback_mode("silent")
+
+# The compile cache on disk (pypto_torch/compile/disk_cache.py) is on by default: the
+# suite, and the interpreters it starts, keep its entries in a folder of their own,
+# removed at the end, never in the user's home.
+_COMPILE_CACHE = tempfile.mkdtemp(prefix="pto_test_compile_cache_")
+os.environ["PTO_CACHE_DIR"] = _COMPILE_CACHE
+
+
+def pytest_sessionfinish(session):
+    shutil.rmtree(_COMPILE_CACHE, ignore_errors=True)
 
 
 def run_python(code: str, **env: str) -> subprocess.CompletedProcess:

@@ -1,0 +1,156 @@
+"""The compile cache on disk (pypto_torch/compile/disk_cache.py): a second process
+compiling the same model loads what the first stored and computes the same results;
+a different shape, dtype, model or option compiles anew; a damaged entry is
+rebuilt with a warning; training and dynamic shapes compile as before.
+
+Each case runs fresh interpreters (the `python` fixture) over a cache folder of its
+own under tmp_path, so nothing is written to the user's home."""
+
+import json
+
+import pytest
+import torch
+
+# Compiles `MODEL` (an expression over compile_models' names) on pto, runs it on the
+# seeded input `INPUT`, and prints the pypto counters and the outputs (as lists) as JSON.
+SCRIPT = """
+    import json, sys, warnings
+    sys.path.insert(0, {tests!r})
+    import torch
+    import torch._dynamo.utils
+    import pypto_torch
+    pypto_torch.set_fallback_mode("silent")
+    from compile_models import MLP, TransformerBlock, on_device, seeded
+    warnings.simplefilter("always")
+    torch.manual_seed(0)
+    model = on_device({model}, "pto")
+    x = ({input}).to("pto")
+    compiled = torch.compile(model, backend="pypto", **{compile_kwargs})
+    with warnings.catch_warnings(record=True) as caught:
+        {run}
+    print(json.dumps({{"counters": dict(torch._dynamo.utils.counters["pypto"]),
+                      "warnings": [str(w.message) for w in caught if "compile cache" in str(w.message)],
+                      "outputs": [t.detach().cpu().double().flatten().tolist() for t in outputs]}}))
+"""
+
+INFERENCE = """with torch.no_grad():
+            outputs = [compiled(x), compiled(x)]"""
+TRAINING = """out = compiled(x)
+        out.sum().backward()
+        outputs = [out] + [p.grad for p in model.parameters()]"""
+
+
+def compile_in_fresh_process(python, tmp_path, model="seeded(MLP, sizes=(16, 32, 8)).eval()",
+                             input_="torch.randn(4, 16)", run=INFERENCE, compile_kwargs=None, **env) -> dict:
+    tests = str(__import__("pathlib").Path(__file__).parent)
+    code = SCRIPT.format(tests=tests, model=model, input=input_, run=run, compile_kwargs=compile_kwargs or {})
+    result = python(code, PTO_CACHE_DIR=str(tmp_path / "cache"), **env)
+    assert result.returncode == 0, result.stderr
+    return json.loads(result.stdout.strip().splitlines()[-1])
+
+
+def entries(tmp_path) -> list:
+    return sorted(p for p in (tmp_path / "cache" / "compiled").glob("??/*") if not p.name.startswith("."))
+
+
+def cpu_reference(model, x) -> torch.Tensor:
+    with torch.no_grad():
+        return model(x)
+
+
+@pytest.mark.parametrize("model, input_", [
+    ("seeded(MLP, sizes=(16, 32, 8)).eval()", "torch.randn(4, 16)"),
+    ("seeded(TransformerBlock, dim=32, heads=4, hidden=64).eval()", "torch.randn(2, 8, 32)"),
+])
+def test_second_process_loads_the_entry_and_computes_the_same(python, tmp_path, model, input_):
+    first = compile_in_fresh_process(python, tmp_path, model, input_)
+    assert first["counters"] == {"cache_miss": 1, "cache_saved": 1}
+    assert len(entries(tmp_path)) == 1
+    second = compile_in_fresh_process(python, tmp_path, model, input_)
+    assert second["counters"] == {"cache_hit": 1}
+    assert second["outputs"] == first["outputs"]   # bit for bit, both calls
+
+    from compile_models import MLP, TransformerBlock, seeded  # noqa: F401: named by `model`
+    torch.manual_seed(0)
+    reference_model = eval(model)
+    expected = cpu_reference(reference_model, eval(input_)).double().flatten()
+    torch.testing.assert_close(torch.tensor(second["outputs"][0], dtype=torch.float64), expected,
+                               rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.parametrize("change", [
+    {"input_": "torch.randn(5, 16)"},                                  # shape
+    {"input_": "torch.randn(4, 16, dtype=torch.float64)",
+     "model": "seeded(MLP, sizes=(16, 32, 8)).double().eval()"},      # dtype
+    {"model": "seeded(MLP, sizes=(16, 24, 8)).eval()"},               # model
+    {"compile_kwargs": {"mode": "max-autotune-no-cudagraphs"}},       # option
+])
+def test_a_change_of_shape_dtype_model_or_option_misses(python, tmp_path, change):
+    compile_in_fresh_process(python, tmp_path)
+    changed = compile_in_fresh_process(python, tmp_path, **change)
+    assert changed["counters"] == {"cache_miss": 1, "cache_saved": 1}
+    assert len(entries(tmp_path)) == 2
+
+
+@pytest.mark.parametrize("damage", [b"", b"not a pickle", None])
+def test_a_damaged_entry_is_rebuilt_with_a_warning(python, tmp_path, damage):
+    first = compile_in_fresh_process(python, tmp_path)
+    [entry] = entries(tmp_path)
+    data = entry.read_bytes()
+    entry.write_bytes(data[:len(data) // 2] if damage is None else damage)   # None: truncated
+    rebuilt = compile_in_fresh_process(python, tmp_path)
+    assert rebuilt["counters"] == {"cache_corrupt": 1, "cache_miss": 1, "cache_saved": 1}
+    assert any("dropping unreadable entry" in message for message in rebuilt["warnings"])
+    assert rebuilt["outputs"] == first["outputs"]
+    assert compile_in_fresh_process(python, tmp_path)["counters"] == {"cache_hit": 1}
+
+
+def test_training_compiles_as_before_and_stores_nothing(python, tmp_path):
+    """AOTAutograd wraps a forward and a backward in an autograd.Function: not stored."""
+    first = compile_in_fresh_process(python, tmp_path, model="seeded(MLP, sizes=(16, 32, 8))", run=TRAINING)
+    second = compile_in_fresh_process(python, tmp_path, model="seeded(MLP, sizes=(16, 32, 8))", run=TRAINING)
+    assert entries(tmp_path) == []
+    assert "cache_hit" not in second["counters"]
+    assert second["outputs"] == first["outputs"]
+
+    from compile_models import MLP, seeded
+    torch.manual_seed(0)
+    model = seeded(MLP, sizes=(16, 32, 8))
+    x = torch.randn(4, 16)
+    out = model(x)
+    out.sum().backward()
+    for got, expected in zip(second["outputs"], [out] + [p.grad for p in model.parameters()]):
+        torch.testing.assert_close(torch.tensor(got, dtype=torch.float64), expected.detach().double().flatten(),
+                                   rtol=1e-4, atol=1e-4)
+
+
+def test_dynamic_shapes_compile_as_before_and_store_nothing(python, tmp_path):
+    first = compile_in_fresh_process(python, tmp_path, compile_kwargs={"dynamic": True})
+    second = compile_in_fresh_process(python, tmp_path, compile_kwargs={"dynamic": True})
+    assert entries(tmp_path) == []
+    assert second["outputs"] == first["outputs"]
+
+
+def test_switched_off_by_the_environment(python, tmp_path):
+    result = compile_in_fresh_process(python, tmp_path, PTO_COMPILE_CACHE="0")
+    assert result["counters"] == {}
+    assert entries(tmp_path) == []
+
+
+def test_clear_cache_empties_the_folder(python, tmp_path):
+    compile_in_fresh_process(python, tmp_path)
+    assert entries(tmp_path)
+    result = python("import pypto_torch.compile; pypto_torch.compile.clear_cache()",
+                    PTO_CACHE_DIR=str(tmp_path / "cache"))
+    assert result.returncode == 0, result.stderr
+    assert entries(tmp_path) == []
+
+
+def test_the_folder_follows_pto_cache_dir_then_xdg(monkeypatch, tmp_path):
+    from pypto_torch.compile import disk_cache
+
+    monkeypatch.setenv("PTO_CACHE_DIR", str(tmp_path / "pto"))
+    assert disk_cache.cache_dir() == tmp_path / "pto" / "compiled"
+    monkeypatch.delenv("PTO_CACHE_DIR")
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
+    assert disk_cache.cache_dir() == tmp_path / "xdg" / "pypto_torch" / "compiled"
