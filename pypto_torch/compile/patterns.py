@@ -107,3 +107,62 @@ def rewrite_tanh_gelu(gm: torch.fx.GraphModule) -> int:
     if replaced:
         gm.recompile()
     return replaced
+
+
+def _single_dim(dims, rank: int) -> int | None:
+    """The one dimension a reduction's `dims` argument names (normalised), else None."""
+    dims = [dims] if isinstance(dims, int) else list(dims or [])
+    return dims[0] % rank if len(dims) == 1 and rank > 0 else None
+
+
+def _softmax(node) -> tuple | None:
+    """(x, dim, the pattern's nodes) where `node` is
+    exp(x - amax(x, dim, keepdim=True)) / sum(that exp, dim, keepdim=True), a softmax
+    written out op by op, else None."""
+    if not (isinstance(node, torch.fx.Node) and node.target is aten.div.Tensor and len(node.args) == 2):
+        return None
+    exp, total = node.args
+    if not (isinstance(exp, torch.fx.Node) and exp.target is aten.exp.default and isinstance(total, torch.fx.Node)
+            and total.target is aten.sum.dim_IntList and total.args[0] is exp and total.args[2:3] == (True,)
+            and not total.kwargs):
+        return None
+    shifted = exp.args[0]
+    if not (isinstance(shifted, torch.fx.Node) and shifted.target is aten.sub.Tensor and len(shifted.args) == 2
+            and shifted.kwargs.get("alpha", 1) == 1):
+        return None
+    x, row_max = shifted.args
+    if not (isinstance(row_max, torch.fx.Node) and row_max.target is aten.amax.default and row_max.args[0] is x
+            and row_max.args[2:3] == (True,) and not row_max.kwargs):
+        return None
+    val = x.meta.get("val") if isinstance(x, torch.fx.Node) else None
+    if not (isinstance(val, torch.Tensor) and val.is_floating_point()):
+        return None
+    dim = _single_dim(row_max.args[1], val.dim())
+    if dim is None or dim != _single_dim(total.args[1], val.dim()):
+        return None
+    return x, dim, [node, total, exp, shifted, row_max]
+
+
+def rewrite_softmax(gm: torch.fx.GraphModule) -> int:
+    """Replaces each written-out softmax whose intermediate values nothing else reads
+    with aten._softmax(x, dim, False): one tsoftmax, a fused pass per row statistic,
+    where the chain makes one per op. Returns how many were replaced."""
+    replaced = 0
+    for node in list(gm.graph.nodes):
+        match = _softmax(node)
+        if match is None:
+            continue
+        x, dim, nodes = match
+        inside = set(nodes)
+        if any(user not in inside for part in nodes[1:] for user in part.users):
+            continue
+        with gm.graph.inserting_before(node):
+            softmax = gm.graph.call_function(aten._softmax.default, (x, dim, False))
+        softmax.meta.update(node.meta)
+        node.replace_all_uses_with(softmax)
+        for part in nodes:  # users before what they read
+            gm.graph.erase_node(part)
+        replaced += 1
+    if replaced:
+        gm.recompile()
+    return replaced
