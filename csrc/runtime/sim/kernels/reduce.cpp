@@ -4,6 +4,15 @@
 //    a run of memory, with several independent accumulators (vectorisable);
 //  - columns: the innermost dimension is kept: a vector of accumulators, one per
 //    output element of that dimension, folds whole input rows at a time.
+// float32 sums of contiguous runs accumulate in float32 vectors, cascaded as
+// PyTorch's CPU sums are: blocks of partial sums are added one level up (in double)
+// once per block, so the rounding error grows with the block, not the whole count.
+// Compiled once per vector target, chosen at run time (vector_target.h).
+#undef HWY_TARGET_INCLUDE
+#define HWY_TARGET_INCLUDE "runtime/sim/kernels/reduce.cpp"
+#include <hwy/foreach_target.h>  // IWYU pragma: keep
+#include <hwy/highway.h>
+
 #include <algorithm>
 #include <array>
 #include <cmath>
@@ -13,13 +22,56 @@
 #include "element_types.h"
 #include "elementwise_ops.h"
 #include "execute.h"
+#include "isa/tiling.h"
 #include "runtime/sim/sim_parallel.h"
 #include "vector_extrema.h"
 
-namespace pto::rt::sim::kernels {
+HWY_BEFORE_NAMESPACE();
+namespace pto::rt::sim::kernels::HWY_NAMESPACE {
 namespace {
 
 using isa::Opcode;
+
+// Input elements below which a reduction runs on the calling core alone: waking
+// another core costs tens of microseconds, as long as reading a few MiB takes.
+constexpr int64_t kSerialElements = 1 << 19;
+
+// Elements of a contiguous run summed in float (blockSum) before the block's sum
+// moves up into double: each of blockSum's lanes adds a few hundred values.
+constexpr int64_t kRunBlock = 8192;
+// Input rows a column block folds into its float partial sums before they move up.
+constexpr int64_t kColumnBlockRows = 64;
+
+// The sum of a contiguous float32 run, cascaded: float vector sums over each block
+// of kRunBlock elements, the blocks' sums added in double.
+double cascadeSum(const float* values, int64_t length) {
+  double total = 0;
+  for (int64_t block = 0; block < length; block += kRunBlock) {
+    total += blockSum(values + block, std::min(kRunBlock, length - block));
+  }
+  return total;
+}
+
+// Column sums of float32 rows, cascaded: `rows` input rows (row r at rowAt(r),
+// `count` contiguous values) are folded kColumnBlockRows at a time into float
+// partial sums over a tile of columns sized so the partial sums and the double
+// totals share half the L1 cache, then added into `acc`.
+template <typename RowAt>
+void cascadeColumnSums(double* acc, int64_t count, int64_t rows, RowAt rowAt) {
+  const int64_t tile =
+      std::max<int64_t>(64, isa::hostCaches().l1_data_bytes / 2 / static_cast<int64_t>(sizeof(float) + sizeof(double)));
+  std::vector<float> partial(static_cast<size_t>(std::min(tile, count)));
+  for (int64_t column = 0; column < count; column += tile) {
+    const int64_t width = std::min(tile, count - column);
+    for (int64_t first = 0; first < rows; first += kColumnBlockRows) {
+      std::fill_n(partial.begin(), width, 0.0f);
+      for (int64_t r = first; r < std::min(rows, first + kColumnBlockRows); ++r) {
+        addRow(partial.data(), rowAt(r) + column, width);
+      }
+      for (int64_t i = 0; i < width; ++i) acc[column + i] += partial[i];
+    }
+  }
+}
 
 struct Dim {
   int64_t size;
@@ -113,6 +165,7 @@ void reduceValues(const isa::Operand& out_op, const isa::Operand& in_op, std::sp
   using C = ComputeType<T>;
   using F = Fold<op, C>;
   using Acc = typename F::Acc;
+  constexpr bool kFloatSum = op == Opcode::kSum && std::is_same_v<T, float>;  // cascaded (Acc: double)
   const Plan plan = makePlan(out_op, in_op);
   const char* in = static_cast<const char*>(buffers[in_op.buffer]) + in_op.offset * sizeof(T);
   char* out = static_cast<char*>(buffers[out_op.buffer]) + out_op.offset * sizeof(T);
@@ -154,6 +207,12 @@ void reduceValues(const isa::Operand& out_op, const isa::Operand& in_op, std::sp
             continue;
           }
         }
+        if constexpr (kFloatSum) {
+          if (stride == sizeof(T)) {
+            lanes[0] += cascadeSum(reinterpret_cast<const float*>(run), inner.size);
+            continue;
+          }
+        }
         if (stride == sizeof(T)) {
           const T* values = reinterpret_cast<const T*>(run);
           for (; i + 8 <= inner.size; i += 8) {
@@ -167,7 +226,7 @@ void reduceValues(const isa::Operand& out_op, const isa::Operand& in_op, std::sp
       store<T>(out + offsetOf(plan.kept, k, true) * static_cast<int64_t>(sizeof(T)), finish(acc));
     };
     rt::sim::parallelFor(static_cast<size_t>(plan.kept_count),
-                         static_cast<size_t>(std::max<int64_t>(1, 65536 / std::max<int64_t>(1, plan.reduced_count))),
+                         static_cast<size_t>(std::max<int64_t>(1, kSerialElements / std::max<int64_t>(1, plan.reduced_count))),
                          [&](size_t begin, size_t end) {
                            for (size_t k = begin; k < end; ++k) reduceOne(static_cast<int64_t>(k));
                          });
@@ -178,7 +237,8 @@ void reduceValues(const isa::Operand& out_op, const isa::Operand& in_op, std::sp
   std::vector<Dim> outer_kept(plan.kept.begin(), plan.kept.end() - 1);
   const int64_t outer_count = plan.kept_count / inner.size;
   // Each output element folds reduced_count rows: size the chunks by that work.
-  const auto column_grain = static_cast<size_t>(std::max<int64_t>(64, 32768 / std::max<int64_t>(1, plan.reduced_count)));
+  const auto column_grain =
+      static_cast<size_t>(std::max<int64_t>(64, kSerialElements / std::max<int64_t>(1, plan.reduced_count)));
   rt::sim::parallelFor(static_cast<size_t>(outer_count * inner.size), column_grain, [&](size_t begin, size_t end) {
     std::vector<Acc> acc;
     for (size_t flat = begin; flat < end;) {
@@ -187,9 +247,20 @@ void reduceValues(const isa::Operand& out_op, const isa::Operand& in_op, std::sp
       const int64_t count = std::min<int64_t>(inner.size - first, static_cast<int64_t>(end - flat));
       acc.assign(static_cast<size_t>(count), F::init());
       const int64_t base = offsetOf(outer_kept, o, false) + first * inner.in_stride;
-      for (int64_t r = 0; r < plan.reduced_count; ++r) {
-        const char* row = in + (base + offsetOf(plan.reduced, r, false)) * static_cast<int64_t>(sizeof(T));
-        const int64_t stride = inner.in_stride * static_cast<int64_t>(sizeof(T));
+      auto rowAt = [&](int64_t r) {
+        return in + (base + offsetOf(plan.reduced, r, false)) * static_cast<int64_t>(sizeof(T));
+      };
+      const int64_t stride = inner.in_stride * static_cast<int64_t>(sizeof(T));
+      bool folded = false;
+      if constexpr (kFloatSum) {
+        if (stride == sizeof(T)) {
+          cascadeColumnSums(acc.data(), count, plan.reduced_count,
+                            [&](int64_t r) { return reinterpret_cast<const float*>(rowAt(r)); });
+          folded = true;
+        }
+      }
+      for (int64_t r = 0; !folded && r < plan.reduced_count; ++r) {
+        const char* row = rowAt(r);
         if (stride == sizeof(T)) {
           const T* values = reinterpret_cast<const T*>(row);
           for (int64_t i = 0; i < count; ++i) acc[i] = F::step(acc[i], widen(values[i]));
@@ -254,7 +325,7 @@ constexpr bool isIndexReduction() { return op == Opcode::kArgmax || op == Opcode
 
 }  // namespace
 
-void executeReduce(const isa::Instruction& instruction, std::span<void* const> buffers) {
+void reduceKernel(const isa::Instruction& instruction, std::span<void* const> buffers) {
   const isa::Operand& out = instruction.operands[0];
   const isa::Operand& in = instruction.operands[1];
   const double scale = isa::info(instruction.opcode).immediateCount() > 0 ? instruction.immediates[0] : 1.0;
@@ -274,4 +345,17 @@ void executeReduce(const isa::Instruction& instruction, std::span<void* const> b
   });
 }
 
+}  // namespace pto::rt::sim::kernels::HWY_NAMESPACE
+HWY_AFTER_NAMESPACE();
+
+#if HWY_ONCE
+namespace pto::rt::sim::kernels {
+
+HWY_EXPORT(reduceKernel);
+
+void executeReduce(const isa::Instruction& instruction, std::span<void* const> buffers) {
+  HWY_DYNAMIC_DISPATCH(reduceKernel)(instruction, buffers);
+}
+
 }  // namespace pto::rt::sim::kernels
+#endif  // HWY_ONCE

@@ -1,7 +1,13 @@
 // The fused row instructions: softmax and log_softmax over the last dimension,
 // and their gradients, each one pass (per statistic) over a row held in cache.
 // Statistics accumulate in float32 for float16/bfloat16 and float32 (as PyTorch's
-// CPU kernels do), in double for float64.
+// CPU kernels do), in double for float64. Compiled once per vector target, chosen
+// at run time (vector_target.h).
+#undef HWY_TARGET_INCLUDE
+#define HWY_TARGET_INCLUDE "runtime/sim/kernels/row_ops.cpp"
+#include <hwy/foreach_target.h>  // IWYU pragma: keep
+#include <hwy/highway.h>
+
 #include <algorithm>
 #include <cmath>
 #include <limits>
@@ -11,10 +17,13 @@
 #include "execute.h"
 #include "runtime/sim/sim_parallel.h"
 #include "vector_extrema.h"
+#include "vector_math-inl.h"
 
-namespace pto::rt::sim::kernels {
+HWY_BEFORE_NAMESPACE();
+namespace pto::rt::sim::kernels::HWY_NAMESPACE {
 namespace {
 
+namespace hn = hwy::HWY_NAMESPACE;
 using isa::Opcode;
 
 // Pointers to the start of row `row` of each operand (rows: every index but the last).
@@ -35,32 +44,49 @@ std::array<char*, N> rowStarts(const isa::Instruction& instruction, std::span<vo
   return starts;
 }
 
+// Elements below which a row op runs on the calling core alone: waking another
+// core costs tens of microseconds, as long as a core takes for this many.
+constexpr int64_t kSerialElements = 1 << 17;
+
 // A contiguous float32 row: max, then exp(x - max) written to out while summing
-// (one exp per element), then one scaling pass. kLanes independent partial sums
-// keep the loop vectorisable without reassociating floating point.
-void softmaxRow(float* out, const float* in, int64_t length) {
-  constexpr int kLanes = 16;
+// (one exp per element, Sleef's vector exp), then one scaling pass. The sums are
+// float vectors, as PyTorch's vectorised softmax keeps them.
+void softmaxRow(float* HWY_RESTRICT out, const float* HWY_RESTRICT in, int64_t length) {
+  const hn::ScalableTag<float> d;
+  const auto lanes = static_cast<int64_t>(hn::Lanes(d));
   bool nan = false;
   float max = runExtreme<true>(in, length, &nan);
   if (nan) max = std::numeric_limits<float>::quiet_NaN();
   if (max == -std::numeric_limits<float>::infinity()) max = 0;  // a row of -inf: exp(-inf - 0) = 0
-  float sums[kLanes] = {};
+  const auto shift = hn::Set(d, max);
+  auto sum0 = hn::Zero(d), sum1 = hn::Zero(d);
   int64_t i = 0;
-  for (; i + kLanes <= length; i += kLanes) {
-    for (int l = 0; l < kLanes; ++l) {
-      const float e = fastExp(in[i + l] - max);
-      out[i + l] = e;
-      sums[l] += e;
-    }
+  for (; i + 2 * lanes <= length; i += 2 * lanes) {
+    const auto e0 = vectorExp(d, hn::Sub(hn::LoadU(d, in + i), shift));
+    const auto e1 = vectorExp(d, hn::Sub(hn::LoadU(d, in + i + lanes), shift));
+    hn::StoreU(e0, d, out + i);
+    hn::StoreU(e1, d, out + i + lanes);
+    sum0 = hn::Add(sum0, e0);
+    sum1 = hn::Add(sum1, e1);
   }
-  for (; i < length; ++i) {
-    out[i] = fastExp(in[i] - max);
-    sums[0] += out[i];
+  for (; i + lanes <= length; i += lanes) {
+    const auto e = vectorExp(d, hn::Sub(hn::LoadU(d, in + i), shift));
+    hn::StoreU(e, d, out + i);
+    sum0 = hn::Add(sum0, e);
   }
-  float sum = 0;
-  for (float partial : sums) sum += partial;
+  if (i < length) {  // the last partial vector, padded with -inf (whose exp adds 0)
+    HWY_ALIGN float rest[hn::MaxLanes(d)];
+    std::fill(std::begin(rest), std::end(rest), -std::numeric_limits<float>::infinity());
+    std::copy(in + i, in + length, rest);
+    const auto e = vectorExp(d, hn::Sub(hn::Load(d, rest), shift));
+    hn::Store(e, d, rest);
+    std::copy(rest, rest + (length - i), out + i);
+    sum1 = hn::Add(sum1, e);
+  }
+  const float sum = hn::GetLane(hn::SumOfLanes(d, hn::Add(sum0, sum1)));
   const float scale = 1.0f / sum;
-  for (i = 0; i < length; ++i) out[i] *= scale;
+  for (i = 0; i + lanes <= length; i += lanes) hn::StoreU(hn::Mul(hn::LoadU(d, out + i), hn::Set(d, scale)), d, out + i);
+  for (; i < length; ++i) out[i] *= scale;
 }
 
 template <Opcode op, typename T>
@@ -75,7 +101,7 @@ void rowKernel(const isa::Instruction& instruction, std::span<void* const> buffe
     const isa::Operand& operand = instruction.operands[k];
     step[k] = (operand.rank == 0 ? 0 : operand.strides[operand.rank - 1]) * static_cast<int64_t>(sizeof(T));
   }
-  const size_t grain = static_cast<size_t>(std::max<int64_t>(1, 16384 / std::max<int64_t>(1, length)));
+  const size_t grain = static_cast<size_t>(std::max<int64_t>(1, kSerialElements / std::max<int64_t>(1, length)));
   rt::sim::parallelFor(static_cast<size_t>(rows), grain, [&](size_t begin, size_t end) {
     for (size_t row = begin; row < end; ++row) {
       const auto p = rowStarts<N>(instruction, buffers, static_cast<int64_t>(row));
@@ -115,7 +141,7 @@ void rowKernel(const isa::Instruction& instruction, std::span<void* const> buffe
 
 }  // namespace
 
-void executeRow(const isa::Instruction& instruction, std::span<void* const> buffers) {
+void rowOpKernel(const isa::Instruction& instruction, std::span<void* const> buffers) {
   dispatchDType(instruction.operands[0].dtype, [&]<typename T>() {
     if constexpr (isa::kFloatTypes.contains(dtypeOf<T>())) {
       switch (instruction.opcode) {
@@ -129,4 +155,17 @@ void executeRow(const isa::Instruction& instruction, std::span<void* const> buff
   });
 }
 
+}  // namespace pto::rt::sim::kernels::HWY_NAMESPACE
+HWY_AFTER_NAMESPACE();
+
+#if HWY_ONCE
+namespace pto::rt::sim::kernels {
+
+HWY_EXPORT(rowOpKernel);
+
+void executeRow(const isa::Instruction& instruction, std::span<void* const> buffers) {
+  HWY_DYNAMIC_DISPATCH(rowOpKernel)(instruction, buffers);
+}
+
 }  // namespace pto::rt::sim::kernels
+#endif  // HWY_ONCE

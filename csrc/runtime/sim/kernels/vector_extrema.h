@@ -1,45 +1,49 @@
-// The maximum or minimum of a contiguous float32 run and whether it holds a NaN,
-// with vector max/min instructions where the host has them (compilers do not
-// vectorise a NaN-aware max), and a scalar twin. Softmax's first pass and the
-// amax/amin reductions over rows use it.
-#pragma once
+// Vector folds of a contiguous float32 run that compilers do not vectorise on
+// their own: the maximum or minimum with a NaN flag (a NaN-aware max is a select
+// per element), and the float sum of one cascade block. Softmax's passes and the
+// amax/amin/sum reductions over rows use them.
+//
+// Compiled once per Highway target: include it after <hwy/highway.h> in a kernel
+// file that follows vector_target.h's pattern; the guard below lets each target's
+// pass of foreach_target include it again.
+#if defined(PTO_SIM_KERNELS_VECTOR_EXTREMA_H_) == defined(HWY_TARGET_TOGGLE)
+#ifdef PTO_SIM_KERNELS_VECTOR_EXTREMA_H_
+#undef PTO_SIM_KERNELS_VECTOR_EXTREMA_H_
+#else
+#define PTO_SIM_KERNELS_VECTOR_EXTREMA_H_
+#endif
+
+#include <hwy/highway.h>
 
 #include <cstdint>
 #include <limits>
 
-#if defined(__AVX2__)
-#include <immintrin.h>
-#endif
+HWY_BEFORE_NAMESPACE();
+namespace pto::rt::sim::kernels::HWY_NAMESPACE {
 
-namespace pto::rt::sim::kernels {
+namespace hn = hwy::HWY_NAMESPACE;
 
+// The maximum (kMax) or minimum of in[0, length), and in *nan whether any is NaN.
+// A run of -inf, or an empty run, gives -inf (+inf for the minimum).
 template <bool kMax>
-float runExtreme(const float* in, int64_t length, bool* nan) {
+inline float runExtreme(const float* HWY_RESTRICT in, int64_t length, bool* nan) {
+  const hn::ScalableTag<float> d;
+  const auto lanes = static_cast<int64_t>(hn::Lanes(d));
+  const float start = kMax ? -std::numeric_limits<float>::infinity() : std::numeric_limits<float>::infinity();
+  // Two chains of vector max/min hide their latency; NaNs are flagged alongside
+  // (a vector max returns one operand when the other is NaN, so it cannot carry them).
+  auto extrema0 = hn::Set(d, start), extrema1 = extrema0;
+  auto nans = hn::FirstN(d, 0);  // no lane set
   int64_t i = 0;
-  float extreme = kMax ? -std::numeric_limits<float>::infinity() : std::numeric_limits<float>::infinity();
-  bool unordered = false;
-#if defined(__AVX512F__)
-  __m512 extrema = _mm512_set1_ps(extreme);
-  __mmask16 nans = 0;
-  for (; i + 16 <= length; i += 16) {
-    const __m512 v = _mm512_loadu_ps(in + i);
-    nans |= _mm512_cmp_ps_mask(v, v, _CMP_UNORD_Q);
-    extrema = kMax ? _mm512_max_ps(extrema, v) : _mm512_min_ps(extrema, v);
+  for (; i + 2 * lanes <= length; i += 2 * lanes) {
+    const auto v0 = hn::LoadU(d, in + i), v1 = hn::LoadU(d, in + i + lanes);
+    nans = hn::Or(nans, hn::Or(hn::IsNaN(v0), hn::IsNaN(v1)));
+    extrema0 = kMax ? hn::Max(extrema0, v0) : hn::Min(extrema0, v0);
+    extrema1 = kMax ? hn::Max(extrema1, v1) : hn::Min(extrema1, v1);
   }
-  extreme = kMax ? _mm512_reduce_max_ps(extrema) : _mm512_reduce_min_ps(extrema);
-  unordered = nans != 0;
-#elif defined(__AVX2__)
-  __m256 extrema = _mm256_set1_ps(extreme), nans = _mm256_setzero_ps();
-  for (; i + 8 <= length; i += 8) {
-    const __m256 v = _mm256_loadu_ps(in + i);
-    nans = _mm256_or_ps(nans, _mm256_cmp_ps(v, v, _CMP_UNORD_Q));
-    extrema = kMax ? _mm256_max_ps(extrema, v) : _mm256_min_ps(extrema, v);
-  }
-  alignas(32) float lanes[8];
-  _mm256_store_ps(lanes, extrema);
-  for (float lane : lanes) extreme = (kMax ? lane > extreme : lane < extreme) ? lane : extreme;
-  unordered = _mm256_movemask_ps(nans) != 0;
-#endif
+  const auto extrema = kMax ? hn::Max(extrema0, extrema1) : hn::Min(extrema0, extrema1);
+  float extreme = hn::GetLane(kMax ? hn::MaxOfLanes(d, extrema) : hn::MinOfLanes(d, extrema));
+  bool unordered = !hn::AllFalse(d, nans);
   for (; i < length; ++i) {
     unordered |= in[i] != in[i];
     extreme = (kMax ? in[i] > extreme : in[i] < extreme) ? in[i] : extreme;
@@ -48,4 +52,35 @@ float runExtreme(const float* in, int64_t length, bool* nan) {
   return extreme;
 }
 
-}  // namespace pto::rt::sim::kernels
+// The float sum of in[0, length), one block of a cascaded sum: four vectors of
+// partial sums (independent chains), added pairwise at the end, then the tail.
+inline float blockSum(const float* HWY_RESTRICT in, int64_t length) {
+  const hn::ScalableTag<float> d;
+  const auto lanes = static_cast<int64_t>(hn::Lanes(d));
+  auto sum0 = hn::Zero(d), sum1 = hn::Zero(d), sum2 = hn::Zero(d), sum3 = hn::Zero(d);
+  int64_t i = 0;
+  for (; i + 4 * lanes <= length; i += 4 * lanes) {
+    sum0 = hn::Add(sum0, hn::LoadU(d, in + i));
+    sum1 = hn::Add(sum1, hn::LoadU(d, in + i + lanes));
+    sum2 = hn::Add(sum2, hn::LoadU(d, in + i + 2 * lanes));
+    sum3 = hn::Add(sum3, hn::LoadU(d, in + i + 3 * lanes));
+  }
+  for (; i + lanes <= length; i += lanes) sum0 = hn::Add(sum0, hn::LoadU(d, in + i));
+  float sum = hn::GetLane(hn::SumOfLanes(d, hn::Add(hn::Add(sum0, sum1), hn::Add(sum2, sum3))));
+  for (; i < length; ++i) sum += in[i];
+  return sum;
+}
+
+// sums[i] += in[i] for i in [0, length): one input row folded into column sums.
+inline void addRow(float* HWY_RESTRICT sums, const float* HWY_RESTRICT in, int64_t length) {
+  const hn::ScalableTag<float> d;
+  const auto lanes = static_cast<int64_t>(hn::Lanes(d));
+  int64_t i = 0;
+  for (; i + lanes <= length; i += lanes) hn::StoreU(hn::Add(hn::LoadU(d, sums + i), hn::LoadU(d, in + i)), d, sums + i);
+  for (; i < length; ++i) sums[i] += in[i];
+}
+
+}  // namespace pto::rt::sim::kernels::HWY_NAMESPACE
+HWY_AFTER_NAMESPACE();
+
+#endif  // PTO_SIM_KERNELS_VECTOR_EXTREMA_H_
