@@ -5,8 +5,9 @@ summary of the whole run: each script's wall time against its budget, and every 
 
 `make bench` runs it (`make bench ISA=avx2`: with --isa avx2). The whole run fits in 15
 minutes on a 2-core host: each script gets a budget (PTO_BENCH_BUDGET_S), skips what no
-longer fits in it and says so; one that runs past its budget by more than GRACE seconds is
-stopped, with every process it started. Each script appends the aims it checks to the file
+longer fits in it and says so; one that runs past its budget by more than GRACE seconds, or
+past the whole run's 15 minutes, is stopped, with every process it started (the scripts
+after it are not run, and the summary says so). Each script appends the aims it checks to the file
 PTO_BENCH_AIMS names, for the summary.
 
 --isa avx2 caps every side to AVX2 on a host that has AVX-512 (torch's kernels, its oneDNN
@@ -40,21 +41,24 @@ BUDGETS = {
 GRACE = 60  # seconds past its budget after which a script is stopped
 
 
-def run_script(script: str, budget: float, quick: bool, env: dict) -> tuple[float, str]:
+def run_script(script: str, budget: float, quick: bool, env: dict,
+               time_left: float = float("inf")) -> tuple[float, str]:
     """Run one benchmark in its own process group, its output through to ours; its wall time
-    and how it ended."""
+    and how it ended. It is stopped GRACE seconds past its budget, or once the whole run's
+    `time_left` is spent."""
     command = [sys.executable, str(HERE / f"{script}.py")] + (["--quick"] if quick else [])
     env = dict(env, PTO_BENCH_BUDGET_S=f"{budget:g}")
+    limit = min(budget + GRACE, time_left)
     start = time.perf_counter()
     # A session of its own: stopping it stops the ranks bench_distributed spawns too.
     process = subprocess.Popen(command, env=env, start_new_session=True)
     try:
-        code = process.wait(timeout=budget + GRACE)
+        code = process.wait(timeout=limit)
         status = "ok" if code == 0 else f"failed, exit status {code}"
     except subprocess.TimeoutExpired:
         os.killpg(process.pid, signal.SIGKILL)
         process.wait()
-        status = f"stopped {GRACE} s past its budget"
+        status = f"stopped {GRACE} s past its budget" if limit < time_left else "stopped: the whole run's time is spent"
     return time.perf_counter() - start, status
 
 
@@ -100,8 +104,12 @@ def main() -> None:
         env["PTO_BENCH_AIMS"] = aims.name
         for script in scripts:
             budget = BUDGETS[script] * scale
+            time_left = TOTAL_BUDGET * scale - (time.perf_counter() - start)
+            if time_left <= 0:
+                results[script] = (budget, 0.0, "not run: the whole run's time is spent")
+                continue
             print(f"\n{'=' * 100}\n{script} (budget {budget:.0f} s)", flush=True)
-            results[script] = (budget, *run_script(script, budget, args.quick, env))
+            results[script] = (budget, *run_script(script, budget, args.quick, env, time_left))
         summary(results, aims.name, time.perf_counter() - start, TOTAL_BUDGET * scale)
     sys.exit(0 if all(status == "ok" for _, _, status in results.values()) else 1)
 

@@ -100,6 +100,13 @@ def test_a_script_past_its_budget_is_stopped_with_what_it_started(tmp_path, monk
         pytest.fail(f"the script's child {pid} outlived it")
 
 
+def test_a_script_past_the_whole_runs_time_is_stopped(tmp_path, monkeypatch):
+    (tmp_path / "bench_long.py").write_text("import time\ntime.sleep(60)\n")
+    monkeypatch.setattr(run_all, "HERE", tmp_path)
+    wall, status = run_all.run_script("bench_long", budget=100, quick=False, env=dict(os.environ), time_left=1)
+    assert status == "stopped: the whole run's time is spent" and wall < 30
+
+
 def test_a_script_that_fails_is_reported_by_its_exit_status(tmp_path, monkeypatch):
     (tmp_path / "bench_fails.py").write_text("raise SystemExit(3)\n")
     monkeypatch.setattr(run_all, "HERE", tmp_path)
