@@ -2,7 +2,7 @@
 
     python3 benchmarks/bench_ops.py [--quick]
 
-Five measurements, each printed as a plain-text table with a column saying whether
+Seven measurements, each printed as a plain-text table with a column saying whether
 the aim is met (✓) or not (✗):
   1. large elementwise ops on 16M float32: time vs CPU (aim <= 1.0) and achieved
      bandwidth vs a STREAM-style copy measured in the same run (aim >= 80%);
@@ -76,6 +76,7 @@ class Bench(Aims):
 
     BUSY = 0.25  # cores kept busy by other processes above which a measurement is repeated
     CALL_CAP = 1.0  # seconds: a side whose one call takes longer is timed by that call alone
+    INDUCTOR_COMPILING = 90  # seconds of Inductor compiling per run, at most (2 cores: ~1 s an op)
 
     def __init__(self, quick: bool):
         super().__init__("bench_ops")
@@ -86,8 +87,6 @@ class Bench(Aims):
         self.capped: list[str] = []  # what was timed by one call only, for the table's notes
         self.copy_gbps = float("nan")  # the copy bandwidth measured by bench_elementwise
         self.compiling = 0.0  # seconds Inductor spent compiling so far
-
-    INDUCTOR_COMPILING = 90  # seconds of Inductor compiling per run, at most (2 cores: ~1 s an op)
 
     def inductor(self, fn, *args):
         """A call of fn(*args) compiled by Inductor for the CPU, compiled now; None once the
