@@ -72,17 +72,33 @@ isa::Stage tiledStage(const isa::Program& program, int32_t first, int32_t count,
   return stage;
 }
 
+// Whether nothing after instruction `after` reads `buffer`, and the caller does not see it.
+bool onlyReadUpTo(const isa::Program& program, int32_t buffer, int32_t after) {
+  if (program.buffers[buffer].kind != isa::BufferKind::kTemp) return false;
+  for (size_t i = after + 1; i < program.instructions.size(); ++i) {
+    for (const isa::Operand& operand : program.instructions[i].operands) {
+      if (operand.buffer == buffer) return false;
+    }
+  }
+  return true;
+}
+
 // Whether `next` may join the stage [first, first + count) as far as its GEMM goes:
-// a GEMM stage is a GEMM with the copies that set up its output before it (the bias)
-// and elementwise instructions after it (its epilogue). Reductions, row ops and other
-// GEMMs keep to stages of their own, where their tiles can be sized for them.
+// a GEMM stage is a GEMM with what sets up its operands before it (the copies that set
+// up its output: the bias; a prologue computing the rows of its left operand that only
+// it reads: a layer norm, whose rows then live in tile scratch, not in memory) and
+// elementwise instructions after it (its epilogue). Reductions and row ops after it, and
+// other GEMMs, keep to stages of their own, where their tiles can be sized for them.
 bool gemmAllows(const isa::Program& program, int32_t first, int32_t count, const isa::Instruction& next) {
   if (has(next, isa::Property::Gemm)) {
+    if (holdsGemm(program, first, count)) return false;
+    bool bias_only = true, writes_left = false;
     for (int32_t i = first; i < first + count; ++i) {
       const isa::Instruction& before = program.instructions[i];
-      if (!has(before, isa::Property::Copy) || before.operands[0].buffer != next.operands[0].buffer) return false;
+      bias_only = bias_only && has(before, isa::Property::Copy) && before.operands[0].buffer == next.operands[0].buffer;
+      writes_left = writes_left || before.operands[0].buffer == next.operands[1].buffer;
     }
-    return true;
+    return bias_only || (writes_left && onlyReadUpTo(program, next.operands[1].buffer, first + count));
   }
   if (!holdsGemm(program, first, count)) return true;
   if (!has(next, isa::Property::Elementwise)) return false;

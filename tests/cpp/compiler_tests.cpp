@@ -177,6 +177,29 @@ TEST(Fusion, AGemmTakesItsBiasAndElementwiseEpilogueButNotAReduction) {
   EXPECT_EQ(compiled.stages[1].count, 1);
 }
 
+TEST(Fusion, RowsOnlyAGemmReadsAreItsPrologueInTileScratch) {
+  // out = (x - rowmean(x)) @ w: the centred rows are a temporary the GEMM alone reads.
+  const std::string buffers =
+      "buffer %0 input 8192\nbuffer %1 input 4096\nbuffer %2 temp 256\nbuffer %3 temp 8192\n"
+      "buffer %4 output 8192\nbuffer %5 output 8192\n";
+  const std::string centre_then_gemm =
+      "tsum %2:f32[64,32;1,0]@0, %0:f32[64,32;32,1]@0 scale=0.03125\n"
+      "tsub %3:f32[64,32;32,1]@0, %0:f32[64,32;32,1]@0, %2:f32[64,32;1,0]@0 alpha=1\n"
+      "tmatmul %4:f32[64,32;32,1]@0, %3:f32[64,32;32,1]@0, %1:f32[32,32;32,1]@0 alpha=1 beta=0\n";
+  const isa::ScheduledProgram fused =
+      compiler::compile(parsed(buffers + centre_then_gemm + "texpands %5:f32[64,32;32,1]@0 value=0\n"));
+  ASSERT_EQ(fused.stages.size(), 2u);
+  EXPECT_EQ(fused.stages[0].count, 3);
+  EXPECT_EQ(fused.placements[2].placement, isa::Placement::kScratch);
+  EXPECT_EQ(fused.placements[3].placement, isa::Placement::kScratch);
+  // Read again after the GEMM, the centred rows are memory, and the GEMM a stage of its own.
+  const isa::ScheduledProgram apart =
+      compiler::compile(parsed(buffers + centre_then_gemm + "tneg %5:f32[64,32;32,1]@0, %3:f32[64,32;32,1]@0\n"));
+  ASSERT_EQ(apart.stages.size(), 3u);
+  EXPECT_EQ(apart.stages[1].count, 1);
+  EXPECT_NE(apart.placements[3].placement, isa::Placement::kScratch);
+}
+
 TEST(MemoryPlan, TemporariesShareTheWorkspaceByLivenessOrLiveInAnOutputNotYetWritten) {
   // Sorts do not fuse, so each is a stage and every temporary crosses stages.
   isa::Program program = parsed(

@@ -157,3 +157,31 @@ def test_attention_writes_its_product_into_the_results_layout(causal):
     mnemonics = [mnemonic for stage in stages_of(step.program.text) for mnemonic in stage]
     last_product = len(mnemonics) - 1 - mnemonics[::-1].index("tmatmul")
     assert mnemonics[last_product + 1:] == ["tmul"], step.program.text
+
+
+def norm_then_linear(x, weight, bias, norm_weight, norm_bias):
+    return F.linear(F.layer_norm(x, x.shape[-1:], norm_weight, norm_bias), weight, bias)
+
+
+def norm_then_linear_and_the_norm(x, weight, bias, norm_weight, norm_bias):
+    normed = F.layer_norm(x, x.shape[-1:], norm_weight, norm_bias)
+    return F.linear(normed, weight, bias), normed
+
+
+@pytest.mark.parametrize("rows, inner, outer", [(64, 32, 48), (3 * 37, 53, 29)])
+def test_a_layer_norm_read_by_a_gemm_alone_runs_in_its_tiles(rows, inner, outer):
+    """The normalised rows are the GEMM's prologue, in tile scratch; returned as well,
+    they are memory the caller sees, and the norm keeps its own stage."""
+    torch.manual_seed(0)
+    x, weight, bias = torch.randn(rows, inner), torch.randn(outer, inner), torch.randn(outer)
+    norm_weight, norm_bias = torch.randn(inner), torch.randn(inner)
+    args = (x, weight, bias, norm_weight, norm_bias)
+    for fn, fused in ((norm_then_linear, True), (norm_then_linear_and_the_norm, False)):
+        report = pypto_torch.explain(fn, *on_pto(*args))
+        gemm_stage = next(stage for stage in stages_of(report.program) if "tmatmul" in stage)
+        assert ("tsum" in gemm_stage) == fused, report.program
+        actual = torch.compile(fn, backend="pypto")(*on_pto(*args))
+        expected = fn(*args)
+        for got, want in zip(actual if isinstance(actual, tuple) else (actual,),
+                             expected if isinstance(expected, tuple) else (expected,)):
+            assert_close(got.cpu(), want, rtol=1e-5, atol=1e-5)
