@@ -726,8 +726,11 @@ const std::vector<MatmulCase>& matmulCases() {
       {{2, 3}, 4, 5, 6, M::kStrided, M::kPadded, M::kRowMajor, {0, 1}, {}},
       {{3}, 4, 5, 6, M::kPadded, M::kTransposed, M::kStrided, {}, {0}},
       {{2}, 33, 17, 29, M::kRowMajor, M::kTransposed, M::kRowMajor},  // past BLAS's small-matrix kernels
-      // Past the bfloat16 kernel's 6x32 tiles and its 512-pair depth blocks, odd k included.
+      // Past the libraries' register tiles and depth blocks, odd k included.
       {{}, 13, 70, 1101, M::kRowMajor, M::kTransposed, M::kStrided},
+      // Rows enough for the device's cores to take a band each, one GEMM per band.
+      {{}, 130, 19, 40, M::kRowMajor, M::kRowMajor, M::kTransposed},
+      {{}, 130, 19, 40, M::kTransposed, M::kTransposed, M::kRowMajor},
   };
   return cases;
 }
@@ -752,6 +755,7 @@ TEST(Matmul, BetaZeroIgnoresNaNsInTheOutput) {
     runMatmul<float>(c, 1.0, 0.0, 1, true);
     runMatmul<double>(c, 0.5, 0.0, 2, true);
     runMatmul<Half>(c, 1.0, 0.0, 3, true);
+    runMatmul<BFloat16>(c, 2.0, 0.0, 4, true);
   }
 }
 
@@ -769,6 +773,19 @@ TEST(Matmul, EmptyDimensions) {
   runMatmul<float>({{}, 0, 3, 4, Mat::kRowMajor, Mat::kRowMajor, Mat::kRowMajor}, 1.0, 0.0, 6);
   runMatmul<double>({{2}, 4, 0, 4, Mat::kStrided, Mat::kTransposed, Mat::kRowMajor}, 1.0, 1.0, 7);
   runMatmul<Half>({{0}, 4, 3, 4, Mat::kRowMajor, Mat::kRowMajor, Mat::kRowMajor}, 1.0, 0.0, 8);
+}
+
+TEST(Matmul, MoreShapesThanThePrimitiveCacheHolds) {
+  // oneDNN's primitives are cached per shape (128 kept): shapes past that evict the
+  // least recently used, and a shape seen again after its eviction is created anew.
+  uint64_t seed = 3000;
+  for (int round = 0; round < 2; ++round) {
+    for (int64_t m = 1; m <= 140; ++m) {
+      runMatmul<float>({{}, m, 3, 5, Mat::kRowMajor, Mat::kRowMajor, Mat::kRowMajor}, 1.0, 0.0, seed++);
+      runMatmul<BFloat16>({{}, m, 3, 5, Mat::kRowMajor, Mat::kTransposed, Mat::kRowMajor}, 1.0, 0.5, seed++);
+      if (::testing::Test::HasFailure()) return;
+    }
+  }
 }
 
 TEST(Matmul, KnownValues) {

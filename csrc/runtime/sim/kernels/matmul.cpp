@@ -1,24 +1,25 @@
-// tmatmul on the sim device: OpenBLAS's GEMM per batch. Operands whose strides
-// describe a row-major or a transposed matrix go to BLAS as they are; anything
-// else (broadcast rows, odd strides) and float16/bfloat16 (accumulated in
-// float32) are packed first.
+// tmatmul on the sim device, one GEMM per batch entry and band of output rows, each
+// on one of the device's cores. The library per element type, chosen by measurement
+// (benchmarks/bench_ops.py, section 3): float32 and bfloat16 through oneDNN, whose
+// kernels (AVX2, AVX-512, AVX512-BF16, AMX) it picks for the CPU at run time;
+// float64 through OpenBLAS; float16 widened to float32 (oneDNN 2.6 has no float16
+// GEMM for CPUs), as is bfloat16 where oneDNN has none (below AVX-512). Operands
+// whose strides describe a row-major or a transposed matrix go to the library as they
+// are; anything else (broadcast rows, odd strides) is packed first.
 #include <cblas.h>
 
 #include <algorithm>
-#include <cstring>
-
+#include <type_traits>
 #include <vector>
 
 #include "element_types.h"
 #include "execute.h"
-#include "gemm_bf16.h"
+#include "gemm_onednn.h"
 #include "runtime/sim/sim_parallel.h"
 
 namespace pto::rt::sim::kernels {
 namespace {
 
-// A matrix as BLAS takes it: a base pointer, a leading dimension and whether
-// it is stored transposed (row-major throughout).
 // Rows of C below which a band is not worth a core of its own.
 constexpr int64_t kMinBandRows = 32;
 
@@ -33,16 +34,18 @@ void singleThreadedBlas() {
   (void)once;
 }
 
-template <typename F>
-struct BlasMatrix {
-  const F* data = nullptr;
+// A matrix as the GEMM libraries take it: a base pointer, a leading dimension and
+// whether it is stored transposed (row-major throughout).
+template <typename S>
+struct GemmMatrix {
+  const S* data = nullptr;
   int64_t ld = 1;
   bool transposed = false;
 };
 
-// Element strides of the last two dimensions describe a matrix BLAS can read.
-bool blasLayout(int64_t rows, int64_t cols, int64_t row_stride, int64_t col_stride, int64_t* ld,
-                bool* transposed) {
+// Element strides of the last two dimensions describe a matrix the libraries can read.
+bool libraryLayout(int64_t rows, int64_t cols, int64_t row_stride, int64_t col_stride, int64_t* ld,
+                   bool* transposed) {
   if (col_stride == 1 && (rows <= 1 || row_stride >= std::max<int64_t>(1, cols))) {
     *ld = std::max<int64_t>({1, cols, rows <= 1 ? cols : row_stride});
     *transposed = false;
@@ -56,104 +59,109 @@ bool blasLayout(int64_t rows, int64_t cols, int64_t row_stride, int64_t col_stri
   return false;
 }
 
-template <typename F, typename T>
+// A strided matrix of T copied row-major into S (T's values converted to S).
+template <typename S, typename T>
 void pack(const char* base, int64_t rows, int64_t cols, int64_t row_stride, int64_t col_stride,
-          std::vector<F>& into) {
+          std::vector<S>& into) {
   into.resize(static_cast<size_t>(rows * cols));
   for (int64_t i = 0; i < rows; ++i) {
     for (int64_t j = 0; j < cols; ++j) {
-      into[i * cols + j] = static_cast<F>(load<T>(base + (i * row_stride + j * col_stride) * static_cast<int64_t>(sizeof(T))));
+      into[i * cols + j] =
+          castTo<S>(load<T>(base + (i * row_stride + j * col_stride) * static_cast<int64_t>(sizeof(T))));
     }
   }
 }
 
-void gemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha, const float* a, int64_t lda,
-          const float* b, int64_t ldb, float beta, float* c, int64_t ldc) {
-  cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, m, n, k,
-              alpha, a, lda, b, ldb, beta, c, ldc);
-}
-
-void gemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, double alpha, const double* a, int64_t lda,
-          const double* b, int64_t ldb, double beta, double* c, int64_t ldc) {
-  cblas_dgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, m, n, k,
-              alpha, a, lda, b, ldb, beta, c, ldc);
-}
-
-#if defined(PTO_BF16_GEMM)
-// A bfloat16 operand as gemmBf16 reads it: as it is when BLAS could, else packed.
-const uint16_t* bf16Operand(const char* base, int64_t rows, int64_t cols, const int64_t strides[2],
-                            std::vector<uint16_t>& packed, int64_t* ld, bool* transposed) {
-  if (blasLayout(rows, cols, strides[0], strides[1], ld, transposed)) return reinterpret_cast<const uint16_t*>(base);
-  packed.resize(static_cast<size_t>(rows * cols));
-  for (int64_t i = 0; i < rows; ++i) {
-    for (int64_t j = 0; j < cols; ++j) std::memcpy(&packed[i * cols + j], base + (i * strides[0] + j * strides[1]) * 2, 2);
+// C = alpha * A @ B + beta * C, row-major C, in the library chosen for S; false where
+// that library declined the shape (bfloat16 only: the caller widens to float32).
+bool gemm(GemmMatrix<float> a, GemmMatrix<float> b, int64_t m, int64_t n, int64_t k, double alpha, double beta,
+          float* c, int64_t ldc) {
+  if (onednnGemmIsFast(GemmElement::kFloat32) &&
+      onednnGemm(GemmElement::kFloat32, m, n, k, {a.data, a.ld, a.transposed}, {b.data, b.ld, b.transposed},
+                 static_cast<float>(alpha), static_cast<float>(beta), c, ldc)) {
+    return true;
   }
-  *ld = std::max<int64_t>(1, cols);
-  *transposed = false;
-  return packed.data();
+  cblas_sgemm(CblasRowMajor, a.transposed ? CblasTrans : CblasNoTrans, b.transposed ? CblasTrans : CblasNoTrans, m,
+              n, k, static_cast<float>(alpha), a.data, a.ld, b.data, b.ld, static_cast<float>(beta), c, ldc);
+  return true;
 }
 
-// bfloat16 with the CPU's dot product: the products summed in float32, then
-// C = alpha * (A @ B) + beta * C rounded once to bfloat16, tile by tile.
-void matmulBf16(const char* a, const int64_t a_strides[2], const char* b, const int64_t b_strides[2], char* c,
-                const int64_t c_strides[2], int64_t m, int64_t n, int64_t k, double alpha, double beta) {
-  std::vector<uint16_t> a_packed, b_packed;
-  int64_t lda = 1, ldb = 1;
-  bool ta = false, tb = false;
-  const uint16_t* a_bits = bf16Operand(a, m, k, a_strides, a_packed, &lda, &ta);
-  const uint16_t* b_bits = bf16Operand(b, k, n, b_strides, b_packed, &ldb, &tb);
-  gemmBf16(ta, tb, m, n, k, a_bits, lda, b_bits, ldb, static_cast<float>(alpha), static_cast<float>(beta), c,
-           c_strides);
+bool gemm(GemmMatrix<double> a, GemmMatrix<double> b, int64_t m, int64_t n, int64_t k, double alpha, double beta,
+          double* c, int64_t ldc) {
+  cblas_dgemm(CblasRowMajor, a.transposed ? CblasTrans : CblasNoTrans, b.transposed ? CblasTrans : CblasNoTrans, m,
+              n, k, alpha, a.data, a.ld, b.data, b.ld, beta, c, ldc);
+  return true;
 }
-#endif
 
-// One batch entry: C[m, n] = alpha * A[m, k] @ B[k, n] + beta * C.
-template <typename T>
-void matmulOne(const char* a, const int64_t a_strides[2], const char* b, const int64_t b_strides[2],
-               char* c, const int64_t c_strides[2], int64_t m, int64_t n, int64_t k, double alpha, double beta) {
-#if defined(PTO_BF16_GEMM)
-  if constexpr (std::is_same_v<T, BFloat16>) {
-    if (hasBf16DotProduct()) return matmulBf16(a, a_strides, b, b_strides, c, c_strides, m, n, k, alpha, beta);
-  }
-#endif
-  using F = std::conditional_t<std::is_same_v<T, double>, double, float>;
-  constexpr bool native = std::is_same_v<T, F>;
-  std::vector<F> a_packed, b_packed, c_packed;
-  BlasMatrix<F> A, B;
-  if (native && blasLayout(m, k, a_strides[0], a_strides[1], &A.ld, &A.transposed)) {
-    A.data = reinterpret_cast<const F*>(a);
+bool gemm(GemmMatrix<BFloat16> a, GemmMatrix<BFloat16> b, int64_t m, int64_t n, int64_t k, double alpha,
+          double beta, BFloat16* c, int64_t ldc) {
+  return onednnGemm(GemmElement::kBFloat16, m, n, k, {a.data, a.ld, a.transposed}, {b.data, b.ld, b.transposed},
+                    static_cast<float>(alpha), static_cast<float>(beta), c, ldc);
+}
+
+// One batch entry, C[m, n] = alpha * A[m, k] @ B[k, n] + beta * C, with T's values
+// held as S for the library (T itself where S is T: no copies of library layouts).
+template <typename S, typename T>
+bool matmulAs(const char* a, const int64_t a_strides[2], const char* b, const int64_t b_strides[2], char* c,
+              const int64_t c_strides[2], int64_t m, int64_t n, int64_t k, double alpha, double beta) {
+  constexpr bool native = std::is_same_v<S, T>;
+  std::vector<S> a_packed, b_packed, c_packed;
+  GemmMatrix<S> A, B;
+  if (native && libraryLayout(m, k, a_strides[0], a_strides[1], &A.ld, &A.transposed)) {
+    A.data = reinterpret_cast<const S*>(a);
   } else {
-    pack<F, T>(a, m, k, a_strides[0], a_strides[1], a_packed);
+    pack<S, T>(a, m, k, a_strides[0], a_strides[1], a_packed);
     A = {a_packed.data(), std::max<int64_t>(1, k), false};
   }
-  if (native && blasLayout(k, n, b_strides[0], b_strides[1], &B.ld, &B.transposed)) {
-    B.data = reinterpret_cast<const F*>(b);
+  if (native && libraryLayout(k, n, b_strides[0], b_strides[1], &B.ld, &B.transposed)) {
+    B.data = reinterpret_cast<const S*>(b);
   } else {
-    pack<F, T>(b, k, n, b_strides[0], b_strides[1], b_packed);
+    pack<S, T>(b, k, n, b_strides[0], b_strides[1], b_packed);
     B = {b_packed.data(), std::max<int64_t>(1, n), false};
   }
   int64_t ldc = 1;
   bool c_transposed = false;
-  const bool c_direct = native && blasLayout(m, n, c_strides[0], c_strides[1], &ldc, &c_transposed);
-  if (c_direct && !c_transposed) {
-    gemm(A.transposed, B.transposed, m, n, k, static_cast<F>(alpha), A.data, A.ld, B.data, B.ld,
-         static_cast<F>(beta), reinterpret_cast<F*>(c), ldc);
-    return;
-  }
+  const bool c_direct = native && libraryLayout(m, n, c_strides[0], c_strides[1], &ldc, &c_transposed);
+  if (c_direct && !c_transposed) return gemm(A, B, m, n, k, alpha, beta, reinterpret_cast<S*>(c), ldc);
   if (c_direct) {  // C stored transposed: C^T = B^T @ A^T
-    gemm(!B.transposed, !A.transposed, n, m, k, static_cast<F>(alpha), B.data, B.ld, A.data, A.ld,
-         static_cast<F>(beta), reinterpret_cast<F*>(c), ldc);
-    return;
+    const GemmMatrix<S> a_transposed{A.data, A.ld, !A.transposed}, b_transposed{B.data, B.ld, !B.transposed};
+    return gemm(b_transposed, a_transposed, n, m, k, alpha, beta, reinterpret_cast<S*>(c), ldc);
   }
-  if (beta != 0) pack<F, T>(c, m, n, c_strides[0], c_strides[1], c_packed);
-  else c_packed.assign(static_cast<size_t>(m * n), F(0));
-  gemm(A.transposed, B.transposed, m, n, k, static_cast<F>(alpha), A.data, A.ld, B.data, B.ld,
-       static_cast<F>(beta), c_packed.data(), std::max<int64_t>(1, n));
+  if (beta != 0) pack<S, T>(c, m, n, c_strides[0], c_strides[1], c_packed);
+  else c_packed.resize(static_cast<size_t>(m * n));
+  if (!gemm(A, B, m, n, k, alpha, beta, c_packed.data(), std::max<int64_t>(1, n))) return false;
   for (int64_t i = 0; i < m; ++i) {
     for (int64_t j = 0; j < n; ++j) {
-      store<T>(c + (i * c_strides[0] + j * c_strides[1]) * static_cast<int64_t>(sizeof(T)), c_packed[i * n + j]);
+      store<T>(c + (i * c_strides[0] + j * c_strides[1]) * static_cast<int64_t>(sizeof(T)), widen(c_packed[i * n + j]));
     }
   }
+  return true;
+}
+
+// An empty sum (k = 0): C = beta * C, and zeros where beta is 0 (C's old values unread).
+template <typename T>
+void scaleOutput(char* c, const int64_t c_strides[2], int64_t m, int64_t n, double beta) {
+  for (int64_t i = 0; i < m; ++i) {
+    for (int64_t j = 0; j < n; ++j) {
+      char* element = c + (i * c_strides[0] + j * c_strides[1]) * static_cast<int64_t>(sizeof(T));
+      store<T>(element, beta == 0 ? ComputeType<T>(0) : static_cast<ComputeType<T>>(beta * load<T>(element)));
+    }
+  }
+}
+
+// One batch entry in the library chosen for T on this CPU.
+template <typename T>
+void matmulOne(const char* a, const int64_t a_strides[2], const char* b, const int64_t b_strides[2], char* c,
+               const int64_t c_strides[2], int64_t m, int64_t n, int64_t k, double alpha, double beta) {
+  if (k == 0) return scaleOutput<T>(c, c_strides, m, n, beta);
+  if constexpr (std::is_same_v<T, BFloat16>) {
+    if (onednnGemmIsFast(GemmElement::kBFloat16) &&
+        matmulAs<BFloat16, T>(a, a_strides, b, b_strides, c, c_strides, m, n, k, alpha, beta)) {
+      return;
+    }
+  }
+  using S = std::conditional_t<std::is_same_v<T, double>, double, float>;
+  matmulAs<S, T>(a, a_strides, b, b_strides, c, c_strides, m, n, k, alpha, beta);
 }
 
 }  // namespace

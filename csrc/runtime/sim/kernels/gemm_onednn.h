@@ -1,0 +1,30 @@
+// tmatmul's float32 and bfloat16 GEMMs through oneDNN (libdnnl-dev), which picks
+// its kernels for the CPU it runs on at run time (AVX2, AVX-512, AVX512-BF16, AMX;
+// ONEDNN_MAX_CPU_ISA caps them).
+#pragma once
+
+#include <cstdint>
+
+namespace pto::rt::sim::kernels {
+
+enum class GemmElement { kFloat32, kBFloat16 };
+
+// Whether oneDNN has an optimized GEMM for this element type on this CPU rather than
+// its reference loops (bfloat16 needs AVX-512; on AVX2 hosts it is widened instead).
+bool onednnGemmIsFast(GemmElement element);
+
+// A row-major matrix with leading dimension ld, or the transpose of one.
+struct GemmOperand {
+  const void* data;
+  int64_t ld;
+  bool transposed;
+};
+
+// c[m, n] = alpha * a[m, k] @ b[k, n] + beta * c on the calling thread (beta 0: c's old
+// values are not read), c row-major with leading dimension ldc; products are summed in
+// float32 and rounded once to the element type. m, n, k > 0. Returns false, having
+// written nothing, when oneDNN has only its reference loops for this shape and layout.
+bool onednnGemm(GemmElement element, int64_t m, int64_t n, int64_t k, GemmOperand a, GemmOperand b, float alpha,
+                float beta, void* c, int64_t ldc);
+
+}  // namespace pto::rt::sim::kernels
