@@ -74,7 +74,8 @@ void planMemory(isa::ScheduledProgram& compiled, uint64_t tile_memory_bytes) {
 
   // Largest first, each temporary goes where it is clear of every placed one whose
   // lifetime meets its own: inside an output that is not written until after it dies
-  // (that memory is the caller's already), else at the lowest such offset of the workspace.
+  // (that memory is the caller's already), or at the end of the output whose writing
+  // stage reads it ahead of the rows it writes, else at the lowest such offset of the workspace.
   std::stable_sort(workspace.begin(), workspace.end(), [](const Lifetime& a, const Lifetime& b) { return a.bytes > b.bytes; });
   std::vector<int32_t> outputs;
   for (size_t b = 0; b < buffer_count; ++b) {
@@ -101,11 +102,33 @@ void planMemory(isa::ScheduledProgram& compiled, uint64_t tile_memory_bytes) {
     }
     return offset + temp.bytes <= limit ? offset : UINT64_MAX;
   };
+  // Whether [offset, offset + temp.bytes) of `host` is clear of the placed temporaries live with `temp`.
+  auto clearAt = [&](const Lifetime& temp, int32_t host, uint64_t offset) {
+    return std::none_of(placed.begin(), placed.end(), [&](const Lifetime* other) {
+      const isa::BufferPlacement& where = compiled.placements[other->buffer];
+      return where.placement == isa::Placement::kInOutput && where.host == host &&
+             !(other->last_stage < temp.first_stage || temp.last_stage < other->first_stage) &&
+             where.offset < offset + temp.bytes && offset < where.offset + other->bytes;
+    });
+  };
   compiled.workspace_bytes = 0;
   for (const Lifetime& temp : workspace) {
     isa::BufferPlacement& place = compiled.placements[temp.buffer];
     for (int32_t host : outputs) {
-      if (temp.last_stage >= spans[host].first) continue;
+      if (temp.last_stage > spans[host].first) continue;
+      if (temp.last_stage == spans[host].first) {
+        // Read by the stage that writes the host, each tile's rows before the tile writes
+        // (a GEMM's prologue input): at the host's end, which the tiles write last.
+        const uint64_t host_bytes = program.buffers[host].bytes;
+        if (host_bytes < temp.bytes) continue;
+        const uint64_t end = (host_bytes - temp.bytes) / kAlignment * kAlignment;
+        if (!clearAt(temp, host, end) ||
+            !isa::readAheadOfRowWrites(program, compiled.stages[temp.last_stage], temp.buffer, host, end)) {
+          continue;
+        }
+        place = isa::BufferPlacement{.placement = isa::Placement::kInOutput, .offset = end, .host = host};
+        break;
+      }
       const uint64_t offset = lowestFree(temp, host, program.buffers[host].bytes / kAlignment * kAlignment);
       if (offset == UINT64_MAX) continue;
       place = isa::BufferPlacement{.placement = isa::Placement::kInOutput, .offset = offset, .host = host};

@@ -63,6 +63,39 @@ std::string checkScratch(const ScheduledProgram& scheduled) {
 
 }  // namespace
 
+bool readAheadOfRowWrites(const Program& program, const Stage& stage, int32_t temp, int32_t host, uint64_t offset) {
+  if (!stage.tiled() || stage.parallel_tiles || stage.tile_dim != 0) return false;
+  const int64_t rows = stage.domain[0];
+  int64_t temp_pitch = -1, host_pitch = -1;  // bytes between rows
+  int32_t last_read = -1, first_write = -1;
+  for (int32_t i = stage.first; i < stage.first + stage.count; ++i) {
+    const Instruction& instruction = program.instructions[i];
+    for (size_t k = 0; k < instruction.operands.size(); ++k) {
+      const Operand& operand = instruction.operands[k];
+      const bool reads_temp = operand.buffer == temp, writes_host = operand.buffer == host && k == 0;
+      if (operand.buffer == temp && k == 0) return false;
+      if (!reads_temp && !writes_host) continue;
+      if (!slicedOperand(instruction, k) || operand.offset != 0 || operand.shape[0] != rows ||
+          rowPitch(operand, 0) == 0) {
+        return false;
+      }
+      int64_t& pitch = reads_temp ? temp_pitch : host_pitch;
+      const auto bytes = static_cast<int64_t>(operand.strides[0] * dtypeSize(operand.dtype));
+      if (pitch >= 0 && pitch != bytes) return false;
+      pitch = bytes;
+      if (reads_temp) last_read = i;
+      if (writes_host && first_write < 0) first_write = i;
+    }
+  }
+  if (last_read < 0 || first_write < 0 || last_read >= first_write || host_pitch < temp_pitch) return false;
+  // Tile j - 1 writes the host below byte j * R * host_pitch; tile j's rows of the
+  // temporary start at offset + j * R * temp_pitch.
+  for (int64_t row = stage.tile_rows; row < rows; row += stage.tile_rows) {
+    if (static_cast<int64_t>(offset) + row * temp_pitch < row * host_pitch) return false;
+  }
+  return true;
+}
+
 std::string verifySchedule(const ScheduledProgram& scheduled) {
   const Program& program = scheduled.program;
   if (scheduled.placements.size() != program.buffers.size()) return "a placement per buffer is missing";
@@ -109,7 +142,10 @@ std::string verifySchedule(const ScheduledProgram& scheduled) {
       if (!host_ok || pa.offset + program.buffers[a].bytes > program.buffers[pa.host].bytes) {
         return "buffer %" + std::to_string(a) + " does not fit in the output it is placed in";
       }
-      if (lifetime[a].last >= lifetime[pa.host].first) {
+      const bool read_ahead = lifetime[a].last == lifetime[pa.host].first &&
+                              readAheadOfRowWrites(program, scheduled.stages[lifetime[a].last], static_cast<int32_t>(a),
+                                                   pa.host, pa.offset);
+      if (lifetime[a].last >= lifetime[pa.host].first && !read_ahead) {
         return "buffer %" + std::to_string(a) + " is still live when its host output %" + std::to_string(pa.host) + " is written";
       }
     }

@@ -40,7 +40,9 @@ enum class Placement : uint8_t {
   kWorkspace,  // a temporary that crosses stages: at `offset` in the launch's workspace
   kScratch,    // a temporary inside one tiled stage: at `offset` in each tile's scratch
   kInOutput,   // a temporary whose life ends before output buffer `host` is first
-               // written: at `offset` in that output's memory (no workspace needed for it)
+               // written (or in that stage, read ahead of the rows it writes:
+               // readAheadOfRowWrites): at `offset` in that output's memory (no
+               // workspace needed for it)
   kUnused,     // no instruction refers to it any more
 };
 
@@ -75,6 +77,14 @@ struct StageSpan {
   int32_t first = -1, last = -1;
 };
 std::vector<StageSpan> stageLifetimes(const Program& program, const std::vector<Stage>& stages);
+
+// Whether temporary `temp`, placed at byte `offset` inside output `host`, may stay live
+// into `stage`, the stage that first writes the host: the stage runs its tiles in order
+// along dimension 0; each tile reads only its own rows of the temporary, all of them
+// before it writes the host; and no tile writes where a later tile's rows of the
+// temporary lie (rows of the host no narrower than the temporary's, which ends near the
+// host's end: a GEMM's output over its prologue's input).
+bool readAheadOfRowWrites(const Program& program, const Stage& stage, int32_t temp, int32_t host, uint64_t offset);
 
 // PTO-AS with the schedule as comments: it still parses as the program.
 std::string print(const ScheduledProgram& scheduled);

@@ -225,6 +225,29 @@ TEST(MemoryPlan, TemporariesShareTheWorkspaceByLivenessOrLiveInAnOutputNotYetWri
   EXPECT_NE(isa::print(compiled).find("# in output %1 @0"), std::string::npos);
 }
 
+TEST(MemoryPlan, WhatAGemmsPrologueReadsLivesAtTheEndOfTheGemmsWiderOutput) {
+  // h = x @ w; out = (h - rowmean(h)) @ w2: each tile reads its rows of h before it writes
+  // out's, whose rows are wider, so h fits at out's end and needs no workspace.
+  auto program = [](int out_cols) {
+    const std::string n = std::to_string(out_cols), bytes = std::to_string(64 * out_cols * 4);
+    return "buffer %0 input 8192\nbuffer %1 input 4096\nbuffer %2 input " + std::to_string(32 * out_cols * 4) +
+           "\nbuffer %3 temp 8192\nbuffer %4 temp 256\nbuffer %5 temp 8192\nbuffer %6 output " + bytes + "\n"
+           "tmatmul %3:f32[64,32;32,1]@0, %0:f32[64,32;32,1]@0, %1:f32[32,32;32,1]@0 alpha=1 beta=0\n"
+           "tsum %4:f32[64,32;1,0]@0, %3:f32[64,32;32,1]@0 scale=0.03125\n"
+           "tsub %5:f32[64,32;32,1]@0, %3:f32[64,32;32,1]@0, %4:f32[64,32;1,0]@0 alpha=1\n"
+           "tmatmul %6:f32[64," + n + ";" + n + ",1]@0, %5:f32[64,32;32,1]@0, %2:f32[32," + n + ";" + n + ",1]@0 alpha=1 beta=0\n";
+  };
+  const isa::ScheduledProgram wide = compiler::compile(parsed(program(64)));
+  ASSERT_EQ(wide.stages.size(), 2u);
+  EXPECT_EQ(wide.placements[3].placement, isa::Placement::kInOutput);
+  EXPECT_EQ(wide.placements[3].host, 6);
+  EXPECT_EQ(wide.placements[3].offset, 64u * 64 * 4 - 8192);
+  EXPECT_EQ(wide.workspace_bytes, 0u);
+  // Narrower rows of out: a tile would write over rows of h that later tiles read.
+  const isa::ScheduledProgram narrow = compiler::compile(parsed(program(16)));
+  EXPECT_EQ(narrow.placements[3].placement, isa::Placement::kWorkspace);
+}
+
 TEST(Compile, AnInvalidProgramNamesThePassAndTheInstruction) {
   isa::Program program = parsed("buffer %0 input 16\nbuffer %1 output 16\ntexp %1:f32[8;1]@0, %0:f32[8;1]@0\n");
   try {

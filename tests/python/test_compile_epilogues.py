@@ -185,3 +185,19 @@ def test_a_layer_norm_read_by_a_gemm_alone_runs_in_its_tiles(rows, inner, outer)
         for got, want in zip(actual if isinstance(actual, tuple) else (actual,),
                              expected if isinstance(expected, tuple) else (expected,)):
             assert_close(got.cpu(), want, rtol=1e-5, atol=1e-5)
+
+
+def residual_norm_head(x, w1, w_head):
+    """GPT-2's end: the last residual stream, its layer norm, and a wider output GEMM."""
+    hidden = x + x @ w1
+    return F.layer_norm(hidden, hidden.shape[-1:]) @ w_head
+
+
+@pytest.mark.parametrize("rows", [64, 37])
+def test_what_the_last_gemms_prologue_reads_lives_in_the_gemms_output(rows):
+    torch.manual_seed(0)
+    args = (torch.randn(rows, 32), torch.randn(32, 32), torch.randn(32, 96))
+    report = pypto_torch.explain(residual_norm_head, *on_pto(*args))
+    assert report.workspace_bytes <= 64, report.program  # the norm's epsilon alone, a scalar
+    actual = torch.compile(residual_norm_head, backend="pypto")(*on_pto(*args))
+    assert_close(actual.cpu(), residual_norm_head(*args), rtol=1e-5, atol=1e-5)
