@@ -13,6 +13,7 @@
 #include "elementwise_ops.h"
 #include "execute.h"
 #include "strided_loop.h"
+#include "vector_math-inl.h"
 
 HWY_BEFORE_NAMESPACE();
 namespace pto::rt::sim::kernels::HWY_NAMESPACE {
@@ -44,6 +45,7 @@ void unaryRows(const StridedLoop& loop) {
     if (so == sizeof(T) && si == sizeof(T)) {
       T* out = reinterpret_cast<T*>(p[0]);
       const T* in = reinterpret_cast<const T*>(p[1]);
+      if constexpr (hasVectorMath<op, T>()) return unaryMathRow<op>(out, in, n);
       for (int64_t i = 0; i < n; ++i) out[i] = castTo<T>(unaryOp<op, C>(widen(in[i])));
       return;
     }
@@ -77,6 +79,10 @@ void binaryRows(const StridedLoop& loop, double alpha_value) {
     T* out = reinterpret_cast<T*>(p[0]);
     const T* a = reinterpret_cast<const T*>(p[1]);
     const T* b = reinterpret_cast<const T*>(p[2]);
+    if constexpr (hasVectorMath<op, T>()) {
+      const bool a_runs = sa == sizeof(T) || sa == 0, b_runs = sb == sizeof(T) || sb == 0;
+      if (so == sizeof(T) && a_runs && b_runs) return binaryMathRow<op>(out, a, sa == 0 ? 0 : 1, b, sb == 0 ? 0 : 1, n);
+    }
     if (so == sizeof(T) && sa == sizeof(T) && sb == sizeof(T)) {
       for (int64_t i = 0; i < n; ++i) out[i] = castTo<T>(binaryOp<op, C, T>(widen(a[i]), operand(widen(b[i])), alpha));
     } else if (so == sizeof(T) && sa == sizeof(T) && sb == 0) {

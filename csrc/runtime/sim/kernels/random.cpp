@@ -1,12 +1,18 @@
 // tuniform, tnormal, trandint, tbernoulli: Philox4x32-10 blocks turned into the
 // requested distribution. Every element's value depends only on the key, the
 // counter and its row-major position, so chunks run on any core in any order.
+// Compiled once per vector target, chosen at run time (vector_target.h).
+#undef HWY_TARGET_INCLUDE
+#define HWY_TARGET_INCLUDE "runtime/sim/kernels/random.cpp"
+#include <hwy/foreach_target.h>  // IWYU pragma: keep
+#include <hwy/highway.h>
+
 #include <cmath>
 #include <cstring>
 #include <numbers>
 #include <vector>
 
-#if defined(__AVX2__)
+#if HWY_ARCH_X86
 #include <immintrin.h>
 #endif
 
@@ -15,7 +21,8 @@
 #include "fast_math.h"
 #include "runtime/sim/sim_parallel.h"
 
-namespace pto::rt::sim::kernels {
+HWY_BEFORE_NAMESPACE();
+namespace pto::rt::sim::kernels::HWY_NAMESPACE {
 namespace {
 
 struct PhiloxKey {
@@ -44,7 +51,7 @@ void philoxBlock(PhiloxKey key, uint64_t counter, uint32_t* words) {
   words[3] = c3;
 }
 
-#if defined(__AVX2__)
+#if HWY_TARGET == HWY_AVX2 || HWY_TARGET == HWY_AVX3
 // The high 32 bits of the eight lane products a * m.
 inline __m256i mulHigh(__m256i a, __m256i m) {
   const __m256i even = _mm256_srli_epi64(_mm256_mul_epu32(a, m), 32);
@@ -89,7 +96,7 @@ void philoxBlocks8(PhiloxKey key, uint64_t first, uint32_t* words) {
 // block b are words[4b .. 4b+3].
 void philoxBlocks(PhiloxKey key, uint64_t first, int64_t count, uint32_t* words) {
   int64_t b = 0;
-#if defined(__AVX2__)
+#if HWY_TARGET == HWY_AVX2 || HWY_TARGET == HWY_AVX3
   for (; b + 8 <= count; b += 8) philoxBlocks8(key, first + static_cast<uint64_t>(b), words + 4 * b);
 #endif
   for (; b < count; ++b) philoxBlock(key, first + static_cast<uint64_t>(b), words + 4 * b);
@@ -211,7 +218,7 @@ bool isWide(isa::Opcode opcode, isa::DType dtype, const std::array<double, isa::
 
 }  // namespace
 
-void executeRandom(const isa::Instruction& instruction, std::span<void* const> buffers) {
+void randomKernel(const isa::Instruction& instruction, std::span<void* const> buffers) {
   const isa::Operand& out = instruction.operands[0];
   const auto& imm = instruction.immediates;
   const int key_at = instruction.opcode == isa::Opcode::kBernoulli ? 1 : 2;
@@ -241,4 +248,17 @@ void executeRandom(const isa::Instruction& instruction, std::span<void* const> b
   });
 }
 
+}  // namespace pto::rt::sim::kernels::HWY_NAMESPACE
+HWY_AFTER_NAMESPACE();
+
+#if HWY_ONCE
+namespace pto::rt::sim::kernels {
+
+HWY_EXPORT(randomKernel);
+
+void executeRandom(const isa::Instruction& instruction, std::span<void* const> buffers) {
+  HWY_DYNAMIC_DISPATCH(randomKernel)(instruction, buffers);
+}
+
 }  // namespace pto::rt::sim::kernels
+#endif  // HWY_ONCE
