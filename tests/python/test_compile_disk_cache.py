@@ -7,6 +7,11 @@ Each case runs fresh interpreters (the `python` fixture) over a cache folder of 
 own under tmp_path, so nothing is written to the user's home."""
 
 import json
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
 
 import pytest
 import torch
@@ -42,7 +47,7 @@ TRAINING = """out = compiled(x)
 
 def compile_in_fresh_process(python, tmp_path, model="seeded(MLP, sizes=(16, 32, 8)).eval()",
                              input_="torch.randn(4, 16)", run=INFERENCE, compile_kwargs=None, **env) -> dict:
-    tests = str(__import__("pathlib").Path(__file__).parent)
+    tests = str(Path(__file__).parent)
     code = SCRIPT.format(tests=tests, model=model, input=input_, run=run, compile_kwargs=compile_kwargs or {})
     result = python(code, PTO_CACHE_DIR=str(tmp_path / "cache"), **env)
     assert result.returncode == 0, result.stderr
@@ -154,3 +159,35 @@ def test_the_folder_follows_pto_cache_dir_then_xdg(monkeypatch, tmp_path):
     monkeypatch.delenv("PTO_CACHE_DIR")
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
     assert disk_cache.cache_dir() == tmp_path / "xdg" / "pypto_torch" / "compiled"
+
+
+def test_switched_off_by_the_config_flag(python, tmp_path):
+    script = """
+        import torch
+        import pypto_torch.compile
+        from pypto_torch.compile import disk_cache
+        disk_cache.config.enabled = False
+        with torch.no_grad():
+            torch.compile(torch.nn.Linear(4, 2).to("pto"), backend="pypto")(torch.randn(3, 4, device="pto"))
+    """
+    result = python(script, PTO_CACHE_DIR=str(tmp_path / "cache"))
+    assert result.returncode == 0, result.stderr
+    assert entries(tmp_path) == []
+
+
+def test_processes_storing_the_same_entry_at_once(python, tmp_path):
+    """Each writes a temporary file and renames it into place: both succeed, one entry
+    stays, whole, and a third process loads it."""
+    tests = str(Path(__file__).parent)
+    code = textwrap.dedent(SCRIPT.format(tests=tests, model="seeded(MLP, sizes=(16, 32, 8)).eval()",
+                                         input="torch.randn(4, 16)", run=INFERENCE, compile_kwargs={}))
+    env = {**os.environ, "PTO_CACHE_DIR": str(tmp_path / "cache")}
+    processes = [subprocess.Popen([sys.executable, "-c", code], env=env, stdout=subprocess.PIPE,
+                                  stderr=subprocess.PIPE, text=True) for _ in range(2)]
+    results = [process.communicate(timeout=300) + (process.returncode,) for process in processes]
+    assert all(returncode == 0 for _, _, returncode in results), [stderr for _, stderr, _ in results]
+    outputs = [json.loads(stdout.strip().splitlines()[-1])["outputs"] for stdout, _, _ in results]
+    assert outputs[0] == outputs[1]
+    assert len(entries(tmp_path)) == 1
+    assert not [p for p in (tmp_path / "cache" / "compiled").glob("??/.*")]   # no temporary file left
+    assert compile_in_fresh_process(python, tmp_path)["counters"] == {"cache_hit": 1}
