@@ -254,11 +254,19 @@ class Aims:
         self.checked += 1
         if not met:
             self.missed.append(what)
+        self._record(mark, what)
+        return mark
+
+    def note(self, what: str) -> str:
+        """Record a line the summary repeats under the aims (a capped or skipped measurement)."""
+        self._record("note", what)
+        return what
+
+    def _record(self, kind: str, what: str) -> None:
         path = os.environ.get("PTO_BENCH_AIMS")
         if path:
             with open(path, "a", encoding="utf-8") as aims:
-                aims.write(f"{self.script}\t{mark}\t{what}\n")
-        return mark
+                aims.write(f"{self.script}\t{kind}\t{what}\n")
 
 
 @contextlib.contextmanager

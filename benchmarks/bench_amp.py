@@ -21,7 +21,7 @@ import torch
 import torch.nn.functional as F
 
 import pypto_torch
-from _timing import OtherLoad, best_time, context_header, cpu_gemm_slow_path, fell_back_since, settle, table
+from _timing import Aims, OtherLoad, best_time, context_header, cpu_gemm_slow_path, fell_back_since, settle, table
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests" / "python"))
 from compile_models import TransformerBlock, on_device, seeded  # noqa: E402
@@ -78,7 +78,7 @@ def main() -> None:
     slow_path = cpu_gemm_slow_path(torch.bfloat16)
     reps = 2 if slow_path else 3 if quick else 10
     if slow_path:
-        print(f"  capped: {slow_path}: best of {reps} rounds, not 10")
+        print("  " + Aims("bench_amp").note(f"capped: {slow_path}: best of {reps} rounds, not 10"))
     load = OtherLoad()
     start = time.perf_counter()
     fallbacks_before = pypto_torch.fallback_ops()

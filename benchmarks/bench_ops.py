@@ -436,7 +436,7 @@ def main() -> None:
         for section in (bench_elementwise, bench_reductions, bench_matmul, bench_row_ops, bench_small_ops,
                         bench_random, bench_convolution):
             if bench.budget.exhausted():
-                print("\n" + bench.budget.skipped(section.__name__))
+                print("\n" + bench.note(bench.budget.skipped(section.__name__)))
                 continue
             during = OtherLoad()
             try:
@@ -444,7 +444,8 @@ def main() -> None:
             except Exception as error:  # noqa: BLE001 -- one broken op must not cost the other tables
                 failed.append(f"{section.__name__}: {type(error).__name__}: {(str(error).splitlines() or [''])[0]}")
                 print(f"\nfailed: {failed[-1]}")
-            print("".join(f"capped: {what}\n" for what in bench.capped) + f"({during.describe()} during this table)")
+            print("".join(f"{bench.note('capped: ' + what)}\n" for what in bench.capped)
+                  + f"({during.describe()} during this table)")
             bench.capped.clear()
     print_closing_summary(fallbacks_before, bench, start, whole_run)
     if failed:

@@ -65,7 +65,8 @@ def run_script(script: str, budget: float, quick: bool, env: dict,
 def summary(results: dict, aims_path: str, wall: float, total_budget: float) -> None:
     """The closing summary: the host, each script's time and aims, every aim line."""
     with open(aims_path, encoding="utf-8") as aims_file:
-        aims = [line.rstrip("\n").split("\t", 2) for line in aims_file if line.strip()]
+        lines = [line.rstrip("\n").split("\t", 2) for line in aims_file if line.strip()]
+    aims = [line for line in lines if line[1] != "note"]
     print("\n" + "=" * 100 + "\nmake bench summary")
     print("\n".join(f"  {line}" for line in host_description()))
     rows = []
@@ -78,9 +79,10 @@ def summary(results: dict, aims_path: str, wall: float, total_budget: float) -> 
     print(f"total wall time {wall:.0f} s ({wall / 60:.1f} min), {verdict} the {total_budget / 60:.0f}-minute budget")
     print(f"\nAims ({YES} met, {NO} missed), {sum(m == YES for _, m, _ in aims)} of {len(aims)} met:")
     for script in results:
-        lines = [f"  {mark} {what}" for name, mark, what in aims if name == script]
-        if lines:
-            print(f"{script}:\n" + "\n".join(lines))
+        marked = [f"  {mark} {what}" for name, mark, what in aims if name == script]
+        notes = [f"  note: {what}" for name, kind, what in lines if name == script and kind == "note"]
+        if marked or notes:
+            print(f"{script}:\n" + "\n".join(marked + notes))
 
 
 def main() -> None:
