@@ -13,12 +13,10 @@ import torch
 
 import pypto_torch
 
-# Functions allowed to use AVX2 (ymm) or AVX-512 (zmm) registers without a CPU check
-# of their own: Highway's per-target copies, named by their namespace (N_AVX2,
-# N_AVX3), and gemm_bf16.cpp, built for AVX512-BF16 and entered only where the CPU
-# reports it.
-WIDE_TARGETS = {"ymm": ("N_AVX2", "N_AVX3", "gemmBf16", "packA", "packB"),
-                "zmm": ("N_AVX3", "gemmBf16", "packA", "packB")}
+# Functions allowed to use AVX2 (ymm) or AVX-512 (zmm) registers: Highway's per-target
+# copies, named by their namespace (N_AVX2, N_AVX3), which dispatch enters only on a
+# CPU that has the ISA.
+WIDE_TARGETS = {"ymm": ("N_AVX2", "N_AVX3"), "zmm": ("N_AVX3",)}
 FUNCTION_LABEL = re.compile(r"^[0-9a-f]+ <(.*)>:$")
 
 
