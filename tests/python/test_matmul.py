@@ -1,4 +1,4 @@
-"""Matrix products run natively on pto (tmatmul over OpenBLAS), matching CPU on
+"""Matrix products run natively on pto (tmatmul over oneDNN and OpenBLAS), matching CPU on
 PyTorch's OpInfo samples, forward and backward, transposed operands included."""
 
 import pytest
@@ -11,7 +11,7 @@ from opinfo_sweep import check_forward, opinfo_tests
 
 NATIVE = {"mm", "bmm", "addmm", "baddbmm", "matmul", "nn.functional.linear", "mv", "addmv"}
 OPS = [op for op in op_db if op.name in NATIVE and op.variant_test_name == ""]
-# BLAS sums in another order than torch's CPU kernels; float16/bfloat16 go
+# The GEMM libraries sum in another order than torch's CPU kernels; float16/bfloat16 go
 # through float32 accumulation on both, rounded once at the end.
 TOLERANCES = {torch.float32: {"rtol": 1e-5, "atol": 1e-5}, torch.float16: {"rtol": 2e-3, "atol": 2e-3},
               torch.bfloat16: {"rtol": 1.6e-2, "atol": 1e-2}, torch.float64: {}}
@@ -68,3 +68,76 @@ def test_shape_mismatch_is_a_clear_error():
     with pytest.raises(RuntimeError, match="expected"):
         torch.mm(torch.ones(2, 3, device="pto"), torch.ones(3, 2, device="pto", dtype=torch.float64))
     assert (torch.ones(2, 2, device="pto") @ torch.ones(2, 2, device="pto")).sum().item() == 8
+
+
+LOW_PRECISION = [torch.float32, torch.bfloat16, torch.float16]
+
+
+@pytest.mark.parametrize("dtype", LOW_PRECISION, ids=str)
+@pytest.mark.parametrize("m,k,n", [(1, 1, 1), (3, 17, 255), (255, 3, 17), (17, 255, 1), (1, 255, 3),
+                                   (130, 64, 96), (300, 257, 129)])
+def test_odd_sizes_match_cpu(dtype, m, k, n):
+    """Sizes off the libraries' register tiles, and enough rows for a band per core."""
+    torch.manual_seed(m * 10_000 + k * 100 + n)
+    a, b = torch.randn(m, k).to(dtype), torch.randn(k, n).to(dtype)
+    assert_close((a.to("pto") @ b.to("pto")).cpu(), a @ b, **TOLERANCES[dtype])
+
+
+@pytest.mark.parametrize("dtype", LOW_PRECISION, ids=str)
+@pytest.mark.parametrize("layout", ["a transposed", "b transposed", "both transposed", "strided", "out transposed"])
+def test_low_precision_layouts_match_cpu(dtype, layout):
+    torch.manual_seed(1)
+    a, b = torch.randn(40, 33).to(dtype), torch.randn(33, 50).to(dtype)
+    pa, pb = a.to("pto"), b.to("pto")
+    if layout in ("a transposed", "both transposed"):
+        pa = a.t().contiguous().to("pto").t()
+    if layout in ("b transposed", "both transposed"):
+        pb = b.t().contiguous().to("pto").t()
+    if layout == "strided":
+        wide = torch.randn(40, 99).to(dtype)
+        a, pa = wide[:, ::3], wide.to("pto")[:, ::3]
+    if layout == "out transposed":
+        out = torch.empty(50, 40, dtype=dtype, device="pto").t()
+        torch.mm(pa, pb, out=out)
+        assert_close(out.cpu(), a @ b, **TOLERANCES[dtype])
+        return
+    assert_close((pa @ pb).cpu(), a @ b, **TOLERANCES[dtype])
+
+
+@pytest.mark.parametrize("dtype", LOW_PRECISION, ids=str)
+def test_batch_broadcast_and_addmm_scaling_match_cpu(dtype):
+    torch.manual_seed(2)
+    a, b = torch.randn(3, 1, 17, 24).to(dtype), torch.randn(4, 24, 9).to(dtype)
+    assert_close((a.to("pto") @ b.to("pto")).cpu(), a @ b, **TOLERANCES[dtype])
+    c, x, y = torch.randn(17, 9).to(dtype), torch.randn(17, 24).to(dtype), torch.randn(24, 9).to(dtype)
+    got = torch.addmm(c.to("pto"), x.to("pto"), y.to("pto"), beta=0.5, alpha=-2.0)
+    assert_close(got.cpu(), torch.addmm(c, x, y, beta=0.5, alpha=-2.0), **TOLERANCES[dtype])
+
+
+@pytest.mark.parametrize("dtype", LOW_PRECISION, ids=str)
+def test_empty_inner_dimension_gives_zeros_or_beta_times_input(dtype):
+    a, b = torch.randn(5, 0).to(dtype), torch.randn(0, 7).to(dtype)
+    assert_close((a.to("pto") @ b.to("pto")).cpu(), torch.zeros(5, 7, dtype=dtype))
+    c = torch.randn(5, 7).to(dtype)
+    assert_close(torch.addmm(c.to("pto"), a.to("pto"), b.to("pto"), beta=2.0).cpu(), torch.addmm(c, a, b, beta=2.0))
+
+
+def test_products_match_cpu_with_the_libraries_capped_at_avx2(python):
+    """On AVX2-only hosts oneDNN has no bfloat16 GEMM: bfloat16 is widened to float32 there.
+    The caps emulate such a host for oneDNN, OpenBLAS and PyTorch alike."""
+    result = python("""
+        import torch
+        from torch.testing import assert_close
+        import pypto_torch
+        torch.manual_seed(0)
+        tolerances = {torch.float32: 1e-5, torch.bfloat16: 1.6e-2, torch.float16: 2e-3}
+        for dtype, tolerance in tolerances.items():
+            for m, k, n in [(3, 17, 255), (130, 64, 96)]:
+                a, b = torch.randn(m, k).to(dtype), torch.randn(n, k).to(dtype).t()
+                got = (a.to("pto") @ b.to("pto")).cpu()
+                assert_close(got, a @ b, rtol=tolerance, atol=tolerance)
+        print("ok")
+    """, ONEDNN_MAX_CPU_ISA="AVX2", OPENBLAS_CORETYPE="Haswell", ATEN_CPU_CAPABILITY="avx2",
+        MKL_ENABLE_INSTRUCTIONS="AVX2")
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == "ok"

@@ -83,7 +83,11 @@ struct GemmKeyHash {
   }
 };
 
-// A created primitive, or none where oneDNN had only its reference loops.
+// A created primitive, or none where oneDNN has no brgemm kernel for the GEMM. Its
+// other kernels are no use here: the reference loops are slow, and the "gemm:jit"
+// ones fail in a process that has loaded PyTorch, whose own oneDNN (3.x) exports the
+// same name for the function that generates their code, and the dynamic linker binds
+// libdnnl's call to PyTorch's copy ("could not execute a primitive").
 struct GemmPrimitive {
   std::unique_ptr<dnnl::matmul> matmul;
   memory::desc a, b, c, scratchpad;
@@ -108,13 +112,15 @@ std::shared_ptr<const GemmPrimitive> createPrimitive(const GemmKey& key) {
     attributes.set_post_ops(sum);
   }
   try {
-    const dnnl::matmul::primitive_desc description(
-        dnnl::matmul::desc(primitive->a, primitive->b, primitive->c), attributes, cpuEngine());
-    if (std::string_view(description.impl_info_str()).starts_with("ref")) return primitive;
+    dnnl::matmul::primitive_desc description(dnnl::matmul::desc(primitive->a, primitive->b, primitive->c),
+                                             attributes, cpuEngine());
+    while (!std::string_view(description.impl_info_str()).starts_with("brg")) {
+      if (!description.next_impl()) return primitive;
+    }
     primitive->scratchpad = description.scratchpad_desc();
     primitive->matmul = std::make_unique<dnnl::matmul>(description);
   } catch (const dnnl::error&) {
-    // No implementation at all (bfloat16 below AVX-512): the caller widens instead.
+    // No implementation at all (bfloat16 below AVX-512): the caller falls back.
   }
   return primitive;
 }

@@ -9,8 +9,8 @@ namespace pto::rt::sim::kernels {
 
 enum class GemmElement { kFloat32, kBFloat16 };
 
-// Whether oneDNN has an optimized GEMM for this element type on this CPU rather than
-// its reference loops (bfloat16 needs AVX-512; on AVX2 hosts it is widened instead).
+// Whether oneDNN has a brgemm kernel for this element type on this CPU (oneDNN 2.6's
+// need AVX-512: on AVX2 hosts float32 goes to OpenBLAS and bfloat16 is widened).
 bool onednnGemmIsFast(GemmElement element);
 
 // A row-major matrix with leading dimension ld, or the transpose of one.
@@ -23,7 +23,7 @@ struct GemmOperand {
 // c[m, n] = alpha * a[m, k] @ b[k, n] + beta * c on the calling thread (beta 0: c's old
 // values are not read), c row-major with leading dimension ldc; products are summed in
 // float32 and rounded once to the element type. m, n, k > 0. Returns false, having
-// written nothing, when oneDNN has only its reference loops for this shape and layout.
+// written nothing, when oneDNN has no brgemm kernel for this shape and layout.
 bool onednnGemm(GemmElement element, int64_t m, int64_t n, int64_t k, GemmOperand a, GemmOperand b, float alpha,
                 float beta, void* c, int64_t ldc);
 

@@ -1,9 +1,10 @@
 // tmatmul on the sim device, one GEMM per batch entry and band of output rows, each
 // on one of the device's cores. The library per element type, chosen by measurement
 // (benchmarks/bench_ops.py, section 3): float32 and bfloat16 through oneDNN, whose
-// kernels (AVX2, AVX-512, AVX512-BF16, AMX) it picks for the CPU at run time;
-// float64 through OpenBLAS; float16 widened to float32 (oneDNN 2.6 has no float16
-// GEMM for CPUs), as is bfloat16 where oneDNN has none (below AVX-512). Operands
+// brgemm kernels (AVX-512, AVX512-BF16, AMX) it picks for the CPU at run time;
+// float64, and float32 where oneDNN has no brgemm kernel (below AVX-512, some
+// layouts), through OpenBLAS; float16 widened to float32 (oneDNN 2.6 has no float16
+// GEMM for CPUs), as is bfloat16 where oneDNN has no kernel for it. Operands
 // whose strides describe a row-major or a transposed matrix go to the library as they
 // are; anything else (broadcast rows, odd strides) is packed first.
 #include <cblas.h>
