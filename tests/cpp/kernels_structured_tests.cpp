@@ -302,7 +302,10 @@ std::string checkReduction(Opcode op, const std::vector<ComputeType<T>>& values,
       why << elementText<T>(reinterpret_cast<const char*>(&want)) << ", got " << elementText<T>(got);
     }
   } else {
-    // Floats fold in double: only the order of the additions and the final rounding differ.
+    // Products and float16/bfloat16 sums fold in double: only the order of the
+    // operations and the final rounding differ. float32 sums add in float32 (cascaded,
+    // as PyTorch's): each addition may round, so n float32 roundings of the magnitude.
+    const double unit = op == Opcode::kSum && std::is_same_v<T, float> ? 0x1p-24 : 0x1p-52;
     double want = op == Opcode::kSum ? 0.0 : 1.0, magnitude = op == Opcode::kSum ? 0.0 : 1.0;
     for (C x : values) {
       want = op == Opcode::kSum ? want + x : want * x;
@@ -313,7 +316,7 @@ std::string checkReduction(Opcode op, const std::vector<ComputeType<T>>& values,
       magnitude *= std::abs(scale);
     }
     const double n = static_cast<double>(values.size()) + 2;
-    const double tolerance = 2 * kRoundoff<T> * std::abs(want) + n * 0x1p-52 * magnitude + kTiny<T>;
+    const double tolerance = 2 * kRoundoff<T> * std::abs(want) + n * unit * magnitude + kTiny<T>;
     if (!near(toDouble<T>(got), want, tolerance)) why << want << " (within " << tolerance << "), got " << elementText<T>(got);
   }
   return why.str();
@@ -503,8 +506,11 @@ TEST(Reduce, KnownValues) {
             (std::vector<int64_t>{1}));  // the first of equal maxima
   EXPECT_EQ((reduce<int64_t>(Opcode::kArgmin, std::vector<float>{3, 1, 1, 0, 2, 0}, {2, 3}, {1})),
             (std::vector<int64_t>{1, 0}));
-  // Floats fold in double: 1e8 + 1 + 1 + 1 + 1 - 1e8 is 4, which float32 additions lose.
-  EXPECT_EQ((reduce<float>(Opcode::kSum, std::vector<float>{1e8f, 1, 1, 1, 1, -1e8f}, {6}, {0})), (std::vector<float>{4}));
+  // float32 sums are cascaded: a million 0.1s come to 100000 within 2e-6 of it (one
+  // float32 accumulator would drift about 1% off), over a row and over a column.
+  const std::vector<float> tenths(1'000'000, 0.1f);
+  EXPECT_NEAR((reduce<float>(Opcode::kSum, tenths, {1'000'000}, {0}))[0], 100000.0f, 0.2f);
+  EXPECT_NEAR((reduce<float>(Opcode::kSum, tenths, {500'000, 2}, {0}))[1], 50000.0f, 0.1f);
 }
 
 TEST(Reduce, NaNPropagatesAndTheFirstNaNIsTheExtreme) {

@@ -21,6 +21,11 @@ class InstructionFailure : public std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
+// Elements of a tiled stage below which its tiles run on the calling core alone:
+// waking another core costs tens of microseconds, as long as a core takes for a
+// fused row program over this many.
+constexpr int64_t kSerialStageElements = 1 << 17;
+
 // One thread's tile scratch, kept between tiles and launches.
 char* scratchOfThisThread(uint64_t bytes) {
   thread_local std::unique_ptr<char[]> storage;
@@ -136,7 +141,11 @@ void SimProgram::runStage(size_t s, std::span<void* const> buffers) const {
     runTiles(s, buffers, static_cast<int64_t>(begin), static_cast<int64_t>(end));
   };
   if (stage.parallel_tiles) {
-    parallelFor(tiles, 1, body);
+    // Chunks of whole tiles, each of at least kSerialStageElements of the stage's output.
+    const int64_t elements = std::max<int64_t>(1, program.program.instructions[stage.first].operands[0].numel());
+    const auto grain = static_cast<size_t>(
+        std::max<int64_t>(1, (kSerialStageElements * static_cast<int64_t>(tiles) + elements - 1) / elements));
+    parallelFor(tiles, grain, body);
   } else {
     body(0, tiles);
   }
