@@ -109,7 +109,8 @@ V vectorTanh(D d, V x) { return PTO_SLEEF_CALL(tanh, u35, d, PTO_SLEEF_RAW(x)); 
 // The standard normal CDF, 0.5 * (1 + erf(x / sqrt 2)), for gelu and its gradient:
 // erfc(|x| / sqrt 2) / 2 below 0 and 1 minus it above, so both tails keep their
 // relative accuracy. erfc(a) = t exp(-a^2 + P(t)), t = 1 / (1 + a/2), Numerical
-// Recipes' Chebyshev fit, relative error below 1.2e-7. Hand-written because it is
+// Recipes' Chebyshev fit, relative error below 1.2e-7 (Horner's steps fused where the
+// target has FMA: within the bound either way). Hand-written because it is
 // faster than Sleef's erf: gelu on 16M float32, one AVX-512 core, 34 ms against 57 ms
 // with Sleef_erff16_u10avx512f.
 template <class D, class V = hn::Vec<D>>
@@ -119,7 +120,7 @@ V normalCdf(D d, V x) {
   static constexpr double kFit[] = {0.17087277, -0.82215223, 1.48851587, -1.13520398, 0.27886807,
                                     -0.18628806, 0.09678418, 0.37409196, 1.00002368, -1.26551223};
   V p = hn::Set(d, kFit[0]);
-  for (size_t k = 1; k < sizeof kFit / sizeof kFit[0]; ++k) p = hn::Add(hn::Mul(p, t), hn::Set(d, kFit[k]));
+  for (size_t k = 1; k < sizeof kFit / sizeof kFit[0]; ++k) p = hn::MulAdd(p, t, hn::Set(d, kFit[k]));
   const V tail = hn::Mul(hn::Set(d, 0.5), hn::Mul(t, vectorExp(d, hn::Add(hn::Neg(hn::Mul(a, a)), p))));
   return hn::IfThenElse(hn::Lt(x, hn::Zero(d)), tail, hn::Sub(hn::Set(d, 1), tail));
 }
