@@ -39,12 +39,13 @@ import pickle
 import shutil
 import sys
 import tempfile
+import time
 import warnings
 from pathlib import Path
 
 import torch
 import torch.fx
-from torch._dynamo.utils import counters
+from torch._dynamo.utils import compilation_time_metrics, counters
 
 from pypto_torch import _C
 from pypto_torch.compile.graph_runner import CompiledGraph, Plan, _signature
@@ -264,14 +265,26 @@ def store(key: str, signature: tuple, plan: Plan, returns_list: bool) -> None:
 
 
 class RecordedGraph(CompiledGraph):
-    """A CompiledGraph that remembers its last call's arguments and results, so that the
-    backend can see whether AOTAutograd's wrapper passed them straight through."""
+    """A CompiledGraph that, while `recording`, remembers its call's arguments and results
+    (so that the backend can see whether AOTAutograd's wrapper passed them straight
+    through), and times each lowering in torch._dynamo.utils.compilation_time_metrics
+    under "pypto.lowering" (it runs at a signature's first call, after Dynamo's)."""
 
-    last_call: tuple | None = None
+    recording = True
+    recorded_call: tuple | None = None
+
+    def plan_for(self, args):
+        planned = len(self.plans)
+        start = time.perf_counter()
+        plan = super().plan_for(args)
+        if len(self.plans) > planned:
+            compilation_time_metrics.setdefault("pypto.lowering", []).append(time.perf_counter() - start)
+        return plan
 
     def __call__(self, *args):
         result = super().__call__(*args)
-        self.last_call = (args, result)
+        if self.recording:
+            self.recorded_call = (args, result)
         return result
 
 
@@ -284,6 +297,8 @@ class StoringOnFirstCall:
         self.key = key
         self.graphs = graphs
         self.pending = not metadata_mutations
+        if not self.pending:
+            self._stop_recording()
 
     def __call__(self, *args):
         result = self.compiled(*args)
@@ -292,13 +307,21 @@ class StoringOnFirstCall:
             self._store_if_passed_through(args, result)
         return result
 
+    def _stop_recording(self) -> list:
+        """The graphs' recorded calls, forgotten by the graphs (they hold tensors)."""
+        calls = []
+        for graph in self.graphs:
+            calls.append(graph.recorded_call)
+            graph.recording, graph.recorded_call = False, None
+        return calls
+
     def _store_if_passed_through(self, args, result) -> None:
-        graph = self.graphs[0] if len(self.graphs) == 1 else None
-        call = graph.last_call if graph is not None else None
+        calls = self._stop_recording()
+        call = calls[0] if len(calls) == 1 else None
         passed = (call is not None and isinstance(result, (list, tuple)) and len(call[0]) == len(args)
                   and all(a is b for a, b in zip(call[0], args)) and len(call[1]) == len(result)
                   and all(a is b for a, b in zip(call[1], result)))
-        plan = graph.plans.get(_signature(args)) if passed else None
+        plan = self.graphs[0].plans.get(_signature(args)) if passed else None
         if plan is None:
             counters["pypto"]["cache_bypass"] += 1
             return
