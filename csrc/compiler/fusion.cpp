@@ -91,8 +91,9 @@ bool onlyReadUpTo(const isa::Program& program, int32_t buffer, int32_t after) {
 
 // Whether `next` may join the stage [first, first + count) as far as its GEMM goes:
 // a GEMM stage is a GEMM with what sets up its operands before it (the copies that set
-// up its output: the bias; a prologue computing the rows of its left operand that only
-// it reads: a layer norm, whose rows then live in tile scratch, not in memory) and
+// up its output: the bias; where it writes an output, a prologue computing the rows of
+// its left operand that only it reads: a layer norm, whose rows then live in tile
+// scratch, not in memory) and
 // elementwise instructions after it (its epilogue). Reductions and row ops after it, and
 // other GEMMs, keep to stages of their own, where their tiles can be sized for them.
 bool gemmAllows(const isa::Program& program, int32_t first, int32_t count, const isa::Instruction& next) {
@@ -104,7 +105,12 @@ bool gemmAllows(const isa::Program& program, int32_t first, int32_t count, const
       bias_only = bias_only && has(before, isa::Property::Copy) && before.operands[0].buffer == next.operands[0].buffer;
       writes_left = writes_left || before.operands[0].buffer == next.operands[1].buffer;
     }
-    return bias_only || (writes_left && onlyReadUpTo(program, next.operands[1].buffer, first + count));
+    // The prologue's rows run in the GEMM's tiles, one after another, where they had
+    // tiles over the cores of their own: worth it where the GEMM writes an output (the
+    // logits), whose memory can then hold what the prologue reads (memory_plan.cpp).
+    const bool writes_output = program.buffers[next.operands[0].buffer].kind == isa::BufferKind::kOutput;
+    return bias_only ||
+           (writes_left && writes_output && onlyReadUpTo(program, next.operands[1].buffer, first + count));
   }
   if (!holdsGemm(program, first, count)) return true;
   if (!has(next, isa::Property::Elementwise)) return false;
