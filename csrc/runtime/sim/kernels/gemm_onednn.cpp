@@ -1,5 +1,5 @@
 // oneDNN matmul primitives over the device's buffers (memory descriptors with our
-// strides, no copies), created once per shape, layout, element type and scaling and
+// strides, no copies), created once per shape, layout and scaling and
 // kept in a small least-recently-used cache: creating one costs 0.1-2 ms, running a
 // small one microseconds.
 #include "gemm_onednn.h"
@@ -51,18 +51,13 @@ dnnl::engine& cpuEngine() {
   return engine;
 }
 
-memory::data_type dataType(GemmElement element) {
-  return element == GemmElement::kBFloat16 ? memory::data_type::bf16 : memory::data_type::f32;
-}
-
 struct GemmKey {
-  GemmElement element;
   int64_t m, n, k, lda, ldb, ldc;
   bool a_transposed, b_transposed;
   float alpha, beta;
 
   bool operator==(const GemmKey& other) const {
-    return element == other.element && m == other.m && n == other.n && k == other.k && lda == other.lda &&
+    return m == other.m && n == other.n && k == other.k && lda == other.lda &&
            ldb == other.ldb && ldc == other.ldc && a_transposed == other.a_transposed &&
            b_transposed == other.b_transposed && std::memcmp(&alpha, &other.alpha, sizeof alpha) == 0 &&
            std::memcmp(&beta, &other.beta, sizeof beta) == 0;
@@ -71,7 +66,7 @@ struct GemmKey {
 
 struct GemmKeyHash {
   size_t operator()(const GemmKey& key) const {
-    size_t hash = static_cast<size_t>(key.element);
+    size_t hash = 0xcbf29ce484222325ull;
     auto mix = [&hash](uint64_t value) { hash = (hash ^ value) * 0x100000001b3ull; };
     for (int64_t value : {key.m, key.n, key.k, key.lda, key.ldb, key.ldc}) mix(static_cast<uint64_t>(value));
     uint32_t alpha_bits, beta_bits;
@@ -93,15 +88,15 @@ struct GemmPrimitive {
   memory::desc a, b, c, scratchpad;
 };
 
-memory::desc matrixDesc(GemmElement element, int64_t rows, int64_t cols, int64_t ld, bool transposed) {
-  return memory::desc({rows, cols}, dataType(element), transposed ? memory::dims{1, ld} : memory::dims{ld, 1});
+memory::desc matrixDesc(int64_t rows, int64_t cols, int64_t ld, bool transposed) {
+  return memory::desc({rows, cols}, memory::data_type::bf16, transposed ? memory::dims{1, ld} : memory::dims{ld, 1});
 }
 
 std::shared_ptr<const GemmPrimitive> createPrimitive(const GemmKey& key) {
   auto primitive = std::make_shared<GemmPrimitive>();
-  primitive->a = matrixDesc(key.element, key.m, key.k, key.lda, key.a_transposed);
-  primitive->b = matrixDesc(key.element, key.k, key.n, key.ldb, key.b_transposed);
-  primitive->c = matrixDesc(key.element, key.m, key.n, key.ldc, false);
+  primitive->a = matrixDesc(key.m, key.k, key.lda, key.a_transposed);
+  primitive->b = matrixDesc(key.k, key.n, key.ldb, key.b_transposed);
+  primitive->c = matrixDesc(key.m, key.n, key.ldc, false);
   dnnl::primitive_attr attributes;
   // Callers share primitives across threads; each brings its own scratchpad.
   attributes.set_scratchpad_mode(dnnl::scratchpad_mode::user);
@@ -162,25 +157,19 @@ PrimitiveCache& primitives() {
 
 }  // namespace
 
-bool onednnGemmIsFast(GemmElement element) {
-  static const bool fast[2] = {
-      [] {
-        SingleOpenMpThread single;
-        return createPrimitive({GemmElement::kFloat32, 64, 64, 64, 64, 64, 64, false, false, 1, 0})->matmul != nullptr;
-      }(),
-      [] {
-        SingleOpenMpThread single;
-        return createPrimitive({GemmElement::kBFloat16, 64, 64, 64, 64, 64, 64, false, false, 1, 0})->matmul != nullptr;
-      }(),
-  };
-  return fast[element == GemmElement::kBFloat16];
+bool onednnBf16GemmIsFast() {
+  static const bool fast = [] {
+    SingleOpenMpThread single;
+    return createPrimitive({64, 64, 64, 64, 64, 64, false, false, 1, 0})->matmul != nullptr;
+  }();
+  return fast;
 }
 
-bool onednnGemm(GemmElement element, int64_t m, int64_t n, int64_t k, GemmOperand a, GemmOperand b, float alpha,
-                float beta, void* c, int64_t ldc) {
+bool onednnBf16Gemm(int64_t m, int64_t n, int64_t k, GemmOperand a, GemmOperand b, float alpha, float beta, void* c,
+                    int64_t ldc) {
   SingleOpenMpThread single;
   const std::shared_ptr<const GemmPrimitive> primitive =
-      primitives().get({element, m, n, k, a.ld, b.ld, ldc, a.transposed, b.transposed, alpha, beta});
+      primitives().get({m, n, k, a.ld, b.ld, ldc, a.transposed, b.transposed, alpha, beta});
   if (!primitive->matmul) return false;
   thread_local dnnl::stream stream(cpuEngine());
   thread_local std::vector<char> scratchpad;

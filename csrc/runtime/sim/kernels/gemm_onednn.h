@@ -1,17 +1,15 @@
-// tmatmul's float32 and bfloat16 GEMMs through oneDNN (libdnnl-dev), which picks
-// its kernels for the CPU it runs on at run time (AVX2, AVX-512, AVX512-BF16, AMX;
-// ONEDNN_MAX_CPU_ISA caps them).
+// tmatmul's bfloat16 GEMM through oneDNN (libdnnl-dev), which picks its kernels for
+// the CPU it runs on at run time (AVX-512, AVX512-BF16, AMX; ONEDNN_MAX_CPU_ISA caps
+// them).
 #pragma once
 
 #include <cstdint>
 
 namespace pto::rt::sim::kernels {
 
-enum class GemmElement { kFloat32, kBFloat16 };
-
-// Whether oneDNN has a brgemm kernel for this element type on this CPU (oneDNN 2.6's
-// need AVX-512: on AVX2 hosts float32 goes to OpenBLAS and bfloat16 is widened).
-bool onednnGemmIsFast(GemmElement element);
+// Whether oneDNN has a brgemm kernel for bfloat16 on this CPU (oneDNN 2.6's need
+// AVX-512: on AVX2 hosts bfloat16 is widened to float32 instead).
+bool onednnBf16GemmIsFast();
 
 // A row-major matrix with leading dimension ld, or the transpose of one.
 struct GemmOperand {
@@ -21,10 +19,10 @@ struct GemmOperand {
 };
 
 // c[m, n] = alpha * a[m, k] @ b[k, n] + beta * c on the calling thread (beta 0: c's old
-// values are not read), c row-major with leading dimension ldc; products are summed in
-// float32 and rounded once to the element type. m, n, k > 0. Returns false, having
+// values are not read), all bfloat16, c row-major with leading dimension ldc; products
+// are summed in float32 and rounded once. m, n, k > 0. Returns false, having
 // written nothing, when oneDNN has no brgemm kernel for this shape and layout.
-bool onednnGemm(GemmElement element, int64_t m, int64_t n, int64_t k, GemmOperand a, GemmOperand b, float alpha,
-                float beta, void* c, int64_t ldc);
+bool onednnBf16Gemm(int64_t m, int64_t n, int64_t k, GemmOperand a, GemmOperand b, float alpha,
+                    float beta, void* c, int64_t ldc);
 
 }  // namespace pto::rt::sim::kernels

@@ -1,12 +1,13 @@
 // tmatmul on the sim device, one GEMM per batch entry and band of output rows, each
 // on one of the device's cores. The library per element type, chosen by measurement
-// (benchmarks/bench_ops.py, section 3): float32 and bfloat16 through oneDNN, whose
-// brgemm kernels (AVX-512, AVX512-BF16, AMX) it picks for the CPU at run time;
-// float64, and float32 where oneDNN has no brgemm kernel (below AVX-512, some
-// layouts), through OpenBLAS; float16 widened to float32 (oneDNN 2.6 has no float16
-// GEMM for CPUs), as is bfloat16 where oneDNN has no kernel for it. Operands
-// whose strides describe a row-major or a transposed matrix go to the library as they
-// are; anything else (broadcast rows, odd strides) is packed first.
+// (benchmarks/bench_ops.py, section 3): bfloat16 through oneDNN, whose brgemm kernels
+// (AVX-512, AVX512-BF16, AMX) it picks for the CPU at run time; float32 and float64
+// through OpenBLAS (single-threaded, OpenBLAS beat oneDNN 2.6's float32 brgemm: 180
+// against 165 GFLOP/s at 1024x768x768, 180 against 63 at 1024x768x3072); float16
+// widened to float32 (oneDNN 2.6 has no float16 GEMM for CPUs), as is bfloat16 where
+// oneDNN has no kernel for it (below AVX-512). Operands whose strides describe a
+// row-major or a transposed matrix go to the library as they are; anything else
+// (broadcast rows, odd strides) is packed first.
 #include <cblas.h>
 
 #include <algorithm>
@@ -74,14 +75,9 @@ void pack(const char* base, int64_t rows, int64_t cols, int64_t row_stride, int6
 }
 
 // C = alpha * A @ B + beta * C, row-major C, in the library chosen for S; false where
-// that library declined the shape (bfloat16 only: the caller widens to float32).
+// that library declined the shape (oneDNN's bfloat16: the caller widens to float32).
 bool gemm(GemmMatrix<float> a, GemmMatrix<float> b, int64_t m, int64_t n, int64_t k, double alpha, double beta,
           float* c, int64_t ldc) {
-  if (onednnGemmIsFast(GemmElement::kFloat32) &&
-      onednnGemm(GemmElement::kFloat32, m, n, k, {a.data, a.ld, a.transposed}, {b.data, b.ld, b.transposed},
-                 static_cast<float>(alpha), static_cast<float>(beta), c, ldc)) {
-    return true;
-  }
   cblas_sgemm(CblasRowMajor, a.transposed ? CblasTrans : CblasNoTrans, b.transposed ? CblasTrans : CblasNoTrans, m,
               n, k, static_cast<float>(alpha), a.data, a.ld, b.data, b.ld, static_cast<float>(beta), c, ldc);
   return true;
@@ -96,8 +92,8 @@ bool gemm(GemmMatrix<double> a, GemmMatrix<double> b, int64_t m, int64_t n, int6
 
 bool gemm(GemmMatrix<BFloat16> a, GemmMatrix<BFloat16> b, int64_t m, int64_t n, int64_t k, double alpha,
           double beta, BFloat16* c, int64_t ldc) {
-  return onednnGemm(GemmElement::kBFloat16, m, n, k, {a.data, a.ld, a.transposed}, {b.data, b.ld, b.transposed},
-                    static_cast<float>(alpha), static_cast<float>(beta), c, ldc);
+  return onednnBf16Gemm(m, n, k, {a.data, a.ld, a.transposed}, {b.data, b.ld, b.transposed},
+                        static_cast<float>(alpha), static_cast<float>(beta), c, ldc);
 }
 
 // One batch entry, C[m, n] = alpha * A[m, k] @ B[k, n] + beta * C, with T's values
@@ -156,7 +152,7 @@ void matmulOne(const char* a, const int64_t a_strides[2], const char* b, const i
                const int64_t c_strides[2], int64_t m, int64_t n, int64_t k, double alpha, double beta) {
   if (k == 0) return scaleOutput<T>(c, c_strides, m, n, beta);
   if constexpr (std::is_same_v<T, BFloat16>) {
-    if (onednnGemmIsFast(GemmElement::kBFloat16) &&
+    if (onednnBf16GemmIsFast() &&
         matmulAs<BFloat16, T>(a, a_strides, b, b_strides, c, c_strides, m, n, k, alpha, beta)) {
       return;
     }
