@@ -67,6 +67,11 @@ GROUPS = {
     "Unary": "Elementwise unary: `out = f(in1)`.",
     "Binary": "Elementwise binary: `out = f(in1, in2)`; the activation gradients take "
               "`(grad, x)` or `(grad, y = f(x))`.",
+    "Ternary": "Elementwise ternary in one pass: `out = in1 + value * in2 * in3` (`taddcmul`) or "
+               "`in1 + value * in2 / in3` (`taddcdiv`), rounded as PyTorch's CPU kernels round "
+               "torch.addcmul and torch.addcdiv on FMA hosts: `value * in2` first, then one fused "
+               "multiply-add with `in3` and `in1`, or the division and the sum; float16/bfloat16 "
+               "in float32, rounded once.",
     "Compare": "Elementwise comparisons, with a bool output.",
     "Select": "`out = in1 ? in2 : in3`, with a bool condition `in1`.",
     "Convert": "Data movement and conversion: any strided view to any strided view.",

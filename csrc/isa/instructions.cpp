@@ -33,6 +33,7 @@ std::string_view groupName(Group group) {
   switch (group) {
     case Group::Unary: return "Unary";
     case Group::Binary: return "Binary";
+    case Group::Ternary: return "Ternary";
     case Group::Compare: return "Compare";
     case Group::Select: return "Select";
     case Group::Convert: return "Convert";

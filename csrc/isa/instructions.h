@@ -14,7 +14,7 @@ namespace pto::isa {
 
 // Families of instructions: what a kernel family implements and the verifier checks.
 enum class Group : uint8_t {
-  Unary, Binary, Compare, Select, Convert, Fill, Reduce, Matmul, Row, Gather, Iota, Scatter, Triangle,
+  Unary, Binary, Ternary, Compare, Select, Convert, Fill, Reduce, Matmul, Row, Gather, Iota, Scatter, Triangle,
   Random, Sort, Scan, ScatterElements, WrapIndex, Nonzero
 };
 

@@ -173,6 +173,10 @@ TEST(InstructionTable, GroupsHaveTheirArityAndOutputRule) {
         EXPECT_EQ(entry.inputs, 2);
         EXPECT_EQ(entry.output, OutputDType::Same);
         break;
+      case Group::Ternary:
+        EXPECT_EQ(entry.inputs, 3);
+        EXPECT_EQ(entry.output, OutputDType::Same);
+        break;
       case Group::Compare:
         EXPECT_EQ(entry.inputs, 2);
         EXPECT_EQ(entry.output, OutputDType::Bool);

@@ -14,7 +14,6 @@
 #include "isa/program.h"
 #include "runtime/sim/kernels/element_types.h"
 #include "runtime/sim/kernels/execute.h"
-#include "runtime/sim/kernels/fast_math.h"
 
 namespace pto {
 namespace {
@@ -59,17 +58,22 @@ std::pair<double, double> meanAndVariance(const std::vector<T>& values) {
   return {mean, squares / static_cast<double>(values.size())};
 }
 
-// Box-Muller's vectorisable log and sin/cos, against libm over their whole domains.
-TEST(RandomKernels, FastLogAndSinCosAreAccurate) {
-  for (uint32_t k = 1; k <= (1u << 24); k += 7) {
-    const float u = static_cast<float>(k) / 16777216.0f;  // the uniforms (0, 1] Box-Muller takes
-    const double exact = std::log(static_cast<double>(u));
-    ASSERT_NEAR(kernels::fastLog(u), exact, 2.5e-7 * std::max(1.0, std::abs(exact))) << u;
-    float sine, cosine;
-    kernels::fastSinCosTurns(static_cast<float>(k - 1) / 16777216.0f, &sine, &cosine);
-    const double angle = 2 * std::numbers::pi * (k - 1) / 16777216.0;
-    ASSERT_NEAR(sine, std::sin(angle), 2e-7) << k;
-    ASSERT_NEAR(cosine, std::cos(angle), 2e-7) << k;
+// float32 normals against Box-Muller in float64 on the same Philox words (read through
+// a draw of whole 32-bit integers with the same key and counter): each pair's first
+// word gives the radius sqrt(-2 log(1 - u)), its second the angle 2 pi u, with u the
+// word's top 24 bits over 2^24 as the kernel takes it. The float32 path (Sleef's log,
+// sinpi and cospi, a few roundings) stays within 1e-6 of the reference times the radius.
+TEST(RandomKernels, FloatNormalsFollowBoxMullerInDouble) {
+  constexpr int64_t kCount = 1 << 16;
+  const auto words = draw<int64_t>(Opcode::kRandInt, {0, 4294967296.0, 5, 6, 9}, kCount);
+  const auto values = draw<float>(Opcode::kNormal, {0, 1, 5, 6, 9}, kCount);
+  auto unit = [&](int64_t i) { return static_cast<double>(static_cast<uint32_t>(words[i]) >> 8) * 0x1p-24; };
+  for (int64_t i = 0; i < kCount; i += 2) {
+    const double radius = std::sqrt(-2 * std::log(1 - unit(i)));
+    const double angle = 2 * std::numbers::pi * unit(i + 1);
+    const double tolerance = 1e-6 * std::max(1.0, radius);
+    ASSERT_NEAR(values[i], radius * std::cos(angle), tolerance) << i;
+    ASSERT_NEAR(values[i + 1], radius * std::sin(angle), tolerance) << i;
   }
 }
 

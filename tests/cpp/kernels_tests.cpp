@@ -24,7 +24,6 @@
 #include "isa/program.h"
 #include "runtime/sim/kernels/element_types.h"
 #include "runtime/sim/kernels/elementwise_ops.h"
-#include "runtime/sim/kernels/fast_math.h"
 #include "runtime/sim/kernels/execute.h"
 #include "runtime/sim/kernels/half.h"
 #include "runtime/sim/kernels/strided_loop.h"
@@ -389,22 +388,6 @@ TEST(Kernels, UnaryEveryOpcodeAndDType) {
   EXPECT_GT(combinations, 100);
 }
 
-// tanh's vectorisable float form, against libm over every float from 2^-30 to 2^5
-// (beyond that both are +-1) and at its edges: within 2 ulp, odd, NaN kept.
-TEST(Kernels, FastTanhIsAccurate) {
-  for (uint32_t bits = std::bit_cast<uint32_t>(0x1p-30f); bits <= std::bit_cast<uint32_t>(32.0f); bits += 3) {
-    const float x = std::bit_cast<float>(bits);
-    const float exact = static_cast<float>(std::tanh(static_cast<double>(x)));
-    const float ulp = std::nextafter(exact, 2.0f) - exact;
-    ASSERT_NEAR(kernels::fastTanh(x), exact, 2 * ulp) << x;
-    ASSERT_EQ(kernels::fastTanh(-x), -kernels::fastTanh(x)) << x;
-  }
-  EXPECT_EQ(kernels::fastTanh(0.0f), 0.0f);
-  EXPECT_EQ(kernels::fastTanh(1e30f), 1.0f);
-  EXPECT_EQ(kernels::fastTanh(-std::numeric_limits<float>::infinity()), -1.0f);
-  EXPECT_TRUE(std::isnan(kernels::fastTanh(std::numeric_limits<float>::quiet_NaN())));
-}
-
 TEST(Kernels, UnaryLarge) {
   runCases(unaryHarness<Opcode::kNeg, int8_t>(), largeCases(), 1);
   runCases(unaryHarness<Opcode::kExp, Half>(), largeCases(), 3);
@@ -579,6 +562,58 @@ TEST(Kernels, BinaryKnownValues) {
   EXPECT_TRUE(std::isnan(fout[0]));
   EXPECT_TRUE(std::isnan(fout[1]));
   EXPECT_EQ(fout[2], 4.0f);
+}
+
+// ---------------------------------------------------------------------------
+// Ternary.
+// ---------------------------------------------------------------------------
+
+template <Opcode op, typename T>
+Harness ternaryHarness(double value) {
+  using C = ComputeType<T>;
+  Harness h;
+  h.opcode = op;
+  h.immediates[0] = value;
+  h.dtypes = {kernels::dtypeOf<T>(), kernels::dtypeOf<T>(), kernels::dtypeOf<T>(), kernels::dtypeOf<T>()};
+  h.random_input = [](int, std::mt19937_64& rng, char* p) { writeValue(p, randomValue<T>(rng)); };
+  const C scale = refCast<C>(value);
+  h.reference = [scale](const std::array<char*, 4>& p) {
+    refStore<T>(p[0], kernels::ternaryOp<op, C>(refLoad<T>(p[1]), refLoad<T>(p[2]), refLoad<T>(p[3]), scale));
+  };
+  setOutputType<T>(h);
+  h.label = std::string(isa::info(op).name) + " " + typeName<T>() + " value=" + std::to_string(value);
+  return h;
+}
+
+// Every layout pairing of smallCases (broadcast inputs, reversed, padded, rank 0 and
+// 8) with contiguous and broadcast rows on each input; float16/bfloat16 rounded once.
+TEST(Kernels, TernaryEveryOpcodeAndDType) {
+  const std::vector<ShapeCase> mixed_broadcasts = {
+      {{4, 9}, {L::kContiguous, L::kBroadcastAll, L::kContiguous, L::kBroadcastInner}},
+      {{4, 37}, {L::kContiguous, L::kContiguous, L::kBroadcastOuter, L::kBroadcastAll}},
+      {{3, 70}, {L::kPadded, L::kBroadcastOuter, L::kBroadcastAll, L::kContiguous}},
+  };
+  int combinations = 0;
+  forEachOpcode<Group::Ternary>([&]<Opcode op>() {
+    forEachType([&]<typename T>() {
+      if constexpr (accepts<op, T>()) {
+        const std::vector<double> values = kIsFloat<T> ? std::vector<double>{1.0, -0.5, 0.3}
+                                                       : std::vector<double>{1.0, 3.0, -2.0};
+        for (double value : values) {
+          runCases(ternaryHarness<op, T>(value), smallCases(), 20000 + combinations);
+          runCases(ternaryHarness<op, T>(value), mixed_broadcasts, 21000 + combinations);
+          ++combinations;
+        }
+      }
+    });
+  });
+  EXPECT_EQ(combinations, 3 * 9 + 3 * 4);  // taddcmul: 5 integer and 4 float dtypes; taddcdiv: the floats
+}
+
+TEST(Kernels, TernaryLarge) {
+  runCases(ternaryHarness<Opcode::kAddcmul, float>(0.25), largeCases(), 41);
+  runCases(ternaryHarness<Opcode::kAddcdiv, BFloat16>(-3.0), largeCases(), 42);
+  runCases(ternaryHarness<Opcode::kAddcmul, int32_t>(5.0), largeCases(), 43);
 }
 
 // ---------------------------------------------------------------------------

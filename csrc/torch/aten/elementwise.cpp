@@ -148,6 +148,23 @@ at::Tensor whereOp(const at::Tensor& condition, const at::Tensor& self, const at
   return output;
 }
 
+at::Tensor ternaryOp(Opcode opcode, const at::Tensor& self, const at::Tensor& tensor1, const at::Tensor& tensor2,
+                     const at::Tensor& out, const at::Scalar& value) {
+  const c10::Device device = commonDevice({self, tensor1, tensor2, out}, isa::info(opcode).name);
+  const at::ScalarType compute = at::promote_types(at::result_type(self, tensor1), at::result_type(tensor1, tensor2));
+  // The value is the instruction's real immediate, converted to the dtype: a complex
+  // one, or a fraction for an integer dtype (which torch refuses), take the composition.
+  const bool integral = at::isIntegralType(compute, /*includeBool=*/true);
+  if (!accepts(opcode, compute) || value.isComplex() || (integral && !value.isIntegral(false))) return {};
+  const std::vector<int64_t> shape = at::infer_size(at::infer_size(self.sizes(), tensor1.sizes()), tensor2.sizes());
+  const at::Tensor output = outputFor(out, self, shape, compute, device);
+  launchInto(opcode, output, compute,
+             {onDevice(self, compute, device).expand(shape), onDevice(tensor1, compute, device).expand(shape),
+              onDevice(tensor2, compute, device).expand(shape)},
+             {value.toDouble(), 0.0});
+  return output;
+}
+
 bool copyOnDevice(const at::Tensor& dst, const at::Tensor& src) {
   if (!ptoDType(dst.scalar_type()) || !ptoDType(src.scalar_type())) return false;
   if (dst.numel() == 0) return true;

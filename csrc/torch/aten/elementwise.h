@@ -19,6 +19,10 @@ at::Tensor unaryOp(isa::Opcode opcode, Promotion promotion, const at::Tensor& se
                    const at::Tensor& out);
 at::Tensor whereOp(const at::Tensor& condition, const at::Tensor& self, const at::Tensor& other,
                    const at::Tensor& out);
+// taddcmul/taddcdiv: self + value * tensor1 (* or /) tensor2 in one pass, in the
+// three inputs' promoted dtype. Undefined where PTO cannot run it (the caller composes it).
+at::Tensor ternaryOp(isa::Opcode opcode, const at::Tensor& self, const at::Tensor& tensor1,
+                     const at::Tensor& tensor2, const at::Tensor& out, const at::Scalar& value);
 
 // dst <- src (same shape) on one pto device: tmov, or tcvt when the dtypes differ.
 // Returns false when PTO lacks one of the dtypes.

@@ -1,10 +1,13 @@
 #include "pointwise.h"
 
+#include <ATen/ExpandUtils.h>
+#include <ATen/MemoryOverlap.h>
 #include <ATen/Operators.h>
 
 #include <limits>
 
 #include "composite.h"
+#include "elementwise.h"
 #include "fallback.h"
 
 namespace pto::backend {
@@ -34,6 +37,13 @@ at::Tensor truth(const at::Tensor& t) { return t.scalar_type() == at::kBool ? t 
 // The dtype addcmul/addcdiv return: their three inputs promoted together.
 at::ScalarType resultOf(const at::Tensor& self, const at::Tensor& tensor1, const at::Tensor& tensor2) {
   return at::promote_types(at::result_type(self, tensor1), at::result_type(tensor1, tensor2));
+}
+
+// An in-place op writes self: the inputs must broadcast to self's shape, as TensorIterator checks.
+void checkInplaceShape(const at::Tensor& self, const at::Tensor& tensor1, const at::Tensor& tensor2) {
+  const std::vector<int64_t> shape = at::infer_size(at::infer_size(self.sizes(), tensor1.sizes()), tensor2.sizes());
+  TORCH_CHECK(self.sizes() == c10::IntArrayRef(shape), "output with shape ", self.sizes(),
+              " doesn't match the broadcast shape ", c10::IntArrayRef(shape));
 }
 
 // out = self + value * tensor1 * tensor2
@@ -200,33 +210,50 @@ at::Tensor& logicalNotOut(const at::Tensor& self, at::Tensor& out) {
   return assignPointwise(out, {self}, at::bitwise_not(truth(self)));
 }
 
+// addcmul/addcdiv run as one taddcmul/taddcdiv; where PTO cannot (complex values,
+// dtypes it lacks), as the composition, whose steps fall back themselves.
 at::Tensor& addcmulOut(const at::Tensor& self, const at::Tensor& tensor1, const at::Tensor& tensor2,
                        const at::Scalar& value, at::Tensor& out) {
+  at::assert_no_internal_overlap(out);
+  for (const at::Tensor& input : {self, tensor1, tensor2}) at::assert_no_partial_overlap(out, input);
+  if (ternaryOp(isa::Opcode::kAddcmul, self, tensor1, tensor2, out, value).defined()) return out;
   return assignPointwise(out, {self, tensor1, tensor2}, addcmulWide(self, tensor1, tensor2, value));
 }
 
 at::Tensor addcmul(const at::Tensor& self, const at::Tensor& tensor1, const at::Tensor& tensor2,
                    const at::Scalar& value) {
-  return addcmulWide(self, tensor1, tensor2, value).to(resultOf(self, tensor1, tensor2));
+  at::Tensor result = ternaryOp(isa::Opcode::kAddcmul, self, tensor1, tensor2, {}, value);
+  return result.defined() ? result : addcmulWide(self, tensor1, tensor2, value).to(resultOf(self, tensor1, tensor2));
 }
 
 at::Tensor& addcmulInplace(at::Tensor& self, const at::Tensor& tensor1, const at::Tensor& tensor2,
                            const at::Scalar& value) {
+  checkInplaceShape(self, tensor1, tensor2);
+  if (ternaryOp(isa::Opcode::kAddcmul, self, tensor1, tensor2, self, value).defined()) return self;
   return self.copy_(addcmulWide(self, tensor1, tensor2, value));
 }
 
 at::Tensor& addcdivOut(const at::Tensor& self, const at::Tensor& tensor1, const at::Tensor& tensor2,
                        const at::Scalar& value, at::Tensor& out) {
+  checkAddcdivTypes(tensor1, tensor2);
+  at::assert_no_internal_overlap(out);
+  for (const at::Tensor& input : {self, tensor1, tensor2}) at::assert_no_partial_overlap(out, input);
+  if (ternaryOp(isa::Opcode::kAddcdiv, self, tensor1, tensor2, out, value).defined()) return out;
   return assignPointwise(out, {self, tensor1, tensor2}, addcdivWide(self, tensor1, tensor2, value));
 }
 
 at::Tensor addcdiv(const at::Tensor& self, const at::Tensor& tensor1, const at::Tensor& tensor2,
                    const at::Scalar& value) {
-  return addcdivWide(self, tensor1, tensor2, value).to(resultOf(self, tensor1, tensor2));
+  checkAddcdivTypes(tensor1, tensor2);
+  at::Tensor result = ternaryOp(isa::Opcode::kAddcdiv, self, tensor1, tensor2, {}, value);
+  return result.defined() ? result : addcdivWide(self, tensor1, tensor2, value).to(resultOf(self, tensor1, tensor2));
 }
 
 at::Tensor& addcdivInplace(at::Tensor& self, const at::Tensor& tensor1, const at::Tensor& tensor2,
                            const at::Scalar& value) {
+  checkAddcdivTypes(tensor1, tensor2);
+  checkInplaceShape(self, tensor1, tensor2);
+  if (ternaryOp(isa::Opcode::kAddcdiv, self, tensor1, tensor2, self, value).defined()) return self;
   return self.copy_(addcdivWide(self, tensor1, tensor2, value));
 }
 

@@ -7,8 +7,9 @@
 #include <stdexcept>
 #include <type_traits>
 
+#include <sleef.h>
+
 #include "element_types.h"
-#include "fast_math.h"
 #include "isa/instructions.h"
 
 namespace pto::rt::sim::kernels {
@@ -27,18 +28,28 @@ inline C wrap(auto value) {
   return static_cast<C>(static_cast<std::make_unsigned_t<C>>(value));
 }
 
-// exp in the compute type: the vectorisable fastExp for float, libm for double.
+// The scalar forms of the transcendental functions, for strided rows (contiguous
+// float32/float64 rows take vector_math-inl.h's vector forms): Sleef's scalar
+// functions for float, of the accuracy the vector forms have, libm for double.
 template <typename C>
 inline C expOf(C x) {
-  if constexpr (std::is_same_v<C, float>) return fastExp(x);
+  if constexpr (std::is_same_v<C, float>) return Sleef_expf_u10(x);
   else return std::exp(x);
 }
 
-// tanh likewise: the vectorisable fastTanh for float, libm for double.
 template <typename C>
 inline C tanhOf(C x) {
-  if constexpr (std::is_same_v<C, float>) return fastTanh(x);
+  if constexpr (std::is_same_v<C, float>) return Sleef_tanhf_u35(x);
   else return std::tanh(x);
+}
+
+// The standard normal CDF, 0.5 * erfc(-x / sqrt 2): erfc keeps the relative accuracy
+// of the lower tail, where 1 + erf would cancel.
+template <typename C>
+inline C normalCdfOf(C x) {
+  const C z = -x * C(0.70710678118654752440);
+  if constexpr (std::is_same_v<C, float>) return 0.5f * Sleef_erfcf_u15(z);
+  else return C(0.5) * std::erfc(z);
 }
 
 template <Opcode op, typename C>
@@ -75,7 +86,7 @@ inline C unaryOp(C x) {
   else if constexpr (op == Opcode::kSigmoid) return C(1) / (C(1) + expOf(-x));
   else if constexpr (op == Opcode::kSilu) return x / (C(1) + expOf(-x));
   else if constexpr (op == Opcode::kGelu) {
-    if constexpr (std::is_same_v<C, float>) return x * fastNormalCdf(x);
+    if constexpr (std::is_same_v<C, float>) return x * normalCdfOf(x);
     else return C(0.5) * x * (C(1) + std::erf(x * C(0.70710678118654752440)));
   } else if constexpr (op == Opcode::kGeluTanh) {
     const C inner = C(0.79788456080286535588) * (x + C(0.044715) * x * x * x);
@@ -157,9 +168,7 @@ inline C binaryOp(C a, C b, C alpha) {
   } else if constexpr (op == Opcode::kAtan2) return std::atan2(a, b);
   else if constexpr (op == Opcode::kReluGrad) return b > alpha ? a : C(0);  // alpha: the threshold
   else if constexpr (op == Opcode::kGeluGrad) {
-    C cdf;
-    if constexpr (std::is_same_v<C, float>) cdf = fastNormalCdf(b);
-    else cdf = C(0.5) * (C(1) + std::erf(b * C(0.70710678118654752440)));
+    const C cdf = normalCdfOf(b);
     const C pdf = expOf(C(-0.5) * b * b) * C(0.39894228040143267794);
     return a * (cdf + b * pdf);
   } else if constexpr (op == Opcode::kGeluTanhGrad) {
@@ -189,6 +198,22 @@ inline C binaryOp(C a, C b, C alpha) {
     }
   }
   else static_assert(op == Opcode::kAdd, "not a binary instruction");
+}
+
+// in1 + value * in2 * in3 (kAddcmul) or in1 + value * in2 / in3 (kAddcdiv) in the
+// compute type, as PyTorch's CPU kernels round them on FMA hosts: value * in2 first,
+// then one fused multiply-add with in3 and in1 (addcmul), or a division then the
+// sum (addcdiv). Integers wrap.
+template <Opcode op, typename C>
+inline C ternaryOp(C a, C b, C c, C value) {
+  if constexpr (std::is_floating_point_v<C>) {
+    const C scaled = value * b;
+    return op == Opcode::kAddcmul ? std::fma(scaled, c, a) : a + scaled / c;
+  } else {
+    static_assert(op == Opcode::kAddcmul, "taddcdiv takes floating dtypes only");
+    using U = unsigned long long;
+    return wrap<C>(static_cast<U>(a) + static_cast<U>(value) * static_cast<U>(b) * static_cast<U>(c));
+  }
 }
 
 template <Opcode op, typename C>

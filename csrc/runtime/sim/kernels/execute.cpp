@@ -6,6 +6,7 @@ void execute(const isa::Instruction& instruction, std::span<void* const> buffers
   switch (isa::groupOf(instruction.opcode)) {
     case isa::Group::Unary: return executeUnary(instruction, buffers);
     case isa::Group::Binary: return executeBinary(instruction, buffers);
+    case isa::Group::Ternary: return executeTernary(instruction, buffers);
     case isa::Group::Compare: return executeCompare(instruction, buffers);
     case isa::Group::Select: return executeSelect(instruction, buffers);
     case isa::Group::Convert: return executeConvert(instruction, buffers);

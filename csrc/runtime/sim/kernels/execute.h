@@ -17,6 +17,7 @@ void execute(const isa::Instruction& instruction, std::span<void* const> buffers
 // Per family; execute() dispatches on the instruction table's group.
 void executeUnary(const isa::Instruction& instruction, std::span<void* const> buffers);
 void executeBinary(const isa::Instruction& instruction, std::span<void* const> buffers);
+void executeTernary(const isa::Instruction& instruction, std::span<void* const> buffers);
 void executeCompare(const isa::Instruction& instruction, std::span<void* const> buffers);
 void executeSelect(const isa::Instruction& instruction, std::span<void* const> buffers);
 void executeConvert(const isa::Instruction& instruction, std::span<void* const> buffers);

@@ -18,8 +18,8 @@
 
 #include "element_types.h"
 #include "execute.h"
-#include "fast_math.h"
 #include "runtime/sim/sim_parallel.h"
+#include "vector_math-inl.h"
 
 HWY_BEFORE_NAMESPACE();
 namespace pto::rt::sim::kernels::HWY_NAMESPACE {
@@ -147,6 +147,35 @@ inline double unitDouble(uint32_t low, uint32_t high) {                         
 
 // The values of one chunk of elements from its Philox words; `wide` draws (float64,
 // integer ranges above 2^32) use two words per element, the others one.
+// Box-Muller on float32 words, a vector of pairs at a time: the radius
+// sqrt(-2 log(1 - u0)) and the angle 2 pi u1 of each pair's words, through Sleef's
+// vector log and sinpi/cospi (of 2 u1, exact in float). out has room for an even count.
+// (A template, so that Sleef's float64 twin in PTO_SLEEF_CALL is never instantiated.)
+template <class D>
+void boxMullerFloat(D d, const uint32_t* words, int64_t count, float mean, float spread, float* out) {
+  const auto lanes = static_cast<int64_t>(hn::Lanes(d));
+  HWY_ALIGN float from_one[hn::MaxLanes(D())], turns[hn::MaxLanes(D())];
+  HWY_ALIGN float radius[hn::MaxLanes(D())], sine[hn::MaxLanes(D())],
+      cosine[hn::MaxLanes(D())];
+  const int64_t pairs = (count + 1) / 2;
+  for (int64_t first = 0; first < pairs; first += lanes) {
+    const int64_t n = std::min(lanes, pairs - first);
+    for (int64_t k = 0; k < lanes; ++k) {  // lanes past n are padding: uniforms of 1, never stored
+      from_one[k] = k < n ? 1.0f - unitFloat(words[2 * (first + k)]) : 1.0f;
+      turns[k] = k < n ? 2.0f * unitFloat(words[2 * (first + k) + 1]) : 0.0f;
+    }
+    const auto log_of = PTO_SLEEF_CALL(log, u10, d, PTO_SLEEF_RAW(hn::Load(d, from_one)));
+    hn::Store(hn::Sqrt(hn::Mul(hn::Set(d, -2.0f), log_of)), d, radius);
+    const auto angle = hn::Load(d, turns);
+    hn::Store(PTO_SLEEF_CALL(sinpi, u05, d, PTO_SLEEF_RAW(angle)), d, sine);
+    hn::Store(PTO_SLEEF_CALL(cospi, u05, d, PTO_SLEEF_RAW(angle)), d, cosine);
+    for (int64_t k = 0; k < n; ++k) {
+      out[2 * (first + k)] = radius[k] * cosine[k] * spread + mean;
+      out[2 * (first + k) + 1] = radius[k] * sine[k] * spread + mean;
+    }
+  }
+}
+
 template <typename T>
 struct Draw {
   using Value = std::conditional_t<std::is_floating_point_v<ComputeType<T>>, ComputeType<T>, int64_t>;
@@ -166,19 +195,15 @@ struct Draw {
       case isa::Opcode::kNormal: {  // Box-Muller on pairs of uniforms: two normals each
         if constexpr (std::is_floating_point_v<Value>) {
           const auto mean = static_cast<Value>(imm[0]), std = static_cast<Value>(imm[1]);
-          for (int64_t i = 0; i < count; i += 2) {  // values has room for an even count
-            Value radius, sine, cosine;
-            if constexpr (std::is_same_v<Value, double>) {
-              radius = std::sqrt(-2 * std::log(1 - unitDouble(words[2 * i], words[2 * i + 1])));
+          if constexpr (std::is_same_v<Value, float>) {
+            boxMullerFloat(hn::ScalableTag<float>(), words, count, mean, std, out);
+          } else {
+            for (int64_t i = 0; i < count; i += 2) {  // values has room for an even count
+              const double radius = std::sqrt(-2 * std::log(1 - unitDouble(words[2 * i], words[2 * i + 1])));
               const double angle = 2 * std::numbers::pi * unitDouble(words[2 * i + 2], words[2 * i + 3]);
-              sine = std::sin(angle);
-              cosine = std::cos(angle);
-            } else {
-              radius = std::sqrt(-2.0f * fastLog(1.0f - unitFloat(words[i])));
-              fastSinCosTurns(unitFloat(words[i + 1]), &sine, &cosine);
+              out[i] = radius * std::cos(angle) * std + mean;
+              out[i + 1] = radius * std::sin(angle) * std + mean;
             }
-            out[i] = radius * cosine * std + mean;
-            out[i + 1] = radius * sine * std + mean;
           }
         }
         return;

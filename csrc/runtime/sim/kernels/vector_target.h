@@ -3,7 +3,7 @@
 // the static baseline) and dispatches at run time to the best one the host has,
 // unless PTO_SIM_VECTOR_ISA caps it (so an AVX-512 host can measure the AVX2 path).
 //
-// The pattern of a kernel file (elementwise.cpp is the model):
+// The pattern of a kernel file (elementwise_unary.cpp is the model):
 //   #define HWY_TARGET_INCLUDE "runtime/sim/kernels/<file>.cpp"
 //   #include <hwy/foreach_target.h>
 //   #include <hwy/highway.h>

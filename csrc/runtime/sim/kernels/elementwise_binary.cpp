@@ -1,0 +1,186 @@
+// Kernels of the binary and ternary elementwise instructions. Each inner row has a
+// contiguous fast path (and ones with a broadcast scalar) and a strided general
+// path. Compiled once per vector target, chosen at run time (vector_target.h).
+#undef HWY_TARGET_INCLUDE
+#define HWY_TARGET_INCLUDE "runtime/sim/kernels/elementwise_binary.cpp"
+#include <hwy/foreach_target.h>  // IWYU pragma: keep
+#include <hwy/highway.h>
+
+#include <algorithm>
+#include <array>
+#include <utility>
+
+#include "element_types.h"
+#include "elementwise_ops.h"
+#include "execute.h"
+#include "strided_loop.h"
+#include "elementwise_dispatch-inl.h"
+#include "vector_math-inl.h"
+
+HWY_BEFORE_NAMESPACE();
+namespace pto::rt::sim::kernels::HWY_NAMESPACE {
+namespace {
+
+// a + alpha * b for float16/bfloat16 rounds alpha * b to the storage type
+// first, as PyTorch's CPU kernels do; the op then sees alpha == 1.
+template <Opcode op, typename T>
+inline ComputeType<T> scaledOperand(ComputeType<T> b, ComputeType<T> alpha) {
+  constexpr bool reduced = !std::is_same_v<ComputeType<T>, T>;
+  if constexpr (reduced && (op == Opcode::kAdd || op == Opcode::kSub)) {
+    return alpha == 1 ? b : widen(castTo<T>(alpha * b));
+  } else {
+    return b;
+  }
+}
+
+template <Opcode op, typename T>
+void binaryRows(const StridedLoop& loop, double alpha_value) {
+  using C = ComputeType<T>;
+  constexpr bool prescaled = !std::is_same_v<C, T> && (op == Opcode::kAdd || op == Opcode::kSub);
+  const C given_alpha = castTo<C>(alpha_value);  // verified to fit; u8 takes negatives (wrapping)
+  const C alpha = prescaled ? C(1) : given_alpha;
+  // Scalars are captured by value: by reference the compiler must assume a store
+  // through `out` may change them, reloads them per element and cannot vectorise.
+  auto operand = [given_alpha](C b) { return scaledOperand<op, T>(b, given_alpha); };
+  forEachRow(loop, [&loop, alpha, operand](const std::array<char*, kMaxOperands>& p, int64_t n) {
+    const int64_t so = loop.innerStride(0), sa = loop.innerStride(1), sb = loop.innerStride(2);
+    T* out = reinterpret_cast<T*>(p[0]);
+    const T* a = reinterpret_cast<const T*>(p[1]);
+    const T* b = reinterpret_cast<const T*>(p[2]);
+    if constexpr (hasVectorMath<op, T>()) {
+      const bool a_runs = sa == sizeof(T) || sa == 0, b_runs = sb == sizeof(T) || sb == 0;
+      if (so == sizeof(T) && a_runs && b_runs) return binaryMathRow<op>(out, a, sa == 0 ? 0 : 1, b, sb == 0 ? 0 : 1, n);
+    }
+    if (so == sizeof(T) && sa == sizeof(T) && sb == sizeof(T)) {
+      for (int64_t i = 0; i < n; ++i) out[i] = castTo<T>(binaryOp<op, C, T>(widen(a[i]), operand(widen(b[i])), alpha));
+    } else if (so == sizeof(T) && sa == sizeof(T) && sb == 0) {
+      const C scalar = operand(widen(*b));
+      for (int64_t i = 0; i < n; ++i) out[i] = castTo<T>(binaryOp<op, C, T>(widen(a[i]), scalar, alpha));
+    } else if (so == sizeof(T) && sa == 0 && sb == sizeof(T)) {
+      const C scalar = widen(*a);
+      for (int64_t i = 0; i < n; ++i) out[i] = castTo<T>(binaryOp<op, C, T>(scalar, operand(widen(b[i])), alpha));
+    } else {
+      for (int64_t i = 0; i < n; ++i) {
+        store<T>(p[0] + i * so,
+                 binaryOp<op, C, T>(load<T>(p[1] + i * sa), operand(load<T>(p[2] + i * sb)), alpha));
+      }
+    }
+  });
+}
+
+
+// The same on vectors of float or double, a vector at a time; an operand's step is 1
+// (contiguous) or 0 (a broadcast scalar). The last partial vector goes through
+// zero-padded copies.
+template <Opcode op, typename T>
+void ternaryVectorRow(T* out, std::array<const T*, 3> in, std::array<int64_t, 3> step, int64_t n, T value) {
+  const hn::ScalableTag<T> d;
+  const auto lanes = static_cast<int64_t>(hn::Lanes(d));
+  const auto scale = hn::Set(d, value);
+  auto apply = [&](auto a, auto b, auto c) {
+    const auto scaled = hn::Mul(scale, b);
+    if constexpr (op == Opcode::kAddcmul) return hn::MulAdd(scaled, c, a);
+    else return hn::Add(a, hn::Div(scaled, c));
+  };
+  auto operand = [&](int k, int64_t i) { return step[k] == 0 ? hn::Set(d, *in[k]) : hn::LoadU(d, in[k] + i); };
+  int64_t i = 0;
+  for (; i + lanes <= n; i += lanes) hn::StoreU(apply(operand(0, i), operand(1, i), operand(2, i)), d, out + i);
+  if (i < n) {
+    HWY_ALIGN T rest[3][hn::MaxLanes(hn::ScalableTag<T>())] = {};
+    for (int k = 0; k < 3; ++k) {
+      for (int64_t j = i; j < n; ++j) rest[k][j - i] = in[k][j * step[k]];
+    }
+    // A zero divisor in the padding is harmless: those lanes are never stored.
+    hn::Store(apply(hn::Load(d, rest[0]), hn::Load(d, rest[1]), hn::Load(d, rest[2])), d, rest[0]);
+    std::copy(rest[0], rest[0] + (n - i), out + i);
+  }
+}
+
+template <Opcode op, typename T>
+void ternaryRows(const StridedLoop& loop, double value_immediate) {
+  using C = ComputeType<T>;
+  const C value = castTo<C>(value_immediate);  // verified to fit the dtype
+  forEachRow(loop, [&loop, value](const std::array<char*, kMaxOperands>& p, int64_t n) {
+    const std::array<int64_t, 3> stride = {loop.innerStride(1), loop.innerStride(2), loop.innerStride(3)};
+    constexpr auto size = static_cast<int64_t>(sizeof(T));
+    bool runs = loop.innerStride(0) == size;
+    for (int64_t s : stride) runs = runs && (s == size || s == 0);
+    if (runs) {
+      T* out = reinterpret_cast<T*>(p[0]);
+      const std::array<const T*, 3> in = {reinterpret_cast<const T*>(p[1]), reinterpret_cast<const T*>(p[2]),
+                                          reinterpret_cast<const T*>(p[3])};
+      const std::array<int64_t, 3> step = {stride[0] / size, stride[1] / size, stride[2] / size};
+      // taddcmul's multiply-add is fused: vectors on targets with FMA only, the
+      // scalar loop (std::fma) on the others.
+      constexpr bool vectors = op == Opcode::kAddcdiv || HWY_NATIVE_FMA;
+      if constexpr ((std::is_same_v<T, float> || std::is_same_v<T, double>) && vectors) {
+        return ternaryVectorRow<op>(out, in, step, n, value);
+      } else if constexpr (std::is_floating_point_v<C> && !std::is_same_v<C, T> && vectors) {
+        // float16/bfloat16: widened to float a block at a time, rounded once at the end.
+        float block[3][kBlockElements];
+        for (int64_t start = 0; start < n; start += kBlockElements) {
+          const int64_t count = std::min<int64_t>(kBlockElements, n - start);
+          for (int k = 0; k < 3; ++k) {
+            for (int64_t i = 0; i < count; ++i) block[k][i] = widen(in[k][(start + i) * step[k]]);
+          }
+          ternaryVectorRow<op, float>(block[0], {block[0], block[1], block[2]}, {1, 1, 1}, count, value);
+          for (int64_t i = 0; i < count; ++i) out[start + i] = castTo<T>(block[0][i]);
+        }
+        return;
+      } else if (step[0] == 1 && step[1] == 1 && step[2] == 1) {
+        for (int64_t i = 0; i < n; ++i) {
+          out[i] = castTo<T>(ternaryOp<op, C>(widen(in[0][i]), widen(in[1][i]), widen(in[2][i]), value));
+        }
+        return;
+      }
+    }
+    for (int64_t i = 0; i < n; ++i) {
+      store<T>(p[0] + i * loop.innerStride(0),
+               ternaryOp<op, C>(load<T>(p[1] + i * stride[0]), load<T>(p[2] + i * stride[1]),
+                                load<T>(p[3] + i * stride[2]), value));
+    }
+  });
+}
+
+}  // namespace
+
+// The entry points, one copy per target.
+void binaryKernel(const isa::Instruction& instruction, std::span<void* const> buffers) {
+  const StridedLoop loop = loopOf(instruction, buffers);
+  const bool has_alpha = isa::info(instruction.opcode).immediateCount() > 0;
+  const double alpha = has_alpha ? instruction.immediates[0] : 1.0;
+  dispatchDType(instruction.operands[0].dtype, [&]<typename T>() {
+    dispatchOpcode<Group::Binary>(instruction.opcode, [&]<Opcode op>() {
+      if constexpr (accepts<op, T>()) binaryRows<op, T>(loop, alpha);
+    });
+  });
+}
+
+void ternaryKernel(const isa::Instruction& instruction, std::span<void* const> buffers) {
+  const StridedLoop loop = loopOf(instruction, buffers);
+  dispatchDType(instruction.operands[0].dtype, [&]<typename T>() {
+    dispatchOpcode<Group::Ternary>(instruction.opcode, [&]<Opcode op>() {
+      if constexpr (accepts<op, T>()) ternaryRows<op, T>(loop, instruction.immediates[0]);
+    });
+  });
+}
+
+}  // namespace pto::rt::sim::kernels::HWY_NAMESPACE
+HWY_AFTER_NAMESPACE();
+
+#if HWY_ONCE
+namespace pto::rt::sim::kernels {
+
+HWY_EXPORT(binaryKernel);
+HWY_EXPORT(ternaryKernel);
+
+void executeBinary(const isa::Instruction& instruction, std::span<void* const> buffers) {
+  HWY_DYNAMIC_DISPATCH(binaryKernel)(instruction, buffers);
+}
+
+void executeTernary(const isa::Instruction& instruction, std::span<void* const> buffers) {
+  HWY_DYNAMIC_DISPATCH(ternaryKernel)(instruction, buffers);
+}
+
+}  // namespace pto::rt::sim::kernels
+#endif  // HWY_ONCE

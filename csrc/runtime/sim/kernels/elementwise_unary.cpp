@@ -1,0 +1,64 @@
+// Kernels of the unary elementwise instructions. Each inner row has a contiguous
+// fast path (Sleef's vector functions where vector_math-inl.h has a form, else a loop
+// the compiler vectorises) and a strided general path. Compiled once per vector
+// target, chosen at run time (vector_target.h describes the pattern: this file is
+// its model).
+#undef HWY_TARGET_INCLUDE
+#define HWY_TARGET_INCLUDE "runtime/sim/kernels/elementwise_unary.cpp"
+#include <hwy/foreach_target.h>  // IWYU pragma: keep
+#include <hwy/highway.h>
+
+#include "element_types.h"
+#include "elementwise_ops.h"
+#include "execute.h"
+#include "strided_loop.h"
+#include "elementwise_dispatch-inl.h"
+#include "vector_math-inl.h"
+
+HWY_BEFORE_NAMESPACE();
+namespace pto::rt::sim::kernels::HWY_NAMESPACE {
+namespace {
+
+template <Opcode op, typename T>
+void unaryRows(const StridedLoop& loop) {
+  using C = ComputeType<T>;
+  forEachRow(loop, [&](const std::array<char*, kMaxOperands>& p, int64_t n) {
+    const int64_t so = loop.innerStride(0), si = loop.innerStride(1);
+    if (so == sizeof(T) && si == sizeof(T)) {
+      T* out = reinterpret_cast<T*>(p[0]);
+      const T* in = reinterpret_cast<const T*>(p[1]);
+      if constexpr (hasVectorMath<op, T>()) return unaryMathRow<op>(out, in, n);
+      for (int64_t i = 0; i < n; ++i) out[i] = castTo<T>(unaryOp<op, C>(widen(in[i])));
+      return;
+    }
+    for (int64_t i = 0; i < n; ++i) store<T>(p[0] + i * so, unaryOp<op, C>(load<T>(p[1] + i * si)));
+  });
+}
+
+
+}  // namespace
+
+// The entry points, one copy per target.
+void unaryKernel(const isa::Instruction& instruction, std::span<void* const> buffers) {
+  const StridedLoop loop = loopOf(instruction, buffers);
+  dispatchDType(instruction.operands[0].dtype, [&]<typename T>() {
+    dispatchOpcode<Group::Unary>(instruction.opcode, [&]<Opcode op>() {
+      if constexpr (accepts<op, T>()) unaryRows<op, T>(loop);
+    });
+  });
+}
+
+}  // namespace pto::rt::sim::kernels::HWY_NAMESPACE
+HWY_AFTER_NAMESPACE();
+
+#if HWY_ONCE
+namespace pto::rt::sim::kernels {
+
+HWY_EXPORT(unaryKernel);
+
+void executeUnary(const isa::Instruction& instruction, std::span<void* const> buffers) {
+  HWY_DYNAMIC_DISPATCH(unaryKernel)(instruction, buffers);
+}
+
+}  // namespace pto::rt::sim::kernels
+#endif  // HWY_ONCE
