@@ -115,6 +115,19 @@ def test_batch_broadcast_and_addmm_scaling_match_cpu(dtype):
 
 
 @pytest.mark.parametrize("dtype", LOW_PRECISION, ids=str)
+def test_attention_shaped_batches_match_cpu(dtype):
+    """Attention's products: more batch entries than cores (each a GEMM of its own), read
+    through the heads' permuted views, whose two batch dimensions do not merge into one."""
+    torch.manual_seed(3)
+    batch, tokens, heads, head_dim = 4, 48, 6, 16
+    q, k, v = (torch.randn(batch, tokens, heads, head_dim).to(dtype).transpose(1, 2) for _ in range(3))
+    pq, pk, pv = (t.transpose(1, 2).contiguous().to("pto").transpose(1, 2) for t in (q, k, v))
+    scores = q @ k.transpose(-2, -1)
+    assert_close((pq @ pk.transpose(-2, -1)).cpu(), scores, **TOLERANCES[dtype])
+    assert_close((scores.to("pto") @ pv).cpu(), scores @ v, **TOLERANCES[dtype])
+
+
+@pytest.mark.parametrize("dtype", LOW_PRECISION, ids=str)
 def test_empty_inner_dimension_gives_zeros_or_beta_times_input(dtype):
     a, b = torch.randn(5, 0).to(dtype), torch.randn(0, 7).to(dtype)
     assert_close((a.to("pto") @ b.to("pto")).cpu(), torch.zeros(5, 7, dtype=dtype))
