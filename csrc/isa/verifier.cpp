@@ -435,6 +435,17 @@ std::string verifyInstruction(const Instruction& instruction, std::span<const ui
       return describe(entry.name, ": ", error);
     }
   }
+  if (entry.group == Group::Row && entry.has(Property::Reduction)) {
+    const Operand& out = instruction.operands[0];
+    for (int d = 0; d < out.rank; ++d) {
+      const bool last = d == out.rank - 1;
+      if ((out.strides[d] == 0) != last && out.shape[d] > 1) {
+        return describe(entry.name, ": the output must repeat its elements along the last dimension only (stride 0 ",
+                        "there and nowhere else), not ", shapeText(out), " with strides ",
+                        dimsText(out.strides, out.rank));
+      }
+    }
+  }
   if (entry.group == Group::Iota && instruction.operands[0].rank != 1) {
     return describe(entry.name, ": the output must have rank 1, not ", instruction.operands[0].rank);
   }
@@ -458,7 +469,7 @@ std::string verifyInstruction(const Instruction& instruction, std::span<const ui
 
 Program programOf(Instruction instruction) {
   Program program;
-  const bool reduces = info(instruction.opcode).group == Group::Reduce;
+  const bool reduces = info(instruction.opcode).has(Property::Reduction);
   for (size_t i = 0; i < instruction.operands.size(); ++i) {
     const Operand& operand = instruction.operands[i];
     // A buffer index past the operands' count is left undeclared, for verify() to refuse.

@@ -547,9 +547,32 @@ LOWERINGS[aten._softmax_backward_data.default] = _row_grad("tsoftmaxgrad")
 LOWERINGS[aten._log_softmax_backward_data.default] = _row_grad("tlogsoftmaxgrad")
 
 
+def _fused_layer_norm(lw: Lowerer, x, normalized_shape, weight, bias, eps):
+    """One tlayernorm over the last dimension; the statistics the backward reads come
+    from a tsum and a trowrstd, which dead code elimination drops when nothing reads
+    them. None where it does not apply: several normalised dimensions, or a weight or
+    bias of another dtype than x's (aten computes those in float32)."""
+    if len(normalized_shape) != 1 or x.rank == 0 or math.prod(x.shape) == 0 or not accepts("tlayernorm", x.dtype):
+        return None
+    if any(p is not None and p.dtype != x.dtype for p in (weight, bias)):
+        return None
+    count = x.shape[-1]
+    scale = lw.operand(1.0 if weight is None else weight, x.dtype, x.shape)
+    shift = lw.operand(0.0 if bias is None else bias, x.dtype, x.shape)
+    out = lw.emit("tlayernorm", lw.new(x.dtype, x.shape), x, scale, shift, eps=eps)
+    mean = reduce(lw, "tsum", x, [x.rank - 1], True, x.dtype, scale=1.0 / count)
+    rstd = lw.new(x.dtype, mean.shape)
+    lw.emit("trowrstd", expand(rstd, x.shape), x, eps=eps)
+    return out, mean, rstd
+
+
 @register(aten.native_layer_norm.default)
 def _layer_norm(lw: Lowerer, x, normalized_shape, weight, bias, eps):
-    """mean, centre, variance, rstd, scale and shift: one row kernel after fusion."""
+    """One tlayernorm where it applies; else mean, centre, variance, rstd, scale and
+    shift: one row kernel after fusion."""
+    fused = _fused_layer_norm(lw, x, normalized_shape, weight, bias, eps)
+    if fused is not None:
+        return fused
     dims = list(range(x.rank - len(normalized_shape), x.rank))
     compute = torch.float32 if x.dtype in (torch.float16, torch.bfloat16) else x.dtype
     xc = lw.cast(x, compute)

@@ -200,8 +200,8 @@ TEST(InstructionTable, GroupsHaveTheirArityAndOutputRule) {
         EXPECT_EQ(entry.inputs, 2);
         EXPECT_EQ(entry.output, OutputDType::Same);
         break;
-      case Group::Row:
-        EXPECT_TRUE(entry.inputs == 1 || entry.inputs == 2);
+      case Group::Row:  // the softmaxes and their gradients; tlayernorm's weight and bias
+        EXPECT_TRUE(entry.inputs >= 1 && entry.inputs <= 3);
         EXPECT_EQ(entry.output, OutputDType::Same);
         break;
       case Group::Gather:
@@ -291,6 +291,8 @@ TEST(InstructionTable, PropertiesOfRepresentativeInstructions) {
   expectProperties(Opcode::kSum, {Reduction, SameShape, Tileable});
   expectProperties(Opcode::kArgmax, {Reduction, SameShape, Tileable});
   expectProperties(Opcode::kSoftmax, {RowOp, SameShape, Tileable});
+  expectProperties(Opcode::kLayerNorm, {RowOp, SameShape, Tileable});
+  expectProperties(Opcode::kRowRstd, {Reduction, SameShape, Tileable});
   expectProperties(Opcode::kMatmul, {Gemm, Tileable, ReadsOutput});
   expectProperties(Opcode::kGather, {IndexInput});
   expectProperties(Opcode::kIndexAdd, {ReadsOutput, IndexInput});
@@ -472,6 +474,7 @@ Program validProgram(Opcode op, DType dtype) {
   for (size_t k = 0; k < dtypes.size(); ++k) {
     Operand operand = contiguousOf(static_cast<int32_t>(k), dtypes[k], shapes[k]);
     if (k > 0 && k + 1 == dtypes.size()) operand.strides[0] = 0;
+    if (k == 0 && op == Opcode::kRowRstd) operand.strides = {1, 0};  // one value per row
     operands.push_back(operand);
     int64_t elements = 1;
     for (int d = 0; d < operand.rank; ++d) elements *= operand.strides[d] == 0 ? 1 : operand.shape[d];
@@ -1488,3 +1491,20 @@ TEST(PtoAsFuzz, RandomBytesNeverCrash) {
 }
 
 }  // namespace
+
+TEST(Verifier, NormalisationRowInstructions) {
+  const Operand x = contiguousOperand(1, DType::kFloat32, {4, 8});
+  const Operand weight = withStrides(contiguousOperand(2, DType::kFloat32, {4, 8}), {0, 1});  // one row repeated
+  const Operand missing = withStrides(contiguousOperand(3, DType::kFloat32, {4, 8}), {0, 0});  // no bias: one 0
+  const Operand out = contiguousOperand(0, DType::kFloat32, {4, 8});
+  EXPECT_EQ(verify(makeProgram({128, 128, 32, 4}, {makeInstruction(Opcode::kLayerNorm, {out, x, weight, missing}, 1e-5)})),
+            "");
+  EXPECT_EQ(verify(makeProgram({128, 128, 32}, {makeInstruction(Opcode::kRmsNorm, {out, x, weight}, 1e-5)})), "");
+  EXPECT_NE(verify(makeProgram({128, 128, 32}, {makeInstruction(Opcode::kLayerNorm, {out, x, weight}, 1e-5)})), "");
+  // trowrstd: one value per row, its output repeated along the last dimension only.
+  const Operand rstd = withStrides(contiguousOperand(0, DType::kFloat32, {4, 8}), {1, 0});
+  EXPECT_EQ(verify(makeProgram({16, 128}, {makeInstruction(Opcode::kRowRstd, {rstd, x}, 1e-5)})), "");
+  const Operand column = withStrides(contiguousOperand(0, DType::kFloat32, {4, 8}), {0, 1});
+  EXPECT_NE(verify(makeProgram({32, 128}, {makeInstruction(Opcode::kRowRstd, {column, x}, 1e-5)})), "");
+  EXPECT_NE(verify(makeProgram({128, 128}, {makeInstruction(Opcode::kRowRstd, {out, x}, 1e-5)})), "");
+}

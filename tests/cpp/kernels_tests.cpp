@@ -1018,3 +1018,43 @@ TEST(StridedLoop, ForEachRowVisitsEveryElementOnce) {
 }
 
 }  // namespace
+
+TEST(Kernels, RmsNormAndLayerNormRows) {
+  // Two rows of 19 (a vector body and a tail on every target); the weight repeats one row.
+  constexpr int64_t kLength = 19;
+  std::vector<float> in(2 * kLength), weight(kLength), out(2 * kLength), zero = {0.0f};
+  for (int64_t i = 0; i < 2 * kLength; ++i) in[i] = static_cast<float>(i % 7) - 2.5f + (i >= kLength ? 100.0f : 0.0f);
+  for (int64_t i = 0; i < kLength; ++i) weight[i] = 0.5f + 0.1f * static_cast<float>(i);
+  Operand repeated = isa::contiguousOperand(2, DType::kFloat32, {2, kLength});
+  repeated.strides = {0, 1};
+  Operand none = isa::contiguousOperand(3, DType::kFloat32, {2, kLength});
+  none.strides = {0, 0};
+  Instruction instruction;
+  instruction.opcode = Opcode::kRmsNorm;
+  instruction.operands = {isa::contiguousOperand(0, DType::kFloat32, {2, kLength}),
+                          isa::contiguousOperand(1, DType::kFloat32, {2, kLength}), repeated};
+  instruction.immediates[0] = 1e-6;
+  std::vector<void*> buffers = {out.data(), in.data(), weight.data(), zero.data()};
+  kernels::execute(instruction, buffers);
+  for (int64_t row = 0; row < 2; ++row) {
+    const float* x = in.data() + row * kLength;
+    double squares = 0;
+    for (int64_t i = 0; i < kLength; ++i) squares += double(x[i]) * x[i];
+    const double rms = 1.0 / std::sqrt(squares / kLength + 1e-6);
+    for (int64_t i = 0; i < kLength; ++i) EXPECT_NEAR(out[row * kLength + i], x[i] * rms * weight[i], 1e-5) << row;
+  }
+  instruction.opcode = Opcode::kLayerNorm;
+  instruction.operands.push_back(none);  // no bias: one 0 repeated
+  kernels::execute(instruction, buffers);
+  for (int64_t row = 0; row < 2; ++row) {  // the second row's mean is 100: no cancellation
+    const float* x = in.data() + row * kLength;
+    double sum = 0, deviations = 0;
+    for (int64_t i = 0; i < kLength; ++i) sum += x[i];
+    const double mean = sum / kLength;
+    for (int64_t i = 0; i < kLength; ++i) deviations += (x[i] - mean) * (x[i] - mean);
+    const double rstd = 1.0 / std::sqrt(deviations / kLength + 1e-6);
+    for (int64_t i = 0; i < kLength; ++i) {
+      EXPECT_NEAR(out[row * kLength + i], (x[i] - mean) * rstd * weight[i], 1e-5) << row;
+    }
+  }
+}

@@ -64,3 +64,79 @@ def test_batch_norm_module_updates_running_stats_like_cpu(training):
     assert pypto_torch.fallback_ops() == before
     assert_close(pto.running_mean.cpu(), cpu.running_mean)
     assert_close(pto.running_var.cpu(), cpu.running_var)
+
+
+def _to_pto(t):
+    return None if t is None else t.to("pto")
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16, torch.bfloat16, torch.float64], ids=str)
+@pytest.mark.parametrize("length", [1, 3, 17, 1000])
+@pytest.mark.parametrize("affine", ["both", "none", "weight", "bias"])
+def test_native_layer_norm_matches_cpu(dtype, length, affine):
+    torch.manual_seed(0)
+    x = torch.randn(7, length, dtype=dtype) * 3 + 2
+    weight = torch.randn(length, dtype=dtype) if affine in ("both", "weight") else None
+    bias = torch.randn(length, dtype=dtype) if affine in ("both", "bias") else None
+    expected = torch.native_layer_norm(x, (length,), weight, bias, 1e-5)
+    actual = torch.native_layer_norm(x.to("pto"), (length,), _to_pto(weight), _to_pto(bias), 1e-5)
+    # A row of one element normalises to 0, exactly here; the CPU's float16/bfloat16
+    # kernel leaves its rounding noise (~1e-5) there.
+    atol = 1e-4 if length == 1 and dtype in (torch.float16, torch.bfloat16) else None
+    for a, e in zip(actual, expected):
+        assert a.dtype == e.dtype and a.shape == e.shape
+        assert_close(a.cpu(), e, atol=atol, rtol=None if atol is None else 1e-3)
+
+
+@pytest.mark.parametrize("eps", [0.0, 1e-5, 0.5])
+def test_layer_norm_over_several_dims_non_contiguous_input_and_eps(eps):
+    torch.manual_seed(0)
+    x = torch.randn(6, 5, 9).transpose(0, 2)  # [9, 5, 6], not contiguous
+    weight, bias = torch.randn(5, 6), torch.randn(5, 6)
+    expected = torch.nn.functional.layer_norm(x, (5, 6), weight, bias, eps)
+    actual = torch.nn.functional.layer_norm(x.to("pto"), (5, 6), weight.to("pto"), bias.to("pto"), eps)
+    assert_close(actual.cpu(), expected)
+    expected = torch.nn.functional.layer_norm(x, (6,), weight[0], bias[0], eps)
+    actual = torch.nn.functional.layer_norm(x.to("pto"), (6,), weight[0].to("pto"), bias[0].to("pto"), eps)
+    assert_close(actual.cpu(), expected)
+
+
+def test_layer_norm_rows_with_nan_and_inf_and_empty_inputs():
+    x = torch.randn(4, 8)
+    x[1, 3] = float("nan")
+    x[2, 0] = float("inf")
+    expected = torch.native_layer_norm(x, (8,), None, None, 1e-5)
+    actual = torch.native_layer_norm(x.to("pto"), (8,), None, None, 1e-5)
+    assert_close(actual[0].cpu(), expected[0], equal_nan=True)
+    assert_close(actual[2].cpu(), expected[2], equal_nan=True)
+    # The mean of the row holding inf is inf here (a sum), NaN on the CPU (Welford's
+    # updates subtract inf from inf); the other rows' agree.
+    assert_close(actual[1].cpu()[[0, 1, 3]], expected[1][[0, 1, 3]], equal_nan=True)
+    assert actual[1].cpu()[2].item() == float("inf")
+    empty = torch.randn(0, 8)
+    for a, e in zip(torch.native_layer_norm(empty.to("pto"), (8,), None, None, 1e-5),
+                    torch.native_layer_norm(empty, (8,), None, None, 1e-5)):
+        assert a.shape == e.shape
+
+
+def test_layer_norm_mixed_dtype_parameters_keep_float32_statistics():
+    torch.manual_seed(0)
+    x = torch.randn(5, 12, dtype=torch.bfloat16)
+    weight, bias = torch.randn(12), torch.randn(12)
+    expected = torch.native_layer_norm(x, (12,), weight, bias, 1e-5)
+    actual = torch.native_layer_norm(x.to("pto"), (12,), weight.to("pto"), bias.to("pto"), 1e-5)
+    assert_close(actual[0].cpu(), expected[0])
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64], ids=str)
+def test_layer_norm_gradients_match_cpu(dtype):
+    torch.manual_seed(0)
+    x = torch.randn(6, 33, dtype=dtype, requires_grad=True)
+    weight = torch.randn(33, dtype=dtype, requires_grad=True)
+    bias = torch.randn(33, dtype=dtype, requires_grad=True)
+    grad = torch.randn(6, 33, dtype=dtype)
+    torch.nn.functional.layer_norm(x, (33,), weight, bias, 1e-5).backward(grad)
+    leaves = [t.detach().to("pto").requires_grad_() for t in (x, weight, bias)]
+    torch.nn.functional.layer_norm(leaves[0], (33,), leaves[1], leaves[2], 1e-5).backward(grad.to("pto"))
+    for leaf, reference in zip(leaves, (x, weight, bias)):
+        assert_close(leaf.grad.cpu(), reference.grad)

@@ -2,8 +2,12 @@
 
 #include <ATen/Operators.h>
 
+#include <optional>
+
+#include "../dtype_map.h"
 #include "composite.h"
 #include "fallback.h"
+#include "instruction_launch.h"
 #include "reduction.h"
 
 namespace pto::backend {
@@ -62,12 +66,46 @@ at::ScalarType statisticsType(const at::Tensor& input, std::initializer_list<std
   return input.scalar_type();
 }
 
+// layer_norm as three instructions over the input viewed as [rows, count]: tlayernorm
+// for the output, tsum and trowrstd for the statistics the backward reads. Returns
+// nothing where they do not apply: empty rows, a dtype they do not take, or a weight
+// or bias of another dtype than the input's (statistics in float32 there, as on the CPU).
+std::optional<std::tuple<at::Tensor, at::Tensor, at::Tensor>> fusedLayerNorm(
+    const at::Tensor& input, const Layout& layout, const std::optional<at::Tensor>& weight,
+    const std::optional<at::Tensor>& bias, double eps) {
+  const at::ScalarType dtype = input.scalar_type();
+  for (const std::optional<at::Tensor>& p : {weight, bias}) {
+    if (p && p->defined() && p->scalar_type() != dtype) return std::nullopt;
+  }
+  if (!accepts(isa::Opcode::kLayerNorm, dtype)) return std::nullopt;
+  int64_t count = 1;
+  for (int64_t d : layout.normalized) count *= input.size(d);
+  if (count == 0 || input.numel() == 0) return std::nullopt;
+  const int64_t rows = input.numel() / count;
+  const at::Tensor x = input.reshape({rows, count});
+  // A missing weight or bias is one 1 or 0, repeated by stride 0.
+  auto parameter = [&](const std::optional<at::Tensor>& p, double absent) {
+    const at::Tensor row = p && p->defined() ? p->reshape({count}) : at::full({1}, absent, input.options());
+    return row.expand({rows, count});
+  };
+  at::Tensor out = at::empty({rows, count}, input.options());
+  launchInstruction(isa::Opcode::kLayerNorm, out, {x, parameter(weight, 1.0), parameter(bias, 0.0)}, {eps});
+  std::vector<int64_t> statistics_shape(input.sizes().begin(), input.sizes().end());
+  for (int64_t d : layout.normalized) statistics_shape[d] = 1;
+  at::Tensor mean = at::empty({rows, 1}, input.options());
+  at::Tensor rstd = at::empty({rows, 1}, input.options());
+  launchInstruction(isa::Opcode::kSum, mean.expand({rows, count}), {x}, {1.0 / static_cast<double>(count)});
+  launchInstruction(isa::Opcode::kRowRstd, rstd.expand({rows, count}), {x}, {eps});
+  return std::tuple{out.view(input.sizes()), mean.view(statistics_shape), rstd.view(statistics_shape)};
+}
+
 }  // namespace
 
 std::tuple<at::Tensor, at::Tensor, at::Tensor> layerNorm(const at::Tensor& input, c10::SymIntArrayRef normalized_shape,
                                                          const std::optional<at::Tensor>& weight,
                                                          const std::optional<at::Tensor>& bias, double eps) {
   const Layout layout = layoutOf(input, normalized_shape);
+  if (auto fused = fusedLayerNorm(input, layout, weight, bias, eps)) return *std::move(fused);
   const at::Tensor x = widened(input);
   const at::Tensor mean = x.mean(layout.normalized, /*keepdim=*/true);
   const at::Tensor centered = x - mean;

@@ -13,7 +13,13 @@ void execute(const isa::Instruction& instruction, std::span<void* const> buffers
     case isa::Group::Fill: return executeFill(instruction, buffers);
     case isa::Group::Reduce: return executeReduce(instruction, buffers);
     case isa::Group::Matmul: return executeMatmul(instruction, buffers);
-    case isa::Group::Row: return executeRow(instruction, buffers);
+    case isa::Group::Row:
+      switch (instruction.opcode) {
+        case isa::Opcode::kLayerNorm:
+        case isa::Opcode::kRmsNorm:
+        case isa::Opcode::kRowRstd: return executeNorm(instruction, buffers);
+        default: return executeRow(instruction, buffers);
+      }
     case isa::Group::Gather: return executeGather(instruction, buffers);
     case isa::Group::Iota: return executeIota(instruction, buffers);
     case isa::Group::Scatter: return executeIndexAdd(instruction, buffers);

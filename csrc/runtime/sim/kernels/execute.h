@@ -25,6 +25,7 @@ void executeFill(const isa::Instruction& instruction, std::span<void* const> buf
 void executeReduce(const isa::Instruction& instruction, std::span<void* const> buffers);
 void executeMatmul(const isa::Instruction& instruction, std::span<void* const> buffers);
 void executeRow(const isa::Instruction& instruction, std::span<void* const> buffers);
+void executeNorm(const isa::Instruction& instruction, std::span<void* const> buffers);  // Row: tlayernorm, trmsnorm, trowrstd
 void executeGather(const isa::Instruction& instruction, std::span<void* const> buffers);
 void executeIota(const isa::Instruction& instruction, std::span<void* const> buffers);
 void executeIndexAdd(const isa::Instruction& instruction, std::span<void* const> buffers);

@@ -15,6 +15,7 @@
 #include "element_types.h"
 #include "elementwise_ops.h"
 #include "execute.h"
+#include "row_starts.h"
 #include "runtime/sim/sim_parallel.h"
 #include "vector_extrema.h"
 #include "vector_math-inl.h"
@@ -26,27 +27,6 @@ namespace {
 namespace hn = hwy::HWY_NAMESPACE;
 using isa::Opcode;
 
-// Pointers to the start of row `row` of each operand (rows: every index but the last).
-template <size_t N>
-std::array<char*, N> rowStarts(const isa::Instruction& instruction, std::span<void* const> buffers, int64_t row) {
-  std::array<char*, N> starts{};
-  const isa::Operand& shape = instruction.operands[0];
-  for (size_t k = 0; k < N; ++k) {
-    const isa::Operand& operand = instruction.operands[k];
-    int64_t offset = operand.offset;
-    int64_t rest = row;
-    for (int d = shape.rank - 2; d >= 0; --d) {
-      offset += (rest % shape.shape[d]) * operand.strides[d];
-      rest /= shape.shape[d];
-    }
-    starts[k] = static_cast<char*>(buffers[operand.buffer]) + offset * static_cast<int64_t>(isa::dtypeSize(operand.dtype));
-  }
-  return starts;
-}
-
-// Elements below which a row op runs on the calling core alone: waking another
-// core costs tens of microseconds, as long as a core takes for this many.
-constexpr int64_t kSerialElements = 1 << 17;
 
 // A contiguous float32 row: max, then exp(x - max) written to out while summing
 // (one exp per element, Sleef's vector exp), then one scaling pass. The sums are
@@ -96,12 +76,8 @@ void rowKernel(const isa::Instruction& instruction, std::span<void* const> buffe
   const int64_t length = out.rank == 0 ? 1 : out.shape[out.rank - 1];
   const int64_t rows = length == 0 ? 0 : out.numel() / length;
   constexpr size_t N = op == Opcode::kSoftmax || op == Opcode::kLogSoftmax ? 2 : 3;
-  std::array<int64_t, N> step{};
-  for (size_t k = 0; k < N; ++k) {
-    const isa::Operand& operand = instruction.operands[k];
-    step[k] = (operand.rank == 0 ? 0 : operand.strides[operand.rank - 1]) * static_cast<int64_t>(sizeof(T));
-  }
-  const size_t grain = static_cast<size_t>(std::max<int64_t>(1, kSerialElements / std::max<int64_t>(1, length)));
+  const std::array<int64_t, N> step = rowSteps<N>(instruction);
+  const size_t grain = static_cast<size_t>(std::max<int64_t>(1, kRowSerialElements / std::max<int64_t>(1, length)));
   rt::sim::parallelFor(static_cast<size_t>(rows), grain, [&](size_t begin, size_t end) {
     for (size_t row = begin; row < end; ++row) {
       const auto p = rowStarts<N>(instruction, buffers, static_cast<int64_t>(row));

@@ -1,0 +1,194 @@
+// The normalisation row instructions: tlayernorm, trmsnorm and trowrstd over the
+// last dimension. Each row's statistics take two passes over the row while it sits
+// in L1 (the sum, then the squared deviations from the mean: no cancellation as in
+// a one-pass sum of squares), then one pass normalises it. Statistics accumulate
+// in float32 vectors for float32 (blocks folded into double, as reduce.cpp's sums
+// are), in double otherwise; float16/bfloat16 normalise in float32, as PyTorch's
+// CPU kernels do. Compiled once per vector target, chosen at run time (vector_target.h).
+#undef HWY_TARGET_INCLUDE
+#define HWY_TARGET_INCLUDE "runtime/sim/kernels/norm_ops.cpp"
+#include <hwy/foreach_target.h>  // IWYU pragma: keep
+#include <hwy/highway.h>
+
+#include <algorithm>
+#include <cmath>
+
+#include "element_types.h"
+#include "execute.h"
+#include "row_starts.h"
+#include "runtime/sim/sim_parallel.h"
+
+HWY_BEFORE_NAMESPACE();
+namespace pto::rt::sim::kernels::HWY_NAMESPACE {
+namespace {
+
+namespace hn = hwy::HWY_NAMESPACE;
+using isa::Opcode;
+
+// Elements summed in float vectors before the block's total joins a double.
+constexpr int64_t kSumBlock = 4096;
+
+// sum(x), or with kSquares sum((x - centre)^2), over a contiguous float32 row.
+template <bool kSquares>
+double vectorSum(const float* HWY_RESTRICT in, int64_t length, float centre) {
+  const hn::ScalableTag<float> d;
+  const auto lanes = static_cast<int64_t>(hn::Lanes(d));
+  const auto c = hn::Set(d, centre);
+  auto term = [&](const float* p) {
+    const auto v = hn::LoadU(d, p);
+    if constexpr (kSquares) {
+      const auto deviation = hn::Sub(v, c);
+      return hn::Mul(deviation, deviation);
+    } else {
+      return v;
+    }
+  };
+  double total = 0;
+  for (int64_t block = 0; block < length; block += kSumBlock) {
+    const int64_t end = std::min(length, block + kSumBlock);
+    auto sum0 = hn::Zero(d), sum1 = hn::Zero(d);
+    int64_t i = block;
+    for (; i + 2 * lanes <= end; i += 2 * lanes) {
+      sum0 = hn::Add(sum0, term(in + i));
+      sum1 = hn::Add(sum1, term(in + i + lanes));
+    }
+    for (; i + lanes <= end; i += lanes) sum0 = hn::Add(sum0, term(in + i));
+    float rest = 0;
+    for (; i < end; ++i) rest += kSquares ? (in[i] - centre) * (in[i] - centre) : in[i];
+    total += static_cast<double>(hn::GetLane(hn::SumOfLanes(d, hn::Add(sum0, sum1)))) + rest;
+  }
+  return total;
+}
+
+struct RowStatistics {
+  double mean = 0;  // 0 for rms_norm
+  double rstd = 0;  // 1 / sqrt(var + eps), or 1 / sqrt(mean(x^2) + eps) for rms_norm
+};
+
+// The row's statistics; a contiguous float32 row takes the vector sums.
+template <Opcode op, typename T>
+RowStatistics statistics(const char* in, int64_t step, int64_t length, double eps) {
+  const auto n = static_cast<double>(length);
+  double mean = 0, squares = 0;
+  if constexpr (std::is_same_v<T, float>) {
+    if (step == sizeof(float)) {
+      const auto* x = reinterpret_cast<const float*>(in);
+      if constexpr (op != Opcode::kRmsNorm) mean = vectorSum<false>(x, length, 0) / n;
+      squares = vectorSum<true>(x, length, static_cast<float>(mean));
+      return {mean, 1.0 / std::sqrt(squares / n + eps)};
+    }
+  }
+  if constexpr (op != Opcode::kRmsNorm) {
+    for (int64_t i = 0; i < length; ++i) mean += static_cast<double>(load<T>(in + i * step));
+    mean /= n;
+  }
+  for (int64_t i = 0; i < length; ++i) {
+    const double deviation = static_cast<double>(load<T>(in + i * step)) - mean;
+    squares += deviation * deviation;
+  }
+  return {mean, 1.0 / std::sqrt(squares / n + eps)};
+}
+
+// out = (x - mean) * rstd * weight + bias over a contiguous float32 row; a weight or
+// bias step of 0 repeats its one value.
+void normaliseRow(float* HWY_RESTRICT out, const float* HWY_RESTRICT in, const float* weight, int64_t weight_step,
+                  const float* bias, int64_t bias_step, int64_t length, float mean, float rstd) {
+  const hn::ScalableTag<float> d;
+  const auto lanes = static_cast<int64_t>(hn::Lanes(d));
+  const auto m = hn::Set(d, mean), r = hn::Set(d, rstd);
+  int64_t i = 0;
+  if (weight_step != 0 && bias_step != 0) {
+    for (; i + lanes <= length; i += lanes) {
+      const auto normalised = hn::Mul(hn::Sub(hn::LoadU(d, in + i), m), r);
+      hn::StoreU(hn::MulAdd(normalised, hn::LoadU(d, weight + i), hn::LoadU(d, bias + i)), d, out + i);
+    }
+  } else if (weight_step != 0) {
+    const auto b = hn::Set(d, *bias);
+    for (; i + lanes <= length; i += lanes) {
+      const auto normalised = hn::Mul(hn::Sub(hn::LoadU(d, in + i), m), r);
+      hn::StoreU(hn::MulAdd(normalised, hn::LoadU(d, weight + i), b), d, out + i);
+    }
+  } else {
+    const auto w = hn::Set(d, *weight);
+    const auto b = bias_step != 0 ? hn::Zero(d) : hn::Set(d, *bias);
+    for (; i + lanes <= length; i += lanes) {
+      const auto normalised = hn::Mul(hn::Sub(hn::LoadU(d, in + i), m), r);
+      const auto shift = bias_step != 0 ? hn::LoadU(d, bias + i) : b;
+      hn::StoreU(hn::MulAdd(normalised, w, shift), d, out + i);
+    }
+  }
+  for (; i < length; ++i) out[i] = (in[i] - mean) * rstd * weight[i * weight_step] + bias[i * bias_step];
+}
+
+template <Opcode op, typename T>
+void normKernel(const isa::Instruction& instruction, std::span<void* const> buffers) {
+  using C = ComputeType<T>;
+  constexpr size_t N = op == Opcode::kLayerNorm ? 4 : op == Opcode::kRmsNorm ? 3 : 2;
+  const isa::Operand& out = instruction.operands[0];
+  const int64_t length = out.rank == 0 ? 1 : out.shape[out.rank - 1];
+  const int64_t rows = length == 0 ? 0 : out.numel() / length;
+  const double eps = instruction.immediates[0];
+  const std::array<int64_t, N> step = rowSteps<N>(instruction);
+  const size_t grain = static_cast<size_t>(std::max<int64_t>(1, kRowSerialElements / std::max<int64_t>(1, length)));
+  rt::sim::parallelFor(static_cast<size_t>(rows), grain, [&](size_t begin, size_t end) {
+    for (size_t row = begin; row < end; ++row) {
+      const auto p = rowStarts<N>(instruction, buffers, static_cast<int64_t>(row));
+      const RowStatistics stats = statistics<op, T>(p[1], step[1], length, eps);
+      if constexpr (op == Opcode::kRowRstd) {
+        store<T>(p[0], static_cast<C>(stats.rstd));
+        continue;
+      } else {
+        const auto mean = static_cast<C>(stats.mean), rstd = static_cast<C>(stats.rstd);
+        constexpr size_t kBias = op == Opcode::kLayerNorm ? 3 : 2;  // rms_norm: the weight's step again, unread
+        if constexpr (std::is_same_v<T, float>) {
+          const bool weight_ok = step[2] == 0 || step[2] == sizeof(float);
+          const bool bias_ok = op == Opcode::kRmsNorm || step[kBias] == 0 || step[kBias] == sizeof(float);
+          if (step[0] == sizeof(float) && step[1] == sizeof(float) && weight_ok && bias_ok) {
+            static const float kZero = 0;
+            const float* bias = op == Opcode::kLayerNorm ? reinterpret_cast<const float*>(p[kBias]) : &kZero;
+            normaliseRow(reinterpret_cast<float*>(p[0]), reinterpret_cast<const float*>(p[1]),
+                         reinterpret_cast<const float*>(p[2]), step[2] / static_cast<int64_t>(sizeof(float)), bias,
+                         op == Opcode::kLayerNorm ? step[kBias] / static_cast<int64_t>(sizeof(float)) : 0, length,
+                         mean, rstd);
+            continue;
+          }
+        }
+        for (int64_t i = 0; i < length; ++i) {
+          C y = (load<T>(p[1] + i * step[1]) - mean) * rstd * load<T>(p[2] + i * step[2]);
+          if constexpr (op == Opcode::kLayerNorm) y += load<T>(p[kBias] + i * step[kBias]);
+          store<T>(p[0] + i * step[0], y);
+        }
+      }
+    }
+  });
+}
+
+}  // namespace
+
+void normOpKernel(const isa::Instruction& instruction, std::span<void* const> buffers) {
+  dispatchDType(instruction.operands[0].dtype, [&]<typename T>() {
+    if constexpr (isa::kFloatTypes.contains(dtypeOf<T>())) {
+      switch (instruction.opcode) {
+        case Opcode::kLayerNorm: return normKernel<Opcode::kLayerNorm, T>(instruction, buffers);
+        case Opcode::kRmsNorm: return normKernel<Opcode::kRmsNorm, T>(instruction, buffers);
+        case Opcode::kRowRstd: return normKernel<Opcode::kRowRstd, T>(instruction, buffers);
+        default: return;
+      }
+    }
+  });
+}
+
+}  // namespace pto::rt::sim::kernels::HWY_NAMESPACE
+HWY_AFTER_NAMESPACE();
+
+#if HWY_ONCE
+namespace pto::rt::sim::kernels {
+
+HWY_EXPORT(normOpKernel);
+
+void executeNorm(const isa::Instruction& instruction, std::span<void* const> buffers) {
+  HWY_DYNAMIC_DISPATCH(normOpKernel)(instruction, buffers);
+}
+
+}  // namespace pto::rt::sim::kernels
+#endif  // HWY_ONCE
