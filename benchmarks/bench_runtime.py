@@ -2,10 +2,13 @@
 
     python3 benchmarks/bench_runtime.py [--quick]
 
-Three measurements, each printed as a plain-text table:
+Four measurements, each printed as a plain-text table:
   1. per-op launch overhead: a.add_(1) on a 1-element tensor, pto vs CPU;
   2. host<->device copy bandwidth (pinned and pageable host memory) vs a host memcpy;
-  3. the caching allocator: torch.empty + del of mixed sizes, pto vs CPU.
+  3. the caching allocator: torch.empty + del of mixed sizes, pto vs CPU;
+  4. the simulated device's core hand-off: a parallelFor of two 1 us chunks vs an
+     OpenMP team, and the idle pool's CPU time (benchmarks/bench_parallel_for.cpp,
+     built with the C++ suites into build/cmake/tests/cpp).
 
 Every figure is the best of several timed repetitions after warm-up; pto timings
 end with torch.pto.synchronize() inside the timed region.
@@ -14,7 +17,9 @@ end with torch.pto.synchronize() inside the timed region.
 import argparse
 import ctypes
 import random
+import subprocess
 import time
+from pathlib import Path
 
 import numpy as np
 import torch
@@ -154,6 +159,19 @@ def bench_allocator(quick: bool) -> None:
     print("\n".join(notes))
 
 
+# 4. Core hand-off -------------------------------------------------------------------------
+
+PARALLEL_FOR_BENCH = Path(__file__).resolve().parent.parent / "build/cmake/tests/cpp/bench_parallel_for"
+
+
+def bench_core_handoff() -> None:
+    print("\n4. Core hand-off of the simulated device")
+    if not PARALLEL_FOR_BENCH.exists():
+        print(f"skipped: {PARALLEL_FOR_BENCH} is not built (cmake --build build/cmake --target bench_parallel_for)")
+        return
+    print(subprocess.run([str(PARALLEL_FOR_BENCH)], check=True, capture_output=True, text=True).stdout, end="")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="shorter run (no 1 GiB copies)")
@@ -165,6 +183,7 @@ def main() -> None:
     bench_launch(args.quick)
     bench_copies(args.quick)
     bench_allocator(args.quick)
+    bench_core_handoff()
     print(f"\ntotal time {time.perf_counter() - start:.1f} s")
 
 
