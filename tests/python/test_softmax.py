@@ -40,3 +40,16 @@ def test_extreme_rows():
                       [-float("inf")] * 3, [float("nan"), 1.0, 2.0]])
     for fn in (torch.softmax, torch.log_softmax):
         assert_close(fn(x.to("pto"), -1).cpu(), fn(x, -1), equal_nan=True)
+
+
+@pytest.mark.parametrize("length", [1, 15, 16, 17, 33, 100, 1000, 4099])
+def test_float32_rows_of_every_tail_length(length):
+    # A contiguous float32 row runs the vector kernels: full vectors, two at a time,
+    # then a partial one; extreme rows past the first vector take the same paths.
+    torch.manual_seed(length)
+    x = torch.randn(5, length) * 20
+    x[1, -1] = float("inf")
+    x[2, :] = -float("inf")
+    x[3, length // 2] = float("nan")
+    for fn in (torch.softmax, torch.log_softmax):
+        assert_close(fn(x.to("pto"), -1).cpu(), fn(x, -1), equal_nan=True)

@@ -28,9 +28,12 @@ namespace hn = hwy::HWY_NAMESPACE;
 using isa::Opcode;
 
 
-// A contiguous float32 row: max, then exp(x - max) written to out while summing
-// (one exp per element, Sleef's vector exp), then one scaling pass. The sums are
-// float vectors, as PyTorch's vectorised softmax keeps them.
+// A contiguous float32 row: max, then exp(x - max) summed (one exp per element,
+// Sleef's vector exp), then one pass writing softmax's exp(x - max) / sum or
+// log_softmax's (x - max) - log(sum). Softmax keeps its exps in out between the
+// passes; log_softmax has nothing to keep. The sums are float vectors, as
+// PyTorch's vectorised softmax keeps them.
+template <bool kLog>
 void softmaxRow(float* HWY_RESTRICT out, const float* HWY_RESTRICT in, int64_t length) {
   const hn::ScalableTag<float> d;
   const auto lanes = static_cast<int64_t>(hn::Lanes(d));
@@ -44,14 +47,16 @@ void softmaxRow(float* HWY_RESTRICT out, const float* HWY_RESTRICT in, int64_t l
   for (; i + 2 * lanes <= length; i += 2 * lanes) {
     const auto e0 = vectorExp(d, hn::Sub(hn::LoadU(d, in + i), shift));
     const auto e1 = vectorExp(d, hn::Sub(hn::LoadU(d, in + i + lanes), shift));
-    hn::StoreU(e0, d, out + i);
-    hn::StoreU(e1, d, out + i + lanes);
+    if constexpr (!kLog) {
+      hn::StoreU(e0, d, out + i);
+      hn::StoreU(e1, d, out + i + lanes);
+    }
     sum0 = hn::Add(sum0, e0);
     sum1 = hn::Add(sum1, e1);
   }
   for (; i + lanes <= length; i += lanes) {
     const auto e = vectorExp(d, hn::Sub(hn::LoadU(d, in + i), shift));
-    hn::StoreU(e, d, out + i);
+    if constexpr (!kLog) hn::StoreU(e, d, out + i);
     sum0 = hn::Add(sum0, e);
   }
   if (i < length) {  // the last partial vector, padded with -inf (whose exp adds 0)
@@ -59,14 +64,26 @@ void softmaxRow(float* HWY_RESTRICT out, const float* HWY_RESTRICT in, int64_t l
     std::fill(std::begin(rest), std::end(rest), -std::numeric_limits<float>::infinity());
     std::copy(in + i, in + length, rest);
     const auto e = vectorExp(d, hn::Sub(hn::Load(d, rest), shift));
-    hn::Store(e, d, rest);
-    std::copy(rest, rest + (length - i), out + i);
+    if constexpr (!kLog) {
+      hn::Store(e, d, rest);
+      std::copy(rest, rest + (length - i), out + i);
+    }
     sum1 = hn::Add(sum1, e);
   }
   const float sum = hn::GetLane(hn::SumOfLanes(d, hn::Add(sum0, sum1)));
-  const float scale = 1.0f / sum;
-  for (i = 0; i + lanes <= length; i += lanes) hn::StoreU(hn::Mul(hn::LoadU(d, out + i), hn::Set(d, scale)), d, out + i);
-  for (; i < length; ++i) out[i] *= scale;
+  if constexpr (kLog) {
+    // (x - max) - log(sum), in this order: x - (max + log(sum)) cancels badly.
+    const float log_sum = std::log(sum);
+    const auto log_sum_v = hn::Set(d, log_sum);
+    for (i = 0; i + lanes <= length; i += lanes) {
+      hn::StoreU(hn::Sub(hn::Sub(hn::LoadU(d, in + i), shift), log_sum_v), d, out + i);
+    }
+    for (; i < length; ++i) out[i] = (in[i] - max) - log_sum;
+  } else {
+    const float scale = 1.0f / sum;
+    for (i = 0; i + lanes <= length; i += lanes) hn::StoreU(hn::Mul(hn::LoadU(d, out + i), hn::Set(d, scale)), d, out + i);
+    for (; i < length; ++i) out[i] *= scale;
+  }
 }
 
 template <Opcode op, typename T>
@@ -82,9 +99,10 @@ void rowKernel(const isa::Instruction& instruction, std::span<void* const> buffe
     for (size_t row = begin; row < end; ++row) {
       const auto p = rowStarts<N>(instruction, buffers, static_cast<int64_t>(row));
       auto at = [&](size_t k, int64_t i) { return load<T>(p[k] + i * step[k]); };
-      if constexpr (std::is_same_v<T, float> && op == Opcode::kSoftmax) {
+      if constexpr (std::is_same_v<T, float> && (op == Opcode::kSoftmax || op == Opcode::kLogSoftmax)) {
         if (step[0] == sizeof(float) && step[1] == sizeof(float)) {
-          softmaxRow(reinterpret_cast<float*>(p[0]), reinterpret_cast<const float*>(p[1]), length);
+          softmaxRow<op == Opcode::kLogSoftmax>(reinterpret_cast<float*>(p[0]), reinterpret_cast<const float*>(p[1]),
+                                                length);
           continue;
         }
       }
