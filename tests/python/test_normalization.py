@@ -140,3 +140,16 @@ def test_layer_norm_gradients_match_cpu(dtype):
     torch.nn.functional.layer_norm(leaves[0], (33,), leaves[1], leaves[2], 1e-5).backward(grad.to("pto"))
     for leaf, reference in zip(leaves, (x, weight, bias)):
         assert_close(leaf.grad.cpu(), reference.grad)
+
+
+@pytest.mark.parametrize("offset", [1e4, -3e5])
+def test_layer_norm_of_rows_far_from_zero_keeps_their_variance(offset):
+    torch.manual_seed(0)
+    x = torch.randn(16, 1000) + offset  # a one-pass sum of squares would cancel here
+    x[3, 0] = offset + 40.0  # an outlier where the row's statistics start
+    reference = x.double()
+    mean = reference.mean(-1, keepdim=True)
+    rstd = ((reference - mean).pow(2).mean(-1, keepdim=True) + 1e-5).rsqrt()
+    _, actual_mean, actual_rstd = torch.native_layer_norm(x.to("pto"), (1000,), None, None, 1e-5)
+    assert_close(actual_mean.cpu().double(), mean, rtol=1e-6, atol=0)
+    assert_close(actual_rstd.cpu().double(), rstd, rtol=1e-4, atol=0)

@@ -1,9 +1,9 @@
 // The normalisation row instructions: tlayernorm, trmsnorm and trowrstd over the
-// last dimension. Each row's statistics take two passes over the row while it sits
-// in L1 (the sum, then the squared deviations from the mean: no cancellation as in
-// a one-pass sum of squares), then one pass normalises it. Statistics accumulate
-// in float32 vectors for float32 (blocks folded into double, as reduce.cpp's sums
-// are), in double otherwise; float16/bfloat16 normalise in float32, as PyTorch's
+// last dimension. A contiguous float32 row's statistics take one pass (sums of the
+// row shifted by its first element, and of their squares, in float32 vectors whose
+// blocks fold into doubles as reduce.cpp's sums do), then one pass normalises the
+// row while it sits in L1. Other rows take two passes in double (the mean, then the
+// squared deviations from it); float16/bfloat16 normalise in float32, as PyTorch's
 // CPU kernels do. Compiled once per vector target, chosen at run time (vector_target.h).
 #undef HWY_TARGET_INCLUDE
 #define HWY_TARGET_INCLUDE "runtime/sim/kernels/norm_ops.cpp"
@@ -25,39 +25,44 @@ namespace {
 namespace hn = hwy::HWY_NAMESPACE;
 using isa::Opcode;
 
-// Elements summed in float vectors before the block's total joins a double.
+// Elements summed in float vectors before the block's totals join doubles.
 constexpr int64_t kSumBlock = 4096;
 
-// sum(x), or with kSquares sum((x - centre)^2), over a contiguous float32 row.
-template <bool kSquares>
-double vectorSum(const float* HWY_RESTRICT in, int64_t length, float centre) {
+struct Moments {
+  double sum = 0;      // of x - shift
+  double squares = 0;  // of (x - shift)^2
+};
+
+// One pass over a contiguous float32 row: the sums of x - shift and of its squares,
+// in four vector chains. With shift the row's first element (near its mean, as any
+// element of an ordinary row is), var = squares / n - (sum / n)^2 loses no more than a
+// two-pass variance would; rms_norm passes shift = 0.
+Moments vectorMoments(const float* HWY_RESTRICT in, int64_t length, float shift) {
   const hn::ScalableTag<float> d;
   const auto lanes = static_cast<int64_t>(hn::Lanes(d));
-  const auto c = hn::Set(d, centre);
-  auto term = [&](const float* p) {
-    const auto v = hn::LoadU(d, p);
-    if constexpr (kSquares) {
-      const auto deviation = hn::Sub(v, c);
-      return hn::Mul(deviation, deviation);
-    } else {
-      return v;
-    }
-  };
-  double total = 0;
+  const auto c = hn::Set(d, shift);
+  Moments moments;
   for (int64_t block = 0; block < length; block += kSumBlock) {
     const int64_t end = std::min(length, block + kSumBlock);
-    auto sum0 = hn::Zero(d), sum1 = hn::Zero(d);
+    auto sum0 = hn::Zero(d), sum1 = hn::Zero(d), squares0 = hn::Zero(d), squares1 = hn::Zero(d);
     int64_t i = block;
     for (; i + 2 * lanes <= end; i += 2 * lanes) {
-      sum0 = hn::Add(sum0, term(in + i));
-      sum1 = hn::Add(sum1, term(in + i + lanes));
+      const auto v0 = hn::Sub(hn::LoadU(d, in + i), c), v1 = hn::Sub(hn::LoadU(d, in + i + lanes), c);
+      sum0 = hn::Add(sum0, v0);
+      sum1 = hn::Add(sum1, v1);
+      squares0 = hn::MulAdd(v0, v0, squares0);
+      squares1 = hn::MulAdd(v1, v1, squares1);
     }
-    for (; i + lanes <= end; i += lanes) sum0 = hn::Add(sum0, term(in + i));
-    float rest = 0;
-    for (; i < end; ++i) rest += kSquares ? (in[i] - centre) * (in[i] - centre) : in[i];
-    total += static_cast<double>(hn::GetLane(hn::SumOfLanes(d, hn::Add(sum0, sum1)))) + rest;
+    float sum_rest = 0, squares_rest = 0;
+    for (; i < end; ++i) {
+      const float v = in[i] - shift;
+      sum_rest += v;
+      squares_rest += v * v;
+    }
+    moments.sum += static_cast<double>(hn::GetLane(hn::SumOfLanes(d, hn::Add(sum0, sum1)))) + sum_rest;
+    moments.squares += static_cast<double>(hn::GetLane(hn::SumOfLanes(d, hn::Add(squares0, squares1)))) + squares_rest;
   }
-  return total;
+  return moments;
 }
 
 struct RowStatistics {
@@ -73,9 +78,13 @@ RowStatistics statistics(const char* in, int64_t step, int64_t length, double ep
   if constexpr (std::is_same_v<T, float>) {
     if (step == sizeof(float)) {
       const auto* x = reinterpret_cast<const float*>(in);
-      if constexpr (op != Opcode::kRmsNorm) mean = vectorSum<false>(x, length, 0) / n;
-      squares = vectorSum<true>(x, length, static_cast<float>(mean));
-      return {mean, 1.0 / std::sqrt(squares / n + eps)};
+      const float shift = op == Opcode::kRmsNorm ? 0.0f : x[0];
+      const Moments moments = vectorMoments(x, length, shift);
+      if constexpr (op == Opcode::kRmsNorm) return {0, 1.0 / std::sqrt(moments.squares / n + eps)};
+      const double centre = moments.sum / n;
+      const double spread = moments.squares / n - centre * centre;
+      const double variance = spread < 0 ? 0.0 : spread;  // rounding below 0; NaN stays NaN
+      return {shift + centre, 1.0 / std::sqrt(variance + eps)};
     }
   }
   if constexpr (op != Opcode::kRmsNorm) {
