@@ -592,6 +592,22 @@ def _layer_norm(lw: Lowerer, x, normalized_shape, weight, bias, eps):
     return lw.cast(out, x.dtype), mean, rstd
 
 
+@register(aten._fused_rms_norm.default)
+def _rms_norm(lw: Lowerer, x, normalized_shape, weight=None, eps=None):
+    """One trmsnorm for the output; the rstd beside it (read by nothing that
+    patterns.rewrite_rms_norm makes) as mean(x * x) + eps, rsqrt."""
+    if len(normalized_shape) != 1 or x.rank == 0 or not accepts("trmsnorm", x.dtype):
+        raise Unsupported("rms_norm over several dims or of this dtype")
+    eps = torch.finfo(x.dtype).eps if eps is None else eps
+    scale = lw.operand(1.0 if weight is None else weight, x.dtype, x.shape)
+    out = lw.emit("trmsnorm", lw.new(x.dtype, x.shape), x, scale, eps=eps)
+    square = lw.emit(instruction("mul"), lw.new(x.dtype, x.shape), x, x)
+    mean = reduce(lw, "tsum", square, [x.rank - 1], True, x.dtype, scale=1.0 / x.shape[-1])
+    shifted = lw.emit(instruction("add"), lw.new(x.dtype, mean.shape), mean, lw.operand(eps, x.dtype, mean.shape),
+                      alpha=1)
+    return out, lw.emit(instruction("rsqrt"), lw.new(x.dtype, mean.shape), shifted)
+
+
 # -- matrix products -------------------------------------------------------------------------
 def matmul(lw: Lowerer, a: View, b: View, dtype: torch.dtype) -> View:
     shape = a.shape[:-1] + b.shape[-1:]

@@ -6,6 +6,7 @@ temporary (after a GEMM, that temporary is a band of the GEMM's output rows).
 from __future__ import annotations
 
 import math
+import operator
 
 import torch
 
@@ -160,6 +161,77 @@ def rewrite_softmax(gm: torch.fx.GraphModule) -> int:
             softmax = gm.graph.call_function(aten._softmax.default, (x, dim, False))
         softmax.meta.update(node.meta)
         node.replace_all_uses_with(softmax)
+        for part in nodes:  # users before what they read
+            gm.graph.erase_node(part)
+        replaced += 1
+    if replaced:
+        gm.recompile()
+    return replaced
+
+
+def _rms_core(node) -> tuple | None:
+    """(x, eps, the pattern's nodes) where `node` is x * rsqrt(mean(x ** 2, -1, keepdim=True)
+    + eps) (either operand order), an RMS norm without its weight, else None."""
+    if not (isinstance(node, torch.fx.Node) and node.target is aten.mul.Tensor and len(node.args) == 2):
+        return None
+    for x, rsqrt in (node.args, node.args[::-1]):
+        if not (isinstance(x, torch.fx.Node) and isinstance(rsqrt, torch.fx.Node)
+                and rsqrt.target is aten.rsqrt.default):
+            continue
+        shifted = rsqrt.args[0]
+        if not (isinstance(shifted, torch.fx.Node) and shifted.target is aten.add.Tensor
+                and len(shifted.args) == 2 and shifted.kwargs.get("alpha", 1) == 1):
+            continue
+        mean, eps = shifted.args
+        if not (isinstance(mean, torch.fx.Node) and mean.target is aten.mean.dim and mean.args[2:3] == (True,)
+                and not mean.kwargs and isinstance(eps, (int, float)) and not isinstance(eps, bool)):
+            continue
+        square = mean.args[0]
+        if not (isinstance(square, torch.fx.Node) and square.target is aten.pow.Tensor_Scalar
+                and square.args[0] is x and _same_float32(square.args[1], 2.0)):
+            continue
+        val = x.meta.get("val")
+        if not (isinstance(val, torch.Tensor) and val.dtype in (torch.float32, torch.float64) and val.dim() > 0):
+            continue
+        if _single_dim(mean.args[1], val.dim()) != val.dim() - 1:
+            continue
+        return x, float(eps), [node, rsqrt, shifted, mean, square]
+    return None
+
+
+def rewrite_rms_norm(gm: torch.fx.GraphModule) -> int:
+    """Replaces each written-out RMS norm over the last dimension, x * rsqrt(mean(x ** 2)
+    + eps), times a weight of the row's length where one follows, whose intermediate
+    values nothing else reads, with aten._fused_rms_norm: one trmsnorm, a pass for the
+    row's mean square and one normalising it. float32/float64 only (a float16/bfloat16
+    norm is written with conversions around it). Returns how many were replaced."""
+    replaced = 0
+    for node in list(gm.graph.nodes):
+        match = _rms_core(node)
+        if match is None:
+            continue
+        x, eps, nodes = match
+        x_val = x.meta["val"]
+        weight, last = None, node
+        (user,) = node.users if len(node.users) == 1 else (None,)
+        if user is not None and user.target is aten.mul.Tensor and len(user.args) == 2:
+            other = user.args[1] if user.args[0] is node else user.args[0]
+            other_val = other.meta.get("val") if isinstance(other, torch.fx.Node) else None
+            if (isinstance(other_val, torch.Tensor) and other_val.dtype == x_val.dtype
+                    and tuple(other_val.shape) == (x_val.shape[-1],)):
+                weight, last = other, user
+                nodes = [user] + nodes
+        inside = set(nodes)
+        if any(u not in inside for part in nodes[1:] for u in part.users):
+            continue
+        args = (x, [int(x_val.shape[-1])], weight, eps)
+        with gm.graph.inserting_before(last):
+            fused = gm.graph.call_function(aten._fused_rms_norm.default, args)
+            result = gm.graph.call_function(operator.getitem, (fused, 0))
+        fused.meta["val"] = aten._fused_rms_norm.default(x_val, [int(x_val.shape[-1])],
+                                                         None if weight is None else weight.meta["val"], eps)
+        result.meta.update(last.meta)
+        last.replace_all_uses_with(result)
         for part in nodes:  # users before what they read
             gm.graph.erase_node(part)
         replaced += 1
