@@ -22,9 +22,10 @@ class InstructionFailure : public std::runtime_error {
 };
 
 // Elements of a tiled stage below which its tiles run on the calling core alone:
-// waking another core costs tens of microseconds, as long as a core takes for a
+// handing tiles to another core costs 1-3 microseconds
+// (benchmarks/bench_parallel_for.cpp), a fraction of what a core takes for a
 // fused row program over this many.
-constexpr int64_t kSerialStageElements = 1 << 17;
+constexpr int64_t kSerialStageElements = 1 << 15;
 
 // One thread's tile scratch, kept between tiles and launches.
 char* scratchOfThisThread(uint64_t bytes) {

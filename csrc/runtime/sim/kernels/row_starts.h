@@ -11,9 +11,10 @@
 
 namespace pto::rt::sim::kernels {
 
-// Elements below which a row op runs on the calling core alone: waking another
-// core costs tens of microseconds, as long as a core takes for this many.
-constexpr int64_t kRowSerialElements = 1 << 17;
+// Elements below which a row op runs on the calling core alone: handing a chunk
+// to another core costs 1-3 microseconds (benchmarks/bench_parallel_for.cpp), a
+// fraction of the ~15 a core takes for this many softmax elements.
+constexpr int64_t kRowSerialElements = 1 << 15;
 
 // Pointers to the start of row `row` of the first N operands, indexed by the output's shape.
 template <size_t N>
