@@ -132,6 +132,24 @@ bool elementsEqual(const char* a, const char* b) {
   return std::memcmp(a, b, sizeof(T)) == 0;
 }
 
+// Close to within a few units of T's precision, relative to the larger magnitude (or
+// to 1 below it), any NaN equal to any NaN: for the functions Sleef computes (1.0 to
+// 3.5 ulp) and the formulas built on them, whose vector form on a contiguous row and
+// scalar form elsewhere round apart, as PyTorch's vectorised and scalar CPU loops do;
+// a formula that cancels (1 + tanh(u) as u falls) magnifies that difference, so the
+// bound is loose in ulps and tight against the errors of a wrong kernel.
+template <typename T>
+bool elementsClose(const char* a, const char* b) {
+  if (elementIsNaN<T>(a) || elementIsNaN<T>(b)) return elementIsNaN<T>(a) && elementIsNaN<T>(b);
+  const double x = refLoad<T>(a), y = refLoad<T>(b);
+  if (x == y) return true;  // equal infinities too
+  double tolerance = 1e-12;
+  if constexpr (std::is_same_v<T, float>) tolerance = 2e-6;
+  else if constexpr (std::is_same_v<T, Half>) tolerance = 2e-3;
+  else if constexpr (std::is_same_v<T, BFloat16>) tolerance = 1.6e-2;
+  return std::abs(x - y) <= tolerance * std::max({1.0, std::abs(x), std::abs(y)});
+}
+
 // ---------------------------------------------------------------------------
 // Operands and their memory.
 // ---------------------------------------------------------------------------

@@ -362,9 +362,10 @@ def test_explain_transformer_block_has_no_fallback_node():
     assert isinstance(report.program, str) and report.program, report
 
 
-def test_explain_handwritten_softmax_is_one_fused_kernel():
+def test_explain_handwritten_softmax_is_one_softmax_instruction():
     (x,) = pto_leaves(CASES["handwritten_softmax"][1]())
     report = pypto_torch.explain(handwritten_softmax, x)
-    assert report.fused_stages == 1, report
+    instructions = [line for line in report.program.splitlines() if line.lstrip().startswith("t")]
+    assert len(instructions) == 1 and instructions[0].lstrip().startswith("tsoftmax "), report
     assert len(report.fallback_nodes) == 0, report
     assert isinstance(report.workspace_bytes, int) and report.workspace_bytes >= 0, report

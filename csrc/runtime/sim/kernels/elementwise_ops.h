@@ -85,10 +85,8 @@ inline C unaryOp(C x) {
   else if constexpr (op == Opcode::kTanh) return tanhOf(x);
   else if constexpr (op == Opcode::kSigmoid) return C(1) / (C(1) + expOf(-x));
   else if constexpr (op == Opcode::kSilu) return x / (C(1) + expOf(-x));
-  else if constexpr (op == Opcode::kGelu) {
-    if constexpr (std::is_same_v<C, float>) return x * normalCdfOf(x);
-    else return C(0.5) * x * (C(1) + std::erf(x * C(0.70710678118654752440)));
-  } else if constexpr (op == Opcode::kGeluTanh) {
+  else if constexpr (op == Opcode::kGelu) return x * normalCdfOf(x);
+  else if constexpr (op == Opcode::kGeluTanh) {
     const C inner = C(0.79788456080286535588) * (x + C(0.044715) * x * x * x);
     return C(0.5) * x * (C(1) + tanhOf(inner));
   } else if constexpr (op == Opcode::kErf) return std::erf(x);
