@@ -130,10 +130,16 @@ class PrimitiveCache {
         return found->second->second;
       }
     }
-    // Created outside the lock: other threads' GEMMs need not wait for this one.
+    // Created outside the cache's lock, so that other threads' GEMMs on cached shapes
+    // need not wait, but one at a time: two threads wanting the same new shape build
+    // it once, and oneDNN's code generation is never entered twice at once.
+    std::lock_guard creating(creation_mutex_);
+    {
+      std::lock_guard lock(mutex_);
+      if (auto found = index_.find(key); found != index_.end()) return found->second->second;
+    }
     std::shared_ptr<const GemmPrimitive> created = createPrimitive(key);
     std::lock_guard lock(mutex_);
-    if (auto found = index_.find(key); found != index_.end()) return found->second->second;
     entries_.emplace_front(key, created);
     index_.emplace(key, entries_.begin());
     if (entries_.size() > kCachedPrimitives) {
@@ -145,6 +151,7 @@ class PrimitiveCache {
 
  private:
   using Entry = std::pair<GemmKey, std::shared_ptr<const GemmPrimitive>>;
+  std::mutex creation_mutex_;  // taken before mutex_, never after it
   std::mutex mutex_;
   std::list<Entry> entries_;
   std::unordered_map<GemmKey, std::list<Entry>::iterator, GemmKeyHash> index_;
