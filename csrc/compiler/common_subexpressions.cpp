@@ -52,13 +52,7 @@ int eliminateCommonSubexpressions(isa::Program& program) {
     replaced_by[out] = original_out;
     removed[i] = true;
   }
-  std::vector<isa::Instruction> kept;
-  for (size_t i = 0; i < program.instructions.size(); ++i) {
-    if (!removed[i]) kept.push_back(std::move(program.instructions[i]));
-  }
-  const int count = static_cast<int>(program.instructions.size() - kept.size());
-  program.instructions = std::move(kept);
-  return count;
+  return removeInstructions(program, removed);
 }
 
 }  // namespace pto::compiler

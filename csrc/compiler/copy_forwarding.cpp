@@ -56,13 +56,7 @@ int forwardCopies(isa::Program& program) {
     }
     removed[i] = true;
   }
-  std::vector<isa::Instruction> kept;
-  for (size_t i = 0; i < program.instructions.size(); ++i) {
-    if (!removed[i]) kept.push_back(std::move(program.instructions[i]));
-  }
-  const int count = static_cast<int>(program.instructions.size() - kept.size());
-  program.instructions = std::move(kept);
-  return count;
+  return removeInstructions(program, removed);
 }
 
 }  // namespace pto::compiler

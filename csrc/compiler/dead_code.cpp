@@ -41,13 +41,19 @@ int eliminateDeadCode(isa::Program& program) {
     if (readsOutput(instruction)) read_later.insert(out);
     for (size_t k = 1; k < instruction.operands.size(); ++k) read_later.insert(instruction.operands[k].buffer);
   }
+  std::vector<bool> dead(live.size());
+  for (size_t i = 0; i < live.size(); ++i) dead[i] = !live[i];
+  return removeInstructions(program, dead);
+}
+
+int removeInstructions(isa::Program& program, const std::vector<bool>& removed) {
   std::vector<isa::Instruction> kept;
   for (size_t i = 0; i < program.instructions.size(); ++i) {
-    if (live[i]) kept.push_back(std::move(program.instructions[i]));
+    if (!removed[i]) kept.push_back(std::move(program.instructions[i]));
   }
-  const int removed = static_cast<int>(program.instructions.size() - kept.size());
+  const int count = static_cast<int>(program.instructions.size() - kept.size());
   program.instructions = std::move(kept);
-  return removed;
+  return count;
 }
 
 }  // namespace pto::compiler

@@ -40,6 +40,10 @@ std::vector<isa::Stage> fuse(const isa::Program& program);
 // by liveness over stages, inside outputs not yet written, else in the workspace.
 void planMemory(isa::ScheduledProgram& compiled, uint64_t tile_memory_bytes);
 
+// Removes the instructions flagged in `removed` (one flag per instruction), keeping
+// the others' order. Returns how many it removed.
+int removeInstructions(isa::Program& program, const std::vector<bool>& removed);
+
 // The instructions that write and read each buffer.
 struct BufferUses {
   std::vector<std::vector<int32_t>> writers, readers;  // per buffer, instruction indices

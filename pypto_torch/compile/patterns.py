@@ -82,6 +82,22 @@ def _tanh_gelu(node) -> tuple | None:
     return None
 
 
+def _read_elsewhere(nodes: list) -> bool:
+    """Whether a node outside a matched pattern reads one of its intermediate values
+    (nodes[0] is the pattern's result, the rest what it is computed from)."""
+    inside = set(nodes)
+    return any(user not in inside for part in nodes[1:] for user in part.users)
+
+
+def _replace(gm: torch.fx.GraphModule, nodes: list, replacement: torch.fx.Node) -> None:
+    """Gives the pattern's users (of nodes[0]) `replacement`, inserted before it, and
+    erases the pattern's nodes."""
+    replacement.meta.update(nodes[0].meta)
+    nodes[0].replace_all_uses_with(replacement)
+    for part in nodes:  # users before what they read
+        gm.graph.erase_node(part)
+
+
 def rewrite_tanh_gelu(gm: torch.fx.GraphModule) -> int:
     """Replaces each written-out tanh GELU whose intermediate values nothing else reads
     (a training forward saves some for its backward: those stay as they are) with
@@ -95,15 +111,11 @@ def rewrite_tanh_gelu(gm: torch.fx.GraphModule) -> int:
         val = x.meta.get("val")
         if isinstance(val, torch.Tensor) and not val.is_floating_point():
             continue
-        inside = set(nodes)
-        if any(user not in inside for part in nodes[1:] for user in part.users):
+        if _read_elsewhere(nodes):
             continue
         with gm.graph.inserting_before(node):
             gelu = gm.graph.call_function(aten.gelu.default, (x,), {"approximate": "tanh"})
-        gelu.meta.update(node.meta)
-        node.replace_all_uses_with(gelu)
-        for part in nodes:  # users before what they read
-            gm.graph.erase_node(part)
+        _replace(gm, nodes, gelu)
         replaced += 1
     if replaced:
         gm.recompile()
@@ -154,15 +166,11 @@ def rewrite_softmax(gm: torch.fx.GraphModule) -> int:
         if match is None:
             continue
         x, dim, nodes = match
-        inside = set(nodes)
-        if any(user not in inside for part in nodes[1:] for user in part.users):
+        if _read_elsewhere(nodes):
             continue
         with gm.graph.inserting_before(node):
             softmax = gm.graph.call_function(aten._softmax.default, (x, dim, False))
-        softmax.meta.update(node.meta)
-        node.replace_all_uses_with(softmax)
-        for part in nodes:  # users before what they read
-            gm.graph.erase_node(part)
+        _replace(gm, nodes, softmax)
         replaced += 1
     if replaced:
         gm.recompile()
@@ -221,8 +229,7 @@ def rewrite_rms_norm(gm: torch.fx.GraphModule) -> int:
                     and tuple(other_val.shape) == (x_val.shape[-1],)):
                 weight, last = other, user
                 nodes = [user] + nodes
-        inside = set(nodes)
-        if any(u not in inside for part in nodes[1:] for u in part.users):
+        if _read_elsewhere(nodes):
             continue
         args = (x, [int(x_val.shape[-1])], weight, eps)
         with gm.graph.inserting_before(last):
@@ -230,10 +237,7 @@ def rewrite_rms_norm(gm: torch.fx.GraphModule) -> int:
             result = gm.graph.call_function(operator.getitem, (fused, 0))
         fused.meta["val"] = aten._fused_rms_norm.default(x_val, [int(x_val.shape[-1])],
                                                          None if weight is None else weight.meta["val"], eps)
-        result.meta.update(last.meta)
-        last.replace_all_uses_with(result)
-        for part in nodes:  # users before what they read
-            gm.graph.erase_node(part)
+        _replace(gm, nodes, result)
         replaced += 1
     if replaced:
         gm.recompile()
