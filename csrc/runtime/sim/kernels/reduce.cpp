@@ -36,21 +36,8 @@ using isa::Opcode;
 // another core costs tens of microseconds, as long as reading a few MiB takes.
 constexpr int64_t kSerialElements = 1 << 19;
 
-// Elements of a contiguous run summed in float (blockSum) before the block's sum
-// moves up into double: each of blockSum's lanes adds a few hundred values.
-constexpr int64_t kRunBlock = 8192;
 // Input rows a column block folds into its float partial sums before they move up.
 constexpr int64_t kColumnBlockRows = 64;
-
-// The sum of a contiguous float32 run, cascaded: float vector sums over each block
-// of kRunBlock elements, the blocks' sums added in double.
-double cascadeSum(const float* values, int64_t length) {
-  double total = 0;
-  for (int64_t block = 0; block < length; block += kRunBlock) {
-    total += blockSum(values + block, std::min(kRunBlock, length - block));
-  }
-  return total;
-}
 
 // Column sums of float32 rows, cascaded: `rows` input rows (row r at rowAt(r),
 // `count` contiguous values) are folded kColumnBlockRows at a time into float
@@ -209,7 +196,7 @@ void reduceValues(const isa::Operand& out_op, const isa::Operand& in_op, std::sp
         }
         if constexpr (kFloatSum) {
           if (stride == sizeof(T)) {
-            lanes[0] += cascadeSum(reinterpret_cast<const float*>(run), inner.size);
+            lanes[0] += runSum(reinterpret_cast<const float*>(run), inner.size);
             continue;
           }
         }
