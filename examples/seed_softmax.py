@@ -18,7 +18,7 @@ def softmax_pypto(x, axis=-1):
     e = pypto.exp(x - x_max)
     return e / pypto.reduce_sum(e, axis=axis, keepdims=True)
 
-@pypto.kernel                          # compiled into one fused PTO program
+@pypto.kernel                          # compiled into one PTO program (one tsoftmax)
 def fused_softmax(x):
     return softmax_pypto(x)
 

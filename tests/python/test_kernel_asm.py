@@ -19,15 +19,30 @@ def softmax_by_hand(x):
     return e / e.sum(dim=-1, keepdim=True)
 
 
+def softmax_over_root_of_sum(x):
+    e = torch.exp(x - x.amax(dim=-1, keepdim=True))
+    return e / e.sum(dim=-1, keepdim=True).sqrt()
+
+
 def test_a_kernel_is_one_fused_program_and_matches_eager():
+    fused = kernel(softmax_over_root_of_sum)
+    x = torch.randn(64, 96, device="pto")
+    assert_close(fused(x).cpu(), softmax_over_root_of_sum(x.cpu()))
+    (graph,) = fused.graphs
+    (plan,) = graph.plans.values()
+    (program,) = plan.programs
+    assert program.program.fused_stages == 1 and plan.fallback_nodes == []
+    assert fused.__name__ == "softmax_over_root_of_sum"
+
+
+def test_a_softmax_written_by_hand_is_one_softmax_instruction():
     fused = kernel(softmax_by_hand)
     x = torch.randn(64, 96, device="pto")
     assert_close(fused(x).cpu(), torch.softmax(x.cpu(), -1))
     (graph,) = fused.graphs
     (plan,) = graph.plans.values()
     (program,) = plan.programs
-    assert program.program.fused_stages == 1 and plan.fallback_nodes == []
-    assert fused.__name__ == "softmax_by_hand"
+    assert program.program.instructions == 1 and "tsoftmax " in program.program.text
 
 
 def test_programs_are_cached_per_shape_unless_dynamic():
