@@ -1,0 +1,99 @@
+"""pytest plugin used by scripts/torch_suites.py (load it with -p torch_suites_plugin).
+
+It appends JSON lines to the file named by $TORCH_SUITES_EVENTS:
+  {"event": "started", "nodeid": ...}            before each test runs
+  {"event": "result", "nodeid": ..., "outcome": ..., "message": ...}   after it
+  {"event": "collect_error", "nodeid": ..., "message": ...}
+and deselects every nodeid listed (one a line) in $TORCH_SUITES_DONE, so that
+a pytest restarted after a crash or hang goes on where the last one stopped.
+Each line is one os.write on an O_APPEND descriptor: it is on disk even if the
+process dies right after.
+"""
+
+import json
+import os
+
+import pytest
+
+_fd = None
+_reports = {}
+
+
+def _emit(**record):
+    global _fd
+    if _fd is None:
+        path = os.environ["TORCH_SUITES_EVENTS"]
+        _fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+    os.write(_fd, (json.dumps(record) + "\n").encode())
+
+
+def _first_line(report):
+    """The first line of what went wrong (or of the skip reason)."""
+    longrepr = report.longrepr
+    if longrepr is None:
+        return ""
+    if isinstance(longrepr, tuple):  # skips: (path, lineno, reason)
+        text = str(longrepr[2])
+    else:
+        crash = getattr(longrepr, "reprcrash", None)
+        text = crash.message if crash is not None else str(longrepr)
+    text = text.strip().splitlines()[0] if text.strip() else ""
+    return text[:300]
+
+
+def pytest_collection_modifyitems(session, config, items):
+    done_path = os.environ.get("TORCH_SUITES_DONE")
+    if not done_path or not os.path.exists(done_path):
+        return
+    with open(done_path) as f:
+        done = {line.rstrip("\n") for line in f}
+    keep = [item for item in items if item.nodeid not in done]
+    dropped = [item for item in items if item.nodeid in done]
+    if dropped:
+        config.hook.pytest_deselected(items=dropped)
+        items[:] = keep
+
+
+def pytest_collectreport(report):
+    if report.failed:
+        _emit(event="collect_error", nodeid=report.nodeid, message=_first_line(report))
+
+
+def pytest_collection_finish(session):
+    _emit(event="collected", count=len(session.items))
+
+
+def pytest_runtest_logstart(nodeid, location):
+    _reports[nodeid] = []
+    _emit(event="started", nodeid=nodeid)
+
+
+def pytest_runtest_logreport(report):
+    _reports.setdefault(report.nodeid, []).append(report)
+
+
+def pytest_runtest_logfinish(nodeid, location):
+    reports = _reports.pop(nodeid, [])
+    failed = [r for r in reports if r.failed]
+    skipped = [r for r in reports if r.skipped]
+    if failed:
+        calls = [r for r in failed if r.when == "call"]
+        # a failing call is "failed"; a failing setup or teardown is "error"
+        outcome, report = ("failed", calls[0]) if calls else ("error", failed[0])
+        message = _first_line(report)
+    elif skipped:
+        outcome, report = "skipped", skipped[0]
+        message = _first_line(report)
+        if hasattr(report, "wasxfail"):
+            message = ("xfail " + report.wasxfail).strip()
+    else:
+        outcome, message = "passed", ""
+    _emit(event="result", nodeid=nodeid, outcome=outcome, message=message)
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_unconfigure(config):
+    global _fd
+    if _fd is not None:
+        os.close(_fd)
+        _fd = None
