@@ -143,3 +143,73 @@ def opinfo_tests(ops, dtypes, tolerance=lambda op, dtype: {}, gradient_tolerance
         SWEPT["gradient"][op_id(op)] = check_gradients(op, **(gradient_tolerance or {}))
 
     return forward, gradients
+
+
+def evenly_spaced(items: list, cap: int | None) -> list:
+    """At most `cap` of `items` (all when `cap` is None), spread evenly from the first
+    to the last: a bounded subset that is the same on every run and still reaches the
+    large and extremal inputs OpInfo lists after its small ones."""
+    if cap is None or len(items) <= cap:
+        return list(items)
+    if cap <= 1:
+        return list(items[:cap])
+    return [items[round(i * (len(items) - 1) / (cap - 1))] for i in range(cap)]
+
+
+def opinfo_tolerance(op, dtype, test_names, device_types=(None, "cpu")) -> dict:
+    """The tolerances (assert_close's rtol/atol) that `op`'s own OpInfo entry sets for
+    `dtype` in PyTorch's device-generic tests named `test_names` (TestCommon's
+    test_noncontiguous_samples, test_out ...), through toleranceOverride or
+    precisionOverride decorators for any device or for the CPU; {} (assert_close's
+    defaults for the dtype) where it sets none. The largest wins when several apply."""
+    from torch.testing._internal.common_device_type import precisionOverride, toleranceOverride
+
+    found = {}
+    for info in op.decorators:
+        if not any(info.is_active("TestCommon", name, device, dtype, {})
+                   for name in test_names for device in device_types):
+            continue
+        for decorator in info.decorators:
+            if isinstance(decorator, toleranceOverride) and dtype in decorator.d:
+                atol, rtol = decorator.d[dtype].atol, decorator.d[dtype].rtol
+            elif isinstance(decorator, precisionOverride) and dtype in decorator.d:
+                atol, rtol = decorator.d[dtype], 0.0
+            else:
+                continue
+            found = {"atol": max(atol, found.get("atol", 0.0)), "rtol": max(rtol, found.get("rtol", 0.0))}
+    if found:
+        # assert_close takes both or neither: the default of the other where one is 0.
+        from torch.testing._comparison import default_tolerances
+        default_rtol, default_atol = default_tolerances(torch.empty(0, dtype=dtype))
+        found = {"rtol": max(found["rtol"], default_rtol), "atol": max(found["atol"], default_atol)}
+    return found
+
+
+def copy_like(value, device, _memo=None):
+    """`value` with every tensor copied to `device` as it lies in memory: each storage
+    copied once, whole, and each tensor made again as the same view of it (sizes,
+    strides, offset). Views, expanded (overlapping) tensors and tensors that share
+    memory stay so, where a plain `.to()` makes each tensor a dense copy of its own
+    (OpInfo's error inputs pass an out= that overlaps an input; non-contiguous samples
+    stay non-contiguous). A copy on the CPU too: ops may write into their inputs.
+    Factory kwargs (`device="cpu"`) are pointed at `device`."""
+    memo = {} if _memo is None else _memo
+    if isinstance(value, torch.Tensor):
+        t = value.detach()
+        if t.layout != torch.strided or t.is_conj() or t.is_neg() or t.is_quantized \
+                or t.untyped_storage().nbytes() % t.element_size():
+            return t.clone() if device == "cpu" else t.to(device)
+        storage = t.untyped_storage()
+        key = (storage.data_ptr(), storage.nbytes(), t.dtype) if storage.nbytes() else id(t)
+        if key not in memo:
+            whole = torch.empty(0, dtype=t.dtype).set_(storage, 0, (storage.nbytes() // t.element_size(),), (1,))
+            memo[key] = whole.clone() if device == "cpu" else whole.to(device)
+        return memo[key].as_strided(t.size(), t.stride(), t.storage_offset())
+    if isinstance(value, torch.Size):
+        return value
+    if isinstance(value, (list, tuple)):
+        items = [copy_like(v, device, memo) for v in value]
+        return type(value)(*items) if hasattr(value, "_fields") else type(value)(items)
+    if isinstance(value, dict):
+        return {k: (device if k == "device" else copy_like(v, device, memo)) for k, v in value.items()}
+    return value
