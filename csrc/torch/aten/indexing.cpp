@@ -181,6 +181,22 @@ at::Tensor indexSelect(const at::Tensor& self, int64_t dim, const at::Tensor& in
   return indexSelectOut(self, dim, index, out);
 }
 
+namespace {
+
+// tiota over `out` in row-major order: directly into a vector, through a
+// contiguous range copied into out's shape otherwise.
+void writeRange(at::Tensor& out, double first, double step) {
+  if (out.dim() == 1) {
+    launchInstruction(isa::Opcode::kIota, out, {}, {first, step});
+    return;
+  }
+  at::Tensor range = at::empty({out.numel()}, out.options());
+  launchInstruction(isa::Opcode::kIota, range, {}, {first, step});
+  out.copy_(range.view(out.sizes()));
+}
+
+}  // namespace
+
 at::Tensor& arangeOut(const at::Scalar& start, const at::Scalar& end, const at::Scalar& step, at::Tensor& out) {
   const double first = start.toDouble(), last = end.toDouble(), stride = step.toDouble();
   const bool sane = stride != 0 && std::isfinite(first) && std::isfinite(last) &&
@@ -194,8 +210,18 @@ at::Tensor& arangeOut(const at::Scalar& start, const at::Scalar& end, const at::
     if (by == 0) return Fallback<ATEN_OP2(arange, start_out)>::call(start, end, step, out);
     count = (to - from + by - (by > 0 ? 1 : -1)) / by;
   }
-  at::native::resize_output(out, {count});
-  if (count > 0) launchInstruction(isa::Opcode::kIota, out, {}, {first, stride});
+  // As the CPU's arange: an out of another element count is resized to the range
+  // (with its warning); one of the same count keeps its shape and strides.
+  if (out.numel() != count) {
+    if (out.numel() > 0) {
+      TORCH_WARN("The number of elements in the out tensor of shape ", out.sizes(), " is ",
+                 out.numel(), " which does not match the computed number of elements ", count,
+                 ". Note that this may occur as a result of rounding error. "
+                 "The out tensor will be resized to a tensor of shape (", count, ",).");
+    }
+    out.resize_({count});
+  }
+  if (count > 0) writeRange(out, first, stride);
   return out;
 }
 
@@ -208,7 +234,9 @@ at::Tensor& linspaceOut(const at::Scalar& start, const at::Scalar& end, int64_t 
   if (out.scalar_type() != at::kFloat && out.scalar_type() != at::kDouble) {
     return Fallback<ATEN_OP2(linspace, out)>::call(start, end, steps, out);
   }
-  at::native::resize_output(out, {steps});
+  // As the CPU's linspace: resized only to another element count; otherwise written
+  // in out's own shape and strides, in row-major order.
+  if (out.numel() != steps) out.resize_({steps});
   if (steps <= 1) return steps == 1 ? out.fill_(start) : out;
   const bool wide = out.scalar_type() == at::kDouble;
   const double first = start.toDouble(), last = end.toDouble();
@@ -218,7 +246,7 @@ at::Tensor& linspaceOut(const at::Scalar& start, const at::Scalar& end, int64_t 
   const at::Tensor index = at::arange(steps, out.options().dtype(wide ? at::kDouble : at::kFloat));
   const at::Tensor up = at::mul(index, step).add_(first);
   const at::Tensor down = at::rsub(at::rsub(index, steps - 1).mul_(step), last);
-  return out.copy_(at::where(at::lt(index, steps / 2), up, down));
+  return out.copy_(at::where(at::lt(index, steps / 2), up, down).view(out.sizes()));
 }
 
 at::Tensor& indexAddOut(const at::Tensor& self, int64_t dim, const at::Tensor& index, const at::Tensor& source,

@@ -60,13 +60,15 @@ at::Tensor reshapeAlias(const at::Tensor& self, c10::SymIntArrayRef size, c10::S
                                     C10_AS_INTARRAYREF_SLOW(stride));
 }
 
-// Metadata as the CPU resize_ sets it; growing the storage goes through the
-// PrivateUse1 hooks, so new memory comes from the pto allocator.
+// Metadata as the CPU resize_ sets it: a tensor already of the size keeps its strides
+// (an out= view written in place stays that view), any other becomes contiguous.
+// Growing the storage goes through the PrivateUse1 hooks, so new memory comes from
+// the pto allocator.
 const at::Tensor& resize(const at::Tensor& self, c10::SymIntArrayRef size,
                          std::optional<c10::MemoryFormat> memory_format) {
   const auto sizes = C10_AS_INTARRAYREF_SLOW(size);
   at::TensorImpl* impl = self.unsafeGetTensorImpl();
-  impl->set_sizes_contiguous(sizes);
+  at::native::resize_impl_cpu_(impl, sizes, /*stride=*/std::nullopt, /*resize_storage=*/false);
   const size_t needed = (impl->numel() + impl->storage_offset()) * self.itemsize();
   if (impl->numel() > 0 && needed > self.storage().nbytes()) {
     at::native::resize_bytes_nocuda(self.storage(), c10::SymInt(static_cast<int64_t>(needed)));
