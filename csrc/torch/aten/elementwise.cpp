@@ -64,6 +64,21 @@ at::Tensor outputFor(const at::Tensor& out, const at::Tensor& like, c10::IntArra
   return out;
 }
 
+// An in-place op writes self: the broadcast shape must be self's own, as TensorIterator
+// requires (a CPU tensor never grows in place).
+void checkInplaceBroadcast(const at::Tensor& self, c10::IntArrayRef shape) {
+  TORCH_CHECK(self.sizes() == shape, "output with shape ", self.sizes(),
+              " doesn't match the broadcast shape ", shape);
+}
+
+// PyTorch's CPU kernels multiply and divide a float16/bfloat16 tensor by a scalar
+// operand (0-dim, of another dtype: a Python number) in float32, the scalar unrounded
+// (half(100) / 1e5 is 1e-3, not 100 / inf); the other binary ops round it to the dtype.
+bool scalarInFloat(Opcode opcode, at::ScalarType compute, const at::Tensor& other) {
+  return (opcode == Opcode::kMul || opcode == Opcode::kDiv) && at::isReducedFloatingType(compute) &&
+         other.dim() == 0 && other.scalar_type() != compute;
+}
+
 // Runs the instruction into `out`, through a temporary when out's dtype differs.
 void launchInto(Opcode opcode, const at::Tensor& out, at::ScalarType result,
                 std::initializer_list<at::Tensor> inputs, std::array<double, isa::kMaxImmediates> imm) {
@@ -75,7 +90,7 @@ void launchInto(Opcode opcode, const at::Tensor& out, at::ScalarType result,
   }
   at::Tensor temporary = at::empty(out.sizes(), out.options().dtype(result));
   launchInstruction(opcode, temporary, inputs, imm);
-  copyOnDevice(out, temporary);
+  out.copy_(temporary);  // copy_ converts to any dtype out may have, complex too
 }
 
 // Whether gelu (or its gradient) takes its tanh approximation, checking the argument as torch does.
@@ -113,10 +128,12 @@ at::Tensor binaryOp(Opcode opcode, Promotion promotion, const at::Tensor& self, 
   if (!accepts(opcode, compute)) return {};
   const at::ScalarType result = promotion == Promotion::kCompare ? at::kBool : compute;
   const std::vector<int64_t> shape = at::infer_size(self.sizes(), other.sizes());
+  if (out.defined() && out.is_same(self)) checkInplaceBroadcast(self, shape);
   const at::Tensor output = outputFor(out, self, shape, result, device);
-  const at::Tensor a = onDevice(self, compute, device).expand(shape);
-  const at::Tensor b = onDevice(other, compute, device).expand(shape);
-  launchInto(opcode, output, result, {a, b}, {alpha, 0.0});
+  const at::ScalarType launched = scalarInFloat(opcode, compute, other) ? at::kFloat : compute;
+  const at::Tensor a = onDevice(self, launched, device).expand(shape);
+  const at::Tensor b = onDevice(other, launched, device).expand(shape);
+  launchInto(opcode, output, promotion == Promotion::kCompare ? at::kBool : launched, {a, b}, {alpha, 0.0});
   return output;
 }
 

@@ -79,7 +79,7 @@ at::Tensor reduce(isa::Opcode opcode, const at::Tensor& self, at::OptionalIntArr
   }
   const at::Tensor spread = target.as_strided(self.sizes(), strides, target.storage_offset());
   launchInstruction(opcode, spread, {input}, {scale, 0.0});
-  if (!target.is_same(output)) copyOnDevice(output, target);
+  if (!target.is_same(output)) output.copy_(target);  // to any dtype out may have, complex too
   return output;
 }
 
