@@ -61,7 +61,8 @@ at::Tensor hardswishOf(const at::Tensor& x) { return at::mul(x, at::add(x, 3).cl
 at::Tensor hardswishBackward(const at::Tensor& grad, const at::Tensor& self) {
   const at::Tensor x = widened(self), g = widened(grad);
   const at::Tensor middle = at::mul(g, at::div(x, 3).add_(0.5));
-  const at::Tensor result = at::where(at::lt(x, -3), at::zeros({}, x.options()), at::where(at::le(x, 3), middle, g));
+  // The CPU's one-sided corners: 0 at -3, the incoming gradient at 3.
+  const at::Tensor result = at::where(at::le(x, -3), at::zeros({}, x.options()), at::where(at::lt(x, 3), middle, g));
   return result.to(grad.scalar_type());
 }
 

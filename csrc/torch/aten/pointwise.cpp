@@ -187,10 +187,14 @@ at::Tensor& softplusOut(const at::Tensor& self, const at::Scalar& beta, const at
 }
 
 at::Tensor& isposinfOut(const at::Tensor& self, at::Tensor& out) {
+  TORCH_CHECK(!self.is_complex(), "isposinf does not support complex inputs.");
+  TORCH_CHECK(out.scalar_type() == at::kBool, "isposinf does not support non-boolean outputs.");
   return assignPointwise(out, {self}, isInfinity(self, std::numeric_limits<double>::infinity()));
 }
 
 at::Tensor& isneginfOut(const at::Tensor& self, at::Tensor& out) {
+  TORCH_CHECK(!self.is_complex(), "isneginf does not support complex inputs.");
+  TORCH_CHECK(out.scalar_type() == at::kBool, "isneginf does not support non-boolean outputs.");
   return assignPointwise(out, {self}, isInfinity(self, -std::numeric_limits<double>::infinity()));
 }
 
@@ -269,9 +273,12 @@ at::Tensor& lerpInplace(at::Tensor& self, const at::Tensor& end, const at::Scala
   return self.copy_(lerpWide(self, end, weight));
 }
 
-// NaN is the one value unequal to itself; integers and bool have none.
+// NaN is the one value unequal to itself (a complex one has a NaN part); integers
+// and bool have none.
 at::Tensor isnan(const at::Tensor& self) {
-  if (!at::isFloatingType(self.scalar_type())) return at::zeros(self.sizes(), self.options().dtype(at::kBool));
+  if (!at::isFloatingType(self.scalar_type()) && !at::isComplexType(self.scalar_type())) {
+    return at::zeros(self.sizes(), self.options().dtype(at::kBool));
+  }
   return at::ne(self, self);
 }
 

@@ -132,8 +132,14 @@ at::Tensor logicalDim(const at::Tensor& self, int64_t dim, bool keepdim) {
   return r.defined() ? r : Fallback<Op>::call(self, dim, keepdim);
 }
 
+// An empty dim list reduces nothing (the CPU's rule for all/any; sum's empty list
+// means every dim): each element's truth, in the result dtype.
 template <isa::Opcode opcode, class Op>
 at::Tensor logicalDims(const at::Tensor& self, at::OptionalIntArrayRef dim, bool keepdim) {
+  if (dim && dim->empty()) {
+    const at::Tensor truth = at::ne(self, 0);
+    return self.scalar_type() == at::kByte ? truth.to(at::kByte) : truth;
+  }
   at::Tensor r = reduce(opcode, self, dim, keepdim, at::kBool,
                         self.scalar_type() == at::kByte ? at::kByte : at::kBool, {});
   return r.defined() ? r : Fallback<Op>::call(self, dim, keepdim);
