@@ -140,6 +140,26 @@ void viewFallback(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
   }
 }
 
+// torch's cpu_fallback puts new results on the first tensor argument's device: a CPU
+// scalar first (torch.tensor(2j) * z) would leave the result on the CPU. As on CUDA,
+// a result of an op with pto tensors is a pto tensor; results that alias an argument
+// (in-place, out=) stay where that argument is, and an op given a device (factories,
+// to) keeps the one it was given.
+void moveNewResultsTo(const c10::Device& device, const c10::FunctionSchema& schema, torch::jit::Stack* stack) {
+  for (const c10::Argument& argument : schema.arguments()) {
+    const auto optional = argument.type()->cast<c10::OptionalType>();
+    const c10::TypePtr& type = optional ? optional->getElementType() : argument.type();
+    if (type->kind() == c10::TypeKind::DeviceObjType) return;
+  }
+  const size_t count = schema.returns().size();
+  for (size_t i = 0; i < count; ++i) {
+    c10::IValue& value = (*stack)[stack->size() - count + i];
+    if (schema.returns()[i].alias_info() != nullptr || !value.isTensor()) continue;
+    const at::Tensor& result = value.toTensor();
+    if (result.defined() && result.is_cpu()) value = result.to(device);
+  }
+}
+
 }  // namespace
 
 FallbackMode fallbackMode() { return modeSetting().load(); }
@@ -178,6 +198,7 @@ void cpuFallback(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
   useDeviceGenerators(op, stack, device ? device->index() : -1);
   try {
     at::native::cpu_fallback(op, stack);
+    if (device) moveNewResultsTo(*device, schema, stack);
   } catch (const c10::Error& error) {
     rethrowNamingCapture(error, fullName(schema.operator_name()) + ", which has no native pto kernel and falls back to the CPU,");
   }
