@@ -78,9 +78,10 @@ if torch._C._get_privateuse1_backend_name() != "pto":
     torch.utils.generate_methods_for_privateuse1_backend(for_storage=True)
     quiet_tensor_printing(torch)
 
-from pypto_torch import distributed  # noqa: E402
+from pypto_torch import distributed, sharing  # noqa: E402
 
 distributed.register()
+sharing.register()
 
 __all__ = [
     *api.__all__,  # the seed-style pypto API (pypto.exp, pypto.Context ...)
