@@ -44,8 +44,11 @@ build/.deps-installed: requirements.txt requirements-apt.txt scripts/install-dep
 # incremental CMake build is all it takes: _C is built straight into the package.
 build: deps build/.editable-installed
 	cmake --build $(BUILD)
+# -v: pip then shows CMake's and Ninja's progress ([n/N] per file), the several
+# minutes a first build takes on 2 cores.
 build/.editable-installed: setup.py pyproject.toml CMakeLists.txt
-	$(PYTHON) -m pip install -q --disable-pip-version-check --no-build-isolation -e .
+	@echo "building pypto_torch's native extension with CMake (a first build takes minutes; its progress follows)"
+	$(PYTHON) -m pip install -v --disable-pip-version-check --no-build-isolation -e .
 	@touch $@
 
 test-cpp: build

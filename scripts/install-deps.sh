@@ -18,4 +18,5 @@ if ((${#missing[@]})); then
   DEBIAN_FRONTEND=noninteractive $sudo_cmd apt-get install -y -qq "${missing[@]}"
 fi
 
-python3 -m pip install -q --disable-pip-version-check -r requirements.txt
+echo "installing Python packages (requirements.txt)"
+python3 -m pip install --disable-pip-version-check -r requirements.txt
