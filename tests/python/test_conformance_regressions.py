@@ -1,0 +1,216 @@
+"""Where PyTorch's device-generic suites found pto disagreeing with the CPU (issue 20):
+each case run on both devices, the pto result compared with the CPU's."""
+
+import warnings
+
+import pytest
+import torch
+from torch.testing import assert_close
+
+
+def on_both(make):
+    """make(device) on the CPU and on pto; the pto result brought back to the CPU."""
+    cpu, pto = make("cpu"), make("pto")
+    if isinstance(pto, (tuple, list)):
+        return type(cpu)(cpu), type(pto)(t.cpu() for t in pto)
+    return cpu, pto.cpu()
+
+
+def narrow_out(device, dtype=torch.float32):
+    """A (2, 3) base and its non-contiguous (2, 2) view, the out= of the cases below."""
+    base = torch.zeros(2, 3, device=device, dtype=dtype)
+    return base, base.narrow(1, 1, 2)
+
+
+@pytest.mark.parametrize("factory", [
+    lambda out: torch.arange(0, 4, out=out),
+    lambda out: torch.arange(4.0, 0.0, -1.0, out=out),
+    lambda out: torch.linspace(0, 3, 4, out=out),
+    lambda out: torch.logspace(0, 3, 4, out=out),
+    lambda out: torch.logspace(0, 3, 4, base=2.0, out=out),
+], ids=["arange", "arange-descending", "linspace", "logspace", "logspace-base2"])
+def test_factory_into_a_non_contiguous_out_keeps_its_shape(factory):
+    def run(device):
+        base, out = narrow_out(device)
+        returned = factory(out)
+        assert returned.data_ptr() == out.data_ptr() and returned.stride() == (3, 1)
+        return base
+
+    cpu, pto = on_both(run)
+    assert_close(pto, cpu, rtol=0, atol=0)
+
+
+def test_arange_into_an_out_of_another_count_is_resized_with_the_cpus_warning():
+    for device in ("cpu", "pto"):
+        out = torch.zeros(2, 3, device=device)
+        with pytest.warns(UserWarning, match="does not match the computed number of elements 3"):
+            torch.arange(0, 3, out=out)
+        assert out.shape == (3,) and out.cpu().tolist() == [0, 1, 2]
+
+
+def test_range_into_a_non_contiguous_out():
+    def run(device):
+        base, out = narrow_out(device)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", UserWarning)  # torch.range is deprecated
+            torch.range(0, 3, out=out)
+        return base
+
+    cpu, pto = on_both(run)
+    assert_close(pto, cpu, rtol=0, atol=0)
+
+
+@pytest.mark.parametrize("op", [torch.max, torch.min], ids=["max", "min"])
+def test_max_min_over_a_dim_into_non_contiguous_outs(op):
+    def run(device):
+        values_base, values = narrow_out(device)
+        indices_base, indices = narrow_out(device, torch.long)
+        source = torch.tensor([[3.0, 1.0, 4.0, 1.0], [5.0, 9.0, 2.0, 6.0]], device=device)
+        op(source, 1, out=(values[:, 0], indices[:, 0]))
+        op(source, 1, keepdim=True, out=(values[:, 1:], indices[:, 1:]))
+        return values_base, indices_base
+
+    (cpu_values, cpu_indices), (pto_values, pto_indices) = on_both(run)
+    assert_close(pto_values, cpu_values, rtol=0, atol=0)
+    assert_close(pto_indices, cpu_indices, rtol=0, atol=0)
+
+
+def test_resize_to_the_same_size_keeps_a_views_strides():
+    for device in ("cpu", "pto"):
+        view = torch.zeros(2, 3, device=device).t()
+        view.resize_(3, 2)
+        assert view.stride() == (1, 3)
+
+
+@pytest.mark.parametrize("reduce", [torch.sum, torch.mean, torch.prod], ids=["sum", "mean", "prod"])
+def test_complex_reductions_keep_nan(reduce):
+    cpu, pto = on_both(lambda d: reduce(torch.tensor([1 + 1j, complex(float("nan"), 0)], device=d)))
+    assert torch.isnan(pto).item() and torch.isnan(cpu).item()
+    assert_close(pto, cpu, equal_nan=True)
+
+
+def test_isnan_of_complex():
+    values = [1 + 1j, complex(float("nan"), 0), complex(0, float("nan")), complex(float("inf"), 1)]
+    cpu, pto = on_both(lambda d: torch.isnan(torch.tensor(values, device=d)))
+    assert pto.tolist() == cpu.tolist() == [False, True, True, False]
+
+
+@pytest.mark.parametrize("op", [torch.all, torch.any], ids=["all", "any"])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.uint8, torch.bool], ids=str)
+def test_all_any_over_an_empty_dim_list_reduce_nothing(op, dtype):
+    def run(device):
+        x = torch.tensor([[0, 2, 1], [1, 0, 0]], device=device).to(dtype)
+        return op(x, dim=[]), op(x, dim=[], keepdim=True)
+
+    cpu, pto = on_both(run)
+    for got, expected in zip(pto, cpu):
+        assert got.dtype == expected.dtype and got.shape == expected.shape
+        assert_close(got, expected, rtol=0, atol=0)
+
+
+@pytest.mark.parametrize("out_dtype", [torch.complex64, torch.complex128], ids=str)
+@pytest.mark.parametrize("types", [(torch.int16, torch.int32), (torch.float32, torch.float32),
+                                   (torch.float64, torch.int64)], ids=str)
+def test_binary_op_into_a_complex_out(types, out_dtype):
+    def run(device):
+        a = torch.tensor([1, -2, 3], dtype=types[0], device=device)
+        b = torch.tensor([4, 5, -6], dtype=types[1], device=device)
+        out = torch.empty(3, dtype=out_dtype, device=device)
+        torch.add(a, b, out=out)
+        return out
+
+    cpu, pto = on_both(run)
+    assert_close(pto, cpu, rtol=0, atol=0)
+
+
+def test_reduction_into_a_complex_out():
+    def run(device):
+        out = torch.empty((), dtype=torch.complex64, device=device)
+        return torch.sum(torch.tensor([1, 2, 3], dtype=torch.int32, device=device), 0, out=out)
+
+    cpu, pto = on_both(run)
+    assert_close(pto, cpu, rtol=0, atol=0)
+
+
+@pytest.mark.parametrize("inplace", [
+    lambda self, other: self.add_(other),
+    lambda self, other: self.mul_(other),
+    lambda self, other: self.pow_(other),
+    lambda self, other: self.sub_(other, alpha=2),
+    lambda self, other: self.addcmul_(other, other),
+], ids=["add_", "mul_", "pow_", "sub_", "addcmul_"])
+def test_inplace_op_refuses_to_broadcast_self(inplace):
+    for device in ("cpu", "pto"):
+        self = torch.ones(2, device=device)
+        with pytest.raises(RuntimeError, match=r"output with shape \[2\] doesn't match the broadcast shape \[2, 2\]"):
+            inplace(self, torch.ones(2, 1, device=device))
+        assert self.shape == (2,) and self.cpu().tolist() == [1.0, 1.0]
+
+
+def test_hardswish_gradient_at_its_corners():
+    def run(device):
+        x = torch.tensor([-3.5, -3.0, -1.0, 0.0, 3.0, 3.5], device=device, requires_grad=True)
+        torch.nn.functional.hardswish(x).sum().backward()
+        return x.grad
+
+    cpu, pto = on_both(run)
+    assert_close(pto, cpu, rtol=0, atol=0)
+
+
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16], ids=str)
+@pytest.mark.parametrize("case", [
+    lambda x: x / 1e5, lambda x: x * 1e-5, lambda x: x * 100000, lambda x: x / torch.tensor(1e5),
+    lambda x: x.mul(1e5), lambda x: x.clone().div_(1e5),
+], ids=["div", "mul", "mul-int", "div-0dim", "mul-method", "div_"])
+def test_reduced_precision_mul_div_by_a_scalar_keep_the_cpus_float_intermediate(dtype, case):
+    """half(100) / 1e5 is 1e-3 on the CPU (the scalar stays a float32), not 100 / inf."""
+    cpu, pto = on_both(lambda d: case(torch.tensor([100.0, 1e-3, -7.5, 0.0], dtype=dtype, device=d)))
+    assert_close(pto, cpu, rtol=0, atol=0)
+
+
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16], ids=str)
+def test_reduced_precision_add_rounds_the_scalar_as_the_cpu_does(dtype):
+    cpu, pto = on_both(lambda d: torch.tensor([2048.0, 256.0], dtype=dtype, device=d) + 1.00049)
+    assert_close(pto, cpu, rtol=0, atol=0)
+
+
+def test_cpu_scalar_first_gives_a_pto_result():
+    z = torch.tensor([1 + 1j, 2j], device="pto")
+    product = torch.tensor(2 + 0j) * z
+    assert product.device.type == "pto"
+    assert_close(product.cpu(), torch.tensor(2 + 0j) * z.cpu())
+    assert (torch.tensor(3.0) * torch.ones(2, device="pto")).device.type == "pto"
+
+
+@pytest.mark.parametrize("op", [torch.isposinf, torch.isneginf], ids=["isposinf", "isneginf"])
+def test_isposinf_isneginf_refuse_a_non_bool_out(op):
+    for device in ("cpu", "pto"):
+        with pytest.raises(RuntimeError, match="does not support non-boolean outputs"):
+            op(torch.tensor([1.0], device=device), out=torch.empty(1, device=device))
+        with pytest.raises(RuntimeError, match="does not support complex inputs"):
+            op(torch.tensor([1j], device=device), out=torch.empty(1, dtype=torch.bool, device=device))
+
+
+def test_a_pto_tensor_on_a_spawn_queue_raises_at_put(python):
+    """Until pto memory can be shared between processes, put() refuses at once: the
+    queue's feeder thread would otherwise drop the item and the consumer wait for ever."""
+    result = python("""
+        import torch, torch.multiprocessing as mp
+        queue = mp.get_context("spawn").Queue()
+        for item in (torch.ones(3, device="pto"), [1, {"x": torch.ones(1, device="pto")}]):
+            try:
+                queue.put(item)
+                print("accepted")
+            except RuntimeError as error:
+                print("raised:", error)
+        reader, writer = mp.Pipe()
+        try:
+            writer.send(torch.ones(2, device="pto"))
+        except RuntimeError as error:
+            print("pipe raised:", error)
+        queue.put(torch.ones(2))
+        print("cpu tensor:", queue.get(timeout=60).tolist())
+    """)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.count("raised: a pto tensor cannot be sent to another process") == 3, result.stdout
+    assert "accepted" not in result.stdout and "cpu tensor: [1.0, 1.0]" in result.stdout
