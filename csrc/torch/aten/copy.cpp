@@ -15,6 +15,7 @@
 
 #include "../captured_graph.h"
 #include "../device.h"
+#include "../dtype_map.h"
 #include "../pto_check.h"
 #include "elementwise.h"
 #include "instruction_launch.h"
@@ -65,12 +66,30 @@ at::Tensor part(const at::Tensor& complex, int64_t index) {
   return at::view_as_real(complex).select(-1, index);
 }
 
+// t viewed as the signed integer type of its width: the same bytes in a dtype PTO
+// has, for moving a dtype it lacks (uint16/32/64, float8, complex32) unconverted.
+at::Tensor asSignedOfWidth(const at::Tensor& t) {
+  switch (t.itemsize()) {
+    case 1: return t.view(at::kChar);
+    case 2: return t.view(at::kShort);
+    case 4: return t.view(at::kInt);
+    default: return t.view(at::kLong);
+  }
+}
+
 // dst <- src on one pto device, both without math bits, of any dtypes: PTO has no
 // complex dtype, so complex tensors move as their real and imaginary parts, with
 // CPU's conversions (a real part alone to a real type; nonzero when either part is).
+// A dtype PTO lacks moves as the integers of its width when nothing converts, and
+// through the CPU's conversion when something does.
 void convertOnDevice(const at::Tensor& dst, const at::Tensor& src) {
   if (dst.numel() == 0) return;
-  if (!dst.is_complex() && !src.is_complex()) {
+  const bool foreign = !ptoDType(dst.scalar_type()) || !ptoDType(src.scalar_type());
+  if (foreign && dst.scalar_type() == src.scalar_type() && dst.itemsize() <= 8) {
+    copyOnDevice(asSignedOfWidth(dst), asSignedOfWidth(src));
+  } else if (foreign) {
+    dst.copy_(src.cpu().to(dst.scalar_type()));
+  } else if (!dst.is_complex() && !src.is_complex()) {
     copyOnDevice(dst, src);
   } else if (dst.is_complex() && src.is_complex()) {
     copyOnDevice(part(dst, 0), part(src, 0));
