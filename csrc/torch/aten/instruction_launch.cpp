@@ -1,5 +1,6 @@
 #include "instruction_launch.h"
 
+#include <algorithm>
 #include <vector>
 
 #include "../device.h"
@@ -58,15 +59,88 @@ struct Launch {
   }
 };
 
+void launchOnce(isa::Opcode opcode, const std::vector<at::Tensor>& operands,
+                std::array<double, isa::kMaxImmediates> immediates) {
+  Launch launch(opcode, immediates);
+  for (const at::Tensor& operand : operands) launch.bind(operand, operands.front());
+  launch.onStreamOf(operands.front());
+}
+
+// The operands (output first, all of one shape) with the dimensions they all walk as
+// one merged, as TensorIterator coalesces: a dimension of size 1 goes, and one whose
+// stride in every operand is its inner neighbour's stride times that neighbour's size
+// joins it. A row instruction keeps its last dimension, the row, apart.
+std::vector<at::Tensor> coalesced(const std::vector<at::Tensor>& operands, bool keep_last) {
+  const at::Tensor& out = operands.front();
+  const int64_t rank = out.dim();
+  std::vector<int64_t> sizes;
+  std::vector<std::vector<int64_t>> strides(operands.size());
+  auto joins_inner = [&](int64_t d) {  // dimension d merges into the one merged last
+    for (size_t i = 0; i < operands.size(); ++i) {
+      if (operands[i].stride(d) != strides[i].back() * sizes.back()) return false;
+    }
+    return true;
+  };
+  for (int64_t d = rank - 1; d >= 0; --d) {
+    const bool row = keep_last && d == rank - 1;
+    if (out.size(d) == 1 && !row) continue;
+    if (!sizes.empty() && !(keep_last && sizes.size() == 1) && joins_inner(d)) {
+      sizes.back() *= out.size(d);
+      continue;
+    }
+    sizes.push_back(out.size(d));
+    for (size_t i = 0; i < operands.size(); ++i) strides[i].push_back(operands[i].stride(d));
+  }
+  std::reverse(sizes.begin(), sizes.end());
+  std::vector<at::Tensor> views;
+  for (size_t i = 0; i < operands.size(); ++i) {
+    std::reverse(strides[i].begin(), strides[i].end());
+    views.push_back(operands[i].as_strided(sizes, strides[i], operands[i].storage_offset()));
+  }
+  return views;
+}
+
+// Operands of a rank above PTO's (torch allows 64): merged where they can be; still
+// above it, the instruction runs once per index of a dimension each output element
+// has its own of (the output's stride is not 0: not one a reduction folds; a row
+// instruction's row is never one). Every other instruction keeps its operands, and
+// the verifier names the rank.
+void launchAnyRank(isa::Opcode opcode, const std::vector<at::Tensor>& operands,
+                   std::array<double, isa::kMaxImmediates> immediates) {
+  const at::Tensor& out = operands.front();
+  const isa::InstructionInfo& info = isa::info(opcode);
+  const bool same_shape = std::all_of(operands.begin(), operands.end(),
+                                      [&](const at::Tensor& t) { return t.sizes() == out.sizes(); });
+  const bool mergeable = info.has(isa::Property::SameShape) &&
+      (info.has(isa::Property::Elementwise) || info.has(isa::Property::Reduction) || info.has(isa::Property::RowOp));
+  if (out.dim() <= isa::kMaxRank || !same_shape || !mergeable) {
+    launchOnce(opcode, operands, immediates);
+    return;
+  }
+  const bool row = info.has(isa::Property::RowOp);
+  const std::vector<at::Tensor> merged = coalesced(operands, row);
+  const at::Tensor& merged_out = merged.front();
+  int64_t split = 0;
+  while (split < merged_out.dim() - (row ? 1 : 0) && merged_out.stride(split) == 0) ++split;
+  if (merged_out.dim() <= isa::kMaxRank || split == merged_out.dim() - (row ? 1 : 0)) {
+    launchOnce(opcode, merged, immediates);
+    return;
+  }
+  std::vector<at::Tensor> slice(merged.size());
+  for (int64_t index = 0; index < merged_out.size(split); ++index) {
+    for (size_t i = 0; i < merged.size(); ++i) slice[i] = merged[i].select(split, index);
+    launchAnyRank(opcode, slice, immediates);
+  }
+}
+
 }  // namespace
 
 void launchInstruction(isa::Opcode opcode, const at::Tensor& out,
                        std::initializer_list<at::Tensor> inputs,
                        std::array<double, isa::kMaxImmediates> immediates) {
-  Launch launch(opcode, immediates);
-  launch.bind(out, out);
-  for (const at::Tensor& input : inputs) launch.bind(input, out);
-  launch.onStreamOf(out);
+  std::vector<at::Tensor> operands{out};
+  operands.insert(operands.end(), inputs.begin(), inputs.end());
+  launchAnyRank(opcode, operands, immediates);
 }
 
 void launchReversedMove(const at::Tensor& out, const at::Tensor& in, std::bitset<isa::kMaxRank> reversed) {

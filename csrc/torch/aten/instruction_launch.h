@@ -15,6 +15,8 @@ namespace pto::backend {
 // Launches `opcode` with `out` as output and `inputs` as inputs, all pto tensors
 // of one device with out's shape (broadcast inputs with expand()), on the current
 // stream of that device. Throws with the verifier's message if they do not fit.
+// Operands of a rank above PTO's limit are merged or sliced to fit where the
+// instruction allows it (see launchAnyRank).
 void launchInstruction(isa::Opcode opcode, const at::Tensor& out,
                        std::initializer_list<at::Tensor> inputs,
                        std::array<double, isa::kMaxImmediates> immediates = {});

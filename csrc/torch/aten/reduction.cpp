@@ -66,7 +66,10 @@ at::Tensor reduce(isa::Opcode opcode, const at::Tensor& self, at::OptionalIntArr
   }
   if (output.numel() == 0) return output;
   at::Tensor target = output.scalar_type() == stored ? output : at::empty(result_shape, output.options().dtype(stored));
-  const at::Tensor input = self.scalar_type() == compute ? self : self.to(compute);
+  // Above PTO's rank a contiguous input lets the launch merge the folded dimensions
+  // (launchInstruction), however self's were laid out.
+  const at::Tensor converted = self.scalar_type() == compute ? self : self.to(compute);
+  const at::Tensor input = self.dim() > isa::kMaxRank ? converted.contiguous() : converted;
   // The output seen at the input's shape: stride 0 along every reduced dimension.
   std::vector<int64_t> strides(self.dim());
   for (int64_t d = 0, j = 0; d < self.dim(); ++d) {
