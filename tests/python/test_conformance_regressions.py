@@ -16,6 +16,12 @@ def on_both(make):
     return cpu, pto.cpu()
 
 
+def same_bytes(a, b):
+    """Whether two CPU tensors of one shape and dtype hold the same bytes (NaNs too)."""
+    return a.shape == b.shape and a.dtype == b.dtype and \
+        torch.equal(a.contiguous().view(torch.uint8), b.contiguous().view(torch.uint8))
+
+
 def narrow_out(device, dtype=torch.float32):
     """A (2, 3) base and its non-contiguous (2, 2) view, the out= of the cases below."""
     base = torch.zeros(2, 3, device=device, dtype=dtype)
@@ -214,3 +220,67 @@ def test_a_pto_tensor_on_a_spawn_queue_raises_at_put(python):
     assert result.returncode == 0, result.stderr
     assert result.stdout.count("raised: a pto tensor cannot be sent to another process") == 3, result.stdout
     assert "accepted" not in result.stdout and "cpu tensor: [1.0, 1.0]" in result.stdout
+
+
+@pytest.mark.parametrize("view_dtype", [torch.uint32, torch.int32, torch.uint16, torch.float16, torch.uint8,
+                                        torch.uint64, torch.float64, torch.complex64], ids=str)
+@pytest.mark.parametrize("layout", ["contiguous", "permuted", "expanded", "sliced"])
+def test_view_as_another_dtype_reads_the_same_bytes(view_dtype, layout):
+    """A view in another dtype (one PTO lacks too: uint16/32/64) read back to the CPU
+    holds the bytes the CPU view of the same tensor holds."""
+    base = torch.arange(1.0, 1 + 4 * 4 * 64).view(4, 4, 64) * 0.37
+    make = {"contiguous": lambda t: t, "permuted": lambda t: t.permute(1, 0, 2),
+            "expanded": lambda t: t[:1, :, :1].expand(5, 4, 64), "sliced": lambda t: t[1::2, 1:, 4:36]}[layout]
+    cpu, pto = make(base), make(base.to("pto"))
+    if cpu.stride(-1) != 1 and view_dtype.itemsize != cpu.itemsize:
+        return  # torch refuses it on both (test_view_dtype_new checks that message)
+    expected = cpu.view(view_dtype) if view_dtype.itemsize == cpu.itemsize else cpu.contiguous().view(view_dtype)
+    got = pto.view(view_dtype)
+    assert got.shape == expected.shape and got.stride() == cpu.view(view_dtype).stride()
+    assert same_bytes(got.cpu(), expected)
+
+
+@pytest.mark.parametrize("dtype", [torch.uint16, torch.uint32, torch.uint64, torch.float8_e4m3fn,
+                                   torch.float8_e5m2], ids=str)
+def test_dtypes_pto_lacks_move_and_convert_as_on_the_cpu(dtype):
+    """No PTO instruction holds these dtypes: strided copies move their bytes as integers
+    of the same width, conversions go through the CPU's."""
+    source = torch.tensor([[0.0, 1.0, 2.0], [3.0, 4.0, 5.0]]).to(dtype)
+    on_pto = source.to("pto")
+    assert same_bytes(on_pto.t().cpu(), source.t())
+    assert same_bytes(on_pto.t().contiguous().cpu(), source.t())
+    assert torch.equal(on_pto.t().to(torch.float32).cpu(), source.t().to(torch.float32))
+    assert same_bytes(on_pto.to(torch.float32).t().to(dtype).cpu(), source.t())
+    picked = torch.index_select(on_pto, 0, torch.tensor([1, 0], device="pto"))
+    assert same_bytes(picked.cpu(), source.flip(0))
+
+
+HIGH_RANK_LAYOUTS = {
+    "size-1 dims": lambda: torch.randn((1,) * 9 + (3,)),
+    "contiguous rank 10": lambda: torch.randn((2,) * 10),
+    "rank 25 (CUDA's limit)": lambda: torch.randn((1,) * 12 + (2,) + (1,) * 12),
+    "permuted rank 12": lambda: torch.randn((2,) * 12).permute(11, 0, 10, 1, 9, 2, 8, 3, 7, 4, 6, 5),
+    "sliced rank 10": lambda: torch.randn((2,) * 9 + (4,))[..., ::2],
+}
+
+
+@pytest.mark.parametrize("layout", list(HIGH_RANK_LAYOUTS))
+def test_ranks_above_ptos_limit_of_8(layout):
+    """torch allows 64 dims on the CPU and 25 on CUDA: the launch merges the dims all
+    operands walk as one, and runs what stays above 8 once per index of an outer dim."""
+    torch.manual_seed(0)
+    x = HIGH_RANK_LAYOUTS[layout]()
+    y = torch.randn(x.shape)
+    px, py = x.to("pto"), y.to("pto")
+    assert torch.equal((px + py).cpu(), x + y)
+    assert torch.equal((px * 2).cpu(), x * 2)
+    assert torch.equal(torch.isclose(px, py).cpu(), torch.isclose(x, y))
+    assert torch.equal(px.clone().cpu(), x.clone()) and torch.equal(px.contiguous().cpu(), x.contiguous())
+    # Two float32 sums of n terms in any orders differ by at most 2 * gamma_n * sum|x|
+    # (Higham's bound for each, gamma_n = n u / (1 - n u)); a sum of two is exact.
+    n, u = x.numel(), 2.0 ** -24
+    bound = 2 * n * u / (1 - n * u) * x.abs().sum().item()
+    assert_close(px.sum().cpu(), x.sum(), rtol=0, atol=bound)
+    assert torch.equal(px.sum(0).cpu(), x.sum(0))
+    assert torch.equal(px.amax(-1).cpu(), x.amax(-1)) and torch.equal(px.argmax().cpu(), x.argmax())
+    assert_close(px.softmax(-1).cpu(), x.softmax(-1))
