@@ -284,3 +284,22 @@ def test_ranks_above_ptos_limit_of_8(layout):
     assert torch.equal(px.sum(0).cpu(), x.sum(0))
     assert torch.equal(px.amax(-1).cpu(), x.amax(-1)) and torch.equal(px.argmax().cpu(), x.argmax())
     assert_close(px.softmax(-1).cpu(), x.softmax(-1))
+
+
+@pytest.mark.parametrize("dtype", [torch.complex64, torch.complex128, torch.complex32], ids=str)
+def test_strided_complex_copies_on_the_device(dtype):
+    """Complex tensors move as their real parts (test_index_copy's non-contiguous
+    complex128 copies once recursed without end here)."""
+    source = torch.randn(4, 5, dtype=torch.complex64).to(dtype)
+    on_pto = source.to("pto")
+    assert same_bytes(on_pto.t().contiguous().cpu(), source.t().contiguous())
+    target = torch.zeros(5, 8, dtype=dtype, device="pto")
+    target[:, ::2] = on_pto.t()
+    expected = torch.zeros(5, 8, dtype=dtype)
+    expected[:, ::2] = source.t()
+    assert same_bytes(target.cpu(), expected)
+    if dtype == torch.complex32:
+        return  # the CPU has no index_copy_ for it
+    index = torch.tensor([3, 0, 1], device="pto")
+    copied = torch.zeros(5, 5, dtype=dtype, device="pto")[:, ::1].t().index_copy_(0, index, on_pto[:3])
+    assert same_bytes(copied.cpu(), torch.zeros(5, 5, dtype=dtype).t().index_copy_(0, index.cpu(), source[:3]))

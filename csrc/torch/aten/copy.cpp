@@ -80,12 +80,13 @@ at::Tensor asSignedOfWidth(const at::Tensor& t) {
 // dst <- src on one pto device, both without math bits, of any dtypes: PTO has no
 // complex dtype, so complex tensors move as their real and imaginary parts, with
 // CPU's conversions (a real part alone to a real type; nonzero when either part is).
-// A dtype PTO lacks moves as the integers of its width when nothing converts, and
-// through the CPU's conversion when something does.
+// A real dtype PTO lacks moves as the integers of its width when nothing converts,
+// and through the CPU's conversion when something does.
 void convertOnDevice(const at::Tensor& dst, const at::Tensor& src) {
   if (dst.numel() == 0) return;
-  const bool foreign = !ptoDType(dst.scalar_type()) || !ptoDType(src.scalar_type());
-  if (foreign && dst.scalar_type() == src.scalar_type() && dst.itemsize() <= 8) {
+  auto lacks = [](const at::Tensor& t) { return !t.is_complex() && !ptoDType(t.scalar_type()); };
+  const bool foreign = lacks(dst) || lacks(src);
+  if (foreign && dst.scalar_type() == src.scalar_type()) {
     copyOnDevice(asSignedOfWidth(dst), asSignedOfWidth(src));
   } else if (foreign) {
     dst.copy_(src.cpu().to(dst.scalar_type()));
