@@ -165,7 +165,9 @@ bool isCurrentStreamCapturing(c10::DeviceIndex device) {
 }
 
 void rethrowNamingCapture(const c10::Error& error, const std::string& what) {
-  if (captureStatus(currentStream(currentDevice())) != PTO_CAPTURE_STATUS_INVALIDATED) throw error;
+  // Rethrown as caught (a c10::IndexError stays Python's IndexError): callers are
+  // catch blocks, and `throw error` would slice it to a plain c10::Error.
+  if (captureStatus(currentStream(currentDevice())) != PTO_CAPTURE_STATUS_INVALIDATED) throw;
   TORCH_CHECK(false, what, " cannot be captured in a PTOGraph; the capture is invalidated.\n",
               error.what_without_backtrace());
 }

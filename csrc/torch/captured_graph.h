@@ -70,7 +70,8 @@ c10::MempoolId_t graphPoolHandle();
 bool isCurrentStreamCapturing(c10::DeviceIndex device);
 
 // When a call from the torch glue was refused because the current stream
-// captures, rethrows `error` saying what was attempted (`what`); else rethrows it as is.
+// captures, rethrows `error` saying what was attempted (`what`); else rethrows it as is,
+// of its own type. Call it only from the catch block that caught `error`.
 [[noreturn]] void rethrowNamingCapture(const c10::Error& error, const std::string& what);
 
 }  // namespace pto::backend
