@@ -303,3 +303,38 @@ def test_strided_complex_copies_on_the_device(dtype):
     index = torch.tensor([3, 0, 1], device="pto")
     copied = torch.zeros(5, 5, dtype=dtype, device="pto")[:, ::1].t().index_copy_(0, index, on_pto[:3])
     assert same_bytes(copied.cpu(), torch.zeros(5, 5, dtype=dtype).t().index_copy_(0, index.cpu(), source[:3]))
+
+
+INDEX_ERRORS = {
+    "list into a dimension of size 0": (lambda x: x.new_empty(10, 0)[:, [0, 1]], "for dimension with size 0"),
+    "CPU index past the end": (lambda x: x[torch.tensor([10])], "index 10 is out of bounds for dimension 0 with size 10"),
+    "CPU index before the start": (lambda x: x[torch.tensor([-11])], "index -11 is out of bounds"),
+    "second CPU index": (lambda x: x[torch.tensor([1, 2]), torch.tensor([0, 5])], "index 5 is out of bounds for dimension 1"),
+    "setitem with a CPU index": (lambda x: x.__setitem__(torch.tensor([1, 11]), 1.0), "index 11 is out of bounds"),
+    "index_fill with a CPU index": (lambda x: x.index_fill(0, torch.tensor([12]), 1.0), "index 12 is out of bounds"),
+    "empty index list": (lambda x: torch.ops.aten.index.Tensor(x, []), "at least one index must be provided"),
+    "float index": (lambda x: x[x.new_empty(0)], "tensors used as indices must be long"),
+    "indices that do not broadcast": (lambda x: x[[0, 1], [0, 1, 2]], "shape mismatch"),
+    "mask of another shape": (lambda x: x[torch.tensor([True], device=x.device)], "mask"),
+}
+
+
+@pytest.mark.parametrize("case", list(INDEX_ERRORS))
+def test_indexing_errors_the_host_can_see_are_the_cpus_index_errors(case):
+    """Raised at the call with the CPU's IndexError. The values of an index already on
+    the device (a pto tensor, or a Python list, which torch puts on self's device) are
+    checked by the kernel and raise at the next synchronising call, as CUDA asserts."""
+    make, message = INDEX_ERRORS[case]
+    for device in ("cpu", "pto"):
+        with pytest.raises(IndexError, match=message):
+            make(torch.zeros(10, 4, device=device))
+    assert torch.equal((torch.ones(3, device="pto") * 2).cpu(), torch.full((3,), 2.0))
+
+
+def test_index_fill_takes_a_cpu_index_and_refuses_a_complex_value():
+    cpu, pto = on_both(lambda d: torch.zeros(5, 3, device=d).index_fill(0, torch.tensor([1, -1]), 1.0))
+    assert torch.equal(pto, cpu)
+    for device in ("cpu", "pto"):
+        for dtype in (torch.float32, torch.bool, torch.int64):
+            with pytest.raises(RuntimeError, match="Converting complex Scalar to non-complex type"):
+                torch.zeros(2, 2, dtype=dtype, device=device).index_fill_(1, torch.tensor([0], device=device), 1 + 1j)

@@ -166,6 +166,7 @@ std::optional<AdvancedIndex> advancedIndex(const at::Tensor& self, const c10::Li
         (mask && index->sizes() != self.sizes().slice(consumed, taken))) {
       return std::nullopt;
     }
+    if (!mask) checkIndexOnHost(*index, consumed, self.size(consumed));
     consumed += taken;
     moved.push_back(index->to(self.device()));
   }
@@ -209,6 +210,18 @@ void checkIndexingOverlap(const at::Tensor& out, const at::Tensor& self,
 }
 
 }  // namespace
+
+void checkIndexOnHost(const at::Tensor& index, int64_t dim, int64_t size) {
+  if (index.numel() == 0) return;
+  TORCH_CHECK_INDEX(size > 0, "index is out of bounds for dimension with size 0");
+  if (!index.is_cpu()) return;
+  const at::Tensor values = index.to(at::kLong).contiguous();
+  const int64_t* value = values.const_data_ptr<int64_t>();
+  for (int64_t i = 0; i < values.numel(); ++i) {
+    TORCH_CHECK_INDEX(value[i] >= -size && value[i] < size, "index ", value[i], " is out of bounds for dimension ",
+                      dim, " with size ", size);
+  }
+}
 
 // The coordinates of self's nonzero elements, counted first on the host.
 at::Tensor& nonzeroOut(const at::Tensor& self, at::Tensor& out) {

@@ -3,12 +3,19 @@
 // element offsets of several (see AdvancedIndex); take and put_ are the same over
 // the flattened tensor. Boolean masks become indices through tnonzero, whose row
 // count is read on the host: a sync, as on CUDA. An index out of range fails the
-// kernel that meets it, and the next synchronising call raises, naming it.
+// kernel that meets it, and the next synchronising call raises, naming it (as CUDA
+// asserts on the device); an index the host holds (a CPU tensor, a Python list) is
+// checked at the call instead, with the CPU's IndexError.
 #pragma once
 
 #include <ATen/ATen.h>
 
 namespace pto::backend {
+
+// The CPU's IndexError where the host can tell: any index into a dimension of size 0,
+// and a value outside [-size, size) of an index tensor on the host (one pass over it).
+// The values of an index on the device are the kernel's to check, as on CUDA.
+void checkIndexOnHost(const at::Tensor& index, int64_t dim, int64_t size);
 
 // The coordinates of self's nonzero elements, counted first on the host.
 at::Tensor& nonzeroOut(const at::Tensor& self, at::Tensor& out);

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "../dtype_map.h"
+#include "advanced_indexing.h"
 #include "composite.h"
 #include "fallback.h"
 #include "instruction_launch.h"
@@ -322,10 +323,15 @@ at::Tensor& indexFillScalar(at::Tensor& self, int64_t dim, const at::Tensor& ind
   TORCH_CHECK(index.dim() <= 1, "index_fill_(): Index is supposed to be a vector");
   TORCH_CHECK(index.scalar_type() == at::kLong || index.scalar_type() == at::kInt,
               "index_fill_(): Expected dtype int32/int64 for index");
+  TORCH_CHECK(self.is_complex() || !value.isComplex(),
+              "index_fill_(): Converting complex Scalar to non-complex type is not supported");
   at::assert_no_overlap(self, index);
   if (self.dim() == 0 || index.numel() == 0) return self.dim() == 0 && index.numel() > 0 ? self.fill_(value) : self;
   const int64_t axis = at::maybe_wrap_dim(dim, self.dim());
-  return self.scatter_(axis, positionsAlong(index, axis, self.sizes(), self.size(axis)), value);
+  checkIndexOnHost(index, axis, self.size(axis));
+  // An index on the CPU is allowed, as on CUDA: it moves to self's device.
+  const at::Tensor positions = positionsAlong(index.to(self.device()), axis, self.sizes(), self.size(axis));
+  return self.scatter_(axis, positions, value);
 }
 
 at::Tensor& indexFillTensor(at::Tensor& self, int64_t dim, const at::Tensor& index, const at::Tensor& value) {
