@@ -338,3 +338,9 @@ def test_index_fill_takes_a_cpu_index_and_refuses_a_complex_value():
         for dtype in (torch.float32, torch.bool, torch.int64):
             with pytest.raises(RuntimeError, match="Converting complex Scalar to non-complex type"):
                 torch.zeros(2, 2, dtype=dtype, device=device).index_fill_(1, torch.tensor([0], device=device), 1 + 1j)
+
+
+def test_nonzero_refuses_an_out_on_another_device():
+    with pytest.raises(RuntimeError, match="on the same device"):
+        torch.nonzero(torch.ones(3, device="pto"), out=torch.empty([], dtype=torch.long))
+    assert torch.nonzero(torch.tensor([0.0, 2.0, 3.0], device="pto")).cpu().flatten().tolist() == [1, 2]

@@ -225,6 +225,9 @@ void checkIndexOnHost(const at::Tensor& index, int64_t dim, int64_t size) {
 
 // The coordinates of self's nonzero elements, counted first on the host.
 at::Tensor& nonzeroOut(const at::Tensor& self, at::Tensor& out) {
+  // CUDA's check: a CPU out, even 0-dim, is not written from the device.
+  TORCH_CHECK(out.device() == self.device(), "expected self and out to be on the same device, but got out on ",
+              out.device(), " and self on ", self.device());
   if (!accepts(isa::Opcode::kNonzero, self.scalar_type()) || out.scalar_type() != at::kLong ||
       out.device() != self.device() || self.dim() > isa::kMaxRank) {
     return Fallback<ATEN_OP2(nonzero, out)>::call(self, out);
