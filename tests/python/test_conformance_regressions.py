@@ -344,3 +344,25 @@ def test_nonzero_refuses_an_out_on_another_device():
     with pytest.raises(RuntimeError, match="on the same device"):
         torch.nonzero(torch.ones(3, device="pto"), out=torch.empty([], dtype=torch.long))
     assert torch.nonzero(torch.tensor([0.0, 2.0, 3.0], device="pto")).cpu().flatten().tolist() == [1, 2]
+
+
+def test_mode_with_out_runs_on_pto():
+    """torch.mode's out= form is a composite that names its devices; on pto it runs the
+    CPU's kernel through the fallback (it said "mode only supports CPU, CUDA and XPU")."""
+    x = torch.tensor([[1.0, 2.0, 2.0], [3.0, 3.0, 1.0]])
+    values, indices = torch.empty(0, device="pto"), torch.empty(0, dtype=torch.long, device="pto")
+    torch.mode(x.to("pto"), 1, out=(values, indices))
+    expected = torch.mode(x, 1)
+    assert torch.equal(values.cpu(), expected.values) and torch.equal(indices.cpu(), expected.indices)
+    for device in ("cpu", "pto"):
+        with pytest.raises(RuntimeError, match="expected scalar type 'Float' but got 'Long' for values"):
+            torch.mode(x.to(device), 1, out=(torch.empty(0, dtype=torch.long, device=device),
+                                               torch.empty(0, dtype=torch.long, device=device)))
+
+
+@pytest.mark.parametrize("op", [torch.var, torch.std, torch.var_mean, torch.std_mean],
+                         ids=["var", "std", "var_mean", "std_mean"])
+def test_variance_warns_when_no_degrees_of_freedom_remain(op):
+    for device in ("cpu", "pto"):
+        with pytest.warns(UserWarning, match="degrees of freedom is <= 0"):
+            op(torch.ones(3, 2, device=device), dim=-1, correction=2)

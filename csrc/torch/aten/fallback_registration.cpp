@@ -9,4 +9,10 @@ TORCH_LIBRARY_IMPL(_, PrivateUse1, m) {
   m.fallback(torch::CppFunction::makeFromBoxedFunction<&cpuFallback>());
 }
 
+// Composite kernels that name the devices they run on ("mode only supports CPU,
+// CUDA and XPU"): on pto they take the fallback too, which runs the CPU's.
+TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
+  m.impl("mode.values", torch::CppFunction::makeFromBoxedFunction<&cpuFallback>());
+}
+
 }  // namespace pto::backend

@@ -31,11 +31,15 @@ Layout layoutOf(const at::Tensor& input, c10::SymIntArrayRef normalized_shape) {
 
 // sum((x - mean)^2) / (n - correction) over `dim`; undefined for non-float input.
 at::Tensor variance(const at::Tensor& self, at::OptionalIntArrayRef dim, const std::optional<at::Scalar>& correction,
-                    bool keepdim) {
+                    bool keepdim, const char* op) {
   if (!at::isFloatingType(self.scalar_type())) return {};
   const at::Tensor x = widened(self);
   const int64_t count = reducedCount(self, dim);
   const double divisor = static_cast<double>(count) - (correction ? correction->toDouble() : 1.0);
+  if (divisor <= 0) {
+    TORCH_WARN(op, "(): degrees of freedom is <= 0. Correction should be strictly less than the "
+               "reduction factor (input numel divided by output numel).");
+  }
   const at::OptionalIntArrayRef dims = dim && !dim->empty() ? dim : std::nullopt;
   const at::Tensor centered = count > 0 ? x - x.mean(dims, /*keepdim=*/true) : x;
   const at::Tensor squares = (centered * centered).sum(dims, keepdim);
@@ -144,14 +148,14 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> layerNormBackward(
 
 at::Tensor var(const at::Tensor& self, at::OptionalIntArrayRef dim, const std::optional<at::Scalar>& correction,
                bool keepdim) {
-  at::Tensor r = variance(self, dim, correction, keepdim);
+  at::Tensor r = variance(self, dim, correction, keepdim, "var");
   return r.defined() ? r
                      : Fallback<ATEN_OP2(var, correction)>::call(self, dim, correction, keepdim);
 }
 
 at::Tensor& varOut(const at::Tensor& self, at::OptionalIntArrayRef dim, const std::optional<at::Scalar>& correction,
                    bool keepdim, at::Tensor& out) {
-  at::Tensor r = variance(self, dim, correction, keepdim);
+  at::Tensor r = variance(self, dim, correction, keepdim, "var");
   if (!r.defined()) {
     return Fallback<ATEN_OP2(var, correction_out)>::call(self, dim, correction, keepdim, out);
   }
@@ -160,14 +164,14 @@ at::Tensor& varOut(const at::Tensor& self, at::OptionalIntArrayRef dim, const st
 
 at::Tensor stddev(const at::Tensor& self, at::OptionalIntArrayRef dim, const std::optional<at::Scalar>& correction,
                   bool keepdim) {
-  at::Tensor r = variance(self, dim, correction, keepdim);
+  at::Tensor r = variance(self, dim, correction, keepdim, "std");
   return r.defined() ? r.sqrt()
                      : Fallback<ATEN_OP2(std, correction)>::call(self, dim, correction, keepdim);
 }
 
 at::Tensor& stddevOut(const at::Tensor& self, at::OptionalIntArrayRef dim, const std::optional<at::Scalar>& correction,
                       bool keepdim, at::Tensor& out) {
-  at::Tensor r = variance(self, dim, correction, keepdim);
+  at::Tensor r = variance(self, dim, correction, keepdim, "std");
   if (!r.defined()) {
     return Fallback<ATEN_OP2(std, correction_out)>::call(self, dim, correction, keepdim, out);
   }
