@@ -26,7 +26,9 @@ goes to FILE.log beside --out (or in the temporary folder), not the console.
 Printed at the end, one row a file: CPU passed, pto passed, pto failed
 (failed or error), pto-only failures (the pto copy failed, errored, crashed or
 hung while its CPU twin passed), crashes and hangs.  --out gets every test's
-outcome and first message line, and the pto-only failures.
+outcome and first message line, for failures a "detail" (the error lines of
+the traceback, or for a crash the fatal error and innermost Python frames from
+the log), and the pto-only failures.
 """
 
 import argparse
@@ -83,6 +85,20 @@ def read_new_lines(path, offset):
     return records, offset + end
 
 
+def crash_detail(log_path, start):
+    """Python's fatal-error line and the innermost frames faulthandler printed
+    in the log after offset start, e.g. 'Fatal Python error: Segmentation fault'."""
+    with open(log_path, errors="replace") as f:
+        f.seek(start)
+        text = f.read()
+    fatal = re.search(r"Fatal Python error: .*", text)
+    if not fatal:
+        return ""
+    current = text.find("Current thread", fatal.end())
+    frames = re.findall(r'^  File "(?:.*/)?([^/"]+)", line (\d+) in (\S+)', text[current:], re.M)
+    return "\n".join([fatal.group(0)] + [f"{f}:{n} in {fn}" for f, n, fn in frames[:3]])
+
+
 def run_file(test_dir, name, args, log_dir):
     """Run one test file to the end, restarting pytest after crashes and hangs."""
     work = tempfile.mkdtemp(prefix="torch_suites_")
@@ -108,6 +124,7 @@ def run_file(test_dir, name, args, log_dir):
             open(events, "w").close()
             log.write(f"\n===== attempt {attempt}, {len(results)} tests already recorded\n")
             log.flush()
+            log_start = log.tell()
             proc = subprocess.Popen(cmd, cwd=work, env=env, stdout=log, stderr=subprocess.STDOUT,
                                     start_new_session=True)
             started, collected, offset = None, False, 0
@@ -123,7 +140,8 @@ def run_file(test_dir, name, args, log_dir):
                         elif rec["event"] == "started":
                             started = rec["nodeid"]
                         elif rec["event"] == "result":
-                            results[rec["nodeid"]] = {"outcome": rec["outcome"], "message": rec["message"]}
+                            results[rec["nodeid"]] = {k: rec[k] for k in ("outcome", "message", "detail")
+                                                      if k in rec}
                             started = None
                         elif rec["event"] == "collect_error":
                             notes.append(f"collection error {rec['nodeid']}: {rec['message']}")
@@ -147,6 +165,8 @@ def run_file(test_dir, name, args, log_dir):
                 outcome = "hung" if hung else "crashed"
                 message = f"no progress for {args.timeout:g}s" if hung else how
                 results[started] = {"outcome": outcome, "message": message}
+                if not hung:
+                    results[started]["detail"] = crash_detail(log_path, log_start)
                 print(f"  {outcome}: {started} ({message})", flush=True)
                 continue
             if hung:
@@ -185,7 +205,7 @@ def summarize(suite):
         twin = cpu_twin(nodeid)
         if outcome in BAD and tests.get(twin, {}).get("outcome") == "passed":
             pto_only.append({"nodeid": nodeid, "outcome": outcome, "message": r["message"],
-                             "cpu_nodeid": twin})
+                             "detail": r.get("detail", ""), "cpu_nodeid": twin})
     counts["pto-only failures"] = len(pto_only)
     suite["summary"], suite["pto_only_failures"] = counts, pto_only
 

@@ -2,7 +2,7 @@
 
 It appends JSON lines to the file named by $TORCH_SUITES_EVENTS:
   {"event": "started", "nodeid": ...}            before each test runs
-  {"event": "result", "nodeid": ..., "outcome": ..., "message": ...}   after it
+  {"event": "result", "nodeid": ..., "outcome": ..., "message": ..., "detail": ...}   after it
   {"event": "collect_error", "nodeid": ..., "message": ...}
 and deselects every nodeid listed (one a line) in $TORCH_SUITES_DONE, so that
 a pytest restarted after a crash or hang goes on where the last one stopped.
@@ -39,6 +39,19 @@ def _first_line(report):
         text = crash.message if crash is not None else str(longrepr)
     text = text.strip().splitlines()[0] if text.strip() else ""
     return text[:300]
+
+
+_BOILERPLATE = ("To execute this test", "python ", "This message can be suppressed")
+
+
+def _detail(report, limit=1200):
+    """Where it failed and the error lines ("E ...") of the traceback, for reading
+    later: pytest's own failure summary is lost when a later test crashes it."""
+    crash = getattr(report.longrepr, "reprcrash", None)
+    where = f"{os.path.relpath(crash.path)}:{crash.lineno}" if crash is not None else ""
+    lines = [line[1:].strip() for line in str(report.longrepr).splitlines() if line.startswith("E ")]
+    lines = [line for line in lines if line and not line.startswith(_BOILERPLATE)]
+    return "\n".join([where] + lines)[:limit]
 
 
 def pytest_collection_modifyitems(session, config, items):
@@ -80,7 +93,7 @@ def pytest_runtest_logfinish(nodeid, location):
         calls = [r for r in failed if r.when == "call"]
         # a failing call is "failed"; a failing setup or teardown is "error"
         outcome, report = ("failed", calls[0]) if calls else ("error", failed[0])
-        message = _first_line(report)
+        message, detail = _first_line(report), _detail(report)
     elif skipped:
         outcome, report = "skipped", skipped[0]
         message = _first_line(report)
@@ -88,7 +101,10 @@ def pytest_runtest_logfinish(nodeid, location):
             message = ("xfail " + report.wasxfail).strip()
     else:
         outcome, message = "passed", ""
-    _emit(event="result", nodeid=nodeid, outcome=outcome, message=message)
+    record = dict(event="result", nodeid=nodeid, outcome=outcome, message=message)
+    if failed:
+        record["detail"] = detail
+    _emit(**record)
 
 
 @pytest.hookimpl(trylast=True)
