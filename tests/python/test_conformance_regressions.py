@@ -366,3 +366,29 @@ def test_variance_warns_when_no_degrees_of_freedom_remain(op):
     for device in ("cpu", "pto"):
         with pytest.warns(UserWarning, match="degrees of freedom is <= 0"):
             op(torch.ones(3, 2, device=device), dim=-1, correction=2)
+
+
+FACTORY_ERRORS = {
+    "randperm past uint8": (lambda d: torch.randperm(257, out=torch.empty(0, dtype=torch.uint8, device=d)),
+                            RuntimeError, "value cannot be converted to type uint8_t without overflow"),
+    "randperm past half": (lambda d: torch.randperm(2050, out=torch.empty(0, dtype=torch.half, device=d)),
+                           RuntimeError, "n cannot be greater than 2049 for Half type"),
+    "randperm past float": (lambda d: torch.randperm(2**24 + 2, out=torch.empty(0, device=d)),
+                            RuntimeError, r"n cannot be greater than 2\^24\+1 for Float type"),
+    "arange of too many elements": (lambda d: torch.arange(1.175494351e-38, 3.402823466e+38, device=d),
+                                    RuntimeError, "invalid size, possible overflow"),
+    "bincount of floats": (lambda d: torch.bincount(torch.tensor([1.0, 0.3], device=d)),
+                           NotImplementedError, "not implemented for 'Float'"),
+    "bincount of a matrix": (lambda d: torch.bincount(torch.tensor([[1, 2]], device=d)),
+                             RuntimeError, "1-d non-negative integral"),
+}
+
+
+@pytest.mark.parametrize("case", list(FACTORY_ERRORS))
+def test_factory_errors_are_the_cpus(case):
+    make, error, message = FACTORY_ERRORS[case]
+    for device in ("cpu", "pto"):
+        with pytest.raises(error, match=message):
+            make(device)
+    permutation = torch.randperm(256, out=torch.empty(0, dtype=torch.uint8, device="pto")).cpu()
+    assert torch.equal(permutation.sort().values, torch.arange(256).to(torch.uint8))

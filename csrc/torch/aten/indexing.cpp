@@ -7,6 +7,7 @@
 #include <ATen/Operators.h>
 
 #include <cmath>
+#include <limits>
 #include <vector>
 
 #include "../dtype_map.h"
@@ -203,7 +204,10 @@ at::Tensor& arangeOut(const at::Scalar& start, const at::Scalar& end, const at::
   const bool sane = stride != 0 && std::isfinite(first) && std::isfinite(last) &&
                     (stride > 0 ? last >= first : last <= first) && accepts(isa::Opcode::kIota, out.scalar_type());
   if (!sane) return Fallback<ATEN_OP2(arange, start_out)>::call(start, end, step, out);
-  auto count = static_cast<int64_t>(std::ceil((last - first) / stride));
+  const double length = std::ceil((last - first) / stride);
+  TORCH_CHECK(length >= 0 && length <= static_cast<double>(std::numeric_limits<int64_t>::max()),
+              "invalid size, possible overflow?");
+  auto count = static_cast<int64_t>(length);
   if (out.scalar_type() == at::kLong) {
     // PyTorch counts an int64 range in integers, from start, end and step truncated
     // (arange(0., -8.000001, -4) is [0, -4]); other dtypes count from the doubles.
@@ -400,8 +404,9 @@ at::Tensor repeatInterleave(const at::Tensor& repeats, std::optional<int64_t> ou
 at::Tensor bincount(const at::Tensor& self, const std::optional<at::Tensor>& weights, int64_t minlength) {
   const bool weighted = weights.has_value() && weights->defined();
   TORCH_CHECK(minlength >= 0, "minlength should be >= 0");
-  TORCH_CHECK(self.dim() == 1 && at::isIntegralType(self.scalar_type(), false),
-              "bincount only supports 1-d non-negative integral inputs.");
+  TORCH_CHECK_NOT_IMPLEMENTED(at::isIntegralType(self.scalar_type(), /*includeBool=*/false),
+                              "\"bincount_cpu\" not implemented for '", self.scalar_type(), "'");
+  TORCH_CHECK(self.dim() == 1, "bincount only supports 1-d non-negative integral inputs.");
   TORCH_CHECK(!weighted || (weights->dim() == 1 && weights->size(0) == self.size(0)),
               "weights should be 1-d and have the same length as input");
   const at::ScalarType type = !weighted ? at::kLong

@@ -203,8 +203,25 @@ at::Tensor normalTensorTensor(const at::Tensor& mean, const at::Tensor& std, std
 
 // A random permutation: the order that sorts n random 63-bit keys (trandint, then
 // targsort; equal keys, a 2^-63 chance per pair, keep their order).
+namespace {
+
+// The CPU's limits on n for out's dtype: n - 1 must convert to it without overflow,
+// and a float type must hold every integer up to n exactly.
+void checkPermutationFits(int64_t n, const at::Tensor& out) {
+  at::scalar_tensor(n > 0 ? n - 1 : n, out.options().device(at::kCPU));  // raises the conversion's error
+  switch (out.scalar_type()) {
+    case at::kHalf: TORCH_CHECK(n <= (int64_t{1} << 11) + 1, "n cannot be greater than 2049 for Half type."); break;
+    case at::kFloat: TORCH_CHECK(n <= (int64_t{1} << 24) + 1, "n cannot be greater than 2^24+1 for Float type."); break;
+    case at::kDouble: TORCH_CHECK(n <= (int64_t{1} << 53) + 1, "n cannot be greater than 2^53+1 for Double type."); break;
+    default: break;
+  }
+}
+
+}  // namespace
+
 at::Tensor& randperm(int64_t n, std::optional<at::Generator> generator, at::Tensor& out) {
   TORCH_CHECK(n >= 0, "n must be non-negative, got", n);
+  checkPermutationFits(n, out);
   if (!accepts(isa::Opcode::kIota, out.scalar_type())) return Fallback<ATEN_OP2(randperm, generator_out)>::call(n, generator, out);
   at::Tensor keys = at::empty({n}, out.options().dtype(at::kLong));
   draw(isa::Opcode::kRandInt, keys, {0.0, 9223372036854775808.0}, generator);
