@@ -392,3 +392,12 @@ def test_factory_errors_are_the_cpus(case):
             make(device)
     permutation = torch.randperm(256, out=torch.empty(0, dtype=torch.uint8, device="pto")).cpu()
     assert torch.equal(permutation.sort().values, torch.arange(256).to(torch.uint8))
+
+
+@pytest.mark.parametrize("dtype", [torch.uint16, torch.uint32, torch.uint64], ids=str)
+def test_random_integers_of_unsigned_dtypes_pto_lacks(dtype):
+    """make_tensor of these dtypes (random_ from/to) raised "not implemented for 'UInt16'"."""
+    torch.manual_seed(0)
+    drawn = torch.empty(4000, dtype=dtype, device="pto").random_(3, 12).cpu().to(torch.int64)
+    assert drawn.min().item() == 3 and drawn.max().item() == 11
+    assert torch.testing.make_tensor((5,), dtype=dtype, device="pto").dtype == dtype

@@ -74,11 +74,11 @@ std::optional<IntegerRange> drawableRange(at::ScalarType type, __int128 low, std
     lowest = -highest;
   } else if (type == at::kBool) {
     highest = 1;
-  } else if (at::isIntegralType(type, false)) {
-    AT_DISPATCH_INTEGRAL_TYPES(type, "random_", [&] {
-      lowest = std::numeric_limits<scalar_t>::lowest();
-      highest = std::numeric_limits<scalar_t>::max();
-    });
+  } else if (at::isIntegralType(type, false)) {  // uint16/32/64 too, which PTO lacks
+    const int bits = 8 * static_cast<int>(c10::elementSize(type));
+    const bool is_signed = at::isSignedType(type);
+    lowest = is_signed ? -(static_cast<__int128>(1) << (bits - 1)) : 0;
+    highest = (static_cast<__int128>(1) << (is_signed ? bits - 1 : bits)) - 1;
   } else {
     return std::nullopt;
   }
