@@ -401,3 +401,17 @@ def test_random_integers_of_unsigned_dtypes_pto_lacks(dtype):
     drawn = torch.empty(4000, dtype=dtype, device="pto").random_(3, 12).cpu().to(torch.int64)
     assert drawn.min().item() == 3 and drawn.max().item() == 11
     assert torch.testing.make_tensor((5,), dtype=dtype, device="pto").dtype == dtype
+
+
+@pytest.mark.parametrize("op", [
+    lambda a, b: torch.fmod(a, b), lambda a, b: torch.remainder(a, b), lambda a, b: a // b,
+    lambda a, b: torch.div(a, b, rounding_mode="trunc"), lambda a, b: a.fmod_(b),
+], ids=["fmod", "remainder", "floor_divide", "div-trunc", "fmod_"])
+@pytest.mark.parametrize("zero", [0, torch.tensor(0)], ids=["number", "cpu-scalar"])
+def test_integer_division_by_a_host_zero_raises_at_the_call(op, zero):
+    """A zero the host holds is the CPU's ZeroDivisionError at the call; a zero inside a
+    pto tensor fails the kernel and raises at the next synchronising call."""
+    for device in ("cpu", "pto"):
+        with pytest.raises(RuntimeError, match="ZeroDivisionError"):
+            op(torch.tensor([5, -3], device=device), zero)
+    assert torch.equal(torch.fmod(torch.tensor([5, -3], device="pto"), 2).cpu(), torch.tensor([1, -1]))

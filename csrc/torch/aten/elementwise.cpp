@@ -79,6 +79,16 @@ bool scalarInFloat(Opcode opcode, at::ScalarType compute, const at::Tensor& othe
          other.dim() == 0 && other.scalar_type() != compute;
 }
 
+// An integer division by a zero the host holds (a Python number, a CPU scalar)
+// raises at the call, as on the CPU; a zero in a device tensor fails the kernel,
+// which raises the same at the next synchronising call.
+void checkIntegerDivisor(Opcode opcode, at::ScalarType compute, const at::Tensor& other) {
+  const bool divides = opcode == Opcode::kFmod || opcode == Opcode::kRemainder || opcode == Opcode::kFloorDiv ||
+                       opcode == Opcode::kTruncDiv;
+  if (!divides || !at::isIntegralType(compute, /*includeBool=*/true) || isPto(other)) return;
+  TORCH_CHECK(other.item().toLong() != 0, "ZeroDivisionError");
+}
+
 // Runs the instruction into `out`, through a temporary when out's dtype differs.
 void launchInto(Opcode opcode, const at::Tensor& out, at::ScalarType result,
                 std::initializer_list<at::Tensor> inputs, std::array<double, isa::kMaxImmediates> imm) {
@@ -129,6 +139,7 @@ at::Tensor binaryOp(Opcode opcode, Promotion promotion, const at::Tensor& self, 
   const at::ScalarType result = promotion == Promotion::kCompare ? at::kBool : compute;
   const std::vector<int64_t> shape = at::infer_size(self.sizes(), other.sizes());
   if (out.defined() && out.is_same(self)) checkInplaceBroadcast(self, shape);
+  checkIntegerDivisor(opcode, compute, other);
   const at::Tensor output = outputFor(out, self, shape, result, device);
   const at::ScalarType launched = scalarInFloat(opcode, compute, other) ? at::kFloat : compute;
   const at::Tensor a = onDevice(self, launched, device).expand(shape);
