@@ -12,6 +12,7 @@ process dies right after.
 
 import json
 import os
+import re
 
 import pytest
 
@@ -47,9 +48,14 @@ _BOILERPLATE = ("To execute this test", "python ", "This message can be suppress
 def _detail(report, limit=1200):
     """Where it failed and the error lines ("E ...") of the traceback, for reading
     later: pytest's own failure summary is lost when a later test crashes it."""
+    text = str(report.longrepr)
+    # the innermost frame in the test file itself ("suites/test_x.py:12: in test_y"),
+    # else where the exception was raised
+    frames = re.findall(r"^(\S+\.py:\d+: in \S+)", text, re.M)
+    in_test = [f for f in frames if os.path.basename(f.split(":")[0]) == os.path.basename(report.fspath)]
     crash = getattr(report.longrepr, "reprcrash", None)
-    where = f"{os.path.relpath(crash.path)}:{crash.lineno}" if crash is not None else ""
-    lines = [line[1:].strip() for line in str(report.longrepr).splitlines() if line.startswith("E ")]
+    where = in_test[-1] if in_test else f"{crash.path}:{crash.lineno}" if crash is not None else ""
+    lines = [line[1:].strip() for line in text.splitlines() if line.startswith("E ")]
     lines = [line for line in lines if line and not line.startswith(_BOILERPLATE)]
     return "\n".join([where] + lines)[:limit]
 
