@@ -448,3 +448,37 @@ def test_recurrent_modules_forward_and_backward(name):
     assert_close(x_pto.grad.cpu(), x.grad, rtol=1e-5, atol=1e-5)
     for cpu_param, pto_param in zip(cpu_module.parameters(), pto_module.parameters()):
         assert_close(pto_param.grad.cpu(), cpu_param.grad, rtol=1e-5, atol=1e-5)
+
+
+LAZY = {
+    "LazyConv2d": (lambda: torch.nn.LazyConv2d(8, 3), (2, 3, 9, 9)),
+    "LazyLinear": (lambda: torch.nn.LazyLinear(4), (2, 3)),
+    "LazyBatchNorm1d": (lambda: torch.nn.LazyBatchNorm1d(), (4, 3)),
+}
+
+
+@pytest.mark.parametrize("name", list(LAZY))
+def test_lazy_module_moved_to_pto_before_its_first_call(name):
+    """module.to("pto") keeps each parameter object (its data replaced, as for CUDA), so
+    an UninitializedParameter stays one and materialises at the first call."""
+    make, shape = LAZY[name]
+    module = make().to("pto")
+    assert all(type(p).__name__ == "UninitializedParameter" for p in module.parameters())
+    x = torch.randn(shape)
+    y = module(x.to("pto"))
+    assert y.device.type == "pto" and all(p.device.type == "pto" for p in module.parameters())
+    initialised = {k: v.cpu() for k, v in module.state_dict().items()}
+    reference = make()
+    reference(x)  # materialises it on the CPU, then the same values as pto's
+    reference.load_state_dict(initialised)
+    assert_close(module(x.to("pto")).cpu(), reference(x), rtol=1e-5, atol=1e-5)
+
+
+def test_module_to_pto_keeps_its_parameter_objects():
+    linear = torch.nn.Linear(3, 4)
+    weight = linear.weight
+    linear.to("pto")
+    assert linear.weight is weight and weight.device.type == "pto"
+    t = torch.ones(2)
+    t.data = torch.zeros(2, device="pto")
+    assert t.device.type == "pto" and t.cpu().tolist() == [0.0, 0.0]

@@ -109,6 +109,15 @@ at::Tensor& setStorageOffset(at::Tensor& self, c10::Storage source, c10::SymInt 
   return self;
 }
 
+bool hasCompatibleShallowCopyType(const at::Tensor& self, const at::Tensor& from) {
+  auto dense = [](const at::Tensor& t) {
+    return t.layout() == c10::kStrided && !t.is_quantized() &&
+           (t.device().type() == c10::kPrivateUse1 || t.device().type() == c10::kCPU);
+  };
+  return self.unsafeGetTensorImpl()->has_compatible_shallow_copy_type(from.key_set()) ||
+         (dense(self) && dense(from));
+}
+
 void recordStream(at::Tensor& self, c10::Stream stream) {
   deviceAllocator().recordStream(self.storage().data_ptr(), stream);
 }

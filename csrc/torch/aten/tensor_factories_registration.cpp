@@ -17,6 +17,7 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("set_.source_Storage", TORCH_FN(setStorage));
   m.impl("set_.source_Storage_storage_offset", TORCH_FN(setStorageOffset));
   m.impl("record_stream", TORCH_FN(recordStream));
+  m.impl("_has_compatible_shallow_copy_type", TORCH_FN(hasCompatibleShallowCopyType));
 }
 
 }  // namespace pto::backend
