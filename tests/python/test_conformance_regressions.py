@@ -482,3 +482,46 @@ def test_module_to_pto_keeps_its_parameter_objects():
     t = torch.ones(2)
     t.data = torch.zeros(2, device="pto")
     assert t.device.type == "pto" and t.cpu().tolist() == [0.0, 0.0]
+
+
+CHANNELS_LAST_OPS = {
+    "interpolate bilinear": lambda t: torch.nn.functional.interpolate(t, scale_factor=2, mode="bilinear"),
+    "interpolate nearest": lambda t: torch.nn.functional.interpolate(t, scale_factor=2, mode="nearest"),
+    "cat": lambda t: torch.cat([t, t], 1),
+    "cat of mixed layouts": lambda t: torch.cat([t, t.contiguous()], 0),
+    "max_pool2d": lambda t: torch.nn.functional.max_pool2d(t, 2),
+    "max_pool2d indices": lambda t: torch.nn.functional.max_pool2d(t, 2, return_indices=True)[1],
+    "adaptive_avg_pool2d": lambda t: torch.nn.functional.adaptive_avg_pool2d(t, (2, 3)),
+}
+
+
+@pytest.mark.parametrize("name", list(CHANNELS_LAST_OPS))
+def test_results_keep_the_cpus_memory_format(name):
+    """The result's layout follows the CPU's rule (suggest_memory_format of the inputs)."""
+    op = CHANNELS_LAST_OPS[name]
+    torch.manual_seed(0)
+    x = torch.randn(2, 3, 6, 8).to(memory_format=torch.channels_last)
+    expected, got = op(x), op(x.to("pto"))
+    assert got.stride() == expected.stride()
+    assert_close(got.cpu(), expected)
+
+
+@pytest.mark.parametrize("layouts", [(True, False), (False, True), (True, True), (False, False)],
+                         ids=["input", "weight", "both", "neither"])
+def test_convolution_results_are_channels_last_when_an_operand_is(layouts):
+    """Error bound: each output sums 27 products, 2 gamma_27 sum|x||w| < 4e-6 of it."""
+    torch.manual_seed(0)
+    x, w = torch.randn(2, 3, 6, 6), torch.randn(4, 3, 3, 3)
+    if layouts[0]:
+        x = x.to(memory_format=torch.channels_last)
+    if layouts[1]:
+        w = w.to(memory_format=torch.channels_last)
+    results = []
+    for device in ("cpu", "pto"):
+        xd, wd = x.detach().to(device).requires_grad_(), w.detach().to(device).requires_grad_()
+        y = torch.nn.functional.conv2d(xd, wd, padding=1)
+        y.backward(torch.ones_like(y))
+        results.append((y, xd.grad, wd.grad))
+    for expected, got in zip(*results):
+        assert got.stride() == expected.stride()
+        assert_close(got.cpu(), expected, rtol=1e-5, atol=1e-5)

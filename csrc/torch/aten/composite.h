@@ -49,4 +49,12 @@ inline at::Tensor metaTwin(const at::Tensor& t) {
       .as_strided(t.sizes(), t.strides(), t.storage_offset());
 }
 
+// `value` laid out as the op's result is on the CPU: with the strides of `meta`, the
+// result torch's meta kernel gives for the same inputs (channels_last in, channels_last
+// out); a copy only where value's own layout differs.
+inline at::Tensor inLayoutOf(const at::Tensor& meta, const at::Tensor& value) {
+  if (value.strides() == meta.strides()) return value;
+  return at::empty_strided(meta.sizes(), meta.strides(), value.options()).copy_(value);
+}
+
 }  // namespace pto::backend

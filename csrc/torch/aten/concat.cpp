@@ -16,6 +16,14 @@ namespace {
 // cat skips 1-d empty tensors whatever the other shapes, as PyTorch always has.
 bool skipped(const at::Tensor& t) { return t.dim() == 1 && t.numel() == 0; }
 
+c10::MemoryFormat commonFormat(const std::vector<at::Tensor>& inputs) {
+  const c10::MemoryFormat format = inputs.front().suggest_memory_format();
+  for (const at::Tensor& t : inputs) {
+    if (t.suggest_memory_format() != format) return c10::MemoryFormat::Contiguous;
+  }
+  return format;
+}
+
 bool catNative(const at::ITensorListRef& tensors, int64_t dim, at::Tensor& out) {
   std::vector<at::Tensor> inputs;
   for (const at::Tensor& t : tensors) {
@@ -42,7 +50,9 @@ bool catNative(const at::ITensorListRef& tensors, int64_t dim, at::Tensor& out) 
     }
     shape[d] += t.size(d);
   }
-  at::native::resize_output(out, shape);
+  // An out cat allocates (or resizes) takes the inputs' common memory format, as the
+  // CPU's does: channels_last when every input is, else contiguous.
+  if (at::native::resize_output(out, shape)) out.unsafeGetTensorImpl()->empty_tensor_restride(commonFormat(inputs));
   // aten's cat checks, on the resized out (stack reaches them too).
   at::assert_no_internal_overlap(out);
   for (const at::Tensor& t : tensors) at::assert_no_overlap(out, t);

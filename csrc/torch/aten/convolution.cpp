@@ -194,6 +194,15 @@ at::Tensor backTo(const at::Tensor& result, const c10::Device& device) {
   return result.defined() ? result.to(device) : result;
 }
 
+// The CPU's (oneDNN's) and CUDA's rule for a convolution's results: channels_last
+// when the input or the weight is.
+c10::MemoryFormat convolutionFormat(const at::Tensor& input, const at::Tensor& weight) {
+  const c10::MemoryFormat last = input.dim() == 5 ? c10::MemoryFormat::ChannelsLast3d : c10::MemoryFormat::ChannelsLast;
+  const bool channels_last = input.dim() >= 4 &&
+      (input.suggest_memory_format() == last || weight.suggest_memory_format() == last);
+  return channels_last ? last : c10::MemoryFormat::Contiguous;
+}
+
 }  // namespace
 
 at::Tensor convolutionOverrideable(const at::Tensor& input, const at::Tensor& weight,
@@ -211,10 +220,11 @@ at::Tensor convolutionOverrideable(const at::Tensor& input, const at::Tensor& we
     std::vector<int64_t> shape;
     const Geometry g = transposedGeometry(input, weight, stride, padding, dilation, output_padding, groups, &shape);
     at::Tensor sum = wideInputGradient(input, weight, g, c10::IntArrayRef(shape).slice(2));
-    return addBias(sum, widened(bias.value_or(at::Tensor()))).to(input.scalar_type());
+    return addBias(sum, widened(bias.value_or(at::Tensor()))).to(input.scalar_type())
+        .contiguous(convolutionFormat(input, weight));
   }
   at::Tensor out = convolve(input, weight, geometryOf(input.sizes(), weight.sizes().slice(2), stride, padding, dilation, groups));
-  return addBias(out, bias);
+  return addBias(out, bias).contiguous(convolutionFormat(input, weight));
 }
 
 std::tuple<at::Tensor, at::Tensor, at::Tensor> convolutionBackwardOverrideable(
@@ -251,6 +261,9 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> convolutionBackwardOverrideable(
     }
     if (output_mask[1]) grad_weight = weightGradient(grad_output, input, g, weight.sizes());
   }
+  const c10::MemoryFormat format = convolutionFormat(input, weight);
+  if (grad_input.defined()) grad_input = grad_input.contiguous(format);
+  if (grad_weight.defined()) grad_weight = grad_weight.contiguous(weight.suggest_memory_format());
   return {grad_input, grad_weight, grad_bias};
 }
 

@@ -186,7 +186,7 @@ std::tuple<at::Tensor, at::Tensor> maxPool(const at::Tensor& self, at::IntArrayR
                               at::arange(g.w.kernel, longs).mul_(g.w.dilation)).reshape({-1});
   const at::Tensor indices = at::index_select(offsets, 0, k.reshape({-1})).view(k.sizes()).add_(origin);
   const auto shape = outputShape(self, g.h.output, g.w.output);
-  return {values.view(shape), indices.view(shape)};
+  return {inLayoutOf(meta, values.view(shape)), inLayoutOf(meta_indices, indices.view(shape))};
 }
 
 std::tuple<at::Tensor&, at::Tensor&> maxPoolOut(const at::Tensor& self, at::IntArrayRef kernel, at::IntArrayRef stride,
@@ -332,7 +332,8 @@ at::Tensor upsampleBilinear(const at::Tensor& self, at::IntArrayRef output_size,
         .add_(at::index_select(rows, 3, w.high).mul_(w.high_weight));
   };
   const at::Tensor top = columns(at::index_select(x, 2, h.low)), bottom = columns(at::index_select(x, 2, h.high));
-  return top.mul_(h.low_weight.view({-1, 1})).add_(bottom.mul_(h.high_weight.view({-1, 1}))).to(self.scalar_type());
+  return inLayoutOf(meta, top.mul_(h.low_weight.view({-1, 1})).add_(bottom.mul_(h.high_weight.view({-1, 1})))
+                              .to(self.scalar_type()));
 }
 
 at::Tensor& upsampleBilinearOut(const at::Tensor& self, at::IntArrayRef output_size, bool align_corners,
