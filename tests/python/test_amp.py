@@ -13,6 +13,8 @@ import torch.nn.functional as F
 from torch.testing import assert_close
 
 import pypto_torch
+from error_bounds import (Bound, assert_within_bound, chain_tolerance, gamma, matmul_bound, multilinear_bound,
+                          softmax_bound, through_elementwise, unit_roundoff, without_additive_term)
 
 LOW = "lower_precision_fp"
 FP32 = "fp32"
@@ -107,6 +109,12 @@ def _cuda_policy_dtype(policy, inputs, autocast_dtype):
     return torch.float32
 
 
+# The table's products, by the name error_bounds.without_additive_term knows them by.
+MULTILINEAR = {"mm": "mm", "matmul": "matmul", "addmm": "addmm", "bmm": "bmm", "baddbmm": "baddbmm",
+               "linear": "nn.functional.linear", "mv": "mv", "addmv": "addmv", "addr": "addr", "einsum": "einsum",
+               "conv2d": "nn.functional.conv2d"}
+
+
 @pytest.mark.parametrize("autocast_dtype", [torch.bfloat16, torch.float16], ids=["bf16", "f16"])
 @pytest.mark.parametrize("name,policy,fn,makers,entry", POLICY_TABLE, ids=[row[0] for row in POLICY_TABLE])
 def test_output_dtype_follows_cuda_policy(name, policy, fn, makers, entry, autocast_dtype):
@@ -117,10 +125,21 @@ def test_output_dtype_follows_cuda_policy(name, policy, fn, makers, entry, autoc
     expected_dtype = _cuda_policy_dtype(policy, inputs, autocast_dtype)
     assert result.device.type == "pto"
     assert result.dtype == expected_dtype, f"{name} under {autocast_dtype} autocast gave {result.dtype}"
-    # The same op on CPU with its inputs cast as CUDA's policy casts them: the two may
-    # round a bf16 result (2**-8 relative) differently after accumulating in another order.
-    expected = fn(*[t.to(expected_dtype) for t in inputs])
-    assert_close(result.cpu(), expected, atol=4 * BF16_EPS, rtol=4 * BF16_EPS)
+    # The same op on CPU with its inputs cast as CUDA's policy casts them: the products
+    # within their error_bounds.multilinear_bound (2 gamma_K sum|a||b| in float32, each
+    # side's final rounding, and the CPU's rounding of the product before the bias or
+    # beta C). The rest -- elementwise ops, and sums, norms and softmax over at most 8
+    # values in float32 (2 gamma_9 sum|x| < 1e-5 here) -- round a result (2**-8 relative
+    # for bfloat16) once each, and sdpa four times (scores, probabilities, P v, each at
+    # most 8 terms): within 4 * 2**-8 (the tolerance's rtol) of the result's size.
+    cast = [t.to(expected_dtype) for t in inputs]
+    expected = fn(*cast)
+    if name in MULTILINEAR:
+        bound = multilinear_bound(fn, cast, {}, result.cpu(), expected,
+                                  partial=without_additive_term(MULTILINEAR[name], cast, {}))
+        assert_within_bound(result.cpu(), expected, bound, name)
+    else:
+        assert_close(result.cpu(), expected, atol=4 * BF16_EPS, rtol=4 * BF16_EPS)
 
 
 @pytest.mark.parametrize("autocast_dtype", [torch.bfloat16, torch.float16], ids=["bf16", "f16"])
@@ -446,6 +465,39 @@ def _autocast_block(x, w1, b1, w2):
     return h, y, probabilities, plain
 
 
+def _autocast_block_bounds(inputs, eager, compiled):
+    """The bounds of _autocast_block's four results, compiled against eager (a compiled
+    graph may keep in float32 what eager rounds to bfloat16): z = x W1^T + b1 within its
+    multilinear_bound at bfloat16 (the product rounded before the bias on either side);
+    h = GELU(z) through_elementwise (1.13-Lipschitz), rounded to bfloat16 on each side;
+    y = h W2^T: h's difference carried through |W2| plus its matmul_bound; softmax's
+    probabilities (float32): dP <= P (|dy| + max |dy|) plus softmax_bound; plain =
+    y y^T in float32: |dy| |y|^T + |y| |dy|^T plus its matmul_bound."""
+    x, w1, b1, w2 = (t.cpu() for t in inputs)
+    x16, w16, b16, w2_16 = (t.to(torch.bfloat16) for t in (x, w1, b1, w2))
+    h1, h2 = eager[0].cpu(), compiled[0].cpu()
+    y1, y2 = eager[1].cpu(), compiled[1].cpu()
+    u16 = unit_roundoff(torch.bfloat16)
+    z = F.linear(x16.double(), w16.double(), b16.double())
+    z_bound = multilinear_bound(F.linear, (x16, w16, b16), {}, z.to(torch.bfloat16), z.to(torch.bfloat16),
+                                partial=((x16, w16, None), {}))
+    # the final rounding of z above taken at z's size, on both sides
+    h_bound = through_elementwise(z_bound, z, F.gelu(z), 1.13, 3, "GELU").value \
+        + u16 * (h1.double().abs() + h2.double().abs())
+    y_bound = (1 + gamma(32)) * (h_bound @ w2_16.double().abs().t()) \
+        + matmul_bound(h1, w2_16.t(), y1, y2).value
+    y = y1.double()
+    p = torch.softmax(y, -1)
+    p_bound = p * (y_bound + y_bound.amax(-1, keepdim=True)) + softmax_bound(y1.float(), -1).value
+    yf = y1.float()
+    plain_bound = (1 + gamma(8)) * (y_bound @ y.abs().t() + y.abs() @ y_bound.t() + y_bound @ y_bound.t()) \
+        + matmul_bound(yf, yf.t()).value
+    return [Bound(b, what) for b, what in ((h_bound, "z's bound through GELU + rounding"),
+                                           (y_bound, "h's carried through |W2| + matmul_bound"),
+                                           (p_bound, "y's through softmax + softmax_bound"),
+                                           (plain_bound, "y's through y y^T + matmul_bound"))]
+
+
 def test_autocast_inside_a_compiled_graph_matches_eager():
     torch.manual_seed(0)
     inputs = [t.to("pto") for t in (torch.randn(4, 16), torch.randn(32, 16), torch.randn(32), torch.randn(8, 32))]
@@ -454,7 +506,9 @@ def test_autocast_inside_a_compiled_graph_matches_eager():
     assert [t.dtype for t in eager] == [torch.bfloat16, torch.bfloat16, torch.float32, torch.float32]
     for compiled_value, eager_value in zip(compiled, eager):
         assert compiled_value.dtype == eager_value.dtype
-        assert_close(compiled_value.cpu(), eager_value.cpu())
+    for bound, got, want, what in zip(_autocast_block_bounds(inputs, eager, compiled), compiled, eager,
+                                      ("h", "y", "probabilities", "plain")):
+        assert_within_bound(got.cpu(), want.cpu(), bound, what)
     explanation = pypto_torch.explain(_autocast_block, *inputs)
     assert explanation.fallback_nodes == []
 
@@ -467,9 +521,17 @@ def test_pto_amp_autocast_compiles_into_one_graph():
             return torch.softmax(x @ w, -1), x @ w
 
     compiled = torch.compile(block, backend="pypto", fullgraph=True)(x, w)
-    for compiled_value, eager_value in zip(compiled, block(x, w)):
+    eager = block(x, w)
+    # x @ w within matmul_bound at bfloat16; softmax (float32, of the bfloat16 products)
+    # carries their difference, P (|dz| + max |dz|), plus its own softmax_bound.
+    x16, w16 = x.cpu().to(torch.bfloat16), w.cpu().to(torch.bfloat16)
+    z_bound = matmul_bound(x16, w16, compiled[1].cpu(), eager[1].cpu()).value
+    p = torch.softmax(eager[1].cpu().double(), -1)
+    bounds = (Bound(p * (z_bound + z_bound.amax(-1, keepdim=True)) + softmax_bound(eager[1].cpu().float(), -1).value,
+                    "x @ w's through softmax + softmax_bound"), Bound(z_bound, "matmul_bound"))
+    for compiled_value, eager_value, bound in zip(compiled, eager, bounds):
         assert compiled_value.dtype == eager_value.dtype
-        assert_close(compiled_value.cpu(), eager_value.cpu())
+        assert_within_bound(compiled_value.cpu(), eager_value.cpu(), bound)
 
 
 def test_compiled_graph_under_an_outer_autocast_trains_like_eager():
@@ -483,5 +545,13 @@ def test_compiled_graph_under_an_outer_autocast_trains_like_eager():
         with torch.autocast("pto", dtype=torch.bfloat16):
             loss = fn(params, x, target, Autocast())
         grads.append(torch.autograd.grad(loss, params))
+    # No per-element bound follows the loss's backward through bfloat16 GEMMs; error_bounds.
+    # chain_tolerance of its accumulation lengths (the forward's 33 and 65, the loss's mean
+    # over 1024, the backward's 8 and 64 and the batch's 128 twice), and 2 u_bf16 for each of
+    # the six bfloat16 intermediates (the products, their biases, the GELU, the output's
+    # gradient) one side may round where the other keeps float32, first order; not below
+    # 2 * 2**-8.
+    tolerance = chain_tolerance((33, 65, 1024, 8, 64, 128, 128), torch.bfloat16, roundings=6)
+    tolerance = {key: max(2 * BF16_EPS, value) for key, value in tolerance.items()}
     for compiled_grad, eager_grad in zip(*grads):
-        assert_close(compiled_grad.cpu(), eager_grad.cpu(), rtol=2 * BF16_EPS, atol=2 * BF16_EPS)
+        assert_close(compiled_grad.cpu(), eager_grad.cpu(), **tolerance)

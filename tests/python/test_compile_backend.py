@@ -9,6 +9,7 @@ from torch.testing import assert_close
 
 import pypto_torch
 from compile_models import handwritten_softmax
+from error_bounds import Bound, assert_within_bound, conv_bound, gamma, matmul_bound, sum_bound
 
 
 @pytest.fixture(autouse=True)
@@ -72,7 +73,18 @@ def test_a_node_without_lowering_runs_eagerly_between_programs_and_is_reported()
     assert "no lowering for aten.convolution" in report.fallback_nodes[0][1]
     assert "texp" in report.program and "trelu" in report.program
     actual = torch.compile(conv_block, backend="pypto")(x.to("pto"), weight.to("pto"))
-    assert_close(actual.cpu(), conv_block(x, weight), rtol=1e-5, atol=1e-5)
+    # exp within 2 ulps a side (4u |e|), carried through the convolution's |weight| plus
+    # its conv_bound; relu 1-Lipschitz; the sum over 4 channels carries those plus its
+    # own sum_bound.
+    u = 2.0 ** -24
+    e = torch.exp(x)
+    d_e = 2 * 4 * u * e.double().abs()
+    conv = F.conv2d(e, weight, padding=1)
+    d_conv = (1 + gamma(27)) * F.conv2d(d_e, weight.double().abs(), padding=1) \
+        + conv_bound(e, weight, padding=1).value
+    relu = torch.relu(conv)
+    bound = (1 + gamma(4)) * d_conv.sum(1) + sum_bound(relu, 1).value
+    assert_within_bound(actual.cpu(), conv_block(x, weight), Bound(bound, "exp, conv, relu, sum carried"))
 
 
 def test_cpu_tensors_run_in_place_and_results_stay_on_the_cpu():
@@ -118,7 +130,7 @@ def test_bad_input_is_a_clear_error_and_the_device_stays_usable():
     with pytest.raises(Exception, match=r"same reduction dim, but got \[3, 4\] X \[5, 6\]"):
         f(a, b)
     good = torch.randn(4, 6, device="pto")
-    assert_close(f(a, good).cpu(), a.cpu() @ good.cpu())
+    assert_within_bound(f(a, good).cpu(), a.cpu() @ good.cpu(), matmul_bound(a.cpu(), good.cpu()))
 
 
 def test_compiled_softmax_needs_less_device_memory_than_eager():

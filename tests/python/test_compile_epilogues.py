@@ -1,7 +1,12 @@
 """What surrounds a GEMM in a compiled program: a written-out tanh GELU becomes one
 tgelut in the GEMM's epilogue, copies of a GEMM's result (clone, eval-mode dropout)
 are read through instead of made, and attention writes its product straight into
-the result's layout. Each against eager CPU, with the cases that must stay as they are."""
+the result's layout. Each against eager CPU, with the cases that must stay as they are.
+
+What follows a GEMM is compared within the GEMM's bound (error_bounds.multilinear_bound,
+2 gamma_K sum|w||x|) carried through it: error_bounds.through_elementwise (the tanh
+GELU's Lipschitz constant 1.13, its own few ulps), through_layer_norm, through_linear,
+attention_bound. First order where the docstrings say so."""
 import math
 
 import pytest
@@ -10,7 +15,12 @@ import torch.nn.functional as F
 from torch.testing import assert_close
 
 import pypto_torch
+from error_bounds import (Bound, assert_within_bound, attention_bound, gamma, matmul_bound, multilinear_bound,
+                          normalization_bounds, through_elementwise, through_layer_norm, through_linear)
 from pypto_torch.compile.backend import make_backend
+
+GELU_LIPSCHITZ = 1.13  # max |d/dx| of the tanh GELU, 1.12899...
+U = torch.finfo(torch.float32).eps / 2
 
 
 @pytest.fixture(autouse=True)
@@ -54,7 +64,10 @@ def test_a_written_out_tanh_gelu_is_one_instruction_in_the_gemms_epilogue(rows, 
     assert not {"ttanh", "tmul"} & {mnemonic for stage in stages for mnemonic in stage}, report.program
     assert any(stage[-2:] == ["tmatmul", "tgelut"] for stage in stages), report.program
     actual = torch.compile(linear_gelu, backend="pypto")(*on_pto(x, weight, bias))
-    assert_close(actual.cpu(), linear_gelu(x, weight, bias), rtol=1e-5, atol=1e-5)
+    z = F.linear(x, weight, bias)
+    bound = through_elementwise(multilinear_bound(F.linear, (x, weight, bias)), z, linear_gelu(x, weight, bias),
+                                GELU_LIPSCHITZ, 3, "tanh GELU")
+    assert_within_bound(actual.cpu(), linear_gelu(x, weight, bias), bound, "linear + GELU")
 
 
 def test_a_tanh_gelu_with_another_constant_or_a_value_read_elsewhere_stays_written_out():
@@ -89,8 +102,21 @@ def test_a_written_out_tanh_gelu_trains_as_eager():
         leaves = [t.detach().to(device).requires_grad_() for t in (x, weight, bias)]
         fn(*leaves).sum().backward()
         grads.append([leaf.grad.cpu() for leaf in leaves])
-    for got, want in zip(grads[1], grads[0]):
-        assert_close(got, want, rtol=1e-4, atol=1e-4)
+    # The upstream gradient G = GELU'(z), z = x W^T + b: z within its multilinear_bound,
+    # GELU'' at most 0.8 in size, and G's own chain (the written-out GELU's backward, a
+    # dozen roundings of terms at most 1 + |z|) within 12 u (1 + |z|) per side. The
+    # gradients are G @ W (20 terms), G^T @ x and G's column sums (24 terms): G's
+    # difference carried through them, plus their own matmul_bound. First order.
+    xd, wd = x.double(), weight.double()
+    z = F.linear(xd, wd, bias.double())
+    z.requires_grad_()
+    g, = torch.autograd.grad(written_out_tanh_gelu(z).sum(), z)
+    d_g = 0.8 * multilinear_bound(F.linear, (x, weight, bias)).value + 2 * 12 * U * (1 + z.detach().abs())
+    bounds = [(1 + gamma(20)) * (d_g @ wd.abs()) + matmul_bound(g.float(), weight).value,
+              (1 + gamma(24)) * (d_g.t() @ xd.abs()) + matmul_bound(g.float().t(), x).value,
+              (1 + gamma(24)) * d_g.sum(0) + matmul_bound(torch.ones(1, 24), g.float()).value[0]]
+    for got, want, bound, name in zip(grads[1], grads[0], bounds, ("x", "weight", "bias")):
+        assert_within_bound(got, want, Bound(bound, "G's bound carried + matmul_bound"), f"gradient of {name}")
 
 
 class LinearDropoutResidual(torch.nn.Module):
@@ -116,7 +142,11 @@ def test_a_clone_of_a_gemms_result_is_read_through_and_the_residual_joins_its_ep
     assert ["tmov", "tmatmul", "tadd"] in stages_of(report.program), report.program
     with torch.no_grad():
         actual = torch.compile(moved, backend="pypto")(x.to("pto"))
-        assert_close(actual.cpu(), model(x), rtol=1e-5, atol=1e-5)
+        expected = model(x)
+    # The GEMM's bound, plus the residual add's rounding on each side (u |y|).
+    linear = multilinear_bound(F.linear, (x, model.linear.weight, model.linear.bias))
+    bound = Bound(linear.value + 2 * U * expected.double().abs(), linear.name + " + 2u|y|")
+    assert_within_bound(actual.cpu(), expected, bound, "linear + residual")
 
 
 def test_a_copy_whose_source_is_written_after_it_is_still_made():
@@ -151,7 +181,11 @@ def test_attention_writes_its_product_into_the_results_layout(causal):
     graphs = []
     compiled = torch.compile(attention, backend=make_backend(on_graph=graphs.append))
     actual = compiled(qkv.to("pto"))
-    assert_close(actual.cpu(), attention(qkv), rtol=1e-5, atol=1e-5)
+    batch, seq, _ = qkv.shape
+    q, k, v = qkv.view(batch, seq, 3, heads, head_dim).permute(2, 0, 3, 1, 4)
+    bound = attention_bound(q, k, v, is_causal=causal)  # times 2, exact
+    bound = Bound(2 * bound.value.transpose(1, 2).reshape(batch, seq, heads * head_dim), bound.name)
+    assert_within_bound(actual.cpu(), attention(qkv), bound, "attention")
     (plan,) = graphs[0].plans.values()
     (step,) = plan.programs
     mnemonics = [mnemonic for stage in stages_of(step.program.text) for mnemonic in stage]
@@ -182,9 +216,13 @@ def test_a_layer_norm_read_by_a_gemm_alone_runs_in_its_tiles(rows, inner, outer)
         assert ("tlayernorm" in gemm_stage) == fused, report.program
         actual = torch.compile(fn, backend="pypto")(*on_pto(*args))
         expected = fn(*args)
-        for got, want in zip(actual if isinstance(actual, tuple) else (actual,),
-                             expected if isinstance(expected, tuple) else (expected,)):
-            assert_close(got.cpu(), want, rtol=1e-5, atol=1e-5)
+        # The norm's bound, carried through the GEMM (through_linear) for its output.
+        normed = F.layer_norm(x, x.shape[-1:], norm_weight, norm_bias)
+        norm_bound = normalization_bounds(x, (-1,), norm_weight, norm_bias)[0]
+        bounds = (through_linear(norm_bound.value, normed, weight, bias), norm_bound)
+        for got, want, bound in zip(actual if isinstance(actual, tuple) else (actual,),
+                                    expected if isinstance(expected, tuple) else (expected,), bounds):
+            assert_within_bound(got.cpu(), want, bound, fn.__name__)
 
 
 def residual_norm_head(x, w1, w_head):
@@ -200,4 +238,12 @@ def test_what_the_last_gemms_prologue_reads_lives_in_the_gemms_output(rows):
     report = pypto_torch.explain(residual_norm_head, *on_pto(*args))
     assert report.workspace_bytes <= 128, report.program  # the norm's missing weight and bias: two scalars
     actual = torch.compile(residual_norm_head, backend="pypto")(*on_pto(*args))
-    assert_close(actual.cpu(), residual_norm_head(*args), rtol=1e-5, atol=1e-5)
+    # x @ w1 within matmul_bound, the residual add a rounding more (u |hidden|), through
+    # the layer norm and the head's GEMM.
+    x, w1, w_head = args
+    hidden = x + x @ w1
+    d_hidden = matmul_bound(x, w1).value + 2 * U * hidden.double().abs()
+    normed = F.layer_norm(hidden, hidden.shape[-1:])
+    d_normed = through_layer_norm(d_hidden, hidden).value
+    bound = through_linear(d_normed, normed, w_head, fn=lambda a, w, b: a @ w)
+    assert_within_bound(actual.cpu(), residual_norm_head(*args), bound, "residual, norm, head")

@@ -1,6 +1,13 @@
 """Convolutions on pto: plain and transposed ones (1 to 3 spatial dims, stride,
 padding, dilation, groups, output padding) run natively as im2col (one tmov from an
-overlapping strided view of the padded input) and tmatmul, backward included."""
+overlapping strided view of the padded input) and tmatmul, backward included.
+
+pto's GEMMs sum each output's C_in/groups * prod(kernel_size) products (and the bias) in
+another order than the CPU's convolutions: every comparison is within
+error_bounds.conv_bound (2 gamma_m times the convolution of |input| with |weight|, plus
+|bias|, m each output's term count; plus each side's final rounding for float16/bfloat16),
+its gradients within multilinear_gradient_bounds, and a model's output within
+sequential_bound, layer by layer. unfold only moves values: it compares equal."""
 
 import pytest
 import torch
@@ -9,14 +16,13 @@ from torch.testing import assert_close
 from torch.testing._internal.common_methods_invocations import op_db
 
 import pypto_torch
-from opinfo_sweep import ONE_ULP, check_forward, opinfo_tests
+from error_bounds import (assert_within_bound, bounded_opinfo_tests, check_forward_within_bound, conv_bound,
+                          multilinear_bound, multilinear_gradient_bounds, sequential_bound)
 
 NAMES = {"nn.functional.conv1d", "nn.functional.conv2d", "nn.functional.conv3d", "nn.functional.unfold",
          "nn.functional.conv_transpose1d", "nn.functional.conv_transpose2d", "nn.functional.conv_transpose3d"}
 OPS = [op for op in op_db if op.name in NAMES and op.variant_test_name == ""]
 DTYPES = [torch.float32, torch.float16, torch.bfloat16]
-# GEMMs sum in another order than oneDNN's direct convolution.
-TOLERANCE = {torch.float32: {"rtol": 1e-4, "atol": 1e-4}, **ONE_ULP}
 
 
 def reference_dtype(op, dtype):
@@ -30,14 +36,14 @@ def reference_dtype(op, dtype):
     27 x 2 = 54 off at worst, 7.5 measured; near-zero outputs make that an absolute
     error, which is how 2 of the 648 elements of its first sample fell beyond atol 0.25
     in CI. A tolerance that admits this no longer checks pto's rounding, so the reference
-    is the CPU's float32 result of the same inputs, rounded once: pto then differs only
-    where float32 sums in another order straddle a rounding boundary, by one ulp."""
+    is the CPU's float32 result of the same inputs, rounded once, as conv_bound assumes
+    of both sides: pto then differs only by float32 sums in another order, and each
+    side's one final rounding."""
     return torch.float32 if "conv_transpose" in op.name and dtype in (torch.float16, torch.bfloat16) else None
 
 
-test_opinfo_forward_matches_cpu, test_opinfo_gradients_match_cpu = opinfo_tests(
-    OPS, DTYPES, tolerance=lambda op, dtype: TOLERANCE.get(dtype, {}),
-    gradient_tolerance={"rtol": 1e-4, "atol": 1e-4}, reference_dtype=reference_dtype)
+test_opinfo_forward_matches_cpu, test_opinfo_gradients_match_cpu = bounded_opinfo_tests(
+    OPS, DTYPES, reference_dtype=reference_dtype, exact={"nn.functional.unfold"})
 
 
 @pytest.mark.parametrize("op", [op for op in OPS if "conv_transpose" in op.name], ids=lambda op: op.name)
@@ -45,7 +51,7 @@ def test_transposed_reduced_precision_holds_where_the_cpu_lacks_onednn_bfloat16(
     """The CPU without oneDNN (as on machines without AVX512-BF16): the reference holds."""
     with torch.backends.mkldnn.flags(enabled=False):
         for dtype in (torch.float16, torch.bfloat16):
-            assert check_forward(op, dtype, reference_dtype(op, dtype), **ONE_ULP[dtype]) > 0
+            assert check_forward_within_bound(op, dtype, reference_dtype(op, dtype)) > 0
 
 
 def test_the_sweep_covers_every_op():
@@ -65,9 +71,11 @@ def test_conv2d_trains_natively(stride, padding, dilation, groups):
     assert pypto_torch.fallback_ops() == before
     expected = F.conv2d(x, w, b, stride, padding, dilation, groups)
     expected.backward(grad)
-    assert_close(out.detach().cpu(), expected.detach(), rtol=1e-4, atol=1e-4)
-    for got, want in ((xp, x), (wp, w), (bp, b)):
-        assert_close(got.grad.cpu(), want.grad, rtol=1e-4, atol=1e-4)
+    kwargs = dict(stride=stride, padding=padding, dilation=dilation, groups=groups)
+    assert_within_bound(out.detach().cpu(), expected.detach(), conv_bound(x, w, b, **kwargs), "conv2d")
+    bounds = multilinear_gradient_bounds(F.conv2d, (x, w, b), kwargs, grad)
+    for (got, want), bound, name in zip(((xp, x), (wp, w), (bp, b)), bounds, ("input", "weight", "bias")):
+        assert_within_bound(got.grad.cpu(), want.grad, bound, f"gradient of the {name}")
 
 
 def test_a_small_cnn_matches_cpu():
@@ -76,7 +84,8 @@ def test_a_small_cnn_matches_cpu():
                                 torch.nn.Conv2d(8, 4, 3, stride=2), torch.nn.Flatten(), torch.nn.Linear(4 * 7 * 7, 5))
     x = torch.randn(4, 3, 16, 16)
     expected = model(x)
-    assert_close(model.to("pto")(x.to("pto")).cpu(), expected, rtol=1e-4, atol=1e-4)
+    bound = sequential_bound(model, x)
+    assert_within_bound(model.to("pto")(x.to("pto")).cpu().detach(), expected.detach(), bound, "the CNN's output")
 
 
 def test_unfold_and_fold_run_natively():
@@ -91,8 +100,11 @@ def test_unfold_and_fold_run_natively():
     want = F.fold(want_cols, (7, 8), (3, 2), dilation=(1, 2), padding=1, stride=(2, 1))
     want.sum().backward()
     assert torch.equal(cols.detach().cpu(), want_cols.detach())
-    assert_close(back.detach().cpu(), want.detach())
-    assert_close(xp.grad.cpu(), x.grad)
+    # fold sums the overlapping taps: within their sum's bound. The input's gradient
+    # counts the patches each element falls in, sums of ones: exact.
+    fold = dict(output_size=(7, 8), kernel_size=(3, 2), dilation=(1, 2), padding=1, stride=(2, 1))
+    assert_within_bound(back.detach().cpu(), want.detach(), multilinear_bound(F.fold, (want_cols,), fold), "fold")
+    assert_close(xp.grad.cpu(), x.grad, rtol=0, atol=0)
     assert F.fold(F.unfold(xp[0], 2), (7, 8), 2).shape == (3, 7, 8)  # unbatched
 
 
@@ -110,9 +122,12 @@ def test_transposed_convolution_trains_natively(stride, padding, output_padding,
     assert pypto_torch.fallback_ops() == before
     expected = F.conv_transpose2d(x, w, b, stride, padding, output_padding, groups, dilation)
     expected.backward(grad)
-    assert_close(out.detach().cpu(), expected.detach(), rtol=1e-4, atol=1e-4)
-    for got, want in ((xp, x), (wp, w), (bp, b)):
-        assert_close(got.grad.cpu(), want.grad, rtol=1e-4, atol=1e-4)
+    kwargs = dict(stride=stride, padding=padding, output_padding=output_padding, groups=groups, dilation=dilation)
+    assert_within_bound(out.detach().cpu(), expected.detach(), conv_bound(x, w, b, transposed=True, **kwargs),
+                        "conv_transpose2d")
+    bounds = multilinear_gradient_bounds(F.conv_transpose2d, (x, w, b), kwargs, grad)
+    for (got, want), bound, name in zip(((xp, x), (wp, w), (bp, b)), bounds, ("input", "weight", "bias")):
+        assert_within_bound(got.grad.cpu(), want.grad, bound, f"gradient of the {name}")
 
 
 def test_a_channel_mismatch_raises_pytorchs_message():

@@ -4,6 +4,8 @@ import pytest
 import torch
 from torch.testing import assert_close
 
+from error_bounds import Bound, assert_within_bound, matmul_bound, multilinear_bound
+
 
 def test_bare_import_torch_registers_pto(python):
     result = python("""
@@ -46,7 +48,10 @@ def test_to_cpu_pto_and_back():
 
 def test_results_match_cpu():
     a, b = torch.randn(8, 8), torch.randn(8, 8)
-    assert_close((a.to("pto") @ b.to("pto") + 1).cpu(), a @ b + 1)
+    # The product within matmul_bound (2 gamma_8 |a| @ |b|), the + 1 a rounding more, u |y| a side.
+    expected = a @ b + 1
+    bound = matmul_bound(a, b).value + 2 * 2.0 ** -24 * expected.double().abs()
+    assert_within_bound((a.to("pto") @ b.to("pto") + 1).cpu(), expected, Bound(bound, "matmul_bound + 2u|y|"))
     assert_close(torch.softmax(a.to("pto"), -1).cpu(), torch.softmax(a, -1))
 
 
@@ -54,9 +59,10 @@ def test_module_to_pto():
     layer = torch.nn.Linear(4, 4)
     x = torch.randn(2, 4)
     expected = layer(x)
+    bound = multilinear_bound(torch.nn.functional.linear, (x, layer.weight, layer.bias))
     layer = layer.to("pto")
     assert layer.weight.device.type == "pto"
-    assert_close(layer(x.to("pto")).cpu(), expected)
+    assert_within_bound(layer(x.to("pto")).cpu().detach(), expected.detach(), bound)
 
 
 def test_current_device_and_context_manager():

@@ -9,6 +9,8 @@ import torch.nn.functional as F
 from torch.testing import assert_close
 
 import pypto_torch as pypto
+from error_bounds import (Bound, assert_within_bound, conv_bound, gamma, matmul_bound, normalization_bounds,
+                          normalize_bound, rms_norm_bound, softmax_bound, sum_bound)
 from pypto_torch import api
 
 
@@ -306,6 +308,26 @@ OPS = {
                lambda x, w, b, padding: F.conv2d(x, w, b, padding=padding)),
 }
 TENSOR_OPS = list(OPS)
+# The ops that accumulate compare within their error_bounds bound (which grows with the
+# count summed); the elementwise ones within rtol = atol = 1e-5, a few ulps.
+BOUNDS = {
+    "matmul": lambda x, y: matmul_bound(x, y),
+    "reduce_sum": lambda x, axis: sum_bound(x, axis),
+    "reduce_mean": lambda x, axis, keepdims: sum_bound(x, axis, keepdims, mean=True),
+    "softmax": lambda x, axis: softmax_bound(x, axis),
+    "normalize": lambda x, axis: normalize_bound(x, axis),
+    "layer_norm": lambda x, n, w, b: normalization_bounds(x, (-1,), w, b, 1e-5)[0],
+    "rms_norm": lambda x, weight: rms_norm_bound(x, (-1,), weight, 1e-6),
+    "conv2d": lambda x, w, b, padding: conv_bound(x, w, b, padding=padding),
+}
+
+
+def _assert_matches(name, result, args, kwargs, reference):
+    expected = reference(*args, **kwargs)
+    if name in BOUNDS:
+        assert_within_bound(result, expected, BOUNDS[name](*args, **kwargs), name)
+    else:
+        assert_close(result, expected, rtol=1e-5, atol=1e-5)
 # ops taking two or more tensors, whose devices can disagree
 MULTI_TENSOR_OPS = [name for name, (args, kwargs, _) in OPS.items()
                     if sum(isinstance(v, torch.Tensor) for v in (*args, *kwargs.values())) > 1]
@@ -323,7 +345,7 @@ def test_op_on_pto_matches_torch_on_the_cpu(name):
     before = pypto.fallback_ops()
     result = getattr(pypto, name)(*_to(args, "pto"), **_to(kwargs, "pto"))
     assert result.device == PTO0
-    assert_close(result.cpu(), reference(*args, **kwargs), rtol=1e-5, atol=1e-5)
+    _assert_matches(name, result.cpu(), args, kwargs, reference)
     assert pypto.fallback_ops() == before, f"pypto.{name} left the device"
 
 
@@ -333,15 +355,17 @@ def test_op_runs_on_cpu_tensors_too(name):
     with pypto.Context("cpu"):
         result = getattr(pypto, name)(*args, **kwargs)
     assert result.device == CPU
-    assert_close(result, reference(*args, **kwargs), rtol=1e-5, atol=1e-5)
+    _assert_matches(name, result, args, kwargs, reference)
 
 
 def test_norms_default_their_normalized_shape():
     x, w = torch.randn(3, 5), torch.randn(5)
-    assert_close(pypto.layer_norm(x.to("pto")).cpu(), F.layer_norm(x, [5]), rtol=1e-5, atol=1e-5)
-    assert_close(pypto.layer_norm(x.to("pto"), weight=w.to("pto")).cpu(), F.layer_norm(x, [5], w),
-                 rtol=1e-5, atol=1e-5)
-    assert_close(pypto.rms_norm(x.to("pto"), [5]).cpu(), F.rms_norm(x, [5], eps=1e-6), rtol=1e-5, atol=1e-5)
+    assert_within_bound(pypto.layer_norm(x.to("pto")).cpu(), F.layer_norm(x, [5]),
+                        normalization_bounds(x, (-1,))[0], "layer_norm")
+    assert_within_bound(pypto.layer_norm(x.to("pto"), weight=w.to("pto")).cpu(), F.layer_norm(x, [5], w),
+                        normalization_bounds(x, (-1,), w)[0], "layer_norm with a weight")
+    assert_within_bound(pypto.rms_norm(x.to("pto"), [5]).cpu(), F.rms_norm(x, [5], eps=1e-6),
+                        rms_norm_bound(x, (-1,), eps=1e-6), "rms_norm")
 
 
 @pytest.mark.parametrize("op, scalar, dtype", [
@@ -370,14 +394,23 @@ def test_reductions_over_one_several_or_all_axes(op, torch_op):
     x = torch.randn(3, 4, 5)
     reduce = getattr(pypto, op)
     on_pto = x.to("pto")
+    sums = op in ("reduce_sum", "reduce_mean")
+
+    def check(got, expected, axis, keepdims=False):
+        if sums:  # within 2 gamma_N sum|x| (mean: over N); max and min exactly
+            bound = sum_bound(x, tuple(axis) if isinstance(axis, list) else axis, keepdims, mean=op == "reduce_mean")
+            assert_within_bound(got, expected, bound, f"{op} over {axis}")
+        else:
+            assert_close(got, expected, rtol=0, atol=0)
+
     for axis in (0, 1, -1, (0, 2), [1, 2], (-1, 0)):
         for keepdims in (False, True):
             expected = torch_op(x, axis, keepdim=keepdims)
-            assert_close(reduce(on_pto, axis=axis, keepdims=keepdims).cpu(), expected, rtol=1e-5, atol=1e-5)
-    assert_close(reduce(on_pto, axis=None).cpu(), torch_op(x), rtol=1e-5, atol=1e-5)
+            check(reduce(on_pto, axis=axis, keepdims=keepdims).cpu(), expected, axis, keepdims)
+    check(reduce(on_pto, axis=None).cpu(), torch_op(x), None)
     kept = reduce(on_pto, axis=None, keepdims=True)
     assert kept.shape == (1, 1, 1)
-    assert_close(kept.cpu().reshape(()), torch_op(x), rtol=1e-5, atol=1e-5)
+    check(kept.cpu().reshape(()), torch_op(x), None)
     scalar = torch.tensor(2.5, device="pto")
     assert reduce(scalar, axis=None).item() == 2.5
 
@@ -391,7 +424,8 @@ def test_conv2d_nhwc_matches_torch_on_the_permuted_input():
     got = pypto.conv2d(x.to("pto"), w.to("pto"), b.to("pto"), stride=2, padding=1, layout="NHWC")
     assert got.shape == expected.shape == (2, 4, 3, 5)
     assert got.pypto_layout == "NHWC" and got.is_contiguous()  # NHWC in memory too
-    assert_close(got.cpu(), expected, rtol=1e-4, atol=1e-4)
+    bound = conv_bound(x.permute(0, 3, 1, 2), w, b, stride=2, padding=1)
+    assert_within_bound(got.cpu(), expected, Bound(bound.value.permute(0, 2, 3, 1), bound.name), "NHWC conv2d")
 
 
 def test_conv2d_reads_the_recorded_layout():
@@ -401,11 +435,16 @@ def test_conv2d_reads_the_recorded_layout():
     x = pypto.tensor(data, layout="NHWC")
     y = pypto.conv2d(x, pypto.from_torch(w))
     assert y.shape == (1, 4, 4, 4) and y.pypto_layout == "NHWC"
-    assert_close(y.cpu(), expected, rtol=1e-4, atol=1e-4)
-    # NHWC in, NHWC out: a second convolution chains without saying the layout again
+    first = conv_bound(torch.from_numpy(data).permute(0, 3, 1, 2), w).value  # NCHW
+    assert_within_bound(y.cpu(), expected, Bound(first.permute(0, 2, 3, 1), "conv_bound"), "NHWC conv2d")
+    # NHWC in, NHWC out: a second convolution chains without saying the layout again.
+    # Its inputs differ by `first` already: that difference carried through |w2| (times
+    # 1 + gamma_4, each side's own rounding of it), plus its own bound.
     w2 = torch.randn(3, 4, 1, 1)
     expected2 = F.conv2d(expected.permute(0, 3, 1, 2), w2).permute(0, 2, 3, 1)
-    assert_close(pypto.conv2d(y, pypto.from_torch(w2)).cpu(), expected2, rtol=1e-4, atol=1e-4)
+    second = conv_bound(expected.permute(0, 3, 1, 2), w2).value + (1 + gamma(4)) * F.conv2d(first, w2.double().abs())
+    assert_within_bound(pypto.conv2d(y, pypto.from_torch(w2)).cpu(), expected2,
+                        Bound(second.permute(0, 2, 3, 1), "conv_bound, the first's carried through |w2|"), "chained")
     # the argument wins over what is recorded
     nchw = pypto.conv2d(pypto.tensor(np.random.rand(1, 2, 5, 5), dtype="float32", layout="NHWC"),
                         pypto.from_torch(w), layout="NCHW")
@@ -490,10 +529,19 @@ def test_seed_style_code_gives_the_same_numbers_on_cpu_and_pto():
     on_pto = compute(x, a, b)
     with pypto.Context(device_type="cpu"):
         on_cpu = compute(*(pypto.from_torch(t) for t in (x, a, b)))
-    for got, want in zip(on_pto, on_cpu):
+    xs, as_, bs = (pypto.to_torch(t).cpu() for t in (x, a, b))
+    # w: elementwise, a few ulps; the matmul (K = 16), the row sums (128), softmax and
+    # normalize over 128: within their bounds; the column max exactly.
+    bounds = [None, matmul_bound(as_, bs), sum_bound(xs, 1), "exact", softmax_bound(xs, -1), normalize_bound(xs, 1)]
+    for got, want, bound in zip(on_pto, on_cpu, bounds):
         assert got.device == PTO0 and want.device == CPU
-        assert_close(pypto.to_torch(got).cpu(), want, rtol=1e-5, atol=1e-5, equal_nan=True)
-    assert_close(on_cpu[4], torch.softmax(x.cpu(), -1))
+        if bound is None:
+            assert_close(pypto.to_torch(got).cpu(), want, rtol=1e-5, atol=1e-5, equal_nan=True)
+        elif bound == "exact":
+            assert_close(pypto.to_torch(got).cpu(), want, rtol=0, atol=0)
+        else:
+            assert_within_bound(pypto.to_torch(got).cpu(), pypto.to_torch(want), bound)
+    assert_within_bound(pypto.to_torch(on_cpu[4]), torch.softmax(xs, -1), softmax_bound(xs, -1), "softmax")
 
 
 def test_ops_trace_into_one_graph_for_kernels():
