@@ -525,3 +525,29 @@ def test_convolution_results_are_channels_last_when_an_operand_is(layouts):
     for expected, got in zip(*results):
         assert got.stride() == expected.stride()
         assert_close(got.cpu(), expected, rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16, torch.float32], ids=str)
+def test_group_norm_of_a_channels_last_input(dtype):
+    """torch's composite views the input as [1, N * groups, -1]: pto hands it a contiguous
+    copy and returns the CPU's layout. Each side normalises groups of 32 values in
+    float32, and both round once to the dtype: within one unit of the dtype's precision
+    (2 eps |y| + float32's 2 gamma_32 error, far below it)."""
+    torch.manual_seed(0)
+    x = torch.randn(2, 6, 4, 4).to(dtype).to(memory_format=torch.channels_last)
+    weight, bias = torch.randn(6).to(dtype), torch.randn(6).to(dtype)
+    expected = torch.nn.functional.group_norm(x, 3, weight, bias)
+    got = torch.nn.functional.group_norm(x.to("pto"), 3, weight.to("pto"), bias.to("pto"))
+    assert got.stride() == expected.stride()
+    eps = torch.finfo(dtype).eps
+    assert_close(got.cpu().float(), expected.float(), rtol=2 * eps, atol=2 * eps)
+
+
+def test_loss_and_activation_argument_errors_are_the_cpus():
+    for device in ("cpu", "pto"):
+        with pytest.raises(RuntimeError, match="weight tensor should be defined either for all 4 classes"):
+            torch.nn.functional.nll_loss(torch.randn(3, 4, device=device), torch.tensor([0, 1, 2], device=device),
+                                         weight=torch.ones(3, device=device))
+        x = torch.randn(3, device=device, requires_grad=True).clone()
+        with pytest.raises(RuntimeError, match="In-place elu backward calculation is triggered with a negative slope"):
+            torch.nn.functional.elu_(x, alpha=-2.0).sum().backward()

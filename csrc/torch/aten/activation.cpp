@@ -28,6 +28,11 @@ at::Tensor& eluInplace(at::Tensor& self, const at::Scalar& alpha, const at::Scal
 // From the input, or (is_result) from the output y, as the CPU kernel takes it.
 at::Tensor eluBackward(const at::Tensor& grad, const at::Scalar& alpha, const at::Scalar& scale,
                        const at::Scalar& input_scale, bool is_result, const at::Tensor& self_or_result) {
+  // From the result (in-place elu_), the CPU's check: the result alone no longer
+  // tells the input's sign when alpha is negative.
+  TORCH_CHECK(!is_result || alpha.toDouble() >= 0.0, "In-place elu backward calculation is triggered with a "
+              "negative slope which is not supported. This is caused by calling in-place forward function with a "
+              "negative slope, please call out-of-place version instead.");
   const at::Tensor v = widened(self_or_result), g = widened(grad);
   const double negative = alpha.toDouble() * scale.toDouble(), inner = input_scale.toDouble();
   const at::Tensor slope = is_result ? at::add(v, negative).mul_(inner)

@@ -106,6 +106,14 @@ Picks picks(const at::Tensor& self, const at::Tensor& target, const std::optiona
   return {safe, at::where(valid, class_weights, at::zeros({}, self.options()))};
 }
 
+// The CPU's check of nll_loss's class weights: one per class, or none.
+void checkClassWeights(const at::Tensor& self, const std::optional<at::Tensor>& weight) {
+  if (!weight || !weight->defined()) return;
+  const int64_t classes = self.size(-1);
+  TORCH_CHECK(weight->dim() <= 1 && weight->numel() == classes, "weight tensor should be defined either for all ",
+              classes, " classes or no classes but got weight tensor of shape: ", weight->sizes());
+}
+
 bool nllNative(const at::Tensor& self, const at::Tensor& target) {
   return (self.dim() == 2 && target.dim() == 1 && target.size(0) == self.size(0)) &&
          target.scalar_type() == at::kLong && at::isFloatingType(self.scalar_type());
@@ -299,6 +307,7 @@ std::tuple<at::Tensor, at::Tensor> nllLossForward(const at::Tensor& self, const 
   if (!nllNative(self, target)) {
     return Fallback<ATEN_OP(nll_loss_forward)>::call(self, target, weight, reduction, ignore_index);
   }
+  checkClassWeights(self, weight);
   const Picks p = picks(self, target, weight, ignore_index);
   const at::Tensor picked = self.gather(1, p.safe_target.unsqueeze(1)).squeeze(1);
   const at::Tensor losses = at::neg(at::mul(picked, p.weights));
@@ -315,6 +324,7 @@ at::Tensor nllLossBackward(const at::Tensor& grad_output, const at::Tensor& self
     return Fallback<ATEN_OP(nll_loss_backward)>::call(grad_output, self, target, weight, reduction, ignore_index,
                                                       total_weight);
   }
+  checkClassWeights(self, weight);
   const Picks p = picks(self, target, weight, ignore_index);
   at::Tensor coefficient = at::neg(at::mul(p.weights, grad_output));
   if (reduction == at::Reduction::Mean) coefficient = at::div(coefficient, total_weight);

@@ -1,6 +1,7 @@
 #include "normalization.h"
 
 #include <ATen/Operators.h>
+#include <ATen/ops/native_group_norm_native.h>
 
 #include <optional>
 
@@ -176,6 +177,13 @@ at::Tensor& stddevOut(const at::Tensor& self, at::OptionalIntArrayRef dim, const
     return Fallback<ATEN_OP2(std, correction_out)>::call(self, dim, correction, keepdim, out);
   }
   return assign(out, r.sqrt());
+}
+
+std::tuple<at::Tensor, at::Tensor, at::Tensor> groupNorm(const at::Tensor& input, const std::optional<at::Tensor>& weight,
+                                                         const std::optional<at::Tensor>& bias, int64_t n, int64_t c,
+                                                         int64_t hw, int64_t group, double eps) {
+  auto [y, mean, rstd] = at::native::math_group_norm(input.contiguous(), weight, bias, n, c, hw, group, eps);
+  return {y.contiguous(input.suggest_memory_format()), mean, rstd};
 }
 
 std::tuple<at::Tensor, at::Tensor, at::Tensor> batchNorm(

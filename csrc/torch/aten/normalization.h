@@ -22,6 +22,13 @@ at::Tensor stddev(const at::Tensor& self, at::OptionalIntArrayRef dim, const std
                   bool keepdim);
 at::Tensor& stddevOut(const at::Tensor& self, at::OptionalIntArrayRef dim, const std::optional<at::Scalar>& correction,
                       bool keepdim, at::Tensor& out);
+// native_group_norm: torch's composite (math_group_norm) on a contiguous input, which
+// it views as [1, N * groups, -1]; the result back in the input's memory format, as the
+// CPU's is (a channels_last float16 input failed the view).
+std::tuple<at::Tensor, at::Tensor, at::Tensor> groupNorm(const at::Tensor& input, const std::optional<at::Tensor>& weight,
+                                                         const std::optional<at::Tensor>& bias, int64_t n, int64_t c,
+                                                         int64_t hw, int64_t group, double eps);
+
 std::tuple<at::Tensor, at::Tensor, at::Tensor> batchNorm(
     const at::Tensor& input, const std::optional<at::Tensor>& weight, const std::optional<at::Tensor>& bias,
     const std::optional<at::Tensor>& running_mean, const std::optional<at::Tensor>& running_var, bool training,

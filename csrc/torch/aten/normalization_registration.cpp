@@ -7,6 +7,7 @@ namespace pto::backend {
 
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("native_batch_norm", TORCH_FN(batchNorm));
+  m.impl("native_group_norm", TORCH_FN(groupNorm));
   m.impl("native_batch_norm_backward", TORCH_FN(batchNormBackward));
   m.impl("var.correction", TORCH_FN(var));
   m.impl("var.correction_out", TORCH_FN(varOut));
