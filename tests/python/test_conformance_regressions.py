@@ -551,3 +551,20 @@ def test_loss_and_activation_argument_errors_are_the_cpus():
         x = torch.randn(3, device=device, requires_grad=True).clone()
         with pytest.raises(RuntimeError, match="In-place elu backward calculation is triggered with a negative slope"):
             torch.nn.functional.elu_(x, alpha=-2.0).sum().backward()
+
+
+def test_cat_of_zero_dimensional_tensors_raises(python):
+    """It wrote past its shape vector (SIGSEGV); in a fresh interpreter, as it once crashed."""
+    result = python("""
+        import torch
+        for device in ("cpu", "pto"):
+            for tensors in ([torch.tensor(1.0), torch.tensor(2.0)], [torch.ones(2), torch.tensor(2.0)]):
+                try:
+                    torch.cat([t.to(device) for t in tensors])
+                except RuntimeError as error:
+                    print(device, error)
+    """)
+    assert result.returncode == 0, result.stderr
+    lines = result.stdout.splitlines()
+    assert lines[:2] == [line.replace("pto", "cpu", 1) for line in lines[2:]] and len(lines) == 4
+    assert "zero-dimensional tensor (at position 1) cannot be concatenated" in lines[3]

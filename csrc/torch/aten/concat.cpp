@@ -26,7 +26,10 @@ c10::MemoryFormat commonFormat(const std::vector<at::Tensor>& inputs) {
 
 bool catNative(const at::ITensorListRef& tensors, int64_t dim, at::Tensor& out) {
   std::vector<at::Tensor> inputs;
+  int64_t position = 0;
   for (const at::Tensor& t : tensors) {
+    TORCH_CHECK(t.dim() > 0, "zero-dimensional tensor (at position ", position, ") cannot be concatenated");
+    ++position;
     if (t.device() != out.device() || !ptoDType(t.scalar_type())) return false;
     if (!skipped(t)) inputs.push_back(t);
   }
