@@ -568,3 +568,24 @@ def test_cat_of_zero_dimensional_tensors_raises(python):
     lines = result.stdout.splitlines()
     assert lines[:2] == [line.replace("pto", "cpu", 1) for line in lines[2:]] and len(lines) == 4
     assert "zero-dimensional tensor (at position 1) cannot be concatenated" in lines[3]
+
+
+OUT_DTYPE_CASES = {
+    "lerp": lambda x, out: torch.lerp(x, x, 0.5, out=out),
+    "logaddexp": lambda x, out: torch.logaddexp(x, x, out=out),
+    "var": lambda x, out: torch.var(x, 0, out=out),
+    "cat": lambda x, out: torch.cat([x], out=out),
+}
+
+
+@pytest.mark.parametrize("name", list(OUT_DTYPE_CASES))
+def test_out_of_a_dtype_the_result_cannot_cast_to(name):
+    """Refused with the CPU's exception type (cat's is a TypeError)."""
+    op = OUT_DTYPE_CASES[name]
+    kinds = []
+    for device in ("cpu", "pto"):
+        out = torch.full((2,), 7, dtype=torch.long, device=device)
+        with pytest.raises(RuntimeError if name != "cat" else TypeError) as caught:
+            op(torch.rand(3, 4, device=device), out)
+        kinds.append(type(caught.value))
+    assert kinds[0] is kinds[1]

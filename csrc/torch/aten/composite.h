@@ -16,8 +16,12 @@ inline at::Tensor widened(const at::Tensor& t) {
   return reduced ? t.to(at::kFloat) : t;
 }
 
-// Writes `value` into `out`, resized to its shape (PyTorch's out= rule), in out's dtype.
+// Writes `value` into `out`, resized to its shape (PyTorch's out= rule), in out's dtype:
+// one the result casts to under torch's rule (no float into an integer, complex into a
+// real or anything but bool into bool), checked before out changes, as the CPU does.
 inline at::Tensor& assign(at::Tensor& out, const at::Tensor& value) {
+  TORCH_CHECK(at::canCast(value.scalar_type(), out.scalar_type()), "result type ", value.scalar_type(),
+              " can't be cast to the desired output type ", out.scalar_type());
   at::native::resize_output(out, value.sizes());
   return out.copy_(value);
 }

@@ -76,6 +76,8 @@ at::ScalarType catType(const at::ITensorListRef& tensors) {
 }  // namespace
 
 at::Tensor& catOut(const at::ITensorListRef& tensors, int64_t dim, at::Tensor& out) {
+  TORCH_CHECK_TYPE(at::canCast(catType(tensors), out.scalar_type()),
+                   "torch.cat(): input types can't be cast to the desired output type ", out.scalar_type());
   if (!catNative(tensors, dim, out)) {
     Fallback<ATEN_OP2(cat, out)>::call(tensors, dim, out);
   }
