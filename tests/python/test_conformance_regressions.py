@@ -589,3 +589,12 @@ def test_out_of_a_dtype_the_result_cannot_cast_to(name):
             op(torch.rand(3, 4, device=device), out)
         kinds.append(type(caught.value))
     assert kinds[0] is kinds[1]
+
+
+def test_masked_fill_refuses_a_complex_value_for_a_real_tensor():
+    for device in ("cpu", "pto"):
+        x, mask = torch.zeros(3, dtype=torch.long, device=device), torch.tensor([True, False, True], device=device)
+        for value in (torch.tensor(1 + 1j), 1 + 1j):
+            with pytest.raises(RuntimeError, match="value cannot be converted to type int64_t without overflow"):
+                x.clone().masked_fill_(mask, value)
+        assert x.clone().masked_fill_(mask, torch.tensor(2.5)).cpu().tolist() == [2, 0, 2]

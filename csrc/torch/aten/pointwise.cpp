@@ -164,6 +164,9 @@ at::Tensor& maskedFillTensor(at::Tensor& self, const at::Tensor& mask, const at:
   TORCH_CHECK(mask.scalar_type() == at::kBool, "masked_fill_ only supports boolean masks, but got mask with dtype ",
               mask.scalar_type());
   at::assert_no_partial_overlap(self, mask);
+  // A complex value converts to a real self as the Scalar form's does: refused (a
+  // tensor conversion would drop the imaginary part with only a warning).
+  if (value.is_complex() && !self.is_complex()) return maskedFillScalar(self, mask, value.item());
   return self.copy_(at::where(mask, value.to(self.device(), self.scalar_type()), self));
 }
 

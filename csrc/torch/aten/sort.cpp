@@ -194,6 +194,9 @@ std::tuple<at::Tensor&, at::Tensor&> kthvalueOut(const at::Tensor& self, int64_t
                                                  at::Tensor& values, at::Tensor& indices) {
   const int64_t axis = at::maybe_wrap_dim(dim, std::max<int64_t>(self.dim(), 1));
   const int64_t extent = self.dim() == 0 ? 1 : self.size(axis);
+  // aten's checks: the results may not share memory with self.
+  at::assert_no_overlap(values, self);
+  at::assert_no_overlap(indices, self);
   if (!sortable(self) || k < 1 || k > extent) {
     return Fallback<ATEN_OP2(kthvalue, values)>::call(self, k, dim, keepdim, values, indices);
   }
