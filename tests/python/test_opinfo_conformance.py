@@ -87,21 +87,12 @@ from opinfo_sweep import copy_like, evenly_spaced, opinfo_tolerance
 # One row per cause; each case is xfail(strict=True).
 F32, I64 = (torch.float32,), (torch.int64,)
 KNOWN_DIVERGENCES = {
-    "out= of a dtype the result cannot be cast to is written (cast) by pto's native out= kernels; "
-    "the CPU raises (result type Float can't be cast to the desired output type Long, Expected out "
-    "tensor to have dtype ...): the out dtype is not checked before the launch": [
-        (("lerp", "logaddexp", "nn.functional.softplus", "var", "std", "linalg.vector_norm", "nansum"),
-         "out_dtype", F32),
-        (("all", "any", "nn.functional.avg_pool2d", "masked_select", "cat", "stack", "kthvalue"), "out_dtype", None),
-    ],
-    "an out= that overlaps an input is written by pto's native kthvalue.values; the CPU raises "
-    "'unsupported operation: some elements of the input tensor and the written-to tensor refer to a "
-    "single memory location' (no at::assert_no_overlap)": [
-        ("kthvalue", "errors", None),
-    ],
-    "masked_fill with a 0-d complex tensor as the value into an integer tensor: pto fills (the real "
-    "part) where the CPU raises 'value cannot be converted to type int64_t without overflow'": [
-        ("masked_fill", "errors", None),
+    "out= of another dtype than the op's own (bool for all/any, self's for masked_select and kthvalue, "
+    "nansum's integer out of a float input): pto converts into it where the CPU raises (all only "
+    "supports bool tensor for result, Expected out tensor to have dtype ...); casts torch refuses "
+    "(float into an integer) are refused": [
+        (("nansum",), "out_dtype", F32),
+        (("all", "any", "masked_select", "kthvalue"), "out_dtype", None),
     ],
     "pto's native narrow_copy checks its arguments itself: a dim out of range raises IndexError "
     "(Dimension out of range) where the CPU raises RuntimeError (Expected dim < ...), and a negative "
@@ -113,10 +104,6 @@ KNOWN_DIVERGENCES = {
     "into a non-contiguous out as if it were contiguous, over the elements around the view; pto "
     "(the fallback) writes through the view": [
         ("narrow_copy", "out_strided", None),
-    ],
-    "torch.cat of 0-d tensors crashes the process (SIGSEGV) instead of raising 'zero-dimensional "
-    "tensor (at position 0) cannot be concatenated'": [
-        ("cat", "errors", None),
     ],
     "addcmul/addcdiv with value=False whose tensors promote to complex (float32 input, float64 and "
     "complex128 tensors): pto raises 'Boolean alpha only supported for Boolean results.' (its "

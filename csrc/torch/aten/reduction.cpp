@@ -203,7 +203,8 @@ at::Tensor nansumOf(const at::Tensor& self, at::OptionalIntArrayRef dim, bool ke
 
 at::Tensor& nansumOut(const at::Tensor& self, at::OptionalIntArrayRef dim, bool keepdim,
                       std::optional<at::ScalarType> dtype, at::Tensor& out) {
-  return assign(out, nansumOf(self, dim, keepdim, dtype));
+  // As sum's: out's dtype is the one it sums in when none is given.
+  return assign(out, nansumOf(self, dim, keepdim, dtype.value_or(out.scalar_type())));
 }
 
 at::Tensor countNonzero(const at::Tensor& self, at::IntArrayRef dim) {
