@@ -200,6 +200,8 @@ def copy_like(value, device, _memo=None):
     memo = {} if _memo is None else _memo
     if isinstance(value, torch.Tensor):
         t = value.detach()
+        if t.device.type != "cpu":  # meta tensors (error inputs): left as they are
+            return t
         if t.layout != torch.strided or t.is_conj() or t.is_neg() or t.is_quantized \
                 or t.untyped_storage().nbytes() % t.element_size():
             return t.clone() if device == "cpu" else t.to(device)
