@@ -559,7 +559,10 @@ def out_differs(ctx, sample, kind, cpu, cpu_outs, cpu_bases, cpu_ptrs, pto, pto_
             return f"out= view restrided: strides {strides[0]} on pto, {strides[1]} on the CPU"
         around = [b[..., 0] for b in on_cpu(pto_bases)], [b[..., 0] for b in cpu_bases]
         if not all(torch.equal(a, e) for a, e in zip(*around)):
-            return "out= view: elements of the buffer around the view were written (they stay 7 on the CPU)"
+            touched = ["pto" if not bool((a == 7).all()) else None for a in around[0]] + \
+                      ["the CPU" if not bool((e == 7).all()) else None for e in around[1]]
+            return (f"out= view: the elements around the view (filled with 7) differ; written by "
+                    f"{' and '.join(sorted({t for t in touched if t}))}")
         message = ctx.values_differ(sample, on_cpu([b[..., 1] for b in pto_bases]),
                                     [b[..., 1] for b in cpu_bases], tally)
         return None if message is None else "the values seen through the buffer behind the out= view: " + message
@@ -755,12 +758,16 @@ def run_units(units: list, jobs: int = 1, chunk_pairs: int = CI_PAIRS_PER_CHUNK,
                 if worker["process"].poll() is None:
                     continue
                 running.remove(worker)
+                _WORKERS.discard(worker["process"])
                 follow = _collect(worker, hung, results, crashed_once, stopped=late and not hung)
                 if follow is not None:
                     waiting.insert(0, follow)
                 if progress:
                     progress(results, worker.get("died_in"))
     return results
+
+
+_WORKERS: set = set()  # the worker processes running now, for a parent stopped by a signal to end
 
 
 def _launch(task: dict, units: list, workdir: str) -> dict:
@@ -771,6 +778,7 @@ def _launch(task: dict, units: list, workdir: str) -> dict:
     process = subprocess.Popen([sys.executable, os.path.abspath(__file__), "--worker", json.dumps(job)],
                                stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
                                cwd=os.path.dirname(os.path.abspath(__file__)))
+    _WORKERS.add(process)
     return {**task, "process": process, "path": path, "log": log, "size": 0, "seen": time.monotonic()}
 
 
@@ -969,6 +977,8 @@ def main(argv=None) -> int:
     parser.add_argument("--chunk", type=int, help="(op, dtype) pairs per worker interpreter")
     parser.add_argument("--minutes", type=float, help="start no worker after this many minutes")
     parser.add_argument("--json", help="write the plan and every check's record to this file (as the run goes)")
+    parser.add_argument("--resume", metavar="JSON", help="go on from a run saved with --json (the same plan): "
+                        "its records are kept, its time counts towards --minutes")
     parser.add_argument("--table", metavar="JSON", help="print the table of a run saved with --json, and exit")
     parser.add_argument("--worker", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
@@ -988,32 +998,45 @@ def main(argv=None) -> int:
         return 0
     dtypes = {getattr(torch, d) for d in args.dtypes.split(",")} if args.dtypes else None
     units = plan(args.full, args.ops.split(",") if args.ops else None, dtypes)
-    start = time.monotonic()
+    earlier, spent = {}, 0.0
+    if args.resume and os.path.exists(args.resume):
+        with open(args.resume) as f:
+            saved = json.load(f)
+        if saved["units"] != units:
+            parser.error(f"{args.resume} saved another plan")
+        earlier, spent = {int(i): r for i, r in saved["results"].items()}, saved["seconds"]
+    start = time.monotonic() - spent
     deadline = start + 60 * args.minutes if args.minutes else None
     chunk = args.chunk or (FULL_PAIRS_PER_CHUNK if args.full else CI_PAIRS_PER_CHUNK)
 
     def save(results):
         if args.json:
+            every = {**earlier, **{todo[i]: r for i, r in results.items()}}
             with open(args.json + ".part", "w") as f:
                 json.dump({"units": units, "seconds": round(time.monotonic() - start, 1),
-                           "results": {str(i): results[i] for i in sorted(results)}}, f)
+                           "results": {str(i): every[i] for i in sorted(every)}}, f)
             os.replace(args.json + ".part", args.json)
 
     def progress(results, died_in):
-        died = f", a worker died in {unit_id(units[died_in])}" if died_in is not None else ""
-        print(f"[{time.monotonic() - start:6.0f} s] {len(results)}/{len(units)} checks{died}", file=sys.stderr,
+        died = f", a worker died in {unit_id(units[todo[died_in]])}" if died_in is not None else ""
+        print(f"[{time.monotonic() - start:6.0f} s] {len(earlier) + len(results)}/{len(units)} checks{died}",
+              file=sys.stderr,
               flush=True)
         save(results)  # as it goes: a run stopped from outside keeps what it checked
 
     def stopped(number, frame):
         print(f"stopped by signal {signal.Signals(number).name} after {time.monotonic() - start:.0f} s; "
               f"--table {args.json} prints what was checked" if args.json else "", file=sys.stderr, flush=True)
+        for process in list(_WORKERS):
+            os.killpg(process.pid, signal.SIGKILL)
         raise SystemExit(128 + number)
 
     signal.signal(signal.SIGTERM, stopped)
     signal.signal(signal.SIGHUP, stopped)
-    results = run_units(units, args.jobs, chunk, deadline, progress)
-    save(results)
+    todo = [i for i in range(len(units)) if i not in earlier]
+    found = run_units([units[i] for i in todo], args.jobs, chunk, deadline, progress)
+    save(found)
+    results = {**earlier, **{todo[i]: r for i, r in found.items()}}
     print(tabulate(units, results, time.monotonic() - start))
     unexpected = [i for i, r in results.items()
                   if r["status"] in ("fail", "crash", "hang") and not known_cause(*units[i][:3])]
