@@ -7,7 +7,8 @@ device, checked on pto against the CPU's behaviour for the same inputs
 - noncontiguous every sample input made non-contiguous on each device
                 (SampleInput.noncontiguous(): the values every other element of a
                 doubled buffer): pto's result equals the CPU's.
-- out           out= a correctly sized tensor: pto returns that tensor, keeps its
+- out           out= a correctly sized tensor (every out= tensor is filled with 7 first,
+                so that elements an op leaves alone compare equal): pto returns that tensor, keeps its
                 storage (data_ptr), warns as the CPU does, and writes the CPU's values.
 - out_resized   out= an empty tensor and out= one of a wrong, non-zero size: both
                 resized to the CPU's shape with the CPU's values, and the warning
@@ -473,17 +474,17 @@ def make_outs(kind: str, expected: list, device: str):
     """out= tensors for `expected` (the CPU's functional result) on `device`, and the
     buffers behind them for out_strided."""
     outs, bases = [], []
-    for e in expected:
+    for e in expected:  # filled with 7, not left uninitialised: an element an op leaves alone compares equal
         if kind == "out":
-            outs.append(torch.empty(e.shape, dtype=e.dtype, device=device))
+            outs.append(torch.full(e.shape, 7, dtype=e.dtype, device=device))
         elif kind == "empty":
             outs.append(torch.empty(0, dtype=e.dtype, device=device))
         elif kind == "wrong_size":
-            outs.append(torch.empty(e.numel() + 1, dtype=e.dtype, device=device))
+            outs.append(torch.full((e.numel() + 1,), 7, dtype=e.dtype, device=device))
         elif kind == "wrong_dtype":
             wrong = torch.int64 if (e.is_floating_point() or e.is_complex()) else \
                 (torch.bool if e.dtype != torch.bool else torch.int64)
-            outs.append(torch.empty(e.shape, dtype=wrong, device=device))
+            outs.append(torch.full(e.shape, 7, dtype=wrong, device=device))
         elif kind == "strided":
             base = torch.full((*e.shape, 2), 7, dtype=e.dtype, device=device)
             bases.append(base)
@@ -558,14 +559,17 @@ def out_differs(ctx, sample, kind, cpu, cpu_outs, cpu_bases, cpu_ptrs, pto, pto_
         if strides[0] != strides[1]:  # (an empty tensor's strides say nothing)
             return f"out= view restrided: strides {strides[0]} on pto, {strides[1]} on the CPU"
         around = [b[..., 0] for b in on_cpu(pto_bases)], [b[..., 0] for b in cpu_bases]
-        if not all(torch.equal(a, e) for a, e in zip(*around)):
+        if not all(torch.equal(a == 7, e == 7) for a, e in zip(*around)):
             touched = ["pto" if not bool((a == 7).all()) else None for a in around[0]] + \
                       ["the CPU" if not bool((e == 7).all()) else None for e in around[1]]
-            return (f"out= view: the elements around the view (filled with 7) differ; written by "
+            return (f"out= view: other elements around the view (filled with 7) are written; written by "
                     f"{' and '.join(sorted({t for t in touched if t}))}")
-        message = ctx.values_differ(sample, on_cpu([b[..., 1] for b in pto_bases]),
-                                    [b[..., 1] for b in cpu_bases], tally)
-        return None if message is None else "the values seen through the buffer behind the out= view: " + message
+        if all(bool((e == 7).all()) for e in around[1]):  # written through the view: compare what it shows
+            got, want = on_cpu([b[..., 1] for b in pto_bases]), [b[..., 1] for b in cpu_bases]
+        else:  # both sides wrote the same elements around it too (restrided alike): the whole buffers
+            got, want = on_cpu(pto_bases), cpu_bases
+        message = ctx.values_differ(sample, got, want, tally)
+        return None if message is None else "the buffer behind the out= view: " + message
     shapes = [tuple(o.shape) for o in pto_outs], [tuple(o.shape) for o in cpu_outs]
     if shapes[0] != shapes[1]:
         return f"out= shapes {shapes[0]} on pto, {shapes[1]} on the CPU"
