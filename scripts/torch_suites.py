@@ -23,6 +23,11 @@ pytest runs in a temporary folder (DIR linked in as suites/) with
 config of this project applies, and with PYTORCH_TEST_WITH_SLOW=0.  Its output
 goes to FILE.log beside --out (or in the temporary folder), not the console.
 
+--twins halves the time of a big file: pto's copies run first (alone), then
+only the CPU twins of the pto tests that failed, errored, crashed or hung.
+"cpu passed" then counts those twins only; the pto-only failures are the same
+as in a full run.
+
 Printed at the end, one row a file: CPU passed, pto passed, pto failed
 (failed or error), pto-only failures (the pto copy failed, errored, crashed or
 hung while its CPU twin passed), crashes and hangs.  --out gets every test's
@@ -99,25 +104,30 @@ def crash_detail(log_path, start):
     return "\n".join([fatal.group(0)] + [f"{f}:{n} in {fn}" for f, n, fn in frames[:3]])
 
 
-def run_file(test_dir, name, args, log_dir):
-    """Run one test file to the end, restarting pytest after crashes and hangs."""
+def run_file(test_dir, name, args, log_path, devices="cpu,privateuse1", only=None):
+    """Run one test file to the end, restarting pytest after crashes and hangs.
+    devices: PYTORCH_TESTING_DEVICE_ONLY_FOR; only: run just these nodeids."""
     work = tempfile.mkdtemp(prefix="torch_suites_")
     os.symlink(test_dir, os.path.join(work, LINK))
     events, done = os.path.join(work, "events.jsonl"), os.path.join(work, "done.txt")
-    log_path = os.path.join(log_dir or work, name.replace("/", "_") + ".log")
+    log_path = log_path or os.path.join(work, "pytest.log")
     env = dict(os.environ,
-               PYTORCH_TESTING_DEVICE_ONLY_FOR="cpu,privateuse1",
+               PYTORCH_TESTING_DEVICE_ONLY_FOR=devices,
                PYTORCH_TEST_WITH_SLOW="0",
                PYTHONPATH=os.pathsep.join(filter(None, [HERE, os.environ.get("PYTHONPATH")])),
                TORCH_SUITES_EVENTS=events, TORCH_SUITES_DONE=done)
     env.pop("PYTEST_ADDOPTS", None)
+    if only is not None:
+        env["TORCH_SUITES_ONLY"] = os.path.join(work, "only.txt")
+        with open(env["TORCH_SUITES_ONLY"], "w") as f:
+            f.writelines(LINK + "/" + nodeid + "\n" for nodeid in only)
     cmd = [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-p", "torch_suites_plugin",
            "-c", os.devnull, "--rootdir", work, "-q", "--tb=short", os.path.join(LINK, name)]
     if args.k:
         cmd += ["-k", args.k]
 
     results, notes = {}, []  # nodeid -> {"outcome", "message"}; file-level problems
-    with open(log_path, "w") as log:
+    with open(log_path, "a") as log:
         for attempt in range(1, args.max_restarts + 2):
             with open(done, "w") as f:
                 f.writelines(nodeid + "\n" for nodeid in results)
@@ -186,6 +196,23 @@ def run_file(test_dir, name, args, log_dir):
             "tests": {nodeid.removeprefix(LINK + "/"): r for nodeid, r in results.items()}}
 
 
+def run_suite(test_dir, name, args, log_dir):
+    """Every test of one file, or with --twins pto's first and then the CPU
+    twins of its failures."""
+    log_path = log_dir and os.path.join(log_dir, name.replace("/", "_") + ".log")
+    if log_path:
+        open(log_path, "w").close()
+    if not args.twins:
+        return run_file(test_dir, name, args, log_path)
+    suite = run_file(test_dir, name, args, log_path, devices="privateuse1")
+    twins = [cpu_twin(nodeid) for nodeid, r in suite["tests"].items()
+             if device_of(nodeid) == "pto" and r["outcome"] in BAD]
+    cpu = run_file(test_dir, name, args, log_path, devices="cpu", only=twins)
+    suite["tests"].update(cpu["tests"])
+    suite["notes"] += cpu["notes"] + [f"--twins: {len(twins)} CPU twins of pto failures ran, no other CPU test"]
+    return suite
+
+
 def summarize(suite):
     tests = suite["tests"]
     counts = dict.fromkeys(COLUMNS, 0)
@@ -229,6 +256,8 @@ def main():
                         help="seconds without progress before pytest is killed (default 120)")
     parser.add_argument("-k", help="pytest -k expression")
     parser.add_argument("--out", help="write the per-test results here (JSON)")
+    parser.add_argument("--twins", action="store_true",
+                        help="run pto's tests, then only the CPU twins of its failures")
     parser.add_argument("--max-restarts", type=int, default=1000,
                         help="restarts of pytest per file at most (default 1000)")
     args = parser.parse_args()
@@ -242,7 +271,7 @@ def main():
     for name in files:
         print(f"{name} ...", flush=True)
         start = time.monotonic()
-        suite = suites[name] = run_file(test_dir, name, args, log_dir)
+        suite = suites[name] = run_suite(test_dir, name, args, log_dir)
         summarize(suite)
         suite["seconds"] = round(time.monotonic() - start)
         print(f"{name}: {len(suite['tests'])} tests in {suite['seconds']}s, log {suite['log']}", flush=True)

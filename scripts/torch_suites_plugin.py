@@ -5,7 +5,8 @@ It appends JSON lines to the file named by $TORCH_SUITES_EVENTS:
   {"event": "result", "nodeid": ..., "outcome": ..., "message": ..., "detail": ...}   after it
   {"event": "collect_error", "nodeid": ..., "message": ...}
 and deselects every nodeid listed (one a line) in $TORCH_SUITES_DONE, so that
-a pytest restarted after a crash or hang goes on where the last one stopped.
+a pytest restarted after a crash or hang goes on where the last one stopped,
+and, when $TORCH_SUITES_ONLY names a file, every nodeid not listed in it.
 Each line is one os.write on an O_APPEND descriptor: it is on disk even if the
 process dies right after.
 """
@@ -60,14 +61,23 @@ def _detail(report, limit=1200):
     return "\n".join([where] + lines)[:limit]
 
 
+def _nodeids(variable):
+    """The nodeids listed in the file named by $variable, or None."""
+    path = os.environ.get(variable)
+    if not path or not os.path.exists(path):
+        return None
+    with open(path) as f:
+        return {line.rstrip("\n") for line in f}
+
+
 def pytest_collection_modifyitems(session, config, items):
-    done_path = os.environ.get("TORCH_SUITES_DONE")
-    if not done_path or not os.path.exists(done_path):
-        return
-    with open(done_path) as f:
-        done = {line.rstrip("\n") for line in f}
-    keep = [item for item in items if item.nodeid not in done]
-    dropped = [item for item in items if item.nodeid in done]
+    done, only = _nodeids("TORCH_SUITES_DONE") or set(), _nodeids("TORCH_SUITES_ONLY")
+
+    def wanted(item):
+        return item.nodeid not in done and (only is None or item.nodeid in only)
+
+    keep = [item for item in items if wanted(item)]
+    dropped = [item for item in items if not wanted(item)]
     if dropped:
         config.hook.pytest_deselected(items=dropped)
         items[:] = keep
