@@ -286,6 +286,119 @@ def test_ranks_above_ptos_limit_of_8(layout):
     assert_close(px.softmax(-1).cpu(), x.softmax(-1))
 
 
+HIGH_RANK_OPS = {
+    "sum over three dims": lambda t: t.sum(dim=(1, 3, 5)),
+    "mean keepdim": lambda t: t.mean(dim=(0, 11), keepdim=True),
+    "argmax": lambda t: t.argmax(dim=4),
+    "max values and indices": lambda t: t.max(dim=3),
+    "amax": lambda t: t.amax(dim=(2, 7)),
+    "std": lambda t: t.std(dim=(1, 2)),
+    "any": lambda t: (t > 1).any(dim=(2, 3)),
+    "cumsum": lambda t: t.cumsum(7),
+    "cumprod": lambda t: t.cumprod(0),
+    "sort": lambda t: t.sort(dim=9),
+    "topk": lambda t: t.topk(1, dim=3),
+    "kthvalue": lambda t: t.kthvalue(1, dim=3),
+    "median": lambda t: t.median(dim=0),
+    "gather": lambda t: t.gather(3, (t > 0).long()),
+    "index_select": lambda t: t.index_select(6, torch.tensor([1, 0], device=t.device)),
+    "scatter_add": lambda t: torch.zeros_like(t).scatter_add_(2, (t > 0).long(), t),
+    "index_add": lambda t: torch.zeros_like(t).index_add_(5, torch.tensor([1, 1], device=t.device), t),
+    "tril": lambda t: t.tril(),
+    "flip": lambda t: t.flip(3, 9),
+}
+
+
+@pytest.mark.parametrize("name", list(HIGH_RANK_OPS))
+@pytest.mark.parametrize("permuted", [False, True], ids=["contiguous", "permuted"])
+def test_ops_along_dims_above_ptos_rank(name, permuted):
+    """Reductions fold a [kept, folded] matrix; gathers, scatters, scans, sorts and
+    triangles run once per index of another dimension. Sums of <= 8 float32 terms
+    in two orders differ by at most 2 gamma_8 sum|x| (Higham), and this seeded
+    input has |x| < 4.2: 2 * 8 * 2^-24 * 33.6 < 3.3e-5, the tolerance below; a product
+    of 2 terms (cumprod along a dim of 2) is exact."""
+    torch.manual_seed(0)
+    x = torch.randn((2,) * 12)
+    if permuted:
+        x = x.permute(11, 0, 10, 1, 9, 2, 8, 3, 7, 4, 6, 5)
+    expected, got = HIGH_RANK_OPS[name](x), HIGH_RANK_OPS[name](x.to("pto"))
+    for e, g in zip(expected, got) if isinstance(expected, tuple) else [(expected, got)]:
+        assert_close(g.cpu(), e, rtol=0, atol=3.3e-5)
+
+
+def test_more_than_64_dims():
+    """dim=None reduces a rank-65 tensor; a named dim gets the CPU's error."""
+    x = torch.randn([1] * 65, device="pto")
+    assert x.sum().shape == () and x.argmax().item() == 0
+    for op in (torch.sum, torch.amax, torch.argmax, torch.std, torch.logsumexp):
+        with pytest.raises(RuntimeError, match="only tensors with up to 64 dims are supported"):
+            op(x, dim=0)
+
+
+def test_threshold_backward_passes_the_gradient_at_nan():
+    """The CPU's rule: zero where self <= threshold, so NaN (not <=) passes grad."""
+    cpu, pto = on_both(lambda d: torch.ops.aten.threshold_backward(
+        torch.full((4,), 2.0, device=d), torch.tensor([float("nan"), 0.0, 1.0, 0.5], device=d), 0.5))
+    assert same_bytes(cpu, pto)
+
+
+@pytest.mark.parametrize("reduction", ["mean", "sum", "none"])
+def test_nll_loss_gradient_when_every_target_is_ignored(reduction):
+    """An ignored row's gradient stays 0 even when the mean divides by a total of 0."""
+    def grad(device):
+        x = torch.randn(3, 4, device=device, requires_grad=True)
+        loss = torch.nn.functional.nll_loss(x, torch.tensor([1, 1, 1], device=device), ignore_index=1,
+                                            reduction=reduction)
+        loss.sum().backward()
+        return x.grad
+    cpu, pto = on_both(grad)
+    assert same_bytes(cpu, pto)
+
+
+@pytest.mark.parametrize("case", [
+    ("full float32", lambda d: torch.full((2,), 1e40, device=d)),
+    ("fill_ int8", lambda d: torch.zeros(2, dtype=torch.int8, device=d).fill_(300)),
+    ("fill_ float16", lambda d: torch.zeros(2, dtype=torch.float16, device=d).fill_(1e6)),
+    ("masked_fill_", lambda d: torch.zeros(2, device=d).masked_fill_(torch.ones(2, dtype=torch.bool, device=d), 1e40)),
+], ids=lambda c: c[0])
+def test_fill_values_outside_the_dtype_raise(case):
+    _, make = case
+    with pytest.raises(RuntimeError, match="value cannot be converted to type .* without overflow"):
+        make("cpu")
+    with pytest.raises(RuntimeError, match="value cannot be converted to type .* without overflow"):
+        make("pto")
+    assert torch.zeros(2, device="pto").fill_(float("inf")).cpu().isinf().all()
+
+
+@pytest.mark.parametrize("case", [
+    ("eye", lambda d: torch.eye(3, out=torch.zeros(3, 1, device=d).expand(3, 3))),
+    ("eye n x m bool", lambda d: torch.eye(2, 3, dtype=torch.bool, device=d)),
+    ("full complex", lambda d: torch.full((2, 3), 1 + 2j, out=torch.zeros(1, dtype=torch.complex64, device=d)
+                                          .expand(2, 3))),
+], ids=lambda c: c[0])
+def test_factories_into_an_expanded_out(case):
+    """The CPU writes an out= whose elements overlap (expand): so does pto."""
+    _, make = case
+    cpu, pto = on_both(make)
+    assert torch.equal(cpu, pto)
+
+
+def test_randperm_into_an_expanded_out():
+    """Its one element holds a value of the permutation (the CPU's loop writes the last)."""
+    out = torch.zeros(1, dtype=torch.long, device="pto").expand(4)
+    torch.randperm(4, out=out)
+    values = out.cpu()
+    assert out.stride() == (0,) and 0 <= values[0].item() < 4 and (values == values[0]).all()
+
+
+def test_randperm_resizes_its_out_silently():
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        out = torch.zeros(2, dtype=torch.long, device="pto")
+        torch.randperm(5, out=out)
+    assert sorted(out.cpu().tolist()) == list(range(5))
+
+
 @pytest.mark.parametrize("dtype", [torch.complex64, torch.complex128, torch.complex32], ids=str)
 def test_strided_complex_copies_on_the_device(dtype):
     """Complex tensors move as their real parts (test_index_copy's non-contiguous
@@ -492,6 +605,24 @@ CHANNELS_LAST_OPS = {
     "max_pool2d": lambda t: torch.nn.functional.max_pool2d(t, 2),
     "max_pool2d indices": lambda t: torch.nn.functional.max_pool2d(t, 2, return_indices=True)[1],
     "adaptive_avg_pool2d": lambda t: torch.nn.functional.adaptive_avg_pool2d(t, (2, 3)),
+    "avg_pool2d": lambda t: torch.nn.functional.avg_pool2d(t, 2),
+    "pad reflect": lambda t: torch.nn.functional.pad(t, (1, 2, 2, 1), mode="reflect"),
+    "pad replicate": lambda t: torch.nn.functional.pad(t, (1, 2, 2, 1), mode="replicate"),
+    "pad reflect 3d": lambda t: torch.nn.functional.pad(t.unsqueeze(2), (1, 1, 1, 1, 0, 0), mode="reflect"),
+    # the gradients, called directly: autograd lays x.grad out as x whatever the kernel gave
+    "avg_pool2d backward": lambda t: torch.ops.aten.avg_pool2d_backward(
+        torch.ones(2, 3, 3, 4, device=t.device).to(memory_format=torch.channels_last), t, [2, 2], [2, 2], [0, 0],
+        False, True, None),
+    "max_pool2d backward": lambda t: torch.ops.aten.max_pool2d_with_indices_backward(
+        torch.ones(2, 3, 3, 4, device=t.device), t, [2, 2], [2, 2], [0, 0], [1, 1], False,
+        torch.nn.functional.max_pool2d(t, 2, return_indices=True)[1]),
+    "reflection_pad2d backward": lambda t: torch.ops.aten.reflection_pad2d_backward(
+        torch.ones(2, 3, 9, 11, device=t.device), t, [1, 2, 2, 1]),
+    "upsample_bilinear2d backward": lambda t: torch.ops.aten.upsample_bilinear2d_backward(
+        torch.ones(2, 3, 12, 16, device=t.device).to(memory_format=torch.channels_last), [12, 16], [2, 3, 6, 8],
+        False),
+    "upsample_nearest2d backward": lambda t: torch.ops.aten.upsample_nearest2d_backward(
+        torch.ones(2, 3, 12, 16, device=t.device).to(memory_format=torch.channels_last), [12, 16], [2, 3, 6, 8]),
 }
 
 

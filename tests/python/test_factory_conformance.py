@@ -59,26 +59,8 @@ from torch.testing import assert_close
 # ---------------------------------------------------------------- known divergences
 # Each cause: why, and the (op glob, check glob, dtype glob or tuple of them) tests it
 # fails; every test named here is xfail(strict=True): an entry must go when its fix
-# lands. Repros in the comments, pto against the CPU.
-REAL = ("default", "float64", "float32", "float16", "bfloat16", "int8", "int16", "int32", "int64", "uint8")
-KNOWN = {
-    # torch.eye(3, out=torch.zeros(1, device="pto").expand(3, 3))      # RuntimeError; CPU writes it
-    # torch.randperm(4, out=torch.zeros(1, dtype=torch.long, device="pto").expand(4))  # likewise
-    # torch.zeros(2, 3, out=torch.zeros(1, dtype=torch.complex64, device="pto").expand(2, 3))  # likewise
-    "overlapping out": ("pto refuses an out= whose elements overlap (expand) where the CPU writes it: eye, "
-                        "randperm, and full/zeros/ones of complex dtypes",
-                        [("eye", "errors", "*"), ("randperm", "errors", REAL),
-                         ("full", "errors", "complex*"), ("zeros", "errors", "complex*"),
-                         ("ones", "errors", "complex*")]),
-    # torch.full((2,), 1e40, device="pto")  # tensor([inf, inf]); CPU RuntimeError: value cannot be
-    #                                       # converted to type float without overflow
-    "full overflow": ("full's fill value out of a floating dtype's range becomes inf on pto; the CPU raises",
-                      [("full", "errors", ("default", "float32", "float16", "bfloat16"))]),
-    # torch.randperm(5, out=torch.zeros(8, dtype=torch.long, device="pto"))  # UserWarning (resized); CPU none
-    "randperm resize warning": ("randperm's out= of another size is resized with resize_output's warning on "
-                                "pto; the CPU resizes it silently",
-                                [("randperm", "out_resize", REAL), ("randperm", "out_strided", REAL)]),
-}
+# lands. Repros in the comments, pto against the CPU. None at present.
+KNOWN = {}
 
 
 def _dtype_globs(d):

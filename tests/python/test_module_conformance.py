@@ -91,34 +91,14 @@ from opinfo_sweep import ONE_ULP, to_device
 # ("full": only PTO_CONFORMANCE_FULL=1 runs the input that shows it). Every test named
 # here is xfail(strict=True): an entry must go when its fix lands. Repros in the
 # comments, pto against the CPU.
-KNOWN = {
-    # x = torch.randn(2, 3, 6, 6).to(memory_format=torch.channels_last).to("pto")
-    # F.avg_pool2d(x, 2).is_contiguous(memory_format=torch.channels_last)  # False; CPU True
-    # likewise F.pad(x, (1, 1, 1, 1), mode="reflect" or "replicate") (also of a 4-D input to the 3d pads),
-    # and F.adaptive_avg_pool2d(x, 2) where it takes pto's avg_pool2d path (6 divisible by 2)
-    "channels_last output": ("avg_pool2d, reflection_pad2d/3d, replication_pad2d/3d allocate their output "
-                             "contiguous, not in the input's suggest_memory_format",
-                             [("nn.AvgPool2d", "channels_last", "*"), ("nn.LPPool2d", "channels_last", "*"),
-                              ("nn.ReflectionPad2d", "channels_last", "*"),
-                              ("nn.ReflectionPad3d", "channels_last", "*"),
-                              ("nn.ReplicationPad2d", "channels_last", "*"),
-                              ("nn.ReplicationPad3d", "channels_last", "*")]),
-    # torch.ops.aten.threshold_backward(torch.ones(1, device="pto"), torch.tensor([float("nan")], device="pto"), 0.)
-    # pto 0.; CPU 1. (NaN <= 0 is false: the gradient passes). LPPool's negative input ** norm is NaN.
-    "threshold_backward NaN": ("relu's gradient at a NaN input is 0 on pto, the incoming gradient on the CPU",
-                               [("nn.LPPool1d", "backward", "*"), ("nn.LPPool2d", "backward", "*"),
-                                ("nn.LPPool3d", "backward", "float32"), ("nn.LPPool3d", "channels_last", "float32")]),
-    # lp = torch.randn(2, 3).log_softmax(1); t = torch.tensor([1, 1])
-    # torch.ops.aten.nll_loss_backward(torch.tensor(1.), lp, t, None, 1, 1, torch.tensor(0.))
-    # pto NaN in column 0 of each ignored row; CPU zeros
-    "nll_loss_backward all ignored": ("reduction mean with every target ignored (total_weight 0): pto writes "
-                                      "NaN into column 0, the CPU zeros",
-                                      [("nn.CrossEntropyLoss", "backward", "*", "full")]),
-}
+KNOWN = {}
 # Fixed while these tests were written (kept here as what the tests now hold): lazy modules
 # (Module.to("pto") kept no UninitializedParameter: _has_compatible_shallow_copy_type),
 # LSTM/GRU/LSTMCell/GRUCell (_thnn_fused_lstm_cell/_thnn_fused_gru_cell), channels_last
-# outputs of convolution, conv_transpose and max_pool2d, group_norm of a channels_last input.
+# outputs of convolution, conv_transpose and max_pool2d, group_norm of a channels_last input;
+# later channels_last outputs of avg_pool2d and the reflection/replication pads,
+# threshold_backward at NaN (LPPool's gradient) and nll_loss_backward with every target
+# ignored (CrossEntropyLoss).
 
 
 def known_reason(module: str, dtype: str, check: str, full: bool = None):

@@ -1,5 +1,6 @@
 #include "elementwise.h"
 
+#include <ATen/Dispatch.h>
 #include <ATen/ExpandUtils.h>
 #include <ATen/MemoryOverlap.h>
 #include <ATen/Operators.h>
@@ -202,26 +203,29 @@ bool copyOnDevice(const at::Tensor& dst, const at::Tensor& src) {
 }
 
 at::Tensor& fill(at::Tensor& self, const at::Scalar& value) {
+  // The CPU converts the value with Scalar::to<T>, which refuses one outside the
+  // dtype's range ("value cannot be converted to type float without overflow").
+  AT_DISPATCH_ALL_TYPES_AND_COMPLEX_AND4(at::kBool, at::kHalf, at::kBFloat16, at::kComplexHalf, self.scalar_type(),
+                                         "fill_", [&] { (void)value.to<scalar_t>(); });
+  if (self.numel() == 0) return self;
+  // An expanded tensor (stride 0) holds each element once: fill that, as CPU's
+  // fill_ allows, since an instruction's output may not write an element twice.
+  at::Tensor distinct = self;
+  for (int64_t d = 0; d < self.dim(); ++d) {
+    if (self.stride(d) == 0) distinct = distinct.narrow(d, 0, 1);
+  }
   const auto dtype = ptoDType(self.scalar_type());
   // The immediate is a double: integers beyond 2^53 would not survive it.
   const bool exact = !value.isIntegral(false) ||
                      static_cast<int64_t>(static_cast<double>(value.toLong())) == value.toLong();
   if (!dtype || value.isComplex() || !exact) {
-    at::Tensor host = at::empty(self.sizes(), self.options().device(at::kCPU));
+    at::Tensor host = at::empty(distinct.sizes(), self.options().device(at::kCPU));
     host.fill_(value);
-    self.copy_(host);
+    distinct.copy_(host);
     return self;
   }
-  if (self.numel() > 0) {
-    const double immediate = value.isBoolean() ? static_cast<double>(value.toBool()) : value.toDouble();
-    // An expanded tensor (stride 0) holds each element once: fill that, as CPU's
-    // fill_ allows, since an instruction's output may not write an element twice.
-    at::Tensor distinct = self;
-    for (int64_t d = 0; d < self.dim(); ++d) {
-      if (self.stride(d) == 0) distinct = distinct.narrow(d, 0, 1);
-    }
-    launchInstruction(Opcode::kFill, distinct, {}, {immediate, 0.0});
-  }
+  const double immediate = value.isBoolean() ? static_cast<double>(value.toBool()) : value.toDouble();
+  launchInstruction(Opcode::kFill, distinct, {}, {immediate, 0.0});
   return self;
 }
 

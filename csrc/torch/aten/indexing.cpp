@@ -95,6 +95,7 @@ at::Tensor& triangleInplace(at::Tensor& self, int64_t diagonal) {
 struct Picks {
   at::Tensor safe_target;  // target with ignored entries replaced by class 0
   at::Tensor weights;      // [N]
+  at::Tensor valid;        // [N] bool: target != ignore_index
 };
 
 Picks picks(const at::Tensor& self, const at::Tensor& target, const std::optional<at::Tensor>& weight,
@@ -103,7 +104,7 @@ Picks picks(const at::Tensor& self, const at::Tensor& target, const std::optiona
   const at::Tensor safe = at::where(valid, target, at::zeros({}, target.options()));
   const at::Tensor class_weights = weight && weight->defined() ? weight->index_select(0, safe)
                                                                : at::ones(target.sizes(), self.options());
-  return {safe, at::where(valid, class_weights, at::zeros({}, self.options()))};
+  return {safe, at::where(valid, class_weights, at::zeros({}, self.options())), valid};
 }
 
 // The CPU's check of nll_loss's class weights: one per class, or none.
@@ -262,6 +263,19 @@ at::Tensor& linspaceOut(const at::Scalar& start, const at::Scalar& end, int64_t 
   return out.copy_(at::where(at::lt(index, steps / 2), up, down).view(out.sizes()));
 }
 
+at::Tensor& eyeOut(int64_t n, int64_t m, at::Tensor& out) {
+  TORCH_CHECK(n >= 0, "n must be greater or equal to 0, got ", n);
+  TORCH_CHECK(m >= 0, "m must be greater or equal to 0, got ", m);
+  // As the CPU's: resize_ (silent, strides kept at the same size), zeros, then
+  // the diagonal, so that an expanded out is written as the CPU writes it.
+  out.resize_({n, m});
+  out.zero_();
+  if (n > 0 && m > 0) out.diagonal().fill_(1);
+  return out;
+}
+
+at::Tensor& eyeSquareOut(int64_t n, at::Tensor& out) { return eyeOut(n, n, out); }
+
 at::Tensor& indexAddOut(const at::Tensor& self, int64_t dim, const at::Tensor& index, const at::Tensor& source,
                         const at::Scalar& alpha, at::Tensor& out) {
   checkIndexAddOverlap(out, index, source);
@@ -326,10 +340,13 @@ at::Tensor nllLossBackward(const at::Tensor& grad_output, const at::Tensor& self
   }
   checkClassWeights(self, weight);
   const Picks p = picks(self, target, weight, ignore_index);
-  at::Tensor coefficient = at::neg(at::mul(p.weights, grad_output));
-  if (reduction == at::Reduction::Mean) coefficient = at::div(coefficient, total_weight);
+  // The CPU's order, weight * -(grad / total); an ignored row stays 0 even
+  // when every row is ignored (total 0: the coefficient is NaN there).
+  const at::Tensor scale = reduction == at::Reduction::Mean ? at::div(grad_output, total_weight) : grad_output;
+  const at::Tensor coefficient = at::mul(p.weights, at::neg(scale));
   const at::Tensor classes = at::arange(self.size(1), target.options());
-  const at::Tensor chosen = at::eq(classes.unsqueeze(0), p.safe_target.unsqueeze(1));
+  const at::Tensor chosen =
+      at::logical_and(at::eq(classes.unsqueeze(0), p.safe_target.unsqueeze(1)), p.valid.unsqueeze(1));
   return at::where(chosen, coefficient.unsqueeze(1), at::zeros({}, self.options()));
 }
 

@@ -25,6 +25,8 @@ at::Tensor& arangeOut(const at::Scalar& start, const at::Scalar& end, const at::
 // ends are exact. float32 and float64 only: for float16/bfloat16 the CPU rounds the
 // index itself to the dtype, a different sequence, which the fallback keeps.
 at::Tensor& linspaceOut(const at::Scalar& start, const at::Scalar& end, int64_t steps, at::Tensor& out);
+at::Tensor& eyeOut(int64_t n, int64_t m, at::Tensor& out);
+at::Tensor& eyeSquareOut(int64_t n, at::Tensor& out);
 at::Tensor& indexAddOut(const at::Tensor& self, int64_t dim, const at::Tensor& index, const at::Tensor& source,
                         const at::Scalar& alpha, at::Tensor& out);
 at::Tensor indexAdd(const at::Tensor& self, int64_t dim, const at::Tensor& index, const at::Tensor& source,

@@ -12,6 +12,8 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("index_select.out", TORCH_FN(indexSelectOut));
   m.impl("arange.start_out", TORCH_FN(arangeOut));
   m.impl("linspace.out", TORCH_FN(linspaceOut));
+  m.impl("eye.out", TORCH_FN(eyeSquareOut));
+  m.impl("eye.m_out", TORCH_FN(eyeOut));
   m.impl("tril", TORCH_FN(tril));
   m.impl("tril.out", TORCH_FN(trilOut));
   m.impl("tril_", TORCH_FN(trilInplace));

@@ -100,11 +100,46 @@ std::vector<at::Tensor> coalesced(const std::vector<at::Tensor>& operands, bool 
   return views;
 }
 
+void launchAnyRank(isa::Opcode opcode, const std::vector<at::Tensor>& operands,
+                   std::array<double, isa::kMaxImmediates> immediates);
+
+// An instruction that works along one dimension (its first immediate is "axis":
+// gathers, scatters, scans, sorts) or on the last two (triangles), above PTO's rank:
+// it runs once per index of the first other dimension, on the operands of the
+// output's rank sliced there (as far as the smallest reaches: a scatter's output may
+// be the larger, a gather's input) and a lower-rank one (tindexadd's index) whole;
+// the axis shifts with the dimension removed. Any other instruction keeps its
+// operands, and the verifier names the rank.
+void launchPerLine(isa::Opcode opcode, const std::vector<at::Tensor>& operands,
+                   std::array<double, isa::kMaxImmediates> immediates) {
+  const at::Tensor& out = operands.front();
+  const isa::InstructionInfo& info = isa::info(opcode);
+  const bool along_axis = info.immediates[0] == "axis";
+  const bool triangle = info.group == isa::Group::Triangle;
+  if (!along_axis && !triangle) {
+    launchOnce(opcode, operands, immediates);
+    return;
+  }
+  const auto axis = static_cast<int64_t>(immediates[0]);
+  const int64_t split = along_axis && axis == 0 ? 1 : 0;  // triangles: any batch dimension
+  int64_t extent = out.size(split);
+  for (const at::Tensor& t : operands) {
+    if (t.dim() == out.dim()) extent = std::min(extent, t.size(split));
+  }
+  if (along_axis && split < axis) immediates[0] = static_cast<double>(axis - 1);
+  std::vector<at::Tensor> slice(operands.size());
+  for (int64_t index = 0; index < extent; ++index) {
+    for (size_t i = 0; i < operands.size(); ++i) {
+      slice[i] = operands[i].dim() == out.dim() ? operands[i].select(split, index) : operands[i];
+    }
+    launchAnyRank(opcode, slice, immediates);
+  }
+}
+
 // Operands of a rank above PTO's (torch allows 64): merged where they can be; still
 // above it, the instruction runs once per index of a dimension each output element
 // has its own of (the output's stride is not 0: not one a reduction folds; a row
-// instruction's row is never one). Every other instruction keeps its operands, and
-// the verifier names the rank.
+// instruction's row is never one). Other instructions go line by line (launchPerLine).
 void launchAnyRank(isa::Opcode opcode, const std::vector<at::Tensor>& operands,
                    std::array<double, isa::kMaxImmediates> immediates) {
   const at::Tensor& out = operands.front();
@@ -113,7 +148,11 @@ void launchAnyRank(isa::Opcode opcode, const std::vector<at::Tensor>& operands,
                                       [&](const at::Tensor& t) { return t.sizes() == out.sizes(); });
   const bool mergeable = info.has(isa::Property::SameShape) &&
       (info.has(isa::Property::Elementwise) || info.has(isa::Property::Reduction) || info.has(isa::Property::RowOp));
-  if (out.dim() <= isa::kMaxRank || !same_shape || !mergeable) {
+  if (out.dim() > isa::kMaxRank && !(same_shape && mergeable)) {
+    launchPerLine(opcode, operands, immediates);
+    return;
+  }
+  if (out.dim() <= isa::kMaxRank) {
     launchOnce(opcode, operands, immediates);
     return;
   }

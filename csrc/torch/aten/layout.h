@@ -21,6 +21,8 @@ enum class PadMode { kReflect, kReplicate };
 at::Tensor padSources(PadMode mode, int64_t size, int64_t before, int64_t after, const at::Device& device);
 
 // PyTorch's padding list names the last dimension first: (left, right, top, bottom, ...).
+// Results take the input's suggested memory format (channels_last in, channels_last
+// out), as the CPU's kernels do; torch's meta kernels for padding do not.
 template <PadMode mode, int spatial>
 struct Pad {
   static at::Tensor forward(const at::Tensor& self, at::IntArrayRef padding) {
@@ -30,7 +32,7 @@ struct Pad {
       result = at::index_select(result, dim, padSources(mode, self.size(dim), padding[2 * i], padding[2 * i + 1],
                                                         self.device()));
     }
-    return result;
+    return result.contiguous(self.suggest_memory_format());
   }
 
   template <class Op>
@@ -59,7 +61,7 @@ struct Pad {
       result = at::zeros(shape, grad.options()).index_add_(dim, padSources(mode, self.size(dim), padding[2 * i],
                                                                            padding[2 * i + 1], grad.device()), result);
     }
-    return result;
+    return result.contiguous(self.suggest_memory_format());
   }
 
   template <class Op>

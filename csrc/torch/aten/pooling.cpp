@@ -221,7 +221,7 @@ at::Tensor maxPoolBackward(const at::Tensor& grad, const at::Tensor& self, at::I
       offsetView(grad_padded, g, i, j).add_(at::where(held, flat_grad, zero));
     }
   }
-  return cropped(grad_padded, g, self);
+  return cropped(grad_padded, g, self).contiguous(self.suggest_memory_format());  // the CPU's layout
 }
 
 at::Tensor& maxPoolBackwardOut(const at::Tensor& grad, const at::Tensor& self, at::IntArrayRef kernel,
@@ -241,7 +241,7 @@ at::Tensor avgPool(const at::Tensor& self, at::IntArrayRef kernel, at::IntArrayR
   const Window g = windowOf(self, kernel, stride, padding, {}, meta.size(-2), meta.size(-1));
   const at::Tensor sums = at::sum(windows(paddedInput(widened(self), g, 0.0), g), {3, 4});
   const at::Tensor mean = at::div(sums, avgPoolDivisor(widened(self), g, count_include_pad, divisor_override));
-  return mean.to(self.scalar_type()).view(outputShape(self, g.h.output, g.w.output));
+  return inLayoutOf(meta, mean.to(self.scalar_type()).view(outputShape(self, g.h.output, g.w.output)));
 }
 
 at::Tensor& avgPoolOut(const at::Tensor& self, at::IntArrayRef kernel, at::IntArrayRef stride, at::IntArrayRef padding,
@@ -257,6 +257,8 @@ at::Tensor avgPoolBackward(const at::Tensor& grad, const at::Tensor& self, at::I
     return Fallback<ATEN_OP(avg_pool2d_backward)>::call(grad, self, kernel, stride, padding, ceil_mode,
                                                         count_include_pad, divisor_override);
   }
+  const at::Tensor meta = at::avg_pool2d_backward(metaTwin(grad), metaTwin(self), kernel, stride, padding, ceil_mode,
+                                                  count_include_pad, divisor_override);
   const Window g = windowOf(self, kernel, stride, padding, {}, grad.size(-2), grad.size(-1));
   const at::Tensor share = at::div(widened(grad).reshape({-1, g.h.output, g.w.output}),
                                    avgPoolDivisor(widened(self), g, count_include_pad, divisor_override));
@@ -265,7 +267,7 @@ at::Tensor avgPoolBackward(const at::Tensor& grad, const at::Tensor& self, at::I
   for (int64_t i = 0; i < g.h.kernel; ++i) {
     for (int64_t j = 0; j < g.w.kernel; ++j) offsetView(grad_padded, g, i, j).add_(share);
   }
-  return cropped(grad_padded, g, self).to(self.scalar_type());
+  return inLayoutOf(meta, cropped(grad_padded, g, self).to(self.scalar_type()));
 }
 
 at::Tensor& avgPoolBackwardOut(const at::Tensor& grad, const at::Tensor& self, at::IntArrayRef kernel,
@@ -315,7 +317,8 @@ at::Tensor upsampleNearestBackward(const at::Tensor& grad, at::IntArrayRef outpu
   const at::Tensor cols = nearestIndex(in[3], grad.size(-1), scales_w, grad.options());
   const at::Tensor wide = widened(grad);
   at::Tensor by_rows = at::zeros({in[0], in[1], in[2], grad.size(-1)}, wide.options()).index_add_(2, rows, wide);
-  return at::zeros({in[0], in[1], in[2], in[3]}, wide.options()).index_add_(3, cols, by_rows).to(grad.scalar_type());
+  return at::zeros({in[0], in[1], in[2], in[3]}, wide.options()).index_add_(3, cols, by_rows).to(grad.scalar_type())
+      .contiguous(grad.suggest_memory_format());  // the CPU's layout
 }
 
 at::Tensor upsampleBilinear(const at::Tensor& self, at::IntArrayRef output_size, bool align_corners,
@@ -354,7 +357,7 @@ at::Tensor upsampleBilinearBackward(const at::Tensor& grad, at::IntArrayRef outp
   by_rows.index_add_(2, h.low, g.mul(h.low_weight.view({-1, 1}))).index_add_(2, h.high, g.mul(h.high_weight.view({-1, 1})));
   at::Tensor out = at::zeros({input_size[0], input_size[1], input_size[2], input_size[3]}, g.options());
   out.index_add_(3, w.low, by_rows.mul(w.low_weight)).index_add_(3, w.high, by_rows.mul(w.high_weight));
-  return out.to(grad.scalar_type());
+  return out.to(grad.scalar_type()).contiguous(grad.suggest_memory_format());  // the CPU's layout
 }
 
 }  // namespace pto::backend

@@ -3,7 +3,6 @@
 #include <ATen/ATen.h>
 #include <ATen/Operators.h>
 #include <ATen/core/DistributionsHelper.h>
-#include <ATen/native/Resize.h>
 
 #include <cmath>
 #include <limits>
@@ -47,6 +46,14 @@ void draw(isa::Opcode opcode, const at::Tensor& self, std::initializer_list<doub
   immediates[at++] = reserved.key0;
   immediates[at++] = reserved.key1;
   immediates[at] = static_cast<double>(reserved.counter);
+  // Element i of the row-major order takes word counter + i, whatever the rank:
+  // above PTO's, the draw fills a flat tensor that a (mergeable) copy lays out.
+  if (self.dim() > isa::kMaxRank) {
+    at::Tensor flat = at::empty({self.numel()}, self.options());
+    launchInstruction(opcode, flat, {}, immediates);
+    self.copy_(flat.view(self.sizes()));
+    return;
+  }
   launchInstruction(opcode, self, {}, immediates);
 }
 
@@ -225,8 +232,15 @@ at::Tensor& randperm(int64_t n, std::optional<at::Generator> generator, at::Tens
   if (!accepts(isa::Opcode::kIota, out.scalar_type())) return Fallback<ATEN_OP2(randperm, generator_out)>::call(n, generator, out);
   at::Tensor keys = at::empty({n}, out.options().dtype(at::kLong));
   draw(isa::Opcode::kRandInt, keys, {0.0, 9223372036854775808.0}, generator);
-  at::native::resize_output(out, {n});
-  return out.copy_(at::argsort(keys, /*stable=*/true, 0, false));
+  out.resize_({n});  // silently, as the CPU's randperm
+  const at::Tensor permutation = at::argsort(keys, /*stable=*/true, 0, false);
+  // An expanded out holds one element, which the CPU's loop writes last with
+  // the permutation's last value.
+  if (n > 1 && out.stride(0) == 0) {
+    out.narrow(0, 0, 1).copy_(permutation.narrow(0, n - 1, 1));
+    return out;
+  }
+  return out.copy_(permutation);
 }
 
 }  // namespace pto::backend

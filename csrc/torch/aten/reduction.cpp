@@ -5,6 +5,7 @@
 #include <ATen/native/Resize.h>
 
 #include <cmath>
+#include <vector>
 
 #include "../dtype_map.h"
 #include "composite.h"
@@ -17,13 +18,15 @@ using isa::Opcode;
 
 namespace {
 
-std::bitset<at::dim_bitset_size> reducedDims(const at::Tensor& self, at::OptionalIntArrayRef dims) {
-  std::bitset<at::dim_bitset_size> mask;
-  if (!dims || dims->empty()) {
-    for (int64_t d = 0; d < self.dim(); ++d) mask.set(d);
-    return mask;
-  }
-  return at::dim_list_to_bitset(*dims, self.dim());
+// The dimensions a reduction folds: every one without dims (at any rank), else
+// those PyTorch's dim_list_to_bitset names (its checks and messages: up to 64 dims).
+std::vector<bool> reducedDims(const at::Tensor& self, at::OptionalIntArrayRef dims) {
+  const bool all = !dims || dims->empty();
+  std::vector<bool> mask(static_cast<size_t>(self.dim()), all);
+  if (all) return mask;
+  const auto named = at::dim_list_to_bitset(*dims, self.dim());
+  for (int64_t d = 0; d < self.dim(); ++d) mask[d] = named[d];
+  return mask;
 }
 
 // sum/prod: integers (and bool) accumulate into int64 unless a dtype is given.
@@ -66,10 +69,27 @@ at::Tensor reduce(isa::Opcode opcode, const at::Tensor& self, at::OptionalIntArr
   }
   if (output.numel() == 0) return output;
   at::Tensor target = output.scalar_type() == stored ? output : at::empty(result_shape, output.options().dtype(stored));
-  // Above PTO's rank a contiguous input lets the launch merge the folded dimensions
-  // (launchInstruction), however self's were laid out.
   const at::Tensor converted = self.scalar_type() == compute ? self : self.to(compute);
-  const at::Tensor input = self.dim() > isa::kMaxRank ? converted.contiguous() : converted;
+  if (self.dim() > isa::kMaxRank) {
+    // Above PTO's rank: the kept dimensions first and the folded ones last, each
+    // group merged into one by a copy, and the instruction folds a [kept, folded]
+    // matrix's rows (an index result counts along the folded dimensions' order).
+    std::vector<int64_t> order;
+    int64_t kept = 1, folded = 1;
+    for (const bool folding : {false, true}) {
+      for (int64_t d = 0; d < self.dim(); ++d) {
+        if (mask[d] != folding) continue;
+        order.push_back(d);
+        (folding ? folded : kept) *= self.size(d);
+      }
+    }
+    const at::Tensor matrix = converted.permute(order).contiguous().view({kept, folded});
+    at::Tensor rows = at::empty({kept}, target.options());
+    launchInstruction(opcode, rows.as_strided({kept, folded}, {1, 0}), {matrix}, {scale, 0.0});
+    output.copy_(rows.view(result_shape));
+    return output;
+  }
+  const at::Tensor& input = converted;
   // The output seen at the input's shape: stride 0 along every reduced dimension.
   std::vector<int64_t> strides(self.dim());
   for (int64_t d = 0, j = 0; d < self.dim(); ++d) {

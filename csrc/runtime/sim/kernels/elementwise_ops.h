@@ -164,7 +164,7 @@ inline C binaryOp(C a, C b, C alpha) {
                      op == Opcode::kTruncDiv) {
     return divisionOp<op, C, Storage>(a, b);
   } else if constexpr (op == Opcode::kAtan2) return std::atan2(a, b);
-  else if constexpr (op == Opcode::kReluGrad) return b > alpha ? a : C(0);  // alpha: the threshold
+  else if constexpr (op == Opcode::kReluGrad) return b <= alpha ? C(0) : a;  // alpha: the threshold; NaN passes a, as on the CPU
   else if constexpr (op == Opcode::kGeluGrad) {
     const C cdf = normalCdfOf(b);
     const C pdf = expOf(C(-0.5) * b * b) * C(0.39894228040143267794);
