@@ -729,3 +729,53 @@ def test_masked_fill_refuses_a_complex_value_for_a_real_tensor():
             with pytest.raises(RuntimeError, match="value cannot be converted to type int64_t without overflow"):
                 x.clone().masked_fill_(mask, value)
         assert x.clone().masked_fill_(mask, torch.tensor(2.5)).cpu().tolist() == [2, 0, 2]
+
+
+def test_deterministic_mode_fills_new_memory():
+    """use_deterministic_algorithms(True): empty and resize_ fill NaN / the largest value."""
+    def make(device):
+        torch.use_deterministic_algorithms(True)
+        try:
+            grown = torch.zeros(2, device=device)
+            grown.resize_(5)
+            return (torch.empty(3, device=device), torch.empty(2, dtype=torch.int32, device=device),
+                    torch.empty_strided((2, 2), (1, 2), dtype=torch.complex64, device=device), grown)
+        finally:
+            torch.use_deterministic_algorithms(False)
+    for cpu, pto in zip(*on_both(make)):
+        assert same_bytes(cpu, pto)
+
+
+def test_is_set_to_compares_metadata_on_the_device():
+    t = torch.empty(3, 4, device="pto")
+    assert t.is_set_to(torch.tensor([], device="pto").set_(t))
+    assert not t.is_set_to(t.clone()) and not t.is_set_to(t.view(4, 3))
+
+
+@pytest.mark.parametrize("op", ["masked_fill_", "index_fill_ along a repeated dim", "index_fill_"])
+def test_inplace_fills_of_an_expanded_tensor_warn_and_write_each_element(op):
+    def run(device):
+        x = torch.zeros(1, 3, device=device).expand(4, 3)
+        with pytest.warns(UserWarning, match="on expanded tensors is deprecated"):
+            if op == "masked_fill_":
+                x.masked_fill_(torch.tensor([[False, True, False]] + [[False] * 3] * 3, device=device), 5.0)
+            else:
+                x.index_fill_(0 if "repeated" in op else 1, torch.tensor([2], device=device), 7.0)
+        return x
+    cpu, pto = on_both(run)
+    assert torch.equal(cpu, pto)
+
+
+@pytest.mark.parametrize("draw", ["bernoulli_", "normal_", "uniform_"])
+def test_random_draws_refuse_an_expanded_tensor(draw):
+    x = torch.zeros(1, device="pto").expand(6)
+    with pytest.raises(RuntimeError, match="unsupported operation"):
+        getattr(x, draw)()
+    assert torch.zeros(6, device="pto").bernoulli_().shape == (6,)
+
+
+@pytest.mark.parametrize("case", ["1 - mask", "mask - 1", "mask - mask"])
+def test_subtraction_with_a_bool_tensor_raises(case):
+    mask = torch.tensor([True, False], device="pto")
+    with pytest.raises(RuntimeError, match="Subtraction, the `-` operator, with"):
+        {"1 - mask": lambda: 1 - mask, "mask - 1": lambda: mask - 1, "mask - mask": lambda: mask - mask}[case]()

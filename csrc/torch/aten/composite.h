@@ -61,4 +61,15 @@ inline at::Tensor inLayoutOf(const at::Tensor& meta, const at::Tensor& value) {
   return at::empty_strided(meta.sizes(), meta.strides(), value.options()).copy_(value);
 }
 
+// The elements of a tensor that repeats some (expand: stride 0 along a dimension) once
+// each: every repeated dimension narrowed to one. The CPU's deprecated in-place ops on
+// such a tensor (masked_fill_, index_fill_) write each element; pto writes these.
+inline at::Tensor distinctElements(const at::Tensor& t) {
+  at::Tensor distinct = t;
+  for (int64_t d = 0; d < t.dim(); ++d) {
+    if (t.stride(d) == 0 && t.size(d) > 1) distinct = distinct.narrow(d, 0, 1);
+  }
+  return distinct;
+}
+
 }  // namespace pto::backend

@@ -41,6 +41,7 @@ template <isa::Opcode opcode, Promotion promotion, class Op, class Inplace, clas
 struct BinaryWithAlpha {
   static at::Tensor native(const at::Tensor& self, const at::Tensor& other, const at::Scalar& alpha,
                            const at::Tensor& out) {
+    if constexpr (opcode == isa::Opcode::kSub) at::native::sub_check(self, other);  // bool operands
     at::native::alpha_check(at::result_type(self, other), alpha);
     return alpha.isComplex() ? at::Tensor() : binaryOp(opcode, promotion, self, other, out, alpha.toDouble());
   }

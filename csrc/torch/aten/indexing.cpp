@@ -360,6 +360,16 @@ at::Tensor& indexFillScalar(at::Tensor& self, int64_t dim, const at::Tensor& ind
   if (self.dim() == 0 || index.numel() == 0) return self.dim() == 0 && index.numel() > 0 ? self.fill_(value) : self;
   const int64_t axis = at::maybe_wrap_dim(dim, self.dim());
   checkIndexOnHost(index, axis, self.size(axis));
+  if (at::has_internal_overlap(self) == at::MemOverlap::Yes) {
+    // As the CPU: a warning, and each element written once (all of them when the
+    // indexed dimension itself repeats).
+    TORCH_WARN("Use of index_fill_ on expanded tensors is deprecated. Please clone() the tensor before performing "
+               "this operation. This also applies to advanced indexing e.g. tensor[indices] = tensor");
+    at::Tensor distinct = distinctElements(self);
+    if (self.stride(axis) == 0) distinct.fill_(value);
+    else indexFillScalar(distinct, axis, index, value);
+    return self;
+  }
   // An index on the CPU is allowed, as on CUDA: it moves to self's device.
   const at::Tensor positions = positionsAlong(index.to(self.device()), axis, self.sizes(), self.size(axis));
   return self.scatter_(axis, positions, value);

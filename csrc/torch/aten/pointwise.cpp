@@ -151,11 +151,27 @@ at::Tensor& logaddexpOut(const at::Tensor& self, const at::Tensor& other, at::Te
   return assignPointwise(out, {self, other}, logaddexpOf(self, other));
 }
 
+// self where mask, else value (0-dim, self's dtype). On a tensor whose elements
+// repeat, as the CPU: a deprecation warning, and an element takes the value if any of
+// its repeats is masked.
+at::Tensor& maskedFillWith(at::Tensor& self, const at::Tensor& mask, const at::Tensor& value) {
+  if (at::has_internal_overlap(self) != at::MemOverlap::Yes) return self.copy_(at::where(mask, value, self));
+  TORCH_WARN("Use of masked_fill_ on expanded tensors is deprecated. Please clone() the tensor before performing "
+             "this operation. This also applies to advanced indexing e.g. tensor[mask] = scalar");
+  at::Tensor hit = mask.expand(self.sizes());
+  for (int64_t d = 0; d < self.dim(); ++d) {
+    if (self.stride(d) == 0 && self.size(d) > 1) hit = hit.any(d, /*keepdim=*/true);
+  }
+  at::Tensor distinct = distinctElements(self);
+  distinct.copy_(at::where(hit, value, distinct));
+  return self;
+}
+
 at::Tensor& maskedFillScalar(at::Tensor& self, const at::Tensor& mask, const at::Scalar& value) {
   TORCH_CHECK(mask.scalar_type() == at::kBool, "masked_fill_ only supports boolean masks, but got mask with dtype ",
               mask.scalar_type());
   at::assert_no_partial_overlap(self, mask);
-  return self.copy_(at::where(mask, scalarLike(self, value), self));
+  return maskedFillWith(self, mask, scalarLike(self, value));
 }
 
 at::Tensor& maskedFillTensor(at::Tensor& self, const at::Tensor& mask, const at::Tensor& value) {
@@ -167,7 +183,7 @@ at::Tensor& maskedFillTensor(at::Tensor& self, const at::Tensor& mask, const at:
   // A complex value converts to a real self as the Scalar form's does: refused (a
   // tensor conversion would drop the imaginary part with only a warning).
   if (value.is_complex() && !self.is_complex()) return maskedFillScalar(self, mask, value.item());
-  return self.copy_(at::where(mask, value.to(self.device(), self.scalar_type()), self));
+  return maskedFillWith(self, mask, value.to(self.device(), self.scalar_type()));
 }
 
 at::Tensor leakyReluOf(const at::Tensor& self, const at::Scalar& slope) {

@@ -1,6 +1,7 @@
 #include "random.h"
 
 #include <ATen/ATen.h>
+#include <ATen/MemoryOverlap.h>
 #include <ATen/Operators.h>
 #include <ATen/core/DistributionsHelper.h>
 
@@ -24,6 +25,7 @@ namespace {
 void draw(isa::Opcode opcode, const at::Tensor& self, std::initializer_list<double> parameters,
           const std::optional<at::Generator>& generator) {
   if (self.numel() == 0) return;
+  at::assert_no_internal_overlap(self);  // an expanded tensor: the CPU's "unsupported operation"
   at::Generator chosen = generator.has_value() && generator->defined()
                                    ? *generator
                                    : defaultGenerator(self.device().index());
@@ -153,6 +155,7 @@ at::Tensor& bernoulliScalar(at::Tensor& self, double p, std::optional<at::Genera
 // Per-element probabilities: uniforms below p. Probabilities outside [0, 1]
 // would need a check on the host; the CPU kernel makes it and raises.
 at::Tensor& bernoulliTensor(at::Tensor& self, const at::Tensor& p, std::optional<at::Generator> generator) {
+  at::assert_no_internal_overlap(self);
   const bool native = p.device() == self.device() && at::isFloatingType(p.scalar_type()) &&
                       accepts(isa::Opcode::kUniform, p.scalar_type()) &&
                       accepts(isa::Opcode::kBernoulli, self.scalar_type()) &&

@@ -1,8 +1,12 @@
 #include "tensor_factories.h"
 
+#include <ATen/Context.h>
 #include <ATen/EmptyTensor.h>
 #include <ATen/native/Resize.h>
+#include <ATen/native/ResizeCommon.h>
+#include <ATen/native/TensorFactories.h>
 #include <ATen/native/TensorShape.h>
+#include <ATen/ops/is_set_to_native.h>
 #include <c10/core/DeviceGuard.h>
 
 #include "../device.h"
@@ -25,22 +29,34 @@ c10::Device checkedDevice(std::optional<c10::Device> device, std::optional<c10::
   return target;
 }
 
+// torch.use_deterministic_algorithms(True) (with fill_uninitialized_memory, its
+// default): new memory holds NaN (floating, complex) or the dtype's largest value,
+// as the CPU and CUDA fill it.
+bool fillsUninitializedMemory() {
+  const at::Context& context = at::globalContext();
+  return context.deterministicAlgorithms() && context.deterministicFillUninitializedMemory();
+}
+
 }  // namespace
 
 at::Tensor empty(c10::IntArrayRef size, std::optional<c10::ScalarType> dtype,
                  std::optional<c10::Layout> layout, std::optional<c10::Device> device,
                  std::optional<bool> pin_memory, std::optional<c10::MemoryFormat> memory_format) {
   const c10::DeviceGuard guard(checkedDevice(device, layout, pin_memory));
-  return at::detail::empty_generic(size, &deviceAllocator(), kPtoKeys,
-                                   c10::dtype_or_default(dtype), memory_format);
+  at::Tensor result = at::detail::empty_generic(size, &deviceAllocator(), kPtoKeys,
+                                                c10::dtype_or_default(dtype), memory_format);
+  if (fillsUninitializedMemory()) at::native::fill_empty_deterministic_(result);
+  return result;
 }
 
 at::Tensor emptyStrided(c10::IntArrayRef size, c10::IntArrayRef stride,
                         std::optional<c10::ScalarType> dtype, std::optional<c10::Layout> layout,
                         std::optional<c10::Device> device, std::optional<bool> pin_memory) {
   const c10::DeviceGuard guard(checkedDevice(device, layout, pin_memory));
-  return at::detail::empty_strided_generic(size, stride, &deviceAllocator(), kPtoKeys,
-                                           c10::dtype_or_default(dtype));
+  at::Tensor result = at::detail::empty_strided_generic(size, stride, &deviceAllocator(), kPtoKeys,
+                                                        c10::dtype_or_default(dtype));
+  if (fillsUninitializedMemory()) at::native::fill_empty_deterministic_(result);
+  return result;
 }
 
 at::Tensor asStrided(const at::Tensor& self, c10::SymIntArrayRef size, c10::SymIntArrayRef stride,
@@ -70,8 +86,10 @@ const at::Tensor& resize(const at::Tensor& self, c10::SymIntArrayRef size,
   at::TensorImpl* impl = self.unsafeGetTensorImpl();
   at::native::resize_impl_cpu_(impl, sizes, /*stride=*/std::nullopt, /*resize_storage=*/false);
   const size_t needed = (impl->numel() + impl->storage_offset()) * self.itemsize();
+  const auto old_nbytes = static_cast<int64_t>(self.storage().nbytes());
   if (impl->numel() > 0 && needed > self.storage().nbytes()) {
     at::native::resize_bytes_nocuda(self.storage(), c10::SymInt(static_cast<int64_t>(needed)));
+    if (fillsUninitializedMemory()) at::native::fill_resize_deterministic_(self, old_nbytes);
   }
   if (memory_format) {
     TORCH_CHECK(*memory_format != c10::MemoryFormat::Preserve,
@@ -108,6 +126,8 @@ at::Tensor& setStorageOffset(at::Tensor& self, c10::Storage source, c10::SymInt 
                                /*resize_storage=*/false);
   return self;
 }
+
+bool isSetTo(const at::Tensor& self, const at::Tensor& source) { return at::native::is_set_to(self, source); }
 
 bool hasCompatibleShallowCopyType(const at::Tensor& self, const at::Tensor& from) {
   auto dense = [](const at::Tensor& t) {

@@ -25,6 +25,10 @@ at::Tensor& setStorageOffset(at::Tensor& self, c10::Storage source, c10::SymInt 
                              c10::SymIntArrayRef size, c10::SymIntArrayRef stride);
 void recordStream(at::Tensor& self, c10::Stream stream);
 
+// Whether both view one storage at one offset with the same sizes and strides: metadata,
+// never the CPU fallback (whose copies are set to nothing).
+bool isSetTo(const at::Tensor& self, const at::Tensor& source);
+
 // Whether `self` may take `from`'s data in place (Tensor.data = ..., module.to()):
 // strided dense tensors of pto and the CPU may, as CPU and CUDA ones may. torch lists
 // only its own devices, so a module moved to pto rebuilt its parameters, and a lazy

@@ -18,6 +18,7 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("set_.source_Storage_storage_offset", TORCH_FN(setStorageOffset));
   m.impl("record_stream", TORCH_FN(recordStream));
   m.impl("_has_compatible_shallow_copy_type", TORCH_FN(hasCompatibleShallowCopyType));
+  m.impl("is_set_to", TORCH_FN(isSetTo));
 }
 
 }  // namespace pto::backend
