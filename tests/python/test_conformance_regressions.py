@@ -779,3 +779,57 @@ def test_subtraction_with_a_bool_tensor_raises(case):
     mask = torch.tensor([True, False], device="pto")
     with pytest.raises(RuntimeError, match="Subtraction, the `-` operator, with"):
         {"1 - mask": lambda: 1 - mask, "mask - 1": lambda: mask - 1, "mask - mask": lambda: mask - mask}[case]()
+
+
+def _layouts():
+    contiguous = torch.rand(4, 3, 5, 5)
+    channels_last = torch.rand(4, 3, 5, 5).contiguous(memory_format=torch.channels_last)
+    ambiguous = torch.rand(4, 3, 1, 1).contiguous(memory_format=torch.channels_last)
+    return {"contiguous": contiguous, "channels_last": channels_last, "ambiguous": ambiguous,
+            "bias": torch.rand(3, 1, 1), "permuted": contiguous.permute(0, 2, 3, 1), "sliced": channels_last[:, :, ::2],
+            "sliced last dim": torch.randn(1, 1, 4, 12)[:, :, :, ::2]}
+
+
+@pytest.mark.parametrize("op", ["add", "eq", "add out=empty", "where", "addcmul", "lerp", "exp", "mul by 5"])
+def test_elementwise_results_are_laid_out_as_tensoriterator_lays_out_the_cpus(op):
+    """The inputs' stride order (the first input's where they disagree), an ambiguous
+    (N, C, 1, 1) input keeps its strides, an out= resized from empty likewise."""
+    def run(a, b):
+        if op == "add out=empty":
+            out = torch.empty(0, device=a.device)
+            return torch.add(a, b, out=out)
+        return {"add": lambda: a + b, "eq": lambda: torch.eq(a, b), "where": lambda: torch.where(a > 0.5, a, b),
+                "addcmul": lambda: torch.addcmul(a, a, b), "lerp": lambda: a.lerp(b.expand_as(a), 0.5),
+                "exp": lambda: torch.exp(a), "mul by 5": lambda: a * 5}[op]()
+    layouts = _layouts()
+    for (na, a), (nb, b) in [(x, y) for x in layouts.items() for y in layouts.items()]:
+        try:
+            expected = run(a, b)
+        except RuntimeError:
+            continue
+        got = run(a.to("pto"), b.to("pto"))
+        assert got.stride() == expected.stride(), (na, nb)
+        # exp: two libraries' results within 1 ulp each differ by at most 2 ulp
+        # (2^-22 relative); the other ops round one exact result once: equal.
+        assert_close(got.cpu(), expected, rtol=2.0 ** -22 if op == "exp" else 0, atol=0)
+
+
+def test_overlap_errors_come_before_the_cpu_fallback():
+    """TensorIterator's 'unsupported operation' even for a dtype pto runs on the CPU."""
+    x = torch.rand(3, device="pto")
+    with pytest.raises(RuntimeError, match="unsupported operation"):
+        x[:-1] <<= x[1:]
+    with pytest.raises(RuntimeError, match="unsupported operation"):
+        torch.exp(x[1:], out=x[:-1])
+
+
+def test_put_without_accumulate_is_flagged_nondeterministic():
+    a = torch.randn(10, device="pto")
+    index, values = torch.tensor([0, 0], device="pto"), torch.tensor([0.0, 1.0], device="pto")
+    torch.use_deterministic_algorithms(True)
+    try:
+        with pytest.raises(RuntimeError, match="put_ does not have a deterministic implementation"):
+            a.put_(index, values)
+        a.put_(index, values, accumulate=True)
+    finally:
+        torch.use_deterministic_algorithms(False)

@@ -1,5 +1,6 @@
 #include "advanced_indexing.h"
 
+#include <ATen/Context.h>
 #include <ATen/MemoryOverlap.h>
 #include <ATen/native/IndexingUtils.h>
 #include <ATen/native/Resize.h>
@@ -304,6 +305,12 @@ at::Tensor& takeOut(const at::Tensor& self, const at::Tensor& index, at::Tensor&
 
 // put_: self flattened, then index_put_ (a view: self must be contiguous).
 at::Tensor& putFlat(at::Tensor& self, const at::Tensor& index, const at::Tensor& source, bool accumulate) {
+  // The CPU's checks: without accumulate repeated indices make put_ nondeterministic
+  // (torch's rule for every device), and overlaps are refused before the copies.
+  if (!accumulate) at::globalContext().alertNotDeterministic("put_");
+  at::assert_no_internal_overlap(self);
+  at::assert_no_overlap(self, index);
+  at::assert_no_overlap(self, source);
   if (!self.is_contiguous() || index.scalar_type() != at::kLong || source.scalar_type() != self.scalar_type() ||
       index.device() != self.device() || source.device() != self.device() || source.numel() != index.numel() ||
       (self.numel() == 0 && index.numel() > 0)) {

@@ -4,12 +4,35 @@
 #include <ATen/ExpandUtils.h>
 #include <ATen/MemoryOverlap.h>
 #include <ATen/Operators.h>
+#include <ATen/TensorIterator.h>
 #include <ATen/native/Resize.h>
+
+#include <algorithm>
 
 #include "../dtype_map.h"
 #include "instruction_launch.h"
 
 namespace pto::backend {
+
+// TensorIterator's rule for a new result (the inputs' stride order, the first input's
+// where they disagree, dense): inputs with their default strides (0-dim ones aside)
+// give a contiguous result; any other layout asks TensorIterator itself, which
+// allocates the result (through empty_strided, on pto) without running anything.
+at::Tensor elementwiseResult(std::initializer_list<at::Tensor> inputs, c10::IntArrayRef shape,
+                             at::ScalarType result, const c10::Device& device) {
+  const auto options = at::TensorOptions().dtype(result).device(device);
+  const bool default_strides = std::all_of(inputs.begin(), inputs.end(), [&](const at::Tensor& t) {
+    return t.dim() == 0 || (t.sizes() == shape && t.strides() == c10::contiguous_strides(t.sizes()));
+  });
+  if (default_strides) return at::empty(shape, options);
+  at::TensorIteratorConfig config;
+  config.set_check_mem_overlap(false).check_all_same_dtype(false).check_all_same_device(false);
+  config.declare_static_dtype_and_device(result, device);
+  config.add_owned_output(at::Tensor());
+  for (const at::Tensor& input : inputs) config.add_const_input(input);
+  return config.build().output();
+}
+
 namespace {
 
 using isa::Opcode;
@@ -47,22 +70,29 @@ at::Tensor onDevice(const at::Tensor& t, at::ScalarType dtype, const c10::Device
 }
 
 // The output tensor of an op: a new one, `self` (in-place) or `out`, checked as torch checks.
-at::Tensor outputFor(const at::Tensor& out, const at::Tensor& like, c10::IntArrayRef shape,
+// An out of another shape is resized and laid out as a new result would be, as
+// TensorIterator restrides the CPU's.
+at::Tensor outputFor(const at::Tensor& out, std::initializer_list<at::Tensor> inputs, c10::IntArrayRef shape,
                      at::ScalarType result, const c10::Device& device) {
-  if (!out.defined()) {
-    // As TensorIterator does: a result of the input's shape keeps its layout (a
-    // transposed input gives a transposed result), so views the CPU allows on the
-    // result are allowed on pto too.
-    const auto options = like.options().dtype(result).device(device);
-    if (like.sizes() == shape) return at::empty_like(like, options, at::MemoryFormat::Preserve);
-    return at::empty(shape, options);
-  }
+  if (!out.defined()) return elementwiseResult(inputs, shape, result, device);
   TORCH_CHECK(at::canCast(result, out.scalar_type()), "result type ", result,
               " can't be cast to the desired output type ", out.scalar_type());
   TORCH_CHECK(out.device() == device, "Expected out tensor to be on ", device, " but got ", out.device());
-  at::native::resize_output(out, shape);
+  if (at::native::resize_output(out, shape)) {
+    const at::Tensor like = elementwiseResult(inputs, shape, result, device);
+    out.as_strided_(like.sizes(), like.strides());
+  }
   at::assert_no_internal_overlap(out);
   return out;
+}
+
+// TensorIterator's overlap checks, made before an op decides between its instruction
+// and the CPU fallback (whose copies no longer overlap): "unsupported operation" for
+// an out whose elements repeat or that partly overlaps an input.
+void checkOutputOverlap(const at::Tensor& out, std::initializer_list<at::Tensor> inputs) {
+  if (!out.defined()) return;
+  at::assert_no_internal_overlap(out);
+  for (const at::Tensor& input : inputs) at::assert_no_partial_overlap(out, input);
 }
 
 // An in-place op writes self: the broadcast shape must be self's own, as TensorIterator
@@ -136,12 +166,13 @@ at::Tensor binaryOp(Opcode opcode, Promotion promotion, const at::Tensor& self, 
   if (promotion == Promotion::kIntToFloat && at::isIntegralType(compute, /*includeBool=*/true)) {
     compute = c10::typeMetaToScalarType(at::get_default_dtype());
   }
+  checkOutputOverlap(out, {self, other});
   if (!accepts(opcode, compute)) return {};
   const at::ScalarType result = promotion == Promotion::kCompare ? at::kBool : compute;
   const std::vector<int64_t> shape = at::infer_size(self.sizes(), other.sizes());
   if (out.defined() && out.is_same(self)) checkInplaceBroadcast(self, shape);
   checkIntegerDivisor(opcode, compute, other);
-  const at::Tensor output = outputFor(out, self, shape, result, device);
+  const at::Tensor output = outputFor(out, {self, other}, shape, result, device);
   const at::ScalarType launched = scalarInFloat(opcode, compute, other) ? at::kFloat : compute;
   const at::Tensor a = onDevice(self, launched, device).expand(shape);
   const at::Tensor b = onDevice(other, launched, device).expand(shape);
@@ -155,8 +186,9 @@ at::Tensor unaryOp(Opcode opcode, Promotion promotion, const at::Tensor& self, c
   if (promotion == Promotion::kIntToFloat && at::isIntegralType(compute, /*includeBool=*/true)) {
     compute = c10::typeMetaToScalarType(at::get_default_dtype());
   }
+  checkOutputOverlap(out, {self});
   if (!accepts(opcode, compute)) return {};
-  const at::Tensor output = outputFor(out, self, self.sizes(), compute, device);
+  const at::Tensor output = outputFor(out, {self}, self.sizes(), compute, device);
   launchInto(opcode, output, compute, {onDevice(self, compute, device)}, {});
   return output;
 }
@@ -169,7 +201,7 @@ at::Tensor whereOp(const at::Tensor& condition, const at::Tensor& self, const at
   if (condition.scalar_type() != at::kBool || !accepts(row.opcode, compute)) return {};
   const std::vector<int64_t> shape =
       at::infer_size(at::infer_size(condition.sizes(), self.sizes()), other.sizes());
-  const at::Tensor output = outputFor(out, self, shape, compute, device);
+  const at::Tensor output = outputFor(out, {condition, self, other}, shape, compute, device);
   launchInto(row.opcode, output, compute,
              {onDevice(condition, at::kBool, device).expand(shape),
               onDevice(self, compute, device).expand(shape),
@@ -186,7 +218,7 @@ at::Tensor ternaryOp(Opcode opcode, const at::Tensor& self, const at::Tensor& te
   const bool integral = at::isIntegralType(compute, /*includeBool=*/true);
   if (!accepts(opcode, compute) || value.isComplex() || (integral && !value.isIntegral(false))) return {};
   const std::vector<int64_t> shape = at::infer_size(at::infer_size(self.sizes(), tensor1.sizes()), tensor2.sizes());
-  const at::Tensor output = outputFor(out, self, shape, compute, device);
+  const at::Tensor output = outputFor(out, {self, tensor1, tensor2}, shape, compute, device);
   launchInto(opcode, output, compute,
              {onDevice(self, compute, device).expand(shape), onDevice(tensor1, compute, device).expand(shape),
               onDevice(tensor2, compute, device).expand(shape)},

@@ -28,6 +28,12 @@ at::Tensor ternaryOp(isa::Opcode opcode, const at::Tensor& self, const at::Tenso
 // Returns false when PTO lacks one of the dtypes.
 bool copyOnDevice(const at::Tensor& dst, const at::Tensor& src);
 
+// A new result of an elementwise op over `inputs` (broadcast to `shape`), laid out as
+// TensorIterator lays out the CPU's: channels_last stays channels_last, a permuted
+// input gives a permuted result, an ambiguous one (N, C, 1, 1) keeps its strides.
+at::Tensor elementwiseResult(std::initializer_list<at::Tensor> inputs, c10::IntArrayRef shape,
+                             at::ScalarType result, const c10::Device& device);
+
 at::Tensor& fill(at::Tensor& self, const at::Scalar& value);  // falls back itself if needed
 
 // A Scalar argument as torch passes it to the Tensor overload: a wrapped number.

@@ -285,7 +285,8 @@ at::Tensor& lerpOut(const at::Tensor& self, const at::Tensor& end, const at::Sca
 }
 
 at::Tensor lerp(const at::Tensor& self, const at::Tensor& end, const at::Scalar& weight) {
-  return lerpWide(self, end, weight).to(self.scalar_type());
+  const at::Tensor value = lerpWide(self, end, weight);
+  return elementwiseResult({self, end}, value.sizes(), self.scalar_type(), self.device()).copy_(value);
 }
 
 at::Tensor& lerpInplace(at::Tensor& self, const at::Tensor& end, const at::Scalar& weight) {
