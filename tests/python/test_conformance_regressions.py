@@ -833,3 +833,53 @@ def test_put_without_accumulate_is_flagged_nondeterministic():
         a.put_(index, values, accumulate=True)
     finally:
         torch.use_deterministic_algorithms(False)
+
+
+def test_threshold_native_in_place_on_an_expanded_tensor():
+    """Idempotent, so the CPU allows it in place on a tensor whose elements repeat."""
+    x = torch.randn(1, 6, device="pto").expand(6, 6)
+    expected = torch.nn.functional.threshold(x.cpu().contiguous(), 0.5, 0.5)
+    torch.nn.functional.threshold(x, 0.5, 0.5, inplace=True)
+    assert torch.equal(x.cpu(), expected)
+    values = torch.tensor([float("nan"), 0.3, 0.5, 0.7], device="pto")
+    assert same_bytes(torch.nn.functional.threshold(values, 0.5, -2.0).cpu(),
+                      torch.nn.functional.threshold(values.cpu(), 0.5, -2.0))
+
+
+@pytest.mark.parametrize("case", [
+    ("negative", lambda d: torch.nn.functional.one_hot(torch.tensor([3, 4, -1, 0], device=d), -1)),
+    ("too large", lambda d: torch.nn.functional.one_hot(torch.tensor([3, 4, 1, 0], device=d), 3)),
+    ("empty", lambda d: torch.nn.functional.one_hot(torch.tensor([], dtype=torch.long, device=d))),
+    ("float", lambda d: torch.nn.functional.one_hot(torch.tensor([1.0], device=d))),
+], ids=lambda c: c[0])
+def test_one_hot_checks_class_values_at_the_call(case):
+    """The CPU's errors, raised at the call (no kernel error left for a later call)."""
+    _, make = case
+    with pytest.raises(RuntimeError) as cpu_error:
+        make("cpu")
+    with pytest.raises(RuntimeError, match=cpu_error.value.args[0].split(".")[0]):
+        make("pto")
+    cpu, pto = on_both(lambda d: torch.nn.functional.one_hot(torch.tensor([[3], [1]], device=d)))
+    assert torch.equal(cpu, pto)
+
+
+def test_channel_shuffle_native_with_its_gradient_and_layout():
+    torch.manual_seed(0)
+    x = torch.randn(2, 6, 3, 3).to(memory_format=torch.channels_last).requires_grad_()
+    xp = x.detach().to("pto").requires_grad_()
+    expected, got = torch.channel_shuffle(x, 3), torch.channel_shuffle(xp, 3)
+    assert got.stride() == expected.stride() and torch.equal(got.cpu(), expected)
+    (expected * torch.arange(expected.numel()).view_as(expected)).sum().backward()
+    (got * torch.arange(got.numel(), device="pto").view_as(got)).sum().backward()
+    assert torch.equal(xp.grad.cpu(), x.grad)
+    with pytest.raises(RuntimeError, match="Number of channels must be divisible by groups"):
+        torch.channel_shuffle(xp, 4)
+
+
+@pytest.mark.parametrize("dtype", [torch.int8, torch.int16, torch.int32, torch.int64], ids=str)
+def test_nearest_upsampling_refuses_the_dtypes_the_cpu_refuses(dtype):
+    x = torch.ones(1, 3, 4, 4, dtype=dtype)
+    with pytest.raises(RuntimeError, match="not implemented for"):
+        torch.nn.functional.interpolate(x, scale_factor=2)
+    with pytest.raises(RuntimeError, match="not implemented for"):
+        torch.nn.functional.interpolate(x.to("pto"), scale_factor=2)

@@ -172,4 +172,19 @@ at::Tensor& softshrinkBackwardOut(const at::Tensor& grad, const at::Tensor& self
   return assignPointwise(grad_input, {grad, self}, softshrinkBackward(grad, self, lambd));
 }
 
+at::Tensor thresholdOf(const at::Tensor& self, const at::Scalar& threshold, const at::Scalar& value) {
+  return at::where(at::le(self, threshold), at::full({}, value, self.options()), self);
+}
+
+at::Tensor& thresholdOut(const at::Tensor& self, const at::Scalar& threshold, const at::Scalar& value,
+                         at::Tensor& out) {
+  return assignPointwise(out, {self}, thresholdOf(self, threshold, value));
+}
+
+at::Tensor& thresholdInplace(at::Tensor& self, const at::Scalar& threshold, const at::Scalar& value) {
+  at::Tensor distinct = distinctElements(self);
+  distinct.copy_(thresholdOf(distinct, threshold, value));
+  return self;
+}
+
 }  // namespace pto::backend

@@ -1,6 +1,6 @@
 // Activations pto runs as short sequences of native instructions, with the
 // formulas of PyTorch's CPU kernels: elu (selu, celu), hardsigmoid, hardswish, mish,
-// glu, prelu, logit and softshrink, forward and backward. float16/bfloat16 compute in float32 and round once.
+// glu, prelu, logit, softshrink and threshold, forward and backward. float16/bfloat16 compute in float32 and round once.
 #pragma once
 
 #include <ATen/ATen.h>
@@ -57,6 +57,14 @@ std::tuple<at::Tensor, at::Tensor> preluKernelBackward(const at::Tensor& grad, c
                                                        const at::Tensor& weight);
 
 // logit: log(x / (1 - x)), x clamped to [eps, 1 - eps] when eps is given.
+// x <= threshold ? value : x (NaN kept), in self's dtype as the CPU's kernel. In place
+// it is idempotent, so the CPU allows a tensor whose elements repeat (expand): pto
+// writes each element once.
+at::Tensor thresholdOf(const at::Tensor& self, const at::Scalar& threshold, const at::Scalar& value);
+at::Tensor& thresholdOut(const at::Tensor& self, const at::Scalar& threshold, const at::Scalar& value,
+                         at::Tensor& out);
+at::Tensor& thresholdInplace(at::Tensor& self, const at::Scalar& threshold, const at::Scalar& value);
+
 at::Tensor logitOf(const at::Tensor& self, std::optional<double> eps);
 at::Tensor& logitOut(const at::Tensor& self, std::optional<double> eps, at::Tensor& out);
 at::Tensor& logitInplace(at::Tensor& self, std::optional<double> eps);

@@ -6,6 +6,9 @@
 namespace pto::backend {
 
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
+  m.impl("threshold", TORCH_FN(thresholdOf));
+  m.impl("threshold_", TORCH_FN(thresholdInplace));
+  m.impl("threshold.out", TORCH_FN(thresholdOut));
   m.impl("elu", TORCH_FN(eluOf));
   m.impl("elu_", TORCH_FN(eluInplace));
   m.impl("elu.out", TORCH_FN(eluOut));

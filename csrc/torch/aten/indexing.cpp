@@ -276,6 +276,23 @@ at::Tensor& eyeOut(int64_t n, int64_t m, at::Tensor& out) {
 
 at::Tensor& eyeSquareOut(int64_t n, at::Tensor& out) { return eyeOut(n, n, out); }
 
+at::Tensor oneHot(const at::Tensor& self, int64_t num_classes) {
+  TORCH_CHECK(self.scalar_type() == at::kLong, "one_hot is only applicable to index tensor of type LongTensor.");
+  std::vector<int64_t> shape = self.sizes().vec();
+  if (self.numel() == 0) {
+    TORCH_CHECK(num_classes > 0, "Can not infer total number of classes from empty tensor.");
+    shape.push_back(num_classes);
+    return at::empty(shape, self.options());
+  }
+  const at::Tensor bounds = at::stack({self.min(), self.max()}).cpu();
+  TORCH_CHECK(bounds[0].item<int64_t>() >= 0, "Class values must be non-negative.");
+  const int64_t largest = bounds[1].item<int64_t>();
+  if (num_classes == -1) num_classes = largest + 1;
+  TORCH_CHECK(num_classes > largest, "Class values must be smaller than num_classes.");
+  shape.push_back(num_classes);
+  return at::zeros(shape, self.options()).scatter_(-1, self.unsqueeze(-1), 1);
+}
+
 at::Tensor& indexAddOut(const at::Tensor& self, int64_t dim, const at::Tensor& index, const at::Tensor& source,
                         const at::Scalar& alpha, at::Tensor& out) {
   checkIndexAddOverlap(out, index, source);

@@ -26,6 +26,11 @@ at::Tensor& arangeOut(const at::Scalar& start, const at::Scalar& end, const at::
 // index itself to the dtype, a different sequence, which the fallback keeps.
 at::Tensor& linspaceOut(const at::Scalar& start, const at::Scalar& end, int64_t steps, at::Tensor& out);
 at::Tensor& eyeOut(int64_t n, int64_t m, at::Tensor& out);
+
+// one_hot with the CPU's checks of the class values, made on the host (one read of
+// their minimum and maximum): torch skips them for PrivateUse1 as for CUDA, whose
+// scatter asserts on the device; a pto kernel error would surface at a later call.
+at::Tensor oneHot(const at::Tensor& self, int64_t num_classes);
 at::Tensor& eyeSquareOut(int64_t n, at::Tensor& out);
 at::Tensor& indexAddOut(const at::Tensor& self, int64_t dim, const at::Tensor& index, const at::Tensor& source,
                         const at::Scalar& alpha, at::Tensor& out);

@@ -14,6 +14,7 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("linspace.out", TORCH_FN(linspaceOut));
   m.impl("eye.out", TORCH_FN(eyeSquareOut));
   m.impl("eye.m_out", TORCH_FN(eyeOut));
+  m.impl("one_hot", TORCH_FN(oneHot));
   m.impl("tril", TORCH_FN(tril));
   m.impl("tril.out", TORCH_FN(trilOut));
   m.impl("tril_", TORCH_FN(trilInplace));

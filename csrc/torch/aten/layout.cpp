@@ -72,4 +72,17 @@ at::Tensor padSources(PadMode mode, int64_t size, int64_t before, int64_t after,
   return at::tensor(sources, at::kLong).to(device);
 }
 
+at::Tensor channelShuffle(const at::Tensor& self, c10::SymInt groups_symbolic) {
+  const int64_t groups = groups_symbolic.expect_int();
+  TORCH_CHECK(self.dim() > 2, "channel_shuffle expects input with > 2 dims, but got input with sizes ", self.sizes());
+  TORCH_CHECK(groups > 0, "Number of groups to divide channels in must be positive. Value of groups:", groups);
+  const int64_t channels = self.size(1);
+  TORCH_CHECK(channels % groups == 0, "Number of channels must be divisible by groups. Got ", channels,
+              " channels and ", groups, " groups.");
+  if (self.numel() == 0) return self.clone();
+  std::vector<int64_t> grouped{self.size(0), groups, channels / groups};
+  grouped.insert(grouped.end(), self.sizes().begin() + 2, self.sizes().end());
+  return self.reshape(grouped).transpose(1, 2).reshape(self.sizes()).contiguous(self.suggest_memory_format());
+}
+
 }  // namespace pto::backend

@@ -15,6 +15,10 @@ namespace pto::backend {
 at::Tensor flip(const at::Tensor& self, at::IntArrayRef dims);
 at::Tensor roll(const at::Tensor& self, at::IntArrayRef shifts, at::IntArrayRef dims);
 
+// channel_shuffle as the CPU's: the channels, as groups x (C / groups), transposed;
+// the result in the input's suggested memory format.
+at::Tensor channelShuffle(const at::Tensor& self, c10::SymInt groups);
+
 enum class PadMode { kReflect, kReplicate };
 
 // The input position each output position of a padded dimension reads.

@@ -9,6 +9,7 @@ namespace pto::backend {
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("flip", TORCH_FN(flip));
   m.impl("roll", TORCH_FN(roll));
+  m.impl("channel_shuffle", TORCH_FN(channelShuffle));
 #define PTO_PAD(name, mode, spatial)                                                                  \
   {                                                                                                   \
     using F = Pad<mode, spatial>;                                                                     \

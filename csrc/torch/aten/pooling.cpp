@@ -299,6 +299,9 @@ at::Tensor adaptiveAvgPoolBackward(const at::Tensor& grad, const at::Tensor& sel
 at::Tensor upsampleNearest(const at::Tensor& self, at::IntArrayRef output_size, std::optional<double> scales_h,
                            std::optional<double> scales_w) {
   const at::Tensor meta = at::upsample_nearest2d(metaTwin(self), output_size, scales_h, scales_w);
+  // The CPU's (and CUDA's) dtypes: uint8 and the floating ones.
+  TORCH_CHECK(self.scalar_type() == at::kByte || at::isFloatingType(self.scalar_type()),
+              "\"compute_indices_weights_nearest\" not implemented for '", c10::toString(self.scalar_type()), "'");
   const int64_t oh = meta.size(-2), ow = meta.size(-1);
   const at::Tensor rows = nearestIndex(self.size(-2), oh, scales_h, self.options());
   const at::Tensor cols = nearestIndex(self.size(-1), ow, scales_w, self.options());
