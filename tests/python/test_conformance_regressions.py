@@ -883,3 +883,20 @@ def test_nearest_upsampling_refuses_the_dtypes_the_cpu_refuses(dtype):
         torch.nn.functional.interpolate(x, scale_factor=2)
     with pytest.raises(RuntimeError, match="not implemented for"):
         torch.nn.functional.interpolate(x.to("pto"), scale_factor=2)
+
+
+@pytest.mark.parametrize("case", ["tensor ** complex", "complex ** tensor", "out="])
+def test_complex32_pow_computes_in_complex64_as_cuda(case):
+    """The CPU has no complex32 pow kernel; CUDA's computes in complex64 and rounds once:
+    so pto's result is the complex64 result (computed on the CPU here) rounded."""
+    x = torch.tensor([1.5, 2.0, -0.5], dtype=torch.float16)
+    def run(t):
+        if case == "tensor ** complex":
+            return t ** (1 + 1j)
+        if case == "complex ** tensor":
+            return (2.2 - 1.6j) ** t
+        out = torch.empty(0, dtype=torch.complex32, device=t.device)
+        return torch.pow(t, 0.5j, out=out)
+    got = run(x.to("pto"))
+    assert got.dtype == torch.complex32
+    assert same_bytes(got.cpu(), run(x.to(torch.complex64)).to(torch.complex32))

@@ -88,31 +88,17 @@ from opinfo_sweep import copy_like, evenly_spaced, opinfo_tolerance
 #
 # cause -> the cases it explains: (op ids, check, dtypes) with dtypes None for every dtype.
 # One row per cause; each case is xfail(strict=True).
-F32, I64 = (torch.float32,), (torch.int64,)
 KNOWN_DIVERGENCES = {
-    "out= of another dtype than the op's own (bool for all/any, self's for masked_select and kthvalue, "
-    "nansum's integer out of a float input): pto converts into it where the CPU raises (all only "
-    "supports bool tensor for result, Expected out tensor to have dtype ...); casts torch refuses "
-    "(float into an integer) are refused": [
-        (("nansum",), "out_dtype", F32),
-        (("all", "any", "masked_select", "kthvalue"), "out_dtype", None),
-    ],
-    "pto's native narrow_copy checks its arguments itself: a dim out of range raises IndexError "
-    "(Dimension out of range) where the CPU raises RuntimeError (Expected dim < ...), and a negative "
-    "length says 'length must be non-negative' where the CPU says 'start (0) + length (-1) exceeds "
-    "dimension size (10)'": [
+    "narrow_copy checks its arguments as CUDA's (narrow_copy_dense: narrow, then clone): a dim out of "
+    "range raises IndexError (Dimension out of range) where the CPU's own kernel raises RuntimeError "
+    "(Expected dim < ...), and a negative length says 'length must be non-negative' where the CPU says "
+    "'start (0) + length (-1) exceeds dimension size (10)'": [
         ("narrow_copy", "errors", None),
     ],
     "the CPU is wrong here, pto right: the CPU's narrow_copy.out (narrow_copy_dense_cpu_out) copies "
     "into a non-contiguous out as if it were contiguous, over the elements around the view; pto "
     "(the fallback) writes through the view": [
         ("narrow_copy", "out_strided", None),
-    ],
-    "addcmul/addcdiv with value=False whose tensors promote to complex (float32 input, float64 and "
-    "complex128 tensors): pto raises 'Boolean alpha only supported for Boolean results.' (its "
-    "decomposition passes value as a mul/add alpha), the CPU returns": [
-        (("addcmul",), "reference", F32 + I64),
-        (("addcdiv",), "reference", F32),
     ],
 }
 

@@ -330,6 +330,7 @@ at::Tensor maskedSelect(const at::Tensor& self, const at::Tensor& mask) {
 }
 
 at::Tensor& maskedSelectOut(const at::Tensor& self, const at::Tensor& mask, at::Tensor& out) {
+  TORCH_CHECK(out.scalar_type() == self.scalar_type(), "masked_select(): self and result must have the same scalar type");
   checkIndexingOverlap(out, self, {mask});
   const at::Tensor selected = maskedSelect(self, mask);
   at::native::resize_output(out, selected.sizes());

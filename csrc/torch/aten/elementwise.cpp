@@ -156,6 +156,16 @@ const AtenInstruction* roundingRow(std::optional<c10::string_view> mode) {
   return nullptr;
 }
 
+// CUDA computes pow in complex32 through complex64 arithmetic (the CPU has no kernel
+// for it): so does pto, rounding the complex64 result once.
+at::Tensor complexHalfPow(const at::Tensor& self, const at::Tensor& other, const at::Tensor& out,
+                          const c10::Device& device) {
+  const std::vector<int64_t> shape = at::infer_size(self.sizes(), other.sizes());
+  if (out.defined() && out.is_same(self)) checkInplaceBroadcast(self, shape);
+  const at::Tensor wide = at::pow(self.to(at::kComplexFloat), other.to(at::kComplexFloat));
+  return outputFor(out, {self, other}, shape, at::kComplexHalf, device).copy_(wide);
+}
+
 }  // namespace
 
 at::Tensor binaryOp(Opcode opcode, Promotion promotion, const at::Tensor& self, const at::Tensor& other,
@@ -167,6 +177,7 @@ at::Tensor binaryOp(Opcode opcode, Promotion promotion, const at::Tensor& self, 
     compute = c10::typeMetaToScalarType(at::get_default_dtype());
   }
   checkOutputOverlap(out, {self, other});
+  if (opcode == Opcode::kPow && compute == at::kComplexHalf) return complexHalfPow(self, other, out, device);
   if (!accepts(opcode, compute)) return {};
   const at::ScalarType result = promotion == Promotion::kCompare ? at::kBool : compute;
   const std::vector<int64_t> shape = at::infer_size(self.sizes(), other.sizes());

@@ -46,10 +46,16 @@ void checkInplaceShape(const at::Tensor& self, const at::Tensor& tensor1, const 
               " doesn't match the broadcast shape ", c10::IntArrayRef(shape));
 }
 
+// addcmul/addcdiv's value as add's alpha: a bool one as 0 or 1 (the CPU multiplies by
+// it; add refuses a bool alpha for a result that is not bool).
+at::Scalar alphaOf(const at::Scalar& value) {
+  return value.isBoolean() ? at::Scalar(static_cast<int64_t>(value.toBool())) : value;
+}
+
 // out = self + value * tensor1 * tensor2
 at::Tensor addcmulWide(const at::Tensor& self, const at::Tensor& tensor1, const at::Tensor& tensor2,
                        const at::Scalar& value) {
-  return at::add(widened(self), at::mul(widened(tensor1), widened(tensor2)), value);
+  return at::add(widened(self), at::mul(widened(tensor1), widened(tensor2)), alphaOf(value));
 }
 
 // out = self + value * tensor1 / tensor2 (a true division, as PyTorch now requires).
@@ -65,7 +71,7 @@ void checkAddcdivTypes(const at::Tensor& tensor1, const at::Tensor& tensor2) {
 at::Tensor addcdivWide(const at::Tensor& self, const at::Tensor& tensor1, const at::Tensor& tensor2,
                        const at::Scalar& value) {
   checkAddcdivTypes(tensor1, tensor2);
-  return at::add(widened(self), at::div(widened(tensor1), widened(tensor2)), value);
+  return at::add(widened(self), at::div(widened(tensor1), widened(tensor2)), alphaOf(value));
 }
 
 // lerp as PyTorch computes it: from the nearer end (|weight| < 0.5, complex weights

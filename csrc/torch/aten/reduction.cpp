@@ -223,7 +223,11 @@ at::Tensor nansumOf(const at::Tensor& self, at::OptionalIntArrayRef dim, bool ke
 
 at::Tensor& nansumOut(const at::Tensor& self, at::OptionalIntArrayRef dim, bool keepdim,
                       std::optional<at::ScalarType> dtype, at::Tensor& out) {
-  // As sum's: out's dtype is the one it sums in when none is given.
+  // As sum's: out's dtype is the one it sums in when none is given; the CPU's kernel
+  // then has none for a floating input into an integer out.
+  TORCH_CHECK_NOT_IMPLEMENTED(dtype || !at::isFloatingType(self.scalar_type()) ||
+                                  !at::isIntegralType(out.scalar_type(), /*includeBool=*/true),
+                              "\"nansum_cpu\" not implemented for '", c10::toString(out.scalar_type()), "'");
   return assign(out, nansumOf(self, dim, keepdim, dtype.value_or(out.scalar_type())));
 }
 

@@ -194,7 +194,9 @@ std::tuple<at::Tensor&, at::Tensor&> kthvalueOut(const at::Tensor& self, int64_t
                                                  at::Tensor& values, at::Tensor& indices) {
   const int64_t axis = at::maybe_wrap_dim(dim, std::max<int64_t>(self.dim(), 1));
   const int64_t extent = self.dim() == 0 ? 1 : self.size(axis);
-  // aten's checks: the results may not share memory with self.
+  // aten's checks: the results' dtypes, and no memory shared with self.
+  TORCH_CHECK(values.scalar_type() == self.scalar_type(), "output values must be of same type as input");
+  TORCH_CHECK(indices.scalar_type() == at::kLong, "output indices must be of scalar type Long");
   at::assert_no_overlap(values, self);
   at::assert_no_overlap(indices, self);
   if (!sortable(self) || k < 1 || k > extent) {
