@@ -6,6 +6,7 @@
 
 #include <ATen/ATen.h>
 
+#include "composite.h"
 #include "fallback.h"
 #include "isa/instructions.h"
 
@@ -143,6 +144,31 @@ at::Tensor logicalDims(const at::Tensor& self, at::OptionalIntArrayRef dim, bool
   at::Tensor r = reduce(opcode, self, dim, keepdim, at::kBool,
                         self.scalar_type() == at::kByte ? at::kByte : at::kBool, {});
   return r.defined() ? r : Fallback<Op>::call(self, dim, keepdim);
+}
+
+// all/any's out= forms, over every dim, one or a list: out must be bool or uint8 (the
+// CPU's check), and takes the functional result (resized as resize_output resizes).
+template <isa::Opcode opcode>
+at::Tensor& logicalInto(const at::Tensor& value, at::Tensor& out) {
+  TORCH_CHECK(out.scalar_type() == at::kBool || out.scalar_type() == at::kByte,
+              opcode == isa::Opcode::kAll ? "all" : "any", " only supports bool tensor for result, got: ",
+              out.scalar_type());
+  return assign(out, value);
+}
+
+template <isa::Opcode opcode, class Op>
+at::Tensor& logicalOut(const at::Tensor& self, at::Tensor& out) {
+  return logicalInto<opcode>(logical<opcode, Op>(self), out);
+}
+
+template <isa::Opcode opcode, class Op>
+at::Tensor& logicalDimOut(const at::Tensor& self, int64_t dim, bool keepdim, at::Tensor& out) {
+  return logicalInto<opcode>(logicalDim<opcode, Op>(self, dim, keepdim), out);
+}
+
+template <isa::Opcode opcode, class Op>
+at::Tensor& logicalDimsOut(const at::Tensor& self, at::OptionalIntArrayRef dim, bool keepdim, at::Tensor& out) {
+  return logicalInto<opcode>(logicalDims<opcode, Op>(self, dim, keepdim), out);
 }
 
 }  // namespace pto::backend

@@ -48,6 +48,12 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("all.dim", TORCH_FN((logicalDim<Opcode::kAll, ATEN_OP2(all, dim)>)));
   m.impl("any.dims", TORCH_FN((logicalDims<Opcode::kAny, ATEN_OP2(any, dims)>)));
   m.impl("all.dims", TORCH_FN((logicalDims<Opcode::kAll, ATEN_OP2(all, dims)>)));
+  m.impl("any.all_out", TORCH_FN((logicalOut<Opcode::kAny, ATEN_OP(any)>)));
+  m.impl("all.all_out", TORCH_FN((logicalOut<Opcode::kAll, ATEN_OP(all)>)));
+  m.impl("any.out", TORCH_FN((logicalDimOut<Opcode::kAny, ATEN_OP2(any, dim)>)));
+  m.impl("all.out", TORCH_FN((logicalDimOut<Opcode::kAll, ATEN_OP2(all, dim)>)));
+  m.impl("any.dims_out", TORCH_FN((logicalDimsOut<Opcode::kAny, ATEN_OP2(any, dims)>)));
+  m.impl("all.dims_out", TORCH_FN((logicalDimsOut<Opcode::kAll, ATEN_OP2(all, dims)>)));
 }
 
 }  // namespace pto::backend
