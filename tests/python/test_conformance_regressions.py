@@ -900,3 +900,16 @@ def test_complex32_pow_computes_in_complex64_as_cuda(case):
     got = run(x.to("pto"))
     assert got.dtype == torch.complex32
     assert same_bytes(got.cpu(), run(x.to(torch.complex64)).to(torch.complex32))
+
+
+@pytest.mark.parametrize("accumulate", [False, True])
+def test_index_put_into_an_expanded_tensor_writes_memory_as_the_cpu(accumulate):
+    """Each write lands where its element lives: the last one wins, or all add up."""
+    def run(device):
+        x = torch.zeros(1, 3, device=device).expand(4, 3)
+        with pytest.warns(UserWarning, match="index_put_ on expanded tensors is deprecated"):
+            x.index_put_((torch.tensor([0, 2, 0], device=device), torch.tensor([1, 1, 2], device=device)),
+                         torch.tensor([5.0, 6.0, 7.0], device=device), accumulate=accumulate)
+        return x
+    cpu, pto = on_both(run)
+    assert torch.equal(cpu, pto)

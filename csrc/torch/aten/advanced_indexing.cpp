@@ -264,12 +264,37 @@ at::Tensor& indexOut(const at::Tensor& self, const c10::List<std::optional<at::T
 }
 
 // self[indices] = values (+= with accumulate); values broadcast to the selection's shape.
+namespace {
+
+// index_put_ into a tensor whose elements repeat (expand), as the CPU writes it: each
+// write goes to the memory location its element names, in the writes' order, so the
+// last one to a location wins (or all add up, accumulating). The locations are an
+// arange over self's storage viewed as self, indexed as self would be.
+at::Tensor& indexPutThroughStorage(at::Tensor& self, const c10::List<std::optional<at::Tensor>>& indices,
+                                   const at::Tensor& values, bool accumulate) {
+  const auto extent = static_cast<int64_t>(self.storage().nbytes() / self.itemsize());
+  const at::Tensor locations = at::arange(extent, self.options().dtype(at::kLong))
+                                   .as_strided(self.sizes(), self.strides(), self.storage_offset());
+  const at::Tensor targets = at::index(locations, indices);
+  const at::Tensor source = values.to(self.device()).expand(targets.sizes());
+  at::Tensor memory = self.as_strided({extent}, {1}, 0);
+  memory.index_put_({targets.reshape({-1})}, source.reshape({-1}), accumulate);
+  return self;
+}
+
+}  // namespace
+
 at::Tensor& indexPut(at::Tensor& self, const c10::List<std::optional<at::Tensor>>& indices, const at::Tensor& values,
                      bool accumulate, bool unsafe) {
   // aten's _index_put_impl_ checks (an expanded self is only deprecated there).
   at::assert_no_overlap(self, values);
   for (const std::optional<at::Tensor>& index : indices) {
     if (index && index->defined()) at::assert_no_overlap(self, *index);
+  }
+  if (at::has_internal_overlap(self) == at::MemOverlap::Yes && values.scalar_type() == self.scalar_type()) {
+    TORCH_WARN("Use of index_put_ on expanded tensors is deprecated. Please clone() the tensor before performing "
+               "this operation. This also applies to advanced indexing e.g. tensor[indices] = tensor");
+    return indexPutThroughStorage(self, indices, values, accumulate);
   }
   const bool cpu_scalar = values.is_cpu() && values.dim() == 0;  // torch moves it to self's device
   std::optional<AdvancedIndex> plan;
