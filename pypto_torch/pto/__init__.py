@@ -42,8 +42,11 @@ from pypto_torch.pto.random import (
     set_rng_state,
     set_rng_state_all,
 )
+from pypto_torch.pto.storage import STORAGE_CLASSES
 from pypto_torch.pto.streams import Event, Stream, current_stream, default_stream, set_stream, stream
 from pypto_torch.pto.utilization import utilization
+
+globals().update(STORAGE_CLASSES)  # torch.pto.FloatStorage, ...
 
 def _device_index(device: Any, optional: bool = True) -> int:
     """Index of `device` (a torch.device, 'pto:1', an int, or None for the current one)."""

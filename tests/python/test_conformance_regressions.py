@@ -913,3 +913,16 @@ def test_index_put_into_an_expanded_tensor_writes_memory_as_the_cpu(accumulate):
         return x
     cpu, pto = on_both(run)
     assert torch.equal(cpu, pto)
+
+
+def test_legacy_storage_classes_of_pto_tensors():
+    """tensor.storage_type() names torch.pto's class, as torch.cuda's for CUDA tensors
+    (PyTorch's test_tensor_storage_type expects the CPU's class for any device but CUDA)."""
+    x = torch.zeros(3, device="pto")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", UserWarning)  # TypedStorage's deprecation
+        assert x.storage_type() is torch.pto.FloatStorage
+        assert x.long().storage_type() is torch.pto.LongStorage
+        assert isinstance(x.storage(), torch.pto.FloatStorage) and not isinstance(x.storage(), torch.FloatStorage)
+        storage = torch.pto.BFloat16Storage(4)
+        assert storage.device.type == "pto" and storage.dtype == torch.bfloat16 and len(storage) == 4
