@@ -62,11 +62,23 @@ def test_elapsed_time_needs_recorded_events():
         start.elapsed_time(end)
 
 
-def test_synchronize_device_and_accelerator():
-    torch.randn(128, 128, device="pto").sum()
-    torch.pto.synchronize()
-    torch.pto.synchronize("pto:1")
-    torch.accelerator.synchronize()
+@pytest.mark.parametrize("device, synchronize", [
+    ("pto:0", lambda: torch.pto.synchronize()),
+    ("pto:1", lambda: torch.pto.synchronize("pto:1")),
+    ("pto:0", lambda: torch.accelerator.synchronize()),
+], ids=["torch.pto.synchronize", "torch.pto.synchronize(pto:1)", "torch.accelerator.synchronize"])
+def test_synchronize_device_and_accelerator(device, synchronize):
+    """Each waits for the work queued on every stream of its device: afterwards the
+    streams are idle and the results are there."""
+    streams = [torch.pto.Stream(device=device) for _ in range(2)]
+    results = []
+    for stream in streams:
+        with torch.pto.stream(stream):
+            x = torch.ones(256, 256, device=device)
+            results.append((x @ x).sum())
+    synchronize()
+    assert all(stream.query() for stream in streams)
+    assert [r.item() for r in results] == [256.0 ** 3] * 2
 
 
 def test_record_stream_delays_reuse():
