@@ -89,15 +89,9 @@ from opinfo_sweep import copy_like, evenly_spaced, opinfo_tolerance
 # cause -> the cases it explains: (op ids, check, dtypes) with dtypes None for every dtype.
 # One row per cause; each case is xfail(strict=True).
 KNOWN_DIVERGENCES = {
-    "narrow_copy checks its arguments as CUDA's (narrow_copy_dense: narrow, then clone): a dim out of "
-    "range raises IndexError (Dimension out of range) where the CPU's own kernel raises RuntimeError "
-    "(Expected dim < ...), and a negative length says 'length must be non-negative' where the CPU says "
-    "'start (0) + length (-1) exceeds dimension size (10)'": [
-        ("narrow_copy", "errors", None),
-    ],
     "the CPU is wrong here, pto right: the CPU's narrow_copy.out (narrow_copy_dense_cpu_out) copies "
     "into a non-contiguous out as if it were contiguous, over the elements around the view; pto "
-    "(the fallback) writes through the view": [
+    "writes through the view": [
         ("narrow_copy", "out_strided", None),
     ],
 }

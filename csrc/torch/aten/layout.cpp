@@ -85,4 +85,32 @@ at::Tensor channelShuffle(const at::Tensor& self, c10::SymInt groups_symbolic) {
   return self.reshape(grouped).transpose(1, 2).reshape(self.sizes()).contiguous(self.suggest_memory_format());
 }
 
+at::Tensor narrowCopy(const at::Tensor& self, int64_t dim, c10::SymInt start_symbolic, c10::SymInt length) {
+  TORCH_CHECK(self.dim() > 0, "narrow() cannot be applied to a 0-dim tensor.");
+  const auto self_sizes = self.sizes();  // the name the CPU's message shows
+  if (dim < 0) {
+    dim = at::maybe_wrap_dim(dim, static_cast<int64_t>(self_sizes.size()));
+  } else {
+    TORCH_CHECK(dim < static_cast<int64_t>(self_sizes.size()));
+  }
+  const int64_t size = self_sizes[dim], count = length.expect_int();
+  int64_t start = start_symbolic.expect_int();
+  TORCH_CHECK_INDEX(-size <= start && start <= size, "start out of range (expected to be in range of [", -size, ", ",
+                    size, "], but got ", start, ")");
+  if (start < 0) start += size;
+  TORCH_CHECK(count >= 0 && start <= size - count, "start (", start, ") + length (", count,
+              ") exceeds dimension size (", size, ").");
+  return self.narrow(dim, start, count).clone(at::MemoryFormat::Contiguous);
+}
+
+at::Tensor& narrowCopyOut(const at::Tensor& self, int64_t dim, c10::SymInt start, c10::SymInt length,
+                          at::Tensor& out) {
+  TORCH_CHECK(self.dim() > 0, "narrow() cannot be applied to a 0-dim tensor.");
+  const at::Tensor& output = out;  // the name the CPU's message shows
+  TORCH_CHECK(self.dtype() == output.dtype());
+  const at::Tensor value = narrowCopy(self, dim, std::move(start), std::move(length));
+  out.resize_(value.sizes());  // silently, as the CPU's kernel
+  return out.copy_(value);
+}
+
 }  // namespace pto::backend

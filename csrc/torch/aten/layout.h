@@ -15,6 +15,13 @@ namespace pto::backend {
 at::Tensor flip(const at::Tensor& self, at::IntArrayRef dims);
 at::Tensor roll(const at::Tensor& self, at::IntArrayRef shifts, at::IntArrayRef dims);
 
+// narrow_copy with the checks and messages of the CPU's kernel (CUDA's, a narrow then
+// a clone, raises others): the dim, then start, then start + length; out= takes the
+// copy through its own view (the CPU's kernel writes a strided out as if contiguous).
+at::Tensor narrowCopy(const at::Tensor& self, int64_t dim, c10::SymInt start, c10::SymInt length);
+at::Tensor& narrowCopyOut(const at::Tensor& self, int64_t dim, c10::SymInt start, c10::SymInt length,
+                          at::Tensor& out);
+
 // channel_shuffle as the CPU's: the channels, as groups x (C / groups), transposed;
 // the result in the input's suggested memory format.
 at::Tensor channelShuffle(const at::Tensor& self, c10::SymInt groups);

@@ -10,6 +10,8 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("flip", TORCH_FN(flip));
   m.impl("roll", TORCH_FN(roll));
   m.impl("channel_shuffle", TORCH_FN(channelShuffle));
+  m.impl("narrow_copy", TORCH_FN(narrowCopy));
+  m.impl("narrow_copy.out", TORCH_FN(narrowCopyOut));
 #define PTO_PAD(name, mode, spatial)                                                                  \
   {                                                                                                   \
     using F = Pad<mode, spatial>;                                                                     \
