@@ -23,15 +23,13 @@ MEMORY_HISTORY = ["_record_memory_history", "_snapshot", "_dump_snapshot"]
 # A torch.pto name for a torch.cuda one that is spelled differently.
 EQUIVALENTS = {"CUDAGraph": "PTOGraph"}
 
-LEGACY_TYPES = "legacy typed tensor or storage class; use `torch.tensor(..., device=\"pto\")` and `untyped_storage()`"
+LEGACY_TYPES = "legacy typed tensor class; use `torch.tensor(..., device=\"pto\")`"
 
 # Why torch.pto has no such name. A name torch.pto lacks must be here; one it has must not.
 REASONS = {
     **{name: LEGACY_TYPES for name in (
-        "BFloat16Storage", "BFloat16Tensor", "BoolStorage", "BoolTensor", "ByteStorage", "ByteTensor",
-        "CharStorage", "CharTensor", "ComplexDoubleStorage", "ComplexFloatStorage", "DoubleStorage",
-        "DoubleTensor", "FloatStorage", "FloatTensor", "HalfStorage", "HalfTensor", "IntStorage", "IntTensor",
-        "LongStorage", "LongTensor", "ShortStorage", "ShortTensor")},
+        "BFloat16Tensor", "BoolTensor", "ByteTensor", "CharTensor", "DoubleTensor", "FloatTensor", "HalfTensor",
+        "IntTensor", "LongTensor", "ShortTensor")},
     "CUDAPluggableAllocator": "the caching allocator is compiled in; no allocator can be loaded from a shared library",
     "change_current_allocator": "the caching allocator is compiled in; no allocator can be loaded from a shared library",
     "get_allocator_backend": "one allocator backend only, the native caching allocator",
