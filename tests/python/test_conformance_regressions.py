@@ -926,3 +926,10 @@ def test_legacy_storage_classes_of_pto_tensors():
         assert isinstance(x.storage(), torch.pto.FloatStorage) and not isinstance(x.storage(), torch.FloatStorage)
         storage = torch.pto.BFloat16Storage(4)
         assert storage.device.type == "pto" and storage.dtype == torch.bfloat16 and len(storage) == 4
+
+
+@pytest.mark.parametrize("dtype", [torch.uint16, torch.uint32, torch.uint64, torch.float8_e4m3fn], ids=str)
+def test_fill_of_dtypes_pto_lacks_goes_through_the_cpu(dtype):
+    """fill_'s range check covers PTO's dtypes; the others fill on the CPU, which checks."""
+    cpu, pto = on_both(lambda d: torch.zeros(3, dtype=dtype, device=d).fill_(3))
+    assert same_bytes(cpu, pto)
