@@ -10,6 +10,7 @@
 #include <algorithm>
 
 #include "../dtype_map.h"
+#include "composite.h"
 #include "instruction_launch.h"
 
 namespace pto::backend {
@@ -257,10 +258,7 @@ at::Tensor& fill(at::Tensor& self, const at::Scalar& value) {
   if (self.numel() == 0) return self;
   // An expanded tensor (stride 0) holds each element once: fill that, as CPU's
   // fill_ allows, since an instruction's output may not write an element twice.
-  at::Tensor distinct = self;
-  for (int64_t d = 0; d < self.dim(); ++d) {
-    if (self.stride(d) == 0) distinct = distinct.narrow(d, 0, 1);
-  }
+  at::Tensor distinct = distinctElements(self);
   const auto dtype = ptoDType(self.scalar_type());
   // The immediate is a double: integers beyond 2^53 would not survive it.
   const bool exact = !value.isIntegral(false) ||
