@@ -1,5 +1,6 @@
 #include "activation.h"
 
+#include <ATen/Dispatch.h>
 #include <ATen/WrapDimUtils.h>
 
 #include <limits>
@@ -22,7 +23,7 @@ at::Tensor& eluOut(const at::Tensor& self, const at::Scalar& alpha, const at::Sc
 
 at::Tensor& eluInplace(at::Tensor& self, const at::Scalar& alpha, const at::Scalar& scale,
                        const at::Scalar& input_scale) {
-  return self.copy_(eluOf(self, alpha, scale, input_scale));
+  return assignInplace(self, eluOf(self, alpha, scale, input_scale));
 }
 
 // From the input, or (is_result) from the output y, as the CPU kernel takes it.
@@ -130,7 +131,7 @@ at::Tensor& logitOut(const at::Tensor& self, std::optional<double> eps, at::Tens
   return assignPointwise(out, {self}, logitOf(self, eps));
 }
 
-at::Tensor& logitInplace(at::Tensor& self, std::optional<double> eps) { return self.copy_(logitOf(self, eps)); }
+at::Tensor& logitInplace(at::Tensor& self, std::optional<double> eps) { return assignInplace(self, logitOf(self, eps)); }
 
 // grad / (x (1 - x)) inside [eps, 1 - eps], 0 outside (NaN everywhere for eps < 0, as the CPU).
 at::Tensor logitBackward(const at::Tensor& grad, const at::Tensor& self, std::optional<double> eps) {
@@ -151,8 +152,14 @@ at::Tensor& logitBackwardOut(const at::Tensor& grad, const at::Tensor& self, std
 
 // softshrink: x - lambd above lambd, x + lambd below -lambd, 0 between.
 at::Tensor softshrinkOf(const at::Tensor& self, const at::Scalar& lambd) {
-  const at::Tensor x = widened(self);
   const double l = lambd.toDouble();
+  // The CPU's check of lambd, as its meta function words it: in range for the dtype.
+  AT_DISPATCH_FLOATING_TYPES_AND2(at::kHalf, at::kBFloat16, self.scalar_type(), "softshrink_check", [&] {
+    const double limit = static_cast<double>(std::numeric_limits<scalar_t>::max());
+    TORCH_CHECK(0 <= l && l <= limit, "lambda must be in range [0, ", limit, "] for input dtype ",
+                self.scalar_type(), ", but found ", l);
+  });
+  const at::Tensor x = widened(self);
   const at::Tensor shrunk = at::where(at::gt(x, l), at::sub(x, l), at::where(at::lt(x, -l), at::add(x, l), at::zeros({}, x.options())));
   return at::where(at::isnan(x), x, shrunk).to(self.scalar_type());
 }

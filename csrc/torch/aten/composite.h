@@ -26,13 +26,34 @@ inline at::Tensor& assign(at::Tensor& out, const at::Tensor& value) {
   return out.copy_(value);
 }
 
+// An in-place op writes self: the result's broadcast shape must be self's own, as
+// TensorIterator requires of an output that is also an input (a CPU tensor never
+// grows in place).
+inline void checkInplaceShape(const at::Tensor& self, c10::IntArrayRef shape) {
+  TORCH_CHECK(self.sizes() == shape, "output with shape ", self.sizes(), " doesn't match the broadcast shape ",
+              shape);
+}
+
+// An in-place op's result written over self: of self's shape and of a dtype that casts
+// to self's, checked before self changes.
+inline at::Tensor& assignInplace(at::Tensor& self, const at::Tensor& value) {
+  TORCH_CHECK(at::canCast(value.scalar_type(), self.scalar_type()), "result type ", value.scalar_type(),
+              " can't be cast to the desired output type ", self.scalar_type());
+  checkInplaceShape(self, value.sizes());
+  return self.copy_(value);
+}
+
 // assign() for a pointwise op's out= form, after the checks aten's TensorIterator
 // makes there: no element of out written twice, none read from an input that
-// out only partly covers.
+// out only partly covers, and an out that is one of the inputs (the in-place forms
+// torch composes as out=self) not resized.
 inline at::Tensor& assignPointwise(at::Tensor& out, std::initializer_list<at::Tensor> inputs,
                                    const at::Tensor& value) {
   at::assert_no_internal_overlap(out);
-  for (const at::Tensor& input : inputs) at::assert_no_partial_overlap(out, input);
+  for (const at::Tensor& input : inputs) {
+    at::assert_no_partial_overlap(out, input);
+    if (input.is_same(out)) checkInplaceShape(out, value.sizes());
+  }
   return assign(out, value);
 }
 

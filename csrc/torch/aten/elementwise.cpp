@@ -96,13 +96,6 @@ void checkOutputOverlap(const at::Tensor& out, std::initializer_list<at::Tensor>
   for (const at::Tensor& input : inputs) at::assert_no_partial_overlap(out, input);
 }
 
-// An in-place op writes self: the broadcast shape must be self's own, as TensorIterator
-// requires (a CPU tensor never grows in place).
-void checkInplaceBroadcast(const at::Tensor& self, c10::IntArrayRef shape) {
-  TORCH_CHECK(self.sizes() == shape, "output with shape ", self.sizes(),
-              " doesn't match the broadcast shape ", shape);
-}
-
 // PyTorch's CPU kernels multiply and divide a float16/bfloat16 tensor by a scalar
 // operand (0-dim, of another dtype: a Python number) in float32, the scalar unrounded
 // (half(100) / 1e5 is 1e-3, not 100 / inf); the other binary ops round it to the dtype.
@@ -162,7 +155,7 @@ const AtenInstruction* roundingRow(std::optional<c10::string_view> mode) {
 at::Tensor complexHalfPow(const at::Tensor& self, const at::Tensor& other, const at::Tensor& out,
                           const c10::Device& device) {
   const std::vector<int64_t> shape = at::infer_size(self.sizes(), other.sizes());
-  if (out.defined() && out.is_same(self)) checkInplaceBroadcast(self, shape);
+  if (out.defined() && out.is_same(self)) checkInplaceShape(self, shape);
   const at::Tensor wide = at::pow(self.to(at::kComplexFloat), other.to(at::kComplexFloat));
   return outputFor(out, {self, other}, shape, at::kComplexHalf, device).copy_(wide);
 }
@@ -182,7 +175,7 @@ at::Tensor binaryOp(Opcode opcode, Promotion promotion, const at::Tensor& self, 
   if (!accepts(opcode, compute)) return {};
   const at::ScalarType result = promotion == Promotion::kCompare ? at::kBool : compute;
   const std::vector<int64_t> shape = at::infer_size(self.sizes(), other.sizes());
-  if (out.defined() && out.is_same(self)) checkInplaceBroadcast(self, shape);
+  if (out.defined() && out.is_same(self)) checkInplaceShape(self, shape);
   checkIntegerDivisor(opcode, compute, other);
   const at::Tensor output = outputFor(out, {self, other}, shape, result, device);
   const at::ScalarType launched = scalarInFloat(opcode, compute, other) ? at::kFloat : compute;

@@ -4,6 +4,7 @@
 #include <ATen/Operators.h>
 
 #include "../dtype_map.h"
+#include "composite.h"
 #include "elementwise.h"
 #include "fallback.h"
 #include "instruction_launch.h"
@@ -100,6 +101,18 @@ at::Tensor& baddbmmOut(const at::Tensor& self, const at::Tensor& batch1, const a
     Fallback<ATEN_OP2(baddbmm, out)>::call(self, batch1, batch2, beta, alpha, out);
   }
   return out;
+}
+
+// addr_ writes self, so self must already be [n, m] (addr broadcasts it; the
+// in-place form cannot grow it): the CPU kernel's checks, in its order and words.
+at::Tensor& addrInplace(at::Tensor& self, const at::Tensor& vec1, const at::Tensor& vec2, const at::Scalar& beta,
+                        const at::Scalar& alpha) {
+  TORCH_CHECK(vec1.dim() == 1, "addr: Expected 1-D argument vec1, but got ", vec1.dim(), "-D");
+  TORCH_CHECK(vec2.dim() == 1, "addr: Expected 1-D argument vec2, but got ", vec2.dim(), "-D");
+  TORCH_CHECK(self.dim() == 2, "2D tensor expected, got ", self.dim(), "D tensor for input");
+  TORCH_CHECK(self.size(0) == vec1.size(0) && self.size(1) == vec2.size(0), "size mismatch, input: ", self.sizes(),
+              ", v1: ", vec1.sizes(), ", v2: ", vec2.sizes());
+  return assignInplace(self, at::addr(self, vec1, vec2, beta, alpha));
 }
 
 // addmv as a one-column tmatmul: out[n] = beta * self + alpha * mat[n, m] @ vec[m].

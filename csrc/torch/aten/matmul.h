@@ -29,6 +29,9 @@ at::Tensor baddbmm(const at::Tensor& self, const at::Tensor& batch1, const at::T
 at::Tensor& baddbmmOut(const at::Tensor& self, const at::Tensor& batch1, const at::Tensor& batch2,
                        const at::Scalar& beta, const at::Scalar& alpha, at::Tensor& out);
 
+// addr_ as addr written over self, after the CPU's checks of self's shape.
+at::Tensor& addrInplace(at::Tensor& self, const at::Tensor& vec1, const at::Tensor& vec2, const at::Scalar& beta,
+                        const at::Scalar& alpha);
 // addmv as a one-column tmatmul: out[n] = beta * self + alpha * mat[n, m] @ vec[m].
 at::Tensor& addmvOut(const at::Tensor& self, const at::Tensor& mat, const at::Tensor& vec,
                      const at::Scalar& beta, const at::Scalar& alpha, at::Tensor& out);

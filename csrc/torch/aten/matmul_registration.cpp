@@ -17,6 +17,7 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("baddbmm.out", TORCH_FN(baddbmmOut));
   m.impl("addmv", TORCH_FN(addmv));
   m.impl("addmv.out", TORCH_FN(addmvOut));
+  m.impl("addr_", TORCH_FN(addrInplace));
 }
 
 }  // namespace pto::backend
