@@ -39,11 +39,9 @@ at::ScalarType resultOf(const at::Tensor& self, const at::Tensor& tensor1, const
   return at::promote_types(at::result_type(self, tensor1), at::result_type(tensor1, tensor2));
 }
 
-// An in-place op writes self: the inputs must broadcast to self's shape, as TensorIterator checks.
-void checkInplaceShape(const at::Tensor& self, const at::Tensor& tensor1, const at::Tensor& tensor2) {
-  const std::vector<int64_t> shape = at::infer_size(at::infer_size(self.sizes(), tensor1.sizes()), tensor2.sizes());
-  TORCH_CHECK(self.sizes() == c10::IntArrayRef(shape), "output with shape ", self.sizes(),
-              " doesn't match the broadcast shape ", c10::IntArrayRef(shape));
+// addcmul_/addcdiv_ write self: the three inputs must broadcast to self's shape.
+void checkTernaryInplaceShape(const at::Tensor& self, const at::Tensor& tensor1, const at::Tensor& tensor2) {
+  checkInplaceShape(self, at::infer_size(at::infer_size(self.sizes(), tensor1.sizes()), tensor2.sizes()));
 }
 
 // addcmul/addcdiv's value as add's alpha: a bool one as 0 or 1 (the CPU multiplies by
@@ -97,7 +95,7 @@ at::Tensor& clampOut(const at::Tensor& self, const std::optional<at::Scalar>& mi
 }
 
 at::Tensor& clampInplace(at::Tensor& self, const std::optional<at::Scalar>& min, const std::optional<at::Scalar>& max) {
-  return self.copy_(clampWith(self, min, max));
+  return assignInplace(self, clampWith(self, min, max));
 }
 
 at::Tensor clampMin(const at::Tensor& self, const at::Scalar& min) { return clampWith(self, min, std::nullopt); }
@@ -106,7 +104,7 @@ at::Tensor& clampMinOut(const at::Tensor& self, const at::Scalar& min, at::Tenso
   return assignPointwise(out, {self}, clampWith(self, min, std::nullopt));
 }
 
-at::Tensor& clampMinInplace(at::Tensor& self, const at::Scalar& min) { return self.copy_(clampWith(self, min, std::nullopt)); }
+at::Tensor& clampMinInplace(at::Tensor& self, const at::Scalar& min) { return assignInplace(self, clampWith(self, min, std::nullopt)); }
 
 at::Tensor clampMax(const at::Tensor& self, const at::Scalar& max) { return clampWith(self, std::nullopt, max); }
 
@@ -114,7 +112,7 @@ at::Tensor& clampMaxOut(const at::Tensor& self, const at::Scalar& max, at::Tenso
   return assignPointwise(out, {self}, clampWith(self, std::nullopt, max));
 }
 
-at::Tensor& clampMaxInplace(at::Tensor& self, const at::Scalar& max) { return self.copy_(clampWith(self, std::nullopt, max)); }
+at::Tensor& clampMaxInplace(at::Tensor& self, const at::Scalar& max) { return assignInplace(self, clampWith(self, std::nullopt, max)); }
 
 // masked_fill_: tsel(mask, value, self) written over self.
 // hardtanh is a clamp (relu6 included); its gradient passes strictly inside the range.
@@ -127,7 +125,7 @@ at::Tensor& hardtanhOut(const at::Tensor& self, const at::Scalar& min, const at:
 }
 
 at::Tensor& hardtanhInplace(at::Tensor& self, const at::Scalar& min, const at::Scalar& max) {
-  return self.copy_(clampWith(self, min, max));
+  return assignInplace(self, clampWith(self, min, max));
 }
 
 at::Tensor hardtanhBackward(const at::Tensor& grad, const at::Tensor& self, const at::Scalar& min,
@@ -200,11 +198,13 @@ at::Tensor& leakyReluOut(const at::Tensor& self, const at::Scalar& slope, at::Te
   return assignPointwise(out, {self}, leakyReluOf(self, slope));
 }
 
-// softplus(x) = log1p(exp(beta * x)) / beta, linear above the threshold.
+// softplus(x) = log1p(exp(beta * x)) / beta, linear above the threshold; float16 and
+// bfloat16 in float32, rounded once, as the CPU kernel computes them.
 at::Tensor softplusOf(const at::Tensor& self, const at::Scalar& beta, const at::Scalar& threshold) {
-  const at::Tensor scaled = at::mul(self, scalarLike(self, beta));
-  const at::Tensor smooth = at::div(at::log1p(at::exp(scaled)), scalarLike(self, beta));
-  return at::where(at::gt(scaled, scalarLike(self, threshold)), self, smooth);
+  const at::Tensor x = widened(self);
+  const at::Tensor scaled = at::mul(x, scalarLike(x, beta));
+  const at::Tensor smooth = at::div(at::log1p(at::exp(scaled)), scalarLike(x, beta));
+  return at::where(at::gt(scaled, scalarLike(x, threshold)), x, smooth).to(self.scalar_type());
 }
 
 at::Tensor& softplusOut(const at::Tensor& self, const at::Scalar& beta, const at::Scalar& threshold, at::Tensor& out) {
@@ -257,9 +257,9 @@ at::Tensor addcmul(const at::Tensor& self, const at::Tensor& tensor1, const at::
 
 at::Tensor& addcmulInplace(at::Tensor& self, const at::Tensor& tensor1, const at::Tensor& tensor2,
                            const at::Scalar& value) {
-  checkInplaceShape(self, tensor1, tensor2);
+  checkTernaryInplaceShape(self, tensor1, tensor2);
   if (ternaryOp(isa::Opcode::kAddcmul, self, tensor1, tensor2, self, value).defined()) return self;
-  return self.copy_(addcmulWide(self, tensor1, tensor2, value));
+  return assignInplace(self, addcmulWide(self, tensor1, tensor2, value));
 }
 
 at::Tensor& addcdivOut(const at::Tensor& self, const at::Tensor& tensor1, const at::Tensor& tensor2,
@@ -281,9 +281,9 @@ at::Tensor addcdiv(const at::Tensor& self, const at::Tensor& tensor1, const at::
 at::Tensor& addcdivInplace(at::Tensor& self, const at::Tensor& tensor1, const at::Tensor& tensor2,
                            const at::Scalar& value) {
   checkAddcdivTypes(tensor1, tensor2);
-  checkInplaceShape(self, tensor1, tensor2);
+  checkTernaryInplaceShape(self, tensor1, tensor2);
   if (ternaryOp(isa::Opcode::kAddcdiv, self, tensor1, tensor2, self, value).defined()) return self;
-  return self.copy_(addcdivWide(self, tensor1, tensor2, value));
+  return assignInplace(self, addcdivWide(self, tensor1, tensor2, value));
 }
 
 at::Tensor& lerpOut(const at::Tensor& self, const at::Tensor& end, const at::Scalar& weight, at::Tensor& out) {
@@ -296,7 +296,7 @@ at::Tensor lerp(const at::Tensor& self, const at::Tensor& end, const at::Scalar&
 }
 
 at::Tensor& lerpInplace(at::Tensor& self, const at::Tensor& end, const at::Scalar& weight) {
-  return self.copy_(lerpWide(self, end, weight));
+  return assignInplace(self, lerpWide(self, end, weight));
 }
 
 // NaN is the one value unequal to itself (a complex one has a NaN part); integers
