@@ -1,6 +1,7 @@
 #include "normalization.h"
 
 #include <ATen/Operators.h>
+#include <ATen/native/layer_norm.h>
 #include <ATen/ops/native_group_norm_native.h>
 
 #include <optional>
@@ -19,12 +20,12 @@ struct Layout {
   std::vector<int64_t> batch;       // the leading dims, one statistic each
 };
 
-Layout layoutOf(const at::Tensor& input, c10::SymIntArrayRef normalized_shape) {
-  const int64_t count = static_cast<int64_t>(normalized_shape.size());
-  const int64_t axis = input.dim() - count;
-  TORCH_CHECK(axis >= 0 && input.sizes().slice(axis).equals(C10_AS_INTARRAYREF_SLOW(normalized_shape)),
-              "Given normalized_shape=", normalized_shape, ", expected input with shape [*",
-              normalized_shape, "], but got input of size", input.sizes());
+// After the CPU kernel's own checks of the shapes (torch's _check_layer_norm_inputs).
+Layout layoutOf(const at::Tensor& input, c10::SymIntArrayRef normalized_shape, const std::optional<at::Tensor>& weight,
+                const std::optional<at::Tensor>& bias) {
+  at::native::_check_layer_norm_inputs(input, C10_AS_INTARRAYREF_SLOW(normalized_shape),
+                                       weight.value_or(at::Tensor()), bias.value_or(at::Tensor()));
+  const int64_t axis = input.dim() - static_cast<int64_t>(normalized_shape.size());
   Layout layout;
   for (int64_t d = 0; d < input.dim(); ++d) (d < axis ? layout.batch : layout.normalized).push_back(d);
   return layout;
@@ -109,7 +110,7 @@ std::optional<std::tuple<at::Tensor, at::Tensor, at::Tensor>> fusedLayerNorm(
 std::tuple<at::Tensor, at::Tensor, at::Tensor> layerNorm(const at::Tensor& input, c10::SymIntArrayRef normalized_shape,
                                                          const std::optional<at::Tensor>& weight,
                                                          const std::optional<at::Tensor>& bias, double eps) {
-  const Layout layout = layoutOf(input, normalized_shape);
+  const Layout layout = layoutOf(input, normalized_shape, weight, bias);
   if (auto fused = fusedLayerNorm(input, layout, weight, bias, eps)) return *std::move(fused);
   const at::Tensor x = widened(input);
   const at::Tensor mean = x.mean(layout.normalized, /*keepdim=*/true);
@@ -126,7 +127,7 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> layerNormBackward(
     const at::Tensor& grad_out, const at::Tensor& input, c10::SymIntArrayRef normalized_shape,
     const at::Tensor& mean, const at::Tensor& rstd, const std::optional<at::Tensor>& weight,
     const std::optional<at::Tensor>& bias, std::array<bool, 3> output_mask) {
-  const Layout layout = layoutOf(input, normalized_shape);
+  const Layout layout = layoutOf(input, normalized_shape, weight, bias);
   const at::Tensor x = widened(input), dy = widened(grad_out), mu = widened(mean), inv = widened(rstd);
   const at::Tensor normalized = (x - mu) * inv;
   at::Tensor grad_input, grad_weight, grad_bias;
@@ -182,8 +183,16 @@ at::Tensor& stddevOut(const at::Tensor& self, at::OptionalIntArrayRef dim, const
 std::tuple<at::Tensor, at::Tensor, at::Tensor> groupNorm(const at::Tensor& input, const std::optional<at::Tensor>& weight,
                                                          const std::optional<at::Tensor>& bias, int64_t n, int64_t c,
                                                          int64_t hw, int64_t group, double eps) {
-  auto [y, mean, rstd] = at::native::math_group_norm(input.contiguous(), weight, bias, n, c, hw, group, eps);
-  return {y.contiguous(input.suggest_memory_format()), mean, rstd};
+  // The CPU kernel's contract: the input dense in its own memory format (F.group_norm
+  // makes it so first).
+  const at::MemoryFormat format = input.suggest_memory_format();
+  TORCH_CHECK(input.is_contiguous(format), "Expected X.is_contiguous(memory_format) to be true, but got false.  "
+              "(Could this error message be improved?  If so, please report an enhancement request to PyTorch.)");
+  auto wide = [](const std::optional<at::Tensor>& p) { return p && p->defined() ? widened(*p) : at::Tensor(); };
+  auto [y, mean, rstd] =
+      at::native::math_group_norm(widened(input).contiguous(), wide(weight), wide(bias), n, c, hw, group, eps);
+  const at::ScalarType statistics = statisticsType(input, {weight, bias});
+  return {y.to(input.scalar_type()).contiguous(format), mean.to(statistics), rstd.to(statistics)};
 }
 
 std::tuple<at::Tensor, at::Tensor, at::Tensor> batchNorm(
