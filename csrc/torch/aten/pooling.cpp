@@ -363,4 +363,64 @@ at::Tensor upsampleBilinearBackward(const at::Tensor& grad, at::IntArrayRef outp
   return out.to(grad.scalar_type()).contiguous(grad.suggest_memory_format());  // the CPU's layout
 }
 
+// grid_sampler_2d/3d of float16/bfloat16 inputs in float32, rounded once at the end.
+// The CPU's kernels compute the sampling positions in the input's dtype, which holds
+// neither a pixel position past 256 (bfloat16) exactly nor its fraction: they blend
+// the wrong pixels (errors of the inputs' own size at a width of 600), read outside
+// the image (NaN, garbage, a crash at 345 x 456). Other dtypes, and inputs the CPU
+// refuses (input and grid of two dtypes), go to the CPU kernel as they are.
+namespace {
+
+bool sampledInFloat(const at::Tensor& input, const at::Tensor& grid) {
+  return at::isReducedFloatingType(input.scalar_type()) && grid.scalar_type() == input.scalar_type();
+}
+
+}  // namespace
+
+at::Tensor gridSampler2d(const at::Tensor& input, const at::Tensor& grid, int64_t interpolation, int64_t padding,
+                         bool align_corners) {
+  if (!sampledInFloat(input, grid)) {
+    return Fallback<ATEN_OP(grid_sampler_2d)>::call(input, grid, interpolation, padding, align_corners);
+  }
+  return Fallback<ATEN_OP(grid_sampler_2d)>::call(widened(input), widened(grid), interpolation, padding, align_corners)
+      .to(input.scalar_type());
+}
+
+at::Tensor gridSampler3d(const at::Tensor& input, const at::Tensor& grid, int64_t interpolation, int64_t padding,
+                         bool align_corners) {
+  if (!sampledInFloat(input, grid)) {
+    return Fallback<ATEN_OP(grid_sampler_3d)>::call(input, grid, interpolation, padding, align_corners);
+  }
+  return Fallback<ATEN_OP(grid_sampler_3d)>::call(widened(input), widened(grid), interpolation, padding, align_corners)
+      .to(input.scalar_type());
+}
+
+std::tuple<at::Tensor, at::Tensor> gridSampler2dBackward(const at::Tensor& grad, const at::Tensor& input,
+                                                         const at::Tensor& grid, int64_t interpolation,
+                                                         int64_t padding, bool align_corners,
+                                                         std::array<bool, 2> output_mask) {
+  if (!sampledInFloat(input, grid)) {
+    return Fallback<ATEN_OP(grid_sampler_2d_backward)>::call(grad, input, grid, interpolation, padding, align_corners,
+                                                             output_mask);
+  }
+  auto [grad_input, grad_grid] = Fallback<ATEN_OP(grid_sampler_2d_backward)>::call(
+      widened(grad), widened(input), widened(grid), interpolation, padding, align_corners, output_mask);
+  return {grad_input.defined() ? grad_input.to(input.scalar_type()) : grad_input,
+          grad_grid.defined() ? grad_grid.to(grid.scalar_type()) : grad_grid};
+}
+
+std::tuple<at::Tensor, at::Tensor> gridSampler3dBackward(const at::Tensor& grad, const at::Tensor& input,
+                                                         const at::Tensor& grid, int64_t interpolation,
+                                                         int64_t padding, bool align_corners,
+                                                         std::array<bool, 2> output_mask) {
+  if (!sampledInFloat(input, grid)) {
+    return Fallback<ATEN_OP(grid_sampler_3d_backward)>::call(grad, input, grid, interpolation, padding, align_corners,
+                                                             output_mask);
+  }
+  auto [grad_input, grad_grid] = Fallback<ATEN_OP(grid_sampler_3d_backward)>::call(
+      widened(grad), widened(input), widened(grid), interpolation, padding, align_corners, output_mask);
+  return {grad_input.defined() ? grad_input.to(input.scalar_type()) : grad_input,
+          grad_grid.defined() ? grad_grid.to(grid.scalar_type()) : grad_grid};
+}
+
 }  // namespace pto::backend

@@ -51,4 +51,18 @@ at::Tensor& upsampleBilinearOut(const at::Tensor& self, at::IntArrayRef output_s
 at::Tensor upsampleBilinearBackward(const at::Tensor& grad, at::IntArrayRef output_size, at::IntArrayRef input_size,
                                     bool align_corners, std::optional<double> scales_h, std::optional<double> scales_w);
 
+// grid_sampler_2d/3d and their backward, float16/bfloat16 sampled in float32.
+at::Tensor gridSampler2d(const at::Tensor& input, const at::Tensor& grid, int64_t interpolation, int64_t padding,
+                         bool align_corners);
+at::Tensor gridSampler3d(const at::Tensor& input, const at::Tensor& grid, int64_t interpolation, int64_t padding,
+                         bool align_corners);
+std::tuple<at::Tensor, at::Tensor> gridSampler2dBackward(const at::Tensor& grad, const at::Tensor& input,
+                                                         const at::Tensor& grid, int64_t interpolation,
+                                                         int64_t padding, bool align_corners,
+                                                         std::array<bool, 2> output_mask);
+std::tuple<at::Tensor, at::Tensor> gridSampler3dBackward(const at::Tensor& grad, const at::Tensor& input,
+                                                         const at::Tensor& grid, int64_t interpolation,
+                                                         int64_t padding, bool align_corners,
+                                                         std::array<bool, 2> output_mask);
+
 }  // namespace pto::backend

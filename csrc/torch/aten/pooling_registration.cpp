@@ -22,6 +22,10 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("upsample_bilinear2d", TORCH_FN(upsampleBilinear));
   m.impl("upsample_bilinear2d.out", TORCH_FN(upsampleBilinearOut));
   m.impl("upsample_bilinear2d_backward", TORCH_FN(upsampleBilinearBackward));
+  m.impl("grid_sampler_2d", TORCH_FN(gridSampler2d));
+  m.impl("grid_sampler_3d", TORCH_FN(gridSampler3d));
+  m.impl("grid_sampler_2d_backward", TORCH_FN(gridSampler2dBackward));
+  m.impl("grid_sampler_3d_backward", TORCH_FN(gridSampler3dBackward));
 }
 
 }  // namespace pto::backend
