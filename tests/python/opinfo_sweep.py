@@ -189,6 +189,23 @@ def opinfo_tolerance(op, dtype, test_names, device_types=(None, "cpu")) -> dict:
     return found
 
 
+def opinfo_skip(op, dtype, test_names) -> str | None:
+    """The reason `op`'s own OpInfo entry gives for skipping PyTorch's device-generic
+    TestCommon tests named `test_names` at `dtype` on every device (a unittest.skip
+    decorator with no device type, or pto's, privateuse1), or None where it skips none
+    of them: what PyTorch's suite does not check, the sweep does not check either."""
+    import inspect
+
+    for info in op.decorators:
+        if not hasattr(info, "is_active") or not any(
+                info.is_active("TestCommon", name, "privateuse1", dtype, {}) for name in test_names):
+            continue
+        for decorator in info.decorators:
+            if getattr(decorator, "__qualname__", "").startswith("skip."):
+                return str(inspect.getclosurevars(decorator).nonlocals.get("reason", "skipped"))
+    return None
+
+
 def copy_like(value, device, _memo=None):
     """`value` with every tensor copied to `device` as it lies in memory: each storage
     copied once, whole, and each tensor made again as the same view of it (sizes,
