@@ -933,3 +933,101 @@ def test_fill_of_dtypes_pto_lacks_goes_through_the_cpu(dtype):
     """fill_'s range check covers PTO's dtypes; the others fill on the CPU, which checks."""
     cpu, pto = on_both(lambda d: torch.zeros(3, dtype=dtype, device=d).fill_(3))
     assert same_bytes(cpu, pto)
+
+
+def cpu_error(op, *args):
+    """The CPU's exception for op(*args on the CPU): type and message, for pto to match."""
+    with pytest.raises(Exception) as caught:
+        op(*args)
+    return type(caught.value), str(caught.value).splitlines()[0]
+
+
+INPLACE_SHAPE_CASES = {
+    "logical_and_": lambda d: torch.ones(5, 1, device=d).logical_and_(torch.ones(5, device=d)),
+    "logical_xor_": lambda d: torch.ones(5, 1, device=d).logical_xor_(torch.ones(5, device=d)),
+    "addr_-0d": lambda d: torch.tensor(1.0, device=d).addr_(torch.ones(5, device=d), torch.ones(10, device=d)),
+    "addr_-broadcast": lambda d: torch.ones(5, 1, device=d).addr_(torch.ones(5, device=d), torch.ones(10, device=d)),
+    "logit_-int": lambda d: torch.ones(3, dtype=torch.long, device=d).logit_(),
+    "lerp_-broadcast": lambda d: torch.ones(3, 1, device=d).lerp_(torch.ones(3, device=d), 0.5),
+}
+
+
+@pytest.mark.parametrize("name", list(INPLACE_SHAPE_CASES))
+def test_inplace_ops_refuse_to_grow_or_recast_self(name):
+    """An in-place op's result must have self's shape and cast to its dtype: pto returned
+    a resized or silently cast self where the CPU raises."""
+    make = INPLACE_SHAPE_CASES[name]
+    kind, message = cpu_error(make, "cpu")
+    with pytest.raises(kind) as caught:
+        make("pto")
+    assert str(caught.value).splitlines()[0] == message
+    assert torch.ones(2, device="pto").add(1).cpu().tolist() == [2, 2]  # the device still computes
+
+
+def test_addr_in_place_of_the_right_shape_matches_the_cpu():
+    torch.manual_seed(0)
+    self, a, b = torch.randn(4, 3), torch.randn(4), torch.randn(3)
+    cpu, pto = on_both(lambda d: self.to(d, copy=True).addr_(a.to(d), b.to(d), beta=0.5, alpha=2))
+    assert_close(pto, cpu)
+
+
+@pytest.mark.parametrize("case", ["empty normalized_shape", "weight shape", "bias shape"])
+def test_layer_norm_shape_errors_are_the_cpus(case):
+    x = torch.randn(1, 2, 3)
+    args = {"empty normalized_shape": ((), None, None), "weight shape": ((2, 3), torch.ones(1, 2), None),
+            "bias shape": ((2, 3), None, torch.ones(3))}[case]
+    run = lambda d: torch.native_layer_norm(x.to(d), args[0], *[a if a is None else a.to(d) for a in args[1:]], 1e-5)
+    kind, message = cpu_error(run, "cpu")
+    with pytest.raises(kind, match=message.replace("[", r"\[").replace("]", r"\]").replace("(", r"\(").replace(")", r"\)")):
+        run("pto")
+
+
+def test_softshrink_refuses_a_negative_lambda_as_the_cpu():
+    for device in ("cpu", "pto"):
+        with pytest.raises(RuntimeError, match=r"lambda must be in range \[0, .*\] for input dtype Float, but found -0.5"):
+            torch.nn.functional.softshrink(torch.ones(2, device=device), -0.5)
+
+
+def test_native_group_norm_wants_an_input_dense_in_its_memory_format():
+    for device in ("cpu", "pto"):
+        strided = torch.randn(1, 6, 6).to(device)[..., ::2]  # sliced on the device: .to() would densify it
+        with pytest.raises(RuntimeError, match=r"Expected X.is_contiguous\(memory_format\) to be true"):
+            torch.native_group_norm(strided, None, None, 1, 6, 3, 2, 0.5)
+
+
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16], ids=str)
+def test_reduced_precision_group_norm_and_softplus_compute_in_float32_as_the_cpu(dtype):
+    """They rounded every step to the dtype (group_norm 11 bfloat16 ulps off the CPU's)."""
+    torch.manual_seed(0)
+    x, w, b = torch.randn(4, 6, 5, dtype=dtype), torch.randn(6, dtype=dtype), torch.randn(6, dtype=dtype)
+    cpu, pto = on_both(lambda d: torch.nn.functional.group_norm(x.to(d), 2, w.to(d), b.to(d), eps=0.5))
+    exact = torch.nn.functional.group_norm(x.double(), 2, w.double(), b.double(), eps=0.5)
+    # Both round a float32 result once: each within one unit in the last place of exact.
+    ulp = torch.finfo(dtype).eps * exact.abs().clamp_min(torch.finfo(dtype).tiny)
+    assert ((pto.double() - exact).abs() <= ulp + 1e-6).all() and ((cpu.double() - exact).abs() <= ulp + 1e-6).all()
+    y = torch.randn(1000, dtype=dtype)
+    cpu, pto = on_both(lambda d: torch.nn.functional.softplus(y.to(d), beta=3, threshold=0.2))
+    assert same_bytes(cpu, pto)
+
+
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16], ids=str)
+def test_reduced_precision_grid_sample_samples_in_float32(dtype):
+    """The CPU's kernel computes pixel positions in the dtype: wrong pixels at a width of
+    600, and reads outside a 345 x 456 image (NaN, garbage, a crash). pto samples in
+    float32 and rounds once: within one rounding of the float64 result."""
+    torch.manual_seed(0)
+    x = torch.randn(1, 2, 40, 600, dtype=dtype)
+    grid = (torch.rand(1, 40, 600, 2) * 2 - 1).to(dtype)
+    exact = torch.nn.functional.grid_sample(x.double(), grid.double(), align_corners=False)
+    got = torch.nn.functional.grid_sample(x.to("pto"), grid.to("pto"), align_corners=False).cpu()
+    # One rounding to the dtype (eps/2 of |exact|), plus what float32 positions cost: a
+    # position up to W = 600 pixels off by a few float32 roundings (2 W eps32 pixels),
+    # each pixel of it moving the blend by at most the range of x (2 max|x|).
+    position = 2 * 600 * torch.finfo(torch.float32).eps * 2 * x.double().abs().max()
+    bound = torch.finfo(dtype).eps / 2 * exact.abs() + position
+    assert ((got.double() - exact).abs() <= bound).all()
+    cpu = torch.nn.functional.grid_sample(x, grid, align_corners=False)
+    assert not ((cpu.double() - exact).abs() <= bound).all()  # the bound tells the CPU's kernel apart
+    inputs = x.to("pto").requires_grad_()
+    torch.nn.functional.grid_sample(inputs, grid.to("pto"), align_corners=False).sum().backward()
+    assert inputs.grad.dtype == dtype and inputs.grad.isfinite().all()
