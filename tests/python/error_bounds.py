@@ -281,6 +281,28 @@ def multilinear_bound(fn, args, kwargs=None, got=None, expected=None, name=None,
                               name=name or f"{getattr(fn, '__name__', 'fn')}(|args|)", partial=partial)
 
 
+def complex_multilinear_bound(fn, args, kwargs=None) -> Bound:
+    """multilinear_bound for complex64 operands, of each of an output's real and imaginary
+    parts: a part of a sum of m complex products is a sum of 2m real products (Re:
+    a_r b_r - a_i b_i, Im: a_r b_i + a_i b_r) whose magnitudes add to at most |a| |b|
+    (Cauchy-Schwarz), so (*) holds with sum |t| = fn(moduli of the args) and 2m roundings
+    on a term's path, in float32. Operands with no alpha or beta (convolutions, mm)."""
+    kwargs = kwargs or {}
+
+    def moduli(value):
+        if isinstance(value, torch.Tensor):
+            return value.detach().cpu().abs().double() if value.is_complex() else value
+        if isinstance(value, (list, tuple)):
+            return type(value)(moduli(v) for v in value)
+        return value
+
+    (abs_args, abs_kwargs), (one_args, one_kwargs) = _magnitudes(moduli(tuple(args)), moduli(kwargs))
+    magnitude = fn(*abs_args, **abs_kwargs)
+    terms = fn(*one_args, **one_kwargs).round()
+    return accumulation_bound(magnitude, 2 * terms, torch.float32,
+                              name=f"{getattr(fn, '__name__', 'fn')}(|args|), per part")
+
+
 def without_additive_term(name: str, args, kwargs):
     """(args, kwargs) of op `name` with its additive input left out -- addmm's, addmv's,
     baddbmm's and addr's beta C, linear's and the convolutions' bias -- or None where it has none:

@@ -1031,3 +1031,56 @@ def test_reduced_precision_grid_sample_samples_in_float32(dtype):
     inputs = x.to("pto").requires_grad_()
     torch.nn.functional.grid_sample(inputs, grid.to("pto"), align_corners=False).sum().backward()
     assert inputs.grad.dtype == dtype and inputs.grad.isfinite().all()
+
+
+def test_complex_conj_physical_in_place_and_svd_into_out():
+    """conj_physical_ calls a CPU/CUDA DispatchStub itself: pto raised "DispatchStub:
+    missing kernel for pto", there and in svd's out= of a complex input, which resolves
+    a conjugate with it."""
+    torch.manual_seed(0)
+    a = torch.randn(4, 3, dtype=torch.complex64)
+    cpu, pto = on_both(lambda d: a.to(d, copy=True).conj_physical_())
+    assert same_bytes(cpu, pto)
+
+    def svd_into_out(device):
+        outs = tuple(torch.empty(0, dtype=t, device=device) for t in (torch.complex64, torch.float32, torch.complex64))
+        torch.svd(a.to(device), out=outs)
+        return outs[0] @ torch.diag(outs[1]).to(outs[0].dtype) @ outs[2].mH  # U S V^H, unique where U is not
+
+    cpu, pto = on_both(svd_into_out)
+    # U S V^H rebuilds a within a few float32 roundings of its entries (|a| ~ 1, 4 x 3).
+    assert_close(cpu, a, atol=1e-5, rtol=1e-5)
+    assert_close(pto, a, atol=1e-5, rtol=1e-5)
+
+
+OUT_DTYPE_ERRORS = {
+    "bitwise_not bool into int64": lambda d: torch.bitwise_not(torch.ones(3, dtype=torch.bool, device=d),
+                                                             out=torch.empty(3, dtype=torch.long, device=d)),
+    "abs int32 into int64": lambda d: torch.abs(torch.ones(3, dtype=torch.int32, device=d),
+                                                out=torch.empty(3, dtype=torch.long, device=d)),
+    "floor float32 into float64": lambda d: torch.floor(torch.ones(3, device=d),
+                                                        out=torch.empty(3, dtype=torch.double, device=d)),
+    "where float32 into float64": lambda d: torch.where(torch.ones(3, dtype=torch.bool, device=d), torch.ones(3, device=d),
+                                                        torch.ones(3, device=d),
+                                                        out=torch.empty(3, dtype=torch.double, device=d)),
+    "ldexp_ complex growing self": lambda d: torch.ones(5, 1, dtype=torch.complex64, device=d).ldexp_(
+        torch.ones(5, dtype=torch.complex64, device=d)),
+}
+
+
+@pytest.mark.parametrize("name", list(OUT_DTYPE_ERRORS))
+def test_outs_the_cpu_refuses_without_a_cast(name):
+    """Ops the CPU builds with check_all_same_dtype (abs, neg, floor, bitwise_not ...) and
+    where take an out of exactly their result's dtype; pto cast into any castable one."""
+    make = OUT_DTYPE_ERRORS[name]
+    kind, message = cpu_error(make, "cpu")
+    with pytest.raises(kind) as caught:
+        make("pto")
+    assert str(caught.value).splitlines()[0] == message
+
+
+def test_all_and_any_of_uint8_into_a_bool_out():
+    x = torch.tensor([[1, 0], [2, 3]], dtype=torch.uint8)
+    for op in (torch.all, torch.any):
+        cpu, pto = on_both(lambda d: op(x.to(d), 1, out=torch.empty(0, dtype=torch.bool, device=d)))
+        assert same_bytes(cpu, pto)

@@ -155,7 +155,6 @@ const AtenInstruction* roundingRow(std::optional<c10::string_view> mode) {
 at::Tensor complexHalfPow(const at::Tensor& self, const at::Tensor& other, const at::Tensor& out,
                           const c10::Device& device) {
   const std::vector<int64_t> shape = at::infer_size(self.sizes(), other.sizes());
-  if (out.defined() && out.is_same(self)) checkInplaceShape(self, shape);
   const at::Tensor wide = at::pow(self.to(at::kComplexFloat), other.to(at::kComplexFloat));
   return outputFor(out, {self, other}, shape, at::kComplexHalf, device).copy_(wide);
 }
@@ -171,11 +170,14 @@ at::Tensor binaryOp(Opcode opcode, Promotion promotion, const at::Tensor& self, 
     compute = c10::typeMetaToScalarType(at::get_default_dtype());
   }
   checkOutputOverlap(out, {self, other});
+  const std::vector<int64_t> shape = at::infer_size(self.sizes(), other.sizes());
+  // An out that is one of the inputs (an in-place form, or torch composing one as
+  // out=self: ldexp_) is never resized; checked before the CPU fallback too, whose
+  // copies of the two no longer alias.
+  if (out.defined() && (out.is_same(self) || out.is_same(other))) checkInplaceShape(out, shape);
   if (opcode == Opcode::kPow && compute == at::kComplexHalf) return complexHalfPow(self, other, out, device);
   if (!accepts(opcode, compute)) return {};
   const at::ScalarType result = promotion == Promotion::kCompare ? at::kBool : compute;
-  const std::vector<int64_t> shape = at::infer_size(self.sizes(), other.sizes());
-  if (out.defined() && out.is_same(self)) checkInplaceShape(self, shape);
   checkIntegerDivisor(opcode, compute, other);
   const at::Tensor output = outputFor(out, {self, other}, shape, result, device);
   const at::ScalarType launched = scalarInFloat(opcode, compute, other) ? at::kFloat : compute;
@@ -302,6 +304,9 @@ at::Tensor where(const at::Tensor& condition, const at::Tensor& self, const at::
 
 at::Tensor& whereOut(const at::Tensor& condition, const at::Tensor& self, const at::Tensor& other,
                      at::Tensor& result) {
+  // The CPU's where_self_out: out of exactly the promoted type, no cast.
+  const at::ScalarType type = at::result_type(self, other);
+  TORCH_CHECK(result.scalar_type() == type, "Expected out type to be ", type, " but got ", result.scalar_type());
   if (!whereOp(condition, self, other, result).defined()) {
     Fallback<ATEN_OP2(where, self_out)>::call(condition, self, other, result);
   }

@@ -127,6 +127,10 @@ struct Unary {
     return self;
   }
   static at::Tensor& out(const at::Tensor& self, at::Tensor& result) {
+    // A result of the input's dtype goes into an out of that dtype only: the CPU builds
+    // these ops' TensorIterator with check_all_same_dtype (complex abs/sgn aside).
+    TORCH_CHECK(promotion != Promotion::kCommon || self.is_complex() || result.scalar_type() == self.scalar_type(),
+                "Found dtype ", result.scalar_type(), " but expected ", self.scalar_type());
     if (!unaryOp(opcode, promotion, self, result).defined()) Fallback<Out>::call(self, result);
     return result;
   }

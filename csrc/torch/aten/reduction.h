@@ -147,13 +147,15 @@ at::Tensor logicalDims(const at::Tensor& self, at::OptionalIntArrayRef dim, bool
 }
 
 // all/any's out= forms, over every dim, one or a list: out must be bool or uint8 (the
-// CPU's check), and takes the functional result (resized as resize_output resizes).
+// CPU's check, the only one: a uint8 input's uint8 result goes into a bool out too),
+// and takes the functional result (resized as resize_output resizes).
 template <isa::Opcode opcode>
 at::Tensor& logicalInto(const at::Tensor& value, at::Tensor& out) {
   TORCH_CHECK(out.scalar_type() == at::kBool || out.scalar_type() == at::kByte,
               opcode == isa::Opcode::kAll ? "all" : "any", " only supports bool tensor for result, got: ",
               out.scalar_type());
-  return assign(out, value);
+  at::native::resize_output(out, value.sizes());
+  return out.copy_(value);
 }
 
 template <isa::Opcode opcode, class Op>
