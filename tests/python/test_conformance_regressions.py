@@ -1084,3 +1084,26 @@ def test_all_and_any_of_uint8_into_a_bool_out():
     for op in (torch.all, torch.any):
         cpu, pto = on_both(lambda d: op(x.to(d), 1, out=torch.empty(0, dtype=torch.bool, device=d)))
         assert same_bytes(cpu, pto)
+
+
+CLAMP_PROMOTION_CASES = {
+    "clamp int by 0.5": lambda d: torch.arange(4, device=d).clamp(0.5),
+    "clamp int below 2.5": lambda d: torch.arange(4, device=d).clamp(max=2.5),
+    "clamp_min int by 1.5": lambda d: torch.clamp_min(torch.arange(4, device=d), 1.5),
+    "clamp int32 by ints": lambda d: torch.arange(4, dtype=torch.int32, device=d).clamp(1, 2),
+    "hardtanh int keeps its dtype": lambda d: torch.nn.functional.hardtanh(torch.arange(-3, 3, device=d), -1.5, 2.5),
+}
+
+
+@pytest.mark.parametrize("name", list(CLAMP_PROMOTION_CASES))
+def test_clamp_promotes_with_its_bounds_as_the_cpu(name):
+    """clamp's result type is self's promoted with the bounds: pto cast 0.5 to an integer
+    tensor's dtype (0) and returned [0, 1, 2, 3] as int64 where the CPU gives [0.5, 1, 2, 3]."""
+    cpu, pto = on_both(CLAMP_PROMOTION_CASES[name])
+    assert same_bytes(cpu, pto)
+
+
+def test_clamp_in_place_refuses_a_bound_its_dtype_cannot_hold():
+    for device in ("cpu", "pto"):
+        with pytest.raises(RuntimeError, match="result type Float can't be cast to the desired output type"):
+            torch.arange(4, device=device).clamp_(0.5, 2.5)

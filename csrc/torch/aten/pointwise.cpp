@@ -17,13 +17,25 @@ at::Tensor scalarLike(const at::Tensor& t, const at::Scalar& value) {
   return at::full({}, value, t.options());
 }
 
-// clamp: max(min) then min(max); NaN propagates through both, as in PyTorch.
-at::Tensor clampWith(const at::Tensor& self, const std::optional<at::Scalar>& low, const std::optional<at::Scalar>& high) {
+// max(min) then min(max) in self's dtype (hardtanh's rule: the bounds take self's
+// type); NaN propagates through both, as in PyTorch.
+at::Tensor clampInType(const at::Tensor& self, const std::optional<at::Scalar>& low,
+                       const std::optional<at::Scalar>& high) {
   TORCH_CHECK(low || high, "torch.clamp: At least one of 'min' or 'max' must not be None");
   at::Tensor result = self;
   if (low) result = at::maximum(result, scalarLike(self, *low));
   if (high) result = at::minimum(result, scalarLike(self, *high));
   return result.is_same(self) ? self.clone() : result;
+}
+
+// clamp: in the type self and the bounds promote to, as on the CPU (an integer tensor
+// clamped to 0.5 is a float one; bounds cast to self's dtype would round).
+at::Tensor clampWith(const at::Tensor& self, const std::optional<at::Scalar>& low, const std::optional<at::Scalar>& high) {
+  at::ScalarType type = self.scalar_type();
+  for (const std::optional<at::Scalar>& bound : {low, high}) {
+    if (bound) type = at::promote_types(type, at::result_type(self, *bound));
+  }
+  return clampInType(self.to(type), low, high);
 }
 
 at::Tensor isInfinity(const at::Tensor& self, double infinity) {
@@ -117,15 +129,15 @@ at::Tensor& clampMaxInplace(at::Tensor& self, const at::Scalar& max) { return as
 // masked_fill_: tsel(mask, value, self) written over self.
 // hardtanh is a clamp (relu6 included); its gradient passes strictly inside the range.
 at::Tensor hardtanh(const at::Tensor& self, const at::Scalar& min, const at::Scalar& max) {
-  return clampWith(self, min, max);
+  return clampInType(self, min, max);
 }
 
 at::Tensor& hardtanhOut(const at::Tensor& self, const at::Scalar& min, const at::Scalar& max, at::Tensor& out) {
-  return assignPointwise(out, {self}, clampWith(self, min, max));
+  return assignPointwise(out, {self}, clampInType(self, min, max));
 }
 
 at::Tensor& hardtanhInplace(at::Tensor& self, const at::Scalar& min, const at::Scalar& max) {
-  return assignInplace(self, clampWith(self, min, max));
+  return assignInplace(self, clampInType(self, min, max));
 }
 
 at::Tensor hardtanhBackward(const at::Tensor& grad, const at::Tensor& self, const at::Scalar& min,
