@@ -375,52 +375,55 @@ bool sampledInFloat(const at::Tensor& input, const at::Tensor& grid) {
   return at::isReducedFloatingType(input.scalar_type()) && grid.scalar_type() == input.scalar_type();
 }
 
+// Op: grid_sampler_2d or grid_sampler_3d, which share their arguments.
+template <class Op>
+at::Tensor sampled(const at::Tensor& input, const at::Tensor& grid, int64_t interpolation, int64_t padding,
+                   bool align_corners) {
+  if (!sampledInFloat(input, grid)) return Fallback<Op>::call(input, grid, interpolation, padding, align_corners);
+  return Fallback<Op>::call(widened(input), widened(grid), interpolation, padding, align_corners)
+      .to(input.scalar_type());
+}
+
+// Op: grid_sampler_2d_backward or grid_sampler_3d_backward.
+template <class Op>
+std::tuple<at::Tensor, at::Tensor> sampledBackward(const at::Tensor& grad, const at::Tensor& input,
+                                                   const at::Tensor& grid, int64_t interpolation, int64_t padding,
+                                                   bool align_corners, std::array<bool, 2> output_mask) {
+  if (!sampledInFloat(input, grid)) {
+    return Fallback<Op>::call(grad, input, grid, interpolation, padding, align_corners, output_mask);
+  }
+  auto [grad_input, grad_grid] = Fallback<Op>::call(widened(grad), widened(input), widened(grid), interpolation,
+                                                    padding, align_corners, output_mask);
+  return {grad_input.defined() ? grad_input.to(input.scalar_type()) : grad_input,
+          grad_grid.defined() ? grad_grid.to(grid.scalar_type()) : grad_grid};
+}
+
 }  // namespace
 
 at::Tensor gridSampler2d(const at::Tensor& input, const at::Tensor& grid, int64_t interpolation, int64_t padding,
                          bool align_corners) {
-  if (!sampledInFloat(input, grid)) {
-    return Fallback<ATEN_OP(grid_sampler_2d)>::call(input, grid, interpolation, padding, align_corners);
-  }
-  return Fallback<ATEN_OP(grid_sampler_2d)>::call(widened(input), widened(grid), interpolation, padding, align_corners)
-      .to(input.scalar_type());
+  return sampled<ATEN_OP(grid_sampler_2d)>(input, grid, interpolation, padding, align_corners);
 }
 
 at::Tensor gridSampler3d(const at::Tensor& input, const at::Tensor& grid, int64_t interpolation, int64_t padding,
                          bool align_corners) {
-  if (!sampledInFloat(input, grid)) {
-    return Fallback<ATEN_OP(grid_sampler_3d)>::call(input, grid, interpolation, padding, align_corners);
-  }
-  return Fallback<ATEN_OP(grid_sampler_3d)>::call(widened(input), widened(grid), interpolation, padding, align_corners)
-      .to(input.scalar_type());
+  return sampled<ATEN_OP(grid_sampler_3d)>(input, grid, interpolation, padding, align_corners);
 }
 
 std::tuple<at::Tensor, at::Tensor> gridSampler2dBackward(const at::Tensor& grad, const at::Tensor& input,
                                                          const at::Tensor& grid, int64_t interpolation,
                                                          int64_t padding, bool align_corners,
                                                          std::array<bool, 2> output_mask) {
-  if (!sampledInFloat(input, grid)) {
-    return Fallback<ATEN_OP(grid_sampler_2d_backward)>::call(grad, input, grid, interpolation, padding, align_corners,
-                                                             output_mask);
-  }
-  auto [grad_input, grad_grid] = Fallback<ATEN_OP(grid_sampler_2d_backward)>::call(
-      widened(grad), widened(input), widened(grid), interpolation, padding, align_corners, output_mask);
-  return {grad_input.defined() ? grad_input.to(input.scalar_type()) : grad_input,
-          grad_grid.defined() ? grad_grid.to(grid.scalar_type()) : grad_grid};
+  return sampledBackward<ATEN_OP(grid_sampler_2d_backward)>(grad, input, grid, interpolation, padding, align_corners,
+                                                            output_mask);
 }
 
 std::tuple<at::Tensor, at::Tensor> gridSampler3dBackward(const at::Tensor& grad, const at::Tensor& input,
                                                          const at::Tensor& grid, int64_t interpolation,
                                                          int64_t padding, bool align_corners,
                                                          std::array<bool, 2> output_mask) {
-  if (!sampledInFloat(input, grid)) {
-    return Fallback<ATEN_OP(grid_sampler_3d_backward)>::call(grad, input, grid, interpolation, padding, align_corners,
-                                                             output_mask);
-  }
-  auto [grad_input, grad_grid] = Fallback<ATEN_OP(grid_sampler_3d_backward)>::call(
-      widened(grad), widened(input), widened(grid), interpolation, padding, align_corners, output_mask);
-  return {grad_input.defined() ? grad_input.to(input.scalar_type()) : grad_input,
-          grad_grid.defined() ? grad_grid.to(grid.scalar_type()) : grad_grid};
+  return sampledBackward<ATEN_OP(grid_sampler_3d_backward)>(grad, input, grid, interpolation, padding, align_corners,
+                                                            output_mask);
 }
 
 }  // namespace pto::backend
