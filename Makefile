@@ -95,8 +95,10 @@ test-strict: build
 	PTO_SIM_STRICT=1 $(PYTHON) -m pypto_torch.demo >/dev/null
 	PTO_SIM_STRICT=1 $(PYTHON) -m pytest $(STRICT_PYTESTS)
 
+# One pytest worker per core (pytest-xdist), each file's tests on one worker: the
+# sweeps run their checks in worker interpreters a file's tests share.
 test-python: build
-	$(PYTHON) -m pytest
+	$(PYTHON) -m pytest -n auto --dist loadfile
 
 # Every benchmark within 15 minutes on 2 cores, then one summary of every aim.
 # ISA=avx2 caps every side to AVX2 on an AVX-512 host: an emulation of an AVX2-only host.

@@ -52,13 +52,18 @@ def test_one_lane_per_stream(profiled):
     assert (add.device, add.stream) == lanes[1]
 
 
-@pytest.mark.timing
 def test_report_ranks_operations_with_rates_and_shares(profiled):
     text = profiled.report()
     assert "GB/s" in text and "GFLOP/s" in text and "%peak" in text
-    rows = [line.split()[0] for line in text.splitlines()[3:] if line and not line.startswith(("-", "compute"))]
-    assert rows[0] == "tmatmul"  # the most time, on top
-    assert "program" not in rows  # its instructions carry its time
+    rows = [line.split() for line in text.splitlines()[3:] if line and not line.startswith(("-", "compute"))]
+    names = [row[0] for row in rows]
+    totals_ms = [float(row[-6]) for row in rows]
+    # The most time on top. Which operation that is depends on how the host's cores
+    # were shared while it ran (a preempted 54 us add can outlast a 5 ms GEMM), so
+    # the order is checked, not a name.
+    assert totals_ms == sorted(totals_ms, reverse=True), text
+    assert "tmatmul" in names and "tadd" in names
+    assert "program" not in names  # its instructions carry its time
     assert "compute" in text.splitlines()[-1] and "copies and fills" in text.splitlines()[-1]
 
 
