@@ -28,7 +28,7 @@ STRICT_PYTESTS := $(addprefix tests/python/test_,$(addsuffix .py,strict_mode dev
 	'tests/python/test_compile_hf_models.py::test_compiled_model_matches_eager_in_eval_and_training[llama]' \
 	tests/python/distributed/test_dist_init.py
 
-.PHONY: demo test deps build test-cpp test-tsan test-asan test-asan-python test-strict test-python bench bench-avx2
+.PHONY: demo test test-fast deps build test-cpp test-tsan test-asan test-asan-python test-strict test-python bench bench-avx2
 
 demo: build
 	$(PYTHON) -m pypto_torch.demo
@@ -96,9 +96,18 @@ test-strict: build
 	PTO_SIM_STRICT=1 $(PYTHON) -m pytest $(STRICT_PYTESTS)
 
 # One pytest worker per core (pytest-xdist), each file's tests on one worker: the
-# sweeps run their checks in worker interpreters a file's tests share.
+# sweeps run their checks in worker interpreters a file's tests share. The tiers
+# (tests/python/conftest.py, TIERS) run one after the other, each reporting its time.
+PYTEST := $(PYTHON) -m pytest -n auto --dist loadfile
 test-python: build
-	$(PYTHON) -m pytest -n auto --dist loadfile
+	$(PYTEST) -m "not slow and not soak"
+	$(PYTEST) -m slow
+	$(PYTEST) -m soak
+
+# A developer's loop, under 5 minutes on 2 cores: the build, the GoogleTest suites
+# and every test outside the slow and soak tiers.
+test-fast: build test-cpp
+	$(PYTEST) -m "not slow and not soak"
 
 # Every benchmark within 15 minutes on 2 cores, then one summary of every aim.
 # ISA=avx2 caps every side to AVX2 on an AVX-512 host: an emulation of an AVX2-only host.

@@ -64,13 +64,53 @@ def fails_at_next_sync():
     return run_failing_at_next_sync
 
 
+# The test tiers, all in this one table. `make test-fast` (a developer's loop, under
+# 5 minutes on 2 cores) runs neither; `make test` runs every tier and times each.
+# soak: runs for a set time or step count, to shake out races and leaks.
+# slow: over about 10 s on 2 cores: the sweeps, the model zoos, the tests that start
+# interpreters by the dozen.
+# A file's name stands for all its tests, "file::test" for one test (every parameter).
+TIERS = {
+    "soak": {"test_stress.py"},
+    "slow": {
+        "test_sweep_crash_free.py", "test_opinfo_conformance.py", "test_module_conformance.py",
+        "test_compile_hf_models.py", "test_compile_disk_cache.py", "test_copy_fuzz.py",
+        "test_asm_fuzz.py", "test_host_math.py", "distributed/test_dist_collectives.py",
+        "distributed/test_dist_failures.py", "distributed/test_dist_ddp.py",
+        "distributed/test_dist_example.py", "distributed/test_dist_dtensor.py",
+        "distributed/test_dist_fsdp.py", "test_compile_reduce_overhead.py", "test_factory_conformance.py",
+        "distributed/test_dist_harness.py::test_a_hang_fails_at_the_timeout",
+        "test_graphs.py::test_mlp_training_step_replays_as_eager_cpu",
+        "test_crash_regressions.py::test_a_kernel_takes_more_shapes_than_dynamos_recompile_limit",
+        "test_vector_dispatch.py::test_elementwise_ops_match_cpu_on_each_capped_target",
+        "test_vector_dispatch.py::test_wide_registers_appear_only_in_their_targets_code",
+        "test_crash_regressions.py::test_exit_with_queued_work_is_clean",
+        "test_compile_backend.py::test_backend_works_after_a_bare_import_torch",
+    },
+}
+_TESTS_ROOT = os.path.dirname(os.path.abspath(__file__))
+
+
 def pytest_configure(config):
     config.addinivalue_line("markers", "timing: asserts on measured times; skipped under PTO_SIM_STRICT=1")
+    config.addinivalue_line("markers", "soak: runs for a set time or step count (conftest.TIERS)")
+    config.addinivalue_line("markers", "slow: over about 10 s on 2 cores (conftest.TIERS)")
+
+
+def _tier_of(item) -> str | None:
+    file = os.path.relpath(str(item.path), _TESTS_ROOT)
+    test = f"{file}::{item.originalname}"
+    return next((tier for tier, names in TIERS.items() if file in names or test in names), None)
 
 
 def pytest_collection_modifyitems(items):
-    """Under PTO_SIM_STRICT=1 every launch waits until it has run and a first touch of
-    device memory faults in a 2 MiB page inside the kernel: times say nothing then."""
+    """Marks each test with its tier. Under PTO_SIM_STRICT=1 every launch waits until it
+    has run and a first touch of device memory faults in a 2 MiB page inside the kernel:
+    times say nothing then, so the timing tests are skipped."""
+    for item in items:
+        tier = _tier_of(item)
+        if tier is not None:
+            item.add_marker(getattr(pytest.mark, tier))
     if os.environ.get("PTO_SIM_STRICT") != "1":
         return
     skip = pytest.mark.skip(reason="asserts on measured times, which PTO_SIM_STRICT=1 distorts "
