@@ -99,15 +99,16 @@ test-strict: build
 # sweeps run their checks in worker interpreters a file's tests share. The tiers
 # (tests/python/conftest.py, TIERS) run one after the other, each reporting its time.
 PYTEST := $(PYTHON) -m pytest -n auto --dist loadfile
+FAST_TIER := -m "not slow and not soak"
 test-python: build
-	$(PYTEST) -m "not slow and not soak"
+	$(PYTEST) $(FAST_TIER)
 	$(PYTEST) -m slow
 	$(PYTEST) -m soak
 
 # A developer's loop, under 5 minutes on 2 cores: the build, the GoogleTest suites
 # and every test outside the slow and soak tiers.
 test-fast: build test-cpp
-	$(PYTEST) -m "not slow and not soak"
+	$(PYTEST) $(FAST_TIER)
 
 # Every benchmark within 15 minutes on 2 cores, then one summary of every aim.
 # ISA=avx2 caps every side to AVX2 on an AVX-512 host: an emulation of an AVX2-only host.
