@@ -13,7 +13,7 @@
 
 #include "isa/instructions.h"
 #include "runtime/pto_runtime.h"
-#include "torch/aten/aten_instructions.h"
+#include "recipes/aten_instructions.h"
 #include "torch/aten/fallback.h"
 #include "torch/graph_program.h"
 #include "torch/device.h"
@@ -75,14 +75,14 @@ py::list isaTable() {
 // The aten -> PTO table as Python data, for the compiler's lowering.
 py::list atenInstructions() {
   py::list rows;
-  for (const AtenInstruction& entry : kAtenInstructions) {
+  for (const pto::recipes::AtenInstruction& entry : pto::recipes::kAtenInstructions) {
     py::dict row;
     row["op"] = std::string(entry.op);
     row["form"] = std::string(entry.form);
     row["argument"] = std::string(entry.argument);
     row["value"] = std::string(entry.value);
     row["mnemonic"] = std::string(pto::isa::info(entry.opcode).name);
-    row["promotion"] = std::string(promotionName(entry.promotion));
+    row["promotion"] = std::string(pto::recipes::promotionName(entry.promotion));
     rows.append(row);
   }
   return rows;
@@ -100,10 +100,12 @@ std::vector<std::pair<at::ScalarType, std::string>> dtypeMapPairs() {
 void bindDistributed(py::module_& m);  // distributed.cpp
 void bindMemoryHistory(py::module_& m);  // memory_history.cpp
 void bindGraphs(py::module_& m);  // graphs.cpp
+void bindRecipes(py::module_& m);  // recipes.cpp
 
 PYBIND11_MODULE(_C, m) {
   bindMemoryHistory(m);
   bindGraphs(m);
+  bindRecipes(m);
   m.doc() = "pypto_torch native module: the pto device for PyTorch";
 
   m.def("_init", [] { at::globalContext().lazyInitDevice(c10::DeviceType::PrivateUse1); });

@@ -6,10 +6,15 @@
 #include <ATen/ATen.h>
 #include <ATen/native/BinaryOps.h>
 
-#include "aten_instructions.h"
+#include "recipes/aten_instructions.h"
 #include "fallback.h"
 
 namespace pto::backend {
+
+// The one-instruction recipes' rows (csrc/recipes), named as the eager kernels use them.
+using recipes::AtenInstruction;
+using recipes::atenInstruction;
+using recipes::Promotion;
 
 // out == undefined: functional (returns a new tensor); out == self: in-place.
 // Returns an undefined tensor when PTO cannot run it (the caller falls back).

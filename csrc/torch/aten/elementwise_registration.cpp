@@ -5,7 +5,7 @@
 #include <ATen/Operators.h>
 #include <torch/library.h>
 
-#include "aten_instructions.h"
+#include "recipes/aten_instructions.h"
 #include "elementwise.h"
 
 namespace pto::backend {
@@ -91,7 +91,7 @@ using P = Promotion;
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
 #define PTO_ATEN(op, form, instruction, promotion) PTO_REGISTER_##form(m, op, Opcode::instruction, P::promotion)
 #define PTO_ATEN_VARIANT(op, argument, value, instruction, promotion)
-#include "aten_instructions.def"
+#include "recipes/aten_instructions.def"
 #undef PTO_ATEN_VARIANT
 #undef PTO_ATEN
 

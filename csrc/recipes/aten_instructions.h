@@ -1,13 +1,14 @@
-// The aten -> PTO table (aten_instructions.def) as C++ data. The eager registrations
-// expand the .def itself; hand-written kernels look their row up by name, at compile
-// time.
+// The aten -> PTO table (aten_instructions.def) as C++ data: the one-instruction
+// recipes. The eager registrations (csrc/torch/aten) expand the .def itself, the
+// recipe table (recipe_table.cpp) gives each row's lowered overloads a recipe, and
+// hand-written code looks a row up by name, at compile time.
 #pragma once
 
 #include <string_view>
 
 #include "isa/instructions.h"
 
-namespace pto::backend {
+namespace pto::recipes {
 
 // How an op's result dtype follows from its inputs'.
 enum class Promotion {
@@ -54,4 +55,4 @@ consteval const AtenInstruction& atenInstruction(std::string_view op, std::strin
   throw "no such row in aten_instructions.def";
 }
 
-}  // namespace pto::backend
+}  // namespace pto::recipes

@@ -1,0 +1,167 @@
+// Elementwise recipes: each row of aten_instructions.def as its one instruction over
+// operands cast to the compute dtype and broadcast to the result's shape, and the
+// ops that are one instruction with an immediate, a variant or a few more steps.
+#include <string>
+#include <vector>
+
+#include "aten_instructions.h"
+#include "families.h"
+
+namespace pto::recipes {
+namespace {
+
+using isa::DType;
+using isa::Opcode;
+
+// The overloads each form lowers as its row's one instruction (a .Scalar overload is its
+// .Tensor one with a wrapped number, as aten computes it). The other forms
+// (BinaryAlpha, Custom) have recipes of their own, below.
+std::vector<std::string> loweredOverloads(std::string_view form) {
+  if (form == "Unary" || form == "UnaryNoOut" || form == "BinaryDefault" || form == "Gradient") return {""};
+  if (form == "Binary" || form == "BinaryTensorOut" || form == "Compare") return {".Tensor", ".Scalar"};
+  return {};
+}
+
+// A comparison computes in the inputs' common dtype (torch.result_type, which the
+// caller passes as "common_dtype"); every other row in its result's.
+DType computeDType(const Arguments& args, Promotion promotion) {
+  if (promotion != Promotion::kCompare) return args.result().dtype;
+  const std::optional<std::string> common = args.text("common_dtype");
+  const std::optional<DType> dtype = common ? isa::parseDType(*common) : std::nullopt;
+  if (!dtype) throw NotApplicable("a comparison whose operands' common dtype PTO lacks");
+  return *dtype;
+}
+
+// `opcode` over the operands, each cast to `dtype` and broadcast to the result.
+void elementwise(Recipe& r, const Arguments& args, Opcode opcode, DType dtype,
+                 std::array<double, isa::kMaxImmediates> immediates = {}) {
+  const View& out = args.result();
+  std::vector<View> inputs;
+  for (const Operand& operand : args.operands()) inputs.push_back(r.operand(operand, dtype, out.shape));
+  r.emit(opcode, out, inputs, immediates);
+}
+
+void addSubtract(Recipe& r, const Arguments& args, Opcode opcode, bool reversed) {
+  const View& out = args.result();
+  if (out.dtype == DType::kBool) throw NotApplicable("boolean add");
+  const View self = r.operand(args.operand("self"), out.dtype, out.shape);
+  const View other = r.operand(args.operand("other"), out.dtype, out.shape);
+  r.emit(opcode, out, reversed ? std::vector{other, self} : std::vector{self, other}, {args.number("alpha", 1.0)});
+}
+
+// x ** exponent: the exponents a model's graph spells as a product or a root are those.
+void powScalar(Recipe& r, const Arguments& args) {
+  const View& out = args.result();
+  const View x = r.operand(args.operand("self"), out.dtype, out.shape);
+  const double exponent = args.number("exponent");
+  if (exponent == 2) {
+    r.emit(atenInstruction("mul").opcode, out, {x, x});
+  } else if (exponent == 3) {  // gelu's tanh form (GPT-2) cubes: two products, not a pow
+    const View square = r.emit(atenInstruction("mul").opcode, r.temporary(out.dtype, out.shape), {x, x});
+    r.emit(atenInstruction("mul").opcode, out, {square, x});
+  } else if (exponent == 1) {
+    r.emit(Opcode::kMove, out, {x});
+  } else if (exponent == 0.5) {
+    r.emit(atenInstruction("sqrt").opcode, out, {x});
+  } else if (exponent == -1) {
+    r.emit(atenInstruction("reciprocal").opcode, out, {x});
+  } else {
+    r.emit(atenInstruction("pow").opcode, out, {x, r.operand(exponent, out.dtype, out.shape)});
+  }
+}
+
+void clamp(Recipe& r, const Arguments& args) {
+  const View& out = args.result();
+  View value = r.operand(args.operand("self"), out.dtype, out.shape);
+  const bool low = args.has("min"), high = args.has("max");
+  if (low) {
+    value = r.emit(atenInstruction("maximum").opcode, high ? r.temporary(out.dtype, out.shape) : out,
+                   {value, r.operand(args.operand("min"), out.dtype, out.shape)});
+  }
+  if (high) {
+    value = r.emit(atenInstruction("minimum").opcode, out, {value, r.operand(args.operand("max"), out.dtype, out.shape)});
+  }
+  if (!low && !high) r.emit(Opcode::kMove, out, {value});
+}
+
+void where(Recipe& r, const Arguments& args, std::string_view condition, std::string_view taken,
+           std::string_view otherwise) {
+  const View& out = args.result();
+  r.emit(atenInstruction("where").opcode, out,
+         {r.operand(args.operand(condition), DType::kBool, out.shape), r.operand(args.operand(taken), out.dtype, out.shape),
+          r.operand(args.operand(otherwise), out.dtype, out.shape)});
+}
+
+bool tanhApproximation(const Arguments& args) { return args.text("approximate") == "tanh"; }
+
+}  // namespace
+
+void addElementwiseRecipes(Table& table) {
+  for (const AtenInstruction& row : kAtenInstructions) {
+    for (const std::string& overload : loweredOverloads(row.form)) {
+      table["aten::" + std::string(row.op) + overload] = [row](Recipe& r, const Arguments& args) {
+        elementwise(r, args, row.opcode, computeDType(args, row.promotion));
+      };
+    }
+  }
+  for (const char* overload : {".Tensor", ".Scalar"}) {
+    table[std::string("aten::add") + overload] = [](Recipe& r, const Arguments& args) {
+      addSubtract(r, args, atenInstruction("add").opcode, false);
+    };
+    table[std::string("aten::sub") + overload] = [](Recipe& r, const Arguments& args) {
+      addSubtract(r, args, atenInstruction("sub").opcode, false);
+    };
+    table[std::string("aten::rsub") + overload] = [](Recipe& r, const Arguments& args) {
+      addSubtract(r, args, atenInstruction("sub").opcode, true);
+    };
+  }
+  table["aten::div.Tensor_mode"] = [](Recipe& r, const Arguments& args) {
+    const std::optional<std::string> mode = args.text("rounding_mode");
+    const Opcode opcode = mode == "trunc"   ? atenInstruction("div", "trunc").opcode
+                          : mode == "floor" ? atenInstruction("div", "floor").opcode
+                                            : atenInstruction("div").opcode;
+    elementwise(r, args, opcode, args.result().dtype);
+  };
+  table["aten::pow.Tensor_Tensor"] = [](Recipe& r, const Arguments& args) {
+    elementwise(r, args, atenInstruction("pow").opcode, args.result().dtype);
+  };
+  table["aten::pow.Tensor_Scalar"] = powScalar;
+  // The logical ops are the bitwise ones on truth values: their bool result casts the
+  // operands to bool first, as the eager composites compute them.
+  table["aten::logical_and"] = [](Recipe& r, const Arguments& args) {
+    elementwise(r, args, atenInstruction("bitwise_and").opcode, args.result().dtype);
+  };
+  table["aten::logical_or"] = [](Recipe& r, const Arguments& args) {
+    elementwise(r, args, atenInstruction("bitwise_or").opcode, args.result().dtype);
+  };
+  table["aten::logical_not"] = [](Recipe& r, const Arguments& args) {
+    const View x = args.tensor("self");
+    r.emit(atenInstruction("eq").opcode, args.result(), {x, r.operand(0.0, x.dtype, x.shape)});
+  };
+  for (const char* name : {"aten::where.self", "aten::where.ScalarOther", "aten::where.ScalarSelf", "aten::where.Scalar"}) {
+    table[name] = [](Recipe& r, const Arguments& args) { where(r, args, "condition", "self", "other"); };
+  }
+  table["aten::masked_fill.Scalar"] = [](Recipe& r, const Arguments& args) { where(r, args, "mask", "value", "self"); };
+  table["aten::masked_fill.Tensor"] = table["aten::masked_fill.Scalar"];
+  table["aten::clamp"] = clamp;
+  table["aten::clamp.Tensor"] = clamp;
+  table["aten::gelu"] = [](Recipe& r, const Arguments& args) {
+    const Opcode opcode = tanhApproximation(args) ? atenInstruction("gelu", "tanh").opcode : atenInstruction("gelu").opcode;
+    r.emit(opcode, args.result(), {args.tensor("self")});
+  };
+  table["aten::gelu_backward"] = [](Recipe& r, const Arguments& args) {
+    const Opcode opcode = tanhApproximation(args) ? atenInstruction("gelu_backward", "tanh").opcode
+                                                  : atenInstruction("gelu_backward").opcode;
+    const View x = args.tensor("self");
+    r.emit(opcode, args.result(), {expand(args.tensor("grad_output"), x.shape), x});
+  };
+  // grad where x > threshold, else 0: the threshold is the instruction's immediate.
+  table["aten::threshold_backward"] = [](Recipe& r, const Arguments& args) {
+    const View& out = args.result();
+    r.emit(atenInstruction("threshold_backward").opcode, out,
+           {expand(args.tensor("grad_output"), out.shape), expand(args.tensor("self"), out.shape)},
+           {args.number("threshold")});
+  };
+}
+
+}  // namespace pto::recipes
