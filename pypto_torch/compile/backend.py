@@ -3,9 +3,8 @@
 AOTAutograd gives functional aten graphs for the forward and, when gradients are
 needed, the backward; both go through the same lowering (``CompiledGraph``). The
 decompositions are PyTorch's core-aten set, less the ops PTO lowers whole because
-it has instructions for them (softmax, log_softmax and their gradients, gelu,
-silu, the activation gradients, CPU flash attention; layer_norm and addmm are
-not decomposed by that set to begin with). A graph compiled in an earlier process
+they have a recipe (csrc/recipes: softmax and its gradient, the activations and
+their gradients, CPU flash attention ...: ``KEPT_WHOLE``). A graph compiled in an earlier process
 is loaded from the compile cache on disk instead (disk_cache.py).
 """
 from __future__ import annotations
@@ -20,19 +19,17 @@ from torch._dynamo.backends.common import aot_autograd
 from torch._dynamo.utils import counters
 from torch._functorch.aot_autograd import make_boxed_func
 
-from pypto_torch.compile import disk_cache
+from pypto_torch.compile import disk_cache, lowering
 from pypto_torch.compile.graph_replay import GraphedFunction, forward_layout, kept_saved_tensors
 from pypto_torch.compile.graph_runner import CompiledGraph
 
 aten = torch.ops.aten
 
-KEPT_WHOLE = (
-    aten.silu.default, aten.silu_backward.default, aten.gelu_backward.default, aten._softmax_backward_data.default,
-    aten._log_softmax_backward_data.default, aten.sigmoid_backward.default, aten.tanh_backward.default,
-    aten.threshold_backward.default,
-    # Its decomposition drops the logsumexp that the (eager) backward reads.
-    aten._scaled_dot_product_flash_attention_for_cpu.default,
-)
+# The ops kept out of decomposition: every op with a recipe (the lowering runs it
+# whole, as the eager kernel does), rms_norm apart: its recipe's rstd, which the
+# backward reads, is computed in the input's dtype where aten's is float32 for
+# float16/bfloat16, so graphs take it decomposed (patterns.py fuses the output back).
+KEPT_WHOLE = tuple(op for op in lowering.RECIPE_OPS if op is not aten._fused_rms_norm.default)
 
 
 def attention(query, key, value, attn_mask=None, dropout_p=0.0, is_causal=False, scale=None, enable_gqa=False):

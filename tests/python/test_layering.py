@@ -20,9 +20,10 @@ LAYERS = {
     "isa": ("isa", {"isa"}),
     "runtime": ("runtime", {"runtime", "isa"}),
     "compiler": ("compiler", {"compiler", "isa"}),
-    "torch": ("torch", {"torch", "runtime", "compiler", "isa"}),
+    "recipes": ("recipes", {"recipes", "isa"}),
+    "torch": ("torch", {"torch", "runtime", "compiler", "recipes", "isa"}),
     "distributed": ("distributed", {"distributed", "torch", "runtime", "isa"}),
-    "python": ("python", {"python", "distributed", "torch", "runtime", "compiler", "isa"}),
+    "python": ("python", {"python", "distributed", "torch", "runtime", "compiler", "recipes", "isa"}),
 }
 
 # CMake target -> layer, for the link check.
@@ -31,6 +32,7 @@ TARGETS = {
     "pto_runtime": "runtime",
     "pto_sim": "sim",
     "pto_compiler": "compiler",
+    "pto_recipes": "recipes",
     "pto_torch": "torch",
     "pto_distributed": "distributed",
     "pto_transport_shm": "distributed",
@@ -105,7 +107,7 @@ def test_every_layer_target_links_only_layers_it_may_use():
     bad = [f"{target} links {linked}" for target, linked in cmake_links()
            if linked in TARGETS and TARGETS[linked] not in LAYERS[TARGETS[target]][1]]
     assert bad == []
-    assert {t for t, _ in cmake_links()} >= {"pto_runtime", "pto_sim", "pto_compiler", "pto_torch"}
+    assert {t for t, _ in cmake_links()} >= {"pto_runtime", "pto_sim", "pto_compiler", "pto_recipes", "pto_torch"}
 
 
 @pytest.mark.parametrize("folder", ["csrc/torch", "csrc/compiler", "csrc/distributed", "csrc/python", "pypto_torch"])
@@ -115,4 +117,17 @@ def test_nothing_above_the_runtime_asks_which_driver_runs(folder):
     asks = re.compile(r'(ptoGetDriverName\(\)|_driver_name\(\))\s*[=!]=|[=!]=\s*"sim"|"sim"\s*[=!]=')
     offenders = [str(p.relative_to(ROOT)) for p in (ROOT / folder).rglob("*")
                  if p.suffix in {".cpp", ".h", ".py"} and asks.search(p.read_text())]
+    assert offenders == []
+
+
+def test_the_compiler_package_names_no_instruction():
+    """What an aten op becomes is its recipe's (csrc/recipes), read through _C._recipe:
+    no PTO mnemonic is spelled in pypto_torch/compile/, so a recipe changes in one place."""
+    sys.path.insert(0, str(ROOT))
+    from pypto_torch import _C
+
+    mnemonics = {row["mnemonic"] for row in _C._isa_table()}
+    quoted = re.compile(r"""["']([a-z0-9]+)["']""")
+    offenders = sorted(f"{p.relative_to(ROOT)}: {word}" for p in (ROOT / "pypto_torch" / "compile").rglob("*.py")
+                       for word in quoted.findall(p.read_text()) if word in mnemonics)
     assert offenders == []
