@@ -30,6 +30,13 @@ std::optional<isa::DType> ptoDType(at::ScalarType type) {
   return std::nullopt;
 }
 
+at::ScalarType torchDType(isa::DType dtype) {
+  for (const DTypePair& pair : kDTypeMap) {
+    if (pair.pto == dtype) return pair.torch;
+  }
+  return at::kFloat;  // unreachable: the static_assert above covers every PTO dtype
+}
+
 bool accepts(isa::Opcode opcode, at::ScalarType type) {
   const auto dtype = ptoDType(type);
   return dtype && isa::info(opcode).dtypes.contains(*dtype);

@@ -22,6 +22,9 @@ std::span<const DTypePair> dtypeMap();
 // The PTO dtype of a torch dtype, if PTO has it.
 std::optional<isa::DType> ptoDType(at::ScalarType type);
 
+// The torch dtype of a PTO dtype (every PTO dtype has one).
+at::ScalarType torchDType(isa::DType dtype);
+
 // Whether the instruction accepts inputs of `type` (and PTO has the dtype at all).
 bool accepts(isa::Opcode opcode, at::ScalarType type);
 

@@ -182,6 +182,11 @@ void launchInstruction(isa::Opcode opcode, const at::Tensor& out,
   launchAnyRank(opcode, operands, immediates);
 }
 
+void launchInstruction(isa::Opcode opcode, const std::vector<at::Tensor>& operands,
+                       std::array<double, isa::kMaxImmediates> immediates) {
+  launchAnyRank(opcode, operands, immediates);
+}
+
 void launchReversedMove(const at::Tensor& out, const at::Tensor& in, std::bitset<isa::kMaxRank> reversed) {
   Launch launch(isa::Opcode::kMove, {});
   launch.bind(out, out);

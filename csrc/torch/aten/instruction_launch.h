@@ -7,6 +7,7 @@
 #include <array>
 #include <bitset>
 #include <initializer_list>
+#include <vector>
 
 #include "isa/program.h"
 
@@ -20,6 +21,10 @@ namespace pto::backend {
 void launchInstruction(isa::Opcode opcode, const at::Tensor& out,
                        std::initializer_list<at::Tensor> inputs,
                        std::array<double, isa::kMaxImmediates> immediates = {});
+
+// The same with the operands in one list, the output first.
+void launchInstruction(isa::Opcode opcode, const std::vector<at::Tensor>& operands,
+                       std::array<double, isa::kMaxImmediates> immediates);
 
 // out = in read backwards along the dimensions set in `reversed` (torch.flip): one
 // tmov whose input views in's storage with those strides negated, from their last

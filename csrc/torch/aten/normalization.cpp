@@ -10,6 +10,7 @@
 #include "composite.h"
 #include "fallback.h"
 #include "instruction_launch.h"
+#include "recipe_launch.h"
 #include "reduction.h"
 
 namespace pto::backend {
@@ -72,55 +73,34 @@ at::ScalarType statisticsType(const at::Tensor& input, std::initializer_list<std
   return input.scalar_type();
 }
 
-// layer_norm as three instructions over the input viewed as [rows, count]: tlayernorm
-// for the output, tsum and trowrstd for the statistics the backward reads. Returns
-// nothing where they do not apply: empty rows, a dtype they do not take, or a weight
-// or bias of another dtype than the input's (statistics in float32 there, as on the CPU).
-std::optional<std::tuple<at::Tensor, at::Tensor, at::Tensor>> fusedLayerNorm(
-    const at::Tensor& input, const Layout& layout, const std::optional<at::Tensor>& weight,
-    const std::optional<at::Tensor>& bias, double eps) {
-  const at::ScalarType dtype = input.scalar_type();
-  for (const std::optional<at::Tensor>& p : {weight, bias}) {
-    if (p && p->defined() && p->scalar_type() != dtype) return std::nullopt;
-  }
-  if (!accepts(isa::Opcode::kLayerNorm, dtype)) return std::nullopt;
-  int64_t count = 1;
-  for (int64_t d : layout.normalized) count *= input.size(d);
-  if (count == 0 || input.numel() == 0) return std::nullopt;
-  const int64_t rows = input.numel() / count;
-  const at::Tensor x = input.reshape({rows, count});
-  // A missing weight or bias is one 1 or 0, repeated by stride 0.
-  auto parameter = [&](const std::optional<at::Tensor>& p, double absent) {
-    const at::Tensor row = p && p->defined() ? p->reshape({count}) : at::full({1}, absent, input.options());
-    return row.expand({rows, count});
-  };
-  at::Tensor out = at::empty({rows, count}, input.options());
-  launchInstruction(isa::Opcode::kLayerNorm, out, {x, parameter(weight, 1.0), parameter(bias, 0.0)}, {eps});
-  std::vector<int64_t> statistics_shape(input.sizes().begin(), input.sizes().end());
-  for (int64_t d : layout.normalized) statistics_shape[d] = 1;
-  at::Tensor mean = at::empty({rows, 1}, input.options());
-  at::Tensor rstd = at::empty({rows, 1}, input.options());
-  launchInstruction(isa::Opcode::kSum, mean.expand({rows, count}), {x}, {1.0 / static_cast<double>(count)});
-  launchInstruction(isa::Opcode::kRowRstd, rstd.expand({rows, count}), {x}, {eps});
-  return std::tuple{out.view(input.sizes()), mean.view(statistics_shape), rstd.view(statistics_shape)};
-}
-
 }  // namespace
 
+// The recipe (csrc/recipes/rows.cpp): tlayernorm and the statistics where the
+// parameters share the input's dtype, else the arithmetic in float32 for
+// float16/bfloat16; the CPU where it does not apply (empty rows, integer inputs).
 std::tuple<at::Tensor, at::Tensor, at::Tensor> layerNorm(const at::Tensor& input, c10::SymIntArrayRef normalized_shape,
                                                          const std::optional<at::Tensor>& weight,
                                                          const std::optional<at::Tensor>& bias, double eps) {
   const Layout layout = layoutOf(input, normalized_shape, weight, bias);
-  if (auto fused = fusedLayerNorm(input, layout, weight, bias, eps)) return *std::move(fused);
-  const at::Tensor x = widened(input);
-  const at::Tensor mean = x.mean(layout.normalized, /*keepdim=*/true);
-  const at::Tensor centered = x - mean;
-  const at::Tensor variance = (centered * centered).mean(layout.normalized, /*keepdim=*/true);
-  const at::Tensor rstd = (variance + eps).rsqrt();
-  at::Tensor out = centered * rstd;
-  if (weight && weight->defined()) out = out * widened(*weight);
-  if (bias && bias->defined()) out = out + widened(*bias);
-  return {out.to(input.scalar_type()), mean.to(input.scalar_type()), rstd.to(input.scalar_type())};
+  std::vector<int64_t> statistics_shape(input.sizes().begin(), input.sizes().end());
+  for (int64_t d : layout.normalized) statistics_shape[d] = 1;
+  at::Tensor out = at::empty(input.sizes(), input.options());
+  at::Tensor mean = at::empty(statistics_shape, input.options());
+  at::Tensor rstd = at::empty(statistics_shape, input.options());
+  const bool native = RecipeCall("aten::native_layer_norm")
+                          .tensor("input", input)
+                          .value("normalized_shape", C10_AS_INTARRAYREF_SLOW(normalized_shape).vec())
+                          .tensor("weight", weight)
+                          .tensor("bias", bias)
+                          .value("eps", eps)
+                          .result(out)
+                          .result(mean)
+                          .result(rstd)
+                          .launch();
+  if (!native) {
+    return Fallback<ATEN_OP(native_layer_norm)>::call(input, C10_AS_INTARRAYREF_SLOW(normalized_shape), weight, bias, eps);
+  }
+  return {out, mean, rstd};
 }
 
 std::tuple<at::Tensor, at::Tensor, at::Tensor> layerNormBackward(

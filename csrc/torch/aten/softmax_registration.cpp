@@ -6,27 +6,25 @@
 
 namespace pto::backend {
 
-using isa::Opcode;
-
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   {
-    using F = Forward<Opcode::kSoftmax, ATEN_OP(_softmax), ATEN_OP2(_softmax, out)>;
+    using F = Forward<ATEN_OP(_softmax), ATEN_OP2(_softmax, out)>;
     m.impl("_softmax", TORCH_FN(F::functional));
     m.impl("_softmax.out", TORCH_FN(F::out));
   }
   {
-    using F = Forward<Opcode::kLogSoftmax, ATEN_OP(_log_softmax), ATEN_OP2(_log_softmax, out)>;
+    using F = Forward<ATEN_OP(_log_softmax), ATEN_OP2(_log_softmax, out)>;
     m.impl("_log_softmax", TORCH_FN(F::functional));
     m.impl("_log_softmax.out", TORCH_FN(F::out));
   }
   {
-    using F = Backward<Opcode::kSoftmaxGrad, ATEN_OP(_softmax_backward_data),
+    using F = Backward<ATEN_OP(_softmax_backward_data),
                        ATEN_OP2(_softmax_backward_data, out)>;
     m.impl("_softmax_backward_data", TORCH_FN(F::functional));
     m.impl("_softmax_backward_data.out", TORCH_FN(F::out));
   }
   {
-    using F = Backward<Opcode::kLogSoftmaxGrad, ATEN_OP(_log_softmax_backward_data),
+    using F = Backward<ATEN_OP(_log_softmax_backward_data),
                        ATEN_OP2(_log_softmax_backward_data, out)>;
     m.impl("_log_softmax_backward_data", TORCH_FN(F::functional));
     m.impl("_log_softmax_backward_data.out", TORCH_FN(F::out));
