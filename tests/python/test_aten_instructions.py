@@ -1,5 +1,5 @@
 """One table drives both sides: every row of the aten -> PTO table
-(csrc/torch/aten/aten_instructions.def) runs eagerly as its instruction, matching
+(csrc/recipes/aten_instructions.def) runs eagerly as its instruction, matching
 the CPU, and the compiler lowers the same op to the same instruction. And the
 torch <-> PTO dtype map is one map, read the same way eagerly and compiled."""
 
