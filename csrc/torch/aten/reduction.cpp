@@ -11,6 +11,7 @@
 #include "composite.h"
 #include "elementwise.h"
 #include "instruction_launch.h"
+#include "recipe_launch.h"
 
 namespace pto::backend {
 
@@ -35,6 +36,61 @@ at::ScalarType sumType(const at::Tensor& self, std::optional<at::ScalarType> dty
   return at::isIntegralType(self.scalar_type(), /*includeBool=*/true) ? at::kLong : self.scalar_type();
 }
 
+// Above PTO's rank: the kept dimensions first and the folded ones last, each group
+// merged into one by a copy: a [kept, folded] matrix whose rows the reduction folds
+// (an index result counts along the folded dimensions' order).
+at::Tensor foldedMatrix(const at::Tensor& self, const std::vector<bool>& mask) {
+  std::vector<int64_t> order;
+  int64_t kept = 1, folded = 1;
+  for (const bool folding : {false, true}) {
+    for (int64_t d = 0; d < self.dim(); ++d) {
+      if (mask[d] != folding) continue;
+      order.push_back(d);
+      (folding ? folded : kept) *= self.size(d);
+    }
+  }
+  return self.permute(order).contiguous().view({kept, folded});
+}
+
+// The result's shape: self's with the reduced dimensions 1 (keepdim) or gone.
+std::vector<int64_t> reducedShape(const at::Tensor& self, const std::vector<bool>& mask, bool keepdim) {
+  std::vector<int64_t> shape;
+  for (int64_t d = 0; d < self.dim(); ++d) {
+    if (!mask[d]) shape.push_back(self.size(d));
+    else if (keepdim) shape.push_back(1);
+  }
+  return shape;
+}
+
+// mean through its recipe (a sum scaled by 1 / count: csrc/recipes/reductions.cpp)
+// into `output`, computed in `type`. False where PTO does not compute it: integers,
+// no element to average (NaN), a dtype PTO lacks.
+bool meanInto(const at::Tensor& self, at::OptionalIntArrayRef dims, bool keepdim, at::ScalarType type,
+              const at::Tensor& output) {
+  if (!at::isFloatingType(type) || !ptoDType(type) || !ptoDType(output.scalar_type()) ||
+      reducedCount(self, dims) == 0) {
+    return false;
+  }
+  if (output.numel() == 0) return true;
+  const auto mask = reducedDims(self, dims);
+  const at::Tensor target = output.scalar_type() == type ? output : at::empty(output.sizes(), output.options().dtype(type));
+  RecipeCall call("aten::mean.dim");
+  if (self.dim() > isa::kMaxRank) {
+    const at::Tensor matrix = foldedMatrix(self, mask);
+    call.tensor("self", matrix).value("dim", std::vector<int64_t>{1}).value("keepdim", false);
+    call.result(target.view({matrix.size(0)}));
+  } else {
+    std::vector<int64_t> reduced;
+    for (int64_t d = 0; d < self.dim(); ++d) {
+      if (mask[d]) reduced.push_back(d);
+    }
+    call.tensor("self", self).value("dim", reduced).value("keepdim", keepdim).result(target);
+  }
+  if (!call.launch()) return false;
+  if (!target.is_same(output)) output.copy_(target);
+  return true;
+}
+
 }  // namespace
 
 int64_t reducedCount(const at::Tensor& self, at::OptionalIntArrayRef dims) {
@@ -47,16 +103,10 @@ int64_t reducedCount(const at::Tensor& self, at::OptionalIntArrayRef dims) {
 }
 
 at::Tensor reduce(isa::Opcode opcode, const at::Tensor& self, at::OptionalIntArrayRef dims,
-                  bool keepdim, at::ScalarType compute, at::ScalarType result, const at::Tensor& out,
-                  double scale) {
+                  bool keepdim, at::ScalarType compute, at::ScalarType result, const at::Tensor& out) {
   if (!accepts(opcode, compute) || !ptoDType(result)) return {};
   const auto mask = reducedDims(self, dims);
-  std::vector<int64_t> kept_shape;      // the result's shape with keepdim
-  std::vector<int64_t> result_shape;
-  for (int64_t d = 0; d < self.dim(); ++d) {
-    kept_shape.push_back(mask[d] ? 1 : self.size(d));
-    if (!mask[d] || keepdim) result_shape.push_back(kept_shape.back());
-  }
+  const std::vector<int64_t> result_shape = reducedShape(self, mask, keepdim);
   const at::ScalarType stored = isa::info(opcode).output == isa::OutputDType::Index ? at::kLong : compute;
   at::Tensor output;
   if (out.defined()) {
@@ -71,21 +121,11 @@ at::Tensor reduce(isa::Opcode opcode, const at::Tensor& self, at::OptionalIntArr
   at::Tensor target = output.scalar_type() == stored ? output : at::empty(result_shape, output.options().dtype(stored));
   const at::Tensor converted = self.scalar_type() == compute ? self : self.to(compute);
   if (self.dim() > isa::kMaxRank) {
-    // Above PTO's rank: the kept dimensions first and the folded ones last, each
-    // group merged into one by a copy, and the instruction folds a [kept, folded]
-    // matrix's rows (an index result counts along the folded dimensions' order).
-    std::vector<int64_t> order;
-    int64_t kept = 1, folded = 1;
-    for (const bool folding : {false, true}) {
-      for (int64_t d = 0; d < self.dim(); ++d) {
-        if (mask[d] != folding) continue;
-        order.push_back(d);
-        (folding ? folded : kept) *= self.size(d);
-      }
-    }
-    const at::Tensor matrix = converted.permute(order).contiguous().view({kept, folded});
+    // Above PTO's rank: the instruction folds the rows of a [kept, folded] matrix.
+    const at::Tensor matrix = foldedMatrix(converted, mask);
+    const int64_t kept = matrix.size(0), folded = matrix.size(1);
     at::Tensor rows = at::empty({kept}, target.options());
-    launchInstruction(opcode, rows.as_strided({kept, folded}, {1, 0}), {matrix}, {scale, 0.0});
+    launchInstruction(opcode, rows.as_strided({kept, folded}, {1, 0}), {matrix}, {1.0});
     output.copy_(rows.view(result_shape));
     return output;
   }
@@ -101,7 +141,7 @@ at::Tensor reduce(isa::Opcode opcode, const at::Tensor& self, at::OptionalIntArr
     }
   }
   const at::Tensor spread = target.as_strided(self.sizes(), strides, target.storage_offset());
-  launchInstruction(opcode, spread, {input}, {scale, 0.0});
+  launchInstruction(opcode, spread, {input}, {1.0});
   if (!target.is_same(output)) output.copy_(target);  // to any dtype out may have, complex too
   return output;
 }
@@ -133,21 +173,18 @@ at::Tensor sumAll(const at::Tensor& self, std::optional<at::ScalarType> dtype) {
 at::Tensor meanDim(const at::Tensor& self, at::OptionalIntArrayRef dim, bool keepdim,
                    std::optional<at::ScalarType> dtype) {
   const auto type = dtype.value_or(self.scalar_type());
-  const int64_t count = reducedCount(self, dim);
-  if (at::isFloatingType(type) && count > 0) {
-    at::Tensor r = reduce(Opcode::kSum, self, dim, keepdim, type, type, {}, 1.0 / static_cast<double>(count));
-    if (r.defined()) return r;
-  }
+  const auto mask = reducedDims(self, dim);
+  at::Tensor output = at::empty(reducedShape(self, mask, keepdim), self.options().dtype(type));
+  if (meanInto(self, dim, keepdim, type, output)) return output;
   return Fallback<ATEN_OP2(mean, dim)>::call(self, dim, keepdim, dtype);
 }
 
 at::Tensor& meanOut(const at::Tensor& self, at::OptionalIntArrayRef dim, bool keepdim,
                     std::optional<at::ScalarType> dtype, at::Tensor& out) {
   const auto type = dtype.value_or(out.scalar_type());
-  const int64_t count = reducedCount(self, dim);
-  const bool native = at::isFloatingType(type) && count > 0 &&
-      reduce(Opcode::kSum, self, dim, keepdim, type, type, out, 1.0 / static_cast<double>(count)).defined();
-  if (!native) Fallback<ATEN_OP2(mean, out)>::call(self, dim, keepdim, dtype, out);
+  TORCH_CHECK(out.device() == self.device(), "Expected out tensor to be on ", self.device(), " but got ", out.device());
+  at::native::resize_output(out, reducedShape(self, reducedDims(self, dim), keepdim));
+  if (!meanInto(self, dim, keepdim, type, out)) Fallback<ATEN_OP2(mean, out)>::call(self, dim, keepdim, dtype, out);
   return out;
 }
 
