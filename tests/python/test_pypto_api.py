@@ -17,10 +17,10 @@ from pypto_torch import api
 @pytest.fixture(autouse=True)
 def _fresh_device_state():
     """Every test starts and ends with no pypto device chosen (the current torch.pto one, pto:0)."""
-    api._state.device = None
+    api._state.on_cpu = False
     torch.pto.set_device(0)
     yield
-    api._state.device = None
+    api._state.on_cpu = False
     torch.pto.set_device(0)
 
 
