@@ -314,7 +314,9 @@ randn_like = _like_factory("randn_like", "Normal random numbers")
 
 def _scalar_dtype(like: torch.dtype, value: numbers.Number) -> torch.dtype:
     """The dtype a Python scalar takes next to a tensor of dtype `like` (torch's promotion):
-    a 0-dim tensor of it promotes with the tensor exactly as the scalar would."""
+    a 0-dim tensor of it promotes with the tensor exactly as the scalar would. This is
+    torch.result_type(tensor, value), which Dynamo cannot trace (a torch function that
+    returns a dtype breaks the graph), and @pypto.kernel traces these checks whole."""
     if isinstance(value, bool):
         return like
     if isinstance(value, numbers.Integral):

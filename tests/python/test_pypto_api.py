@@ -382,6 +382,14 @@ def test_python_scalars_promote_as_in_torch(op, scalar, dtype):
         assert_close(got.cpu(), expected)
 
 
+@pytest.mark.parametrize("dtype", list(dict.fromkeys(pypto.api.DTYPES.values())), ids=str)
+def test_a_scalar_takes_the_dtype_torch_result_type_gives(dtype):
+    """The dtype pypto gives a Python scalar next to a tensor is torch.result_type's, which
+    api._scalar_dtype writes out because Dynamo cannot trace torch.result_type."""
+    for scalar in (True, 2, 0.5, 1j):
+        assert api._scalar_dtype(dtype, scalar) == torch.result_type(torch.zeros((), dtype=dtype), scalar), scalar
+
+
 def test_scalars_alone_land_on_the_current_device():
     assert pypto.add(1.0, 2.0).device == PTO0 and pypto.add(1.0, 2.0).item() == 3.0
     assert_close(pypto.exp(0.0).cpu(), torch.tensor(1.0))
