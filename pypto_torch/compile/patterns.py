@@ -79,9 +79,10 @@ _TANH_GELU_REPLACEMENT = symbolic_trace(_tanh_gelu).graph
 
 
 def _is_tanh_gelu(x, *constants) -> bool:
+    """The GELU's constants, of an x that is no integer tensor (aten.gelu takes floats only)."""
     val = x.meta.get("val")
-    return (not (isinstance(val, torch.Tensor) and not val.is_floating_point())
-            and all(map(_same_float32, constants, _TANH_GELU_CONSTANTS)))
+    floating = not isinstance(val, torch.Tensor) or val.is_floating_point()
+    return floating and all(map(_same_float32, constants, _TANH_GELU_CONSTANTS))
 
 
 _TANH_GELU_PATTERNS = [_tanh_gelu_pattern(*swaps) for swaps in itertools.product((False, True), repeat=2)]
@@ -103,6 +104,7 @@ def _softmax_replacement(x, max_dims, sum_dims) -> torch.fx.Graph:
     return _softmax_graph(_single_dim(max_dims, x.meta["val"].dim()))
 
 
+# Cached: a model's layers share their replacements' constants, and a trace costs milliseconds.
 @functools.lru_cache(maxsize=64)
 def _softmax_graph(dim: int) -> torch.fx.Graph:
     def softmax(x, max_dims, sum_dims):
@@ -144,7 +146,7 @@ def _rms_norm_replacement(x, two, dims, eps, *weight) -> torch.fx.Graph:
     return _rms_norm_graph(int(x.meta["val"].shape[-1]), float(eps), bool(weight))
 
 
-@functools.lru_cache(maxsize=64)
+@functools.lru_cache(maxsize=64)  # as _softmax_graph
 def _rms_norm_graph(length: int, epsilon: float, weighted: bool) -> torch.fx.Graph:
     normalized_shape = [length]
 
