@@ -5,8 +5,9 @@ axis=1)``, ``pypto.matmul(a, b)``. A pypto tensor IS a ``torch.Tensor`` on pto:
 nothing converts between the two worlds, ``from_torch``/``to_torch`` share storage.
 
 Where new tensors go is the *current pypto device*: ``pto:<torch.pto.current_device()>``
-unless :func:`set_device` or a :class:`Context` chose another. ``Context(device_type="cpu")``
-runs the same code on CPU tensors (the origin's "debug on CPU, accelerate on the device").
+(which :func:`set_device` and a :class:`Context` set) unless one of them chose the CPU:
+``Context(device_type="cpu")`` runs the same code on CPU tensors (the origin's "debug on
+CPU, accelerate on the device").
 
 Every op is the ``torch.ops.pto`` operator of the same name (CPU, pto and Meta kernels,
 autograd), behind one argument check that turns the origin's usual mistakes into
@@ -118,7 +119,7 @@ def _parse_device(device_type: DeviceLike, device_id: Optional[int] = None) -> t
 
 
 class _State(threading.local):
-    device: Optional[torch.device] = None  # None: the current torch.pto device
+    on_cpu: bool = False  # a Context or set_device chose the CPU; else torch.pto's current device
 
 
 _state = _State()
@@ -126,13 +127,11 @@ _state = _State()
 
 def current_device() -> torch.device:
     """Where new pypto tensors go in this thread."""
-    if _state.device is None:
-        return torch.device("pto", torch.pto.current_device())
-    return _state.device
+    return torch.device("cpu") if _state.on_cpu else torch.device("pto", torch.pto.current_device())
 
 
 def _make_current(device: torch.device) -> None:
-    _state.device = device
+    _state.on_cpu = device.type == "cpu"
     if device.type == "pto":
         torch.pto.set_device(device.index)
 
@@ -155,16 +154,15 @@ class Context:
 
     def __init__(self, device_type: DeviceLike = "pto", device_id: Optional[int] = None):
         self.device = _parse_device(device_type, device_id)
-        self._saved: list[tuple[Optional[torch.device], int]] = []
+        self._saved: list[tuple[bool, int]] = []
 
     def __enter__(self) -> "Context":
-        self._saved.append((_state.device, torch.pto.current_device()))
+        self._saved.append((_state.on_cpu, torch.pto.current_device()))
         _make_current(self.device)
         return self
 
     def __exit__(self, *exc_info) -> bool:
-        device, pto_index = self._saved.pop()
-        _state.device = device
+        _state.on_cpu, pto_index = self._saved.pop()
         torch.pto.set_device(pto_index)
         return False
 
@@ -316,7 +314,9 @@ randn_like = _like_factory("randn_like", "Normal random numbers")
 
 def _scalar_dtype(like: torch.dtype, value: numbers.Number) -> torch.dtype:
     """The dtype a Python scalar takes next to a tensor of dtype `like` (torch's promotion):
-    a 0-dim tensor of it promotes with the tensor exactly as the scalar would."""
+    a 0-dim tensor of it promotes with the tensor exactly as the scalar would. This is
+    torch.result_type(tensor, value), which Dynamo cannot trace (a torch function that
+    returns a dtype breaks the graph), and @pypto.kernel traces these checks whole."""
     if isinstance(value, bool):
         return like
     if isinstance(value, numbers.Integral):

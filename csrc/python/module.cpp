@@ -6,12 +6,15 @@
 #include <ATen/Context.h>
 #include <c10/core/DeviceGuard.h>
 
+#include <algorithm>
 #include <map>
 #include <string>
+#include <tuple>
 #include <utility>
 #include <vector>
 
 #include "isa/instructions.h"
+#include "isa/program.h"
 #include "runtime/pto_runtime.h"
 #include "recipes/aten_instructions.h"
 #include "torch/aten/fallback.h"
@@ -95,6 +98,55 @@ std::vector<std::pair<at::ScalarType, std::string>> dtypeMapPairs() {
   return pairs;
 }
 
+// A program as the compiler's program builder (pypto_torch/compile/program_builder.py)
+// holds it, in PTO-AS's names: buffers as (kind, bytes), instructions as (mnemonic,
+// operands, immediates by name), operands as (buffer, dtype, shape, strides, offset).
+using BufferParts = std::pair<std::string, uint64_t>;
+using OperandParts = std::tuple<int32_t, std::string, std::vector<int64_t>, std::vector<int64_t>, int64_t>;
+using InstructionParts = std::tuple<std::string, std::vector<OperandParts>, std::map<std::string, double>>;
+
+pto::isa::Operand operandOf(const OperandParts& parts) {
+  namespace isa = pto::isa;
+  const auto& [buffer, dtype, shape, strides, offset] = parts;
+  const auto pto_dtype = isa::parseDType(dtype);
+  if (!pto_dtype) throw py::value_error("no PTO dtype '" + dtype + "'");
+  if (shape.size() > isa::kMaxRank || strides.size() != shape.size()) {
+    throw py::value_error("an operand has at most 8 dimensions and one stride for each");
+  }
+  isa::Operand operand{.buffer = buffer, .dtype = *pto_dtype, .rank = static_cast<int32_t>(shape.size()),
+                       .offset = offset};
+  std::copy(shape.begin(), shape.end(), operand.shape.begin());
+  std::copy(strides.begin(), strides.end(), operand.strides.begin());
+  return operand;
+}
+
+pto::isa::Instruction instructionOf(const InstructionParts& parts) {
+  namespace isa = pto::isa;
+  const auto& [mnemonic, operands, immediates] = parts;
+  const auto opcode = isa::opcodeByName(mnemonic);
+  if (!opcode) throw py::value_error("no PTO instruction '" + mnemonic + "'");
+  isa::Instruction instruction{.opcode = *opcode};
+  for (const OperandParts& operand : operands) instruction.operands.push_back(operandOf(operand));
+  const isa::InstructionInfo& entry = isa::info(*opcode);
+  for (int i = 0; i < entry.immediateCount(); ++i) {
+    const auto found = immediates.find(std::string(entry.immediates[i]));
+    if (found == immediates.end()) throw py::value_error(mnemonic + " needs " + std::string(entry.immediates[i]) + "=");
+    instruction.immediates[i] = found->second;
+  }
+  if (immediates.size() != static_cast<size_t>(entry.immediateCount())) {
+    throw py::value_error(mnemonic + " was given an immediate it does not take");
+  }
+  return instruction;
+}
+
+pto::isa::BufferKind bufferKindOf(const std::string& name) {
+  namespace isa = pto::isa;
+  for (const isa::BufferKind kind : {isa::BufferKind::kInput, isa::BufferKind::kOutput, isa::BufferKind::kTemp}) {
+    if (isa::kindName(kind) == name) return kind;
+  }
+  throw py::value_error("no buffer kind '" + name + "' (input, output, temp)");
+}
+
 }  // namespace
 
 void bindDistributed(py::module_& m);  // distributed.cpp
@@ -149,6 +201,12 @@ PYBIND11_MODULE(_C, m) {
   m.def("_isa_table", &isaTable);
   m.def("_aten_instructions", &atenInstructions);
   m.def("_dtype_map", &dtypeMapPairs);
+  m.def("_pto_as", [](const std::vector<BufferParts>& buffers, const std::vector<InstructionParts>& instructions) {
+    pto::isa::Program program;
+    for (const auto& [kind, bytes] : buffers) program.buffers.push_back({bufferKindOf(kind), bytes});
+    for (const InstructionParts& instruction : instructions) program.instructions.push_back(instructionOf(instruction));
+    return pto::isa::print(program);
+  });
   m.def("_set_fallback_mode", [](const std::string& mode) { setFallbackMode(parseFallbackMode(mode)); });
 
   m.def("_profiler_start", [] { PTO_CHECK(ptoProfilerStart()); });

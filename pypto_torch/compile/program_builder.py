@@ -1,11 +1,12 @@
-"""Building one PTO program (PTO-AS text) out of lowered aten nodes.
+"""Building one PTO program out of lowered aten nodes.
 
 A tensor value during lowering is a ``View``: dtype, shape, strides and offset
 (in elements) over a ``Storage``. A storage is either memory the caller holds at
 run time (a graph input, or the output of an earlier step: it has a ``slot``) or
 a buffer the program being built writes. A ``Segment`` turns storages into the
 program's numbered buffers and collects instructions; closing it decides which of
-its buffers are outputs (someone after it reads them) and compiles it.
+its buffers are outputs (someone after it reads them), has the C++ printer write its
+PTO-AS (``_C._pto_as``) and compiles that.
 """
 from __future__ import annotations
 
@@ -102,8 +103,8 @@ class Segment:
     def __init__(self):
         self.buffers: dict[Storage, int] = {}
         self.storages: list[Storage] = []
-        self.instructions: list[str] = []
-        self.constants: list[str] = []   # fills of scalars, hoisted to the front
+        self.instructions: list[tuple] = []  # (mnemonic, operands, immediates), as _C._pto_as takes them
+        self.constants: list[tuple] = []     # fills of scalars, hoisted to the front
         self.constant_views: dict = {}
         self.extents: dict[Storage, int] = {}  # elements each buffer must hold
 
@@ -116,15 +117,12 @@ class Segment:
             self.storages.append(storage)
         return self.buffers[storage]
 
-    def operand(self, view: View) -> str:
-        dims = ",".join(str(n) for n in view.shape)
-        strides = ",".join(str(s) for s in view.strides)
-        return f"%{self.buffer(view.storage)}:{pto_dtype(view.dtype)}[{dims};{strides}]@{view.offset}"
+    def operand(self, view: View) -> tuple:
+        return self.buffer(view.storage), pto_dtype(view.dtype), view.shape, view.strides, view.offset
 
     def emit(self, mnemonic: str, out: View, *inputs: View, constant: bool = False, **immediates) -> View:
-        text = " ".join([mnemonic, ", ".join(self.operand(v) for v in (out, *inputs))] +
-                        [f"{name}={_number(value)}" for name, value in immediates.items()])
-        (self.constants if constant else self.instructions).append(text)
+        instruction = (mnemonic, [self.operand(v) for v in (out, *inputs)], immediates)
+        (self.constants if constant else self.instructions).append(instruction)
         for view in (out, *inputs):
             self.extents[view.storage] = max(self.extents.get(view.storage, 0), view.extent())
         return out
@@ -144,8 +142,8 @@ class Segment:
         """Compiles the segment. Buffers it writes that views after it still read (`live`:
         storage -> those views) become outputs, each given a slot by `next_slot()`; the
         rest are temporaries."""
-        lines, bindings = [], []
-        for index, storage in enumerate(self.storages):
+        buffers, bindings = [], []
+        for storage in self.storages:
             numel = self.extents.get(storage, 0)
             if storage.slot is not None:
                 kind, binding = "input", Binding(storage.slot)
@@ -155,9 +153,9 @@ class Segment:
                 kind, binding = "output", Binding(storage.slot, (shape, strides, storage.dtype, storage.device))
             else:
                 kind, binding = "temp", None
-            lines.append(f"buffer %{index} {kind} {numel * storage.dtype.itemsize}")
+            buffers.append((kind, numel * storage.dtype.itemsize))
             bindings.append(binding)
-        text = "\n".join(lines + self.constants + self.instructions) + "\n"
+        text = _C._pto_as(buffers, self.constants + self.instructions)
         program = _C._GraphProgram(text, debug, fuse)
         return ProgramStep(program, bindings, text)
 
@@ -169,11 +167,3 @@ def _layout(views: list, numel: int) -> tuple:
         if view.offset == 0 and view.numel() == numel and view.extent() == numel:
             return view.shape, view.strides
     return (numel,), (1,)
-
-
-def _number(value) -> str:
-    if isinstance(value, bool):
-        return "1" if value else "0"
-    if isinstance(value, float) and math.isinf(value):
-        return "inf" if value > 0 else "-inf"
-    return repr(float(value)) if isinstance(value, float) else str(value)

@@ -168,7 +168,32 @@ def test_a_lowering_that_gives_up_takes_its_scalar_fills_with_it():
     segment.rollback(mark)
     assert segment.constants == [] and segment.constant_views == {}
     lowerer.scalar(2.0, torch.float32)
-    assert len(segment.constants) == 1 and segment.constants[0].startswith("texpands")
+    assert len(segment.constants) == 1 and segment.constants[0][0] == "texpands"
+
+
+def test_a_program_is_printed_by_the_cpp_printer():
+    """The program builder hands a program's parts to _C._pto_as, PTO-AS's one printer
+    (csrc/isa/pto_as.cpp), which names the part it cannot print."""
+    from pypto_torch import _C
+
+    def operand(buffer, shape, strides):
+        return buffer, "f32", shape, strides, 0
+
+    buffers = [("input", 64), ("output", 64)]
+    fill = ("texpands", [operand(1, (), ())], {"value": 2.5})
+    scale = ("tmul", [operand(1, (16,), (1,)), operand(0, (16,), (1,)), operand(1, (16,), (0,))], {})
+    assert _C._pto_as(buffers, [fill, scale]) == ("buffer %0 input 64\nbuffer %1 output 64\n"
+                                                  "texpands %1:f32[;]@0 value=2.5\n"
+                                                  "tmul %1:f32[16;1]@0, %0:f32[16;1]@0, %1:f32[16;0]@0\n")
+    for wrong_buffers, wrong_instruction, message in (
+            ([("scratch", 64)], scale, "no buffer kind 'scratch'"),
+            (buffers, ("tmull", *scale[1:]), "no PTO instruction 'tmull'"),
+            (buffers, ("texpands", [(1, "f33", (), (), 0)], {"value": 2}), "no PTO dtype 'f33'"),
+            (buffers, ("texpands", [operand(1, (1,) * 9, (1,) * 9)], {"value": 2}), "at most 8 dimensions"),
+            (buffers, ("texpands", fill[1], {}), "texpands needs value="),
+            (buffers, ("tmul", scale[1], {"alpha": 1}), "tmul was given an immediate it does not take")):
+        with pytest.raises(ValueError, match=message):
+            _C._pto_as(wrong_buffers, [wrong_instruction])
 
 
 # Found by the Hugging Face models (test_compile_hf_models.py), each reduced to a few ops ---

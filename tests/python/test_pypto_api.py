@@ -17,10 +17,10 @@ from pypto_torch import api
 @pytest.fixture(autouse=True)
 def _fresh_device_state():
     """Every test starts and ends with no pypto device chosen (the current torch.pto one, pto:0)."""
-    api._state.device = None
+    api._state.on_cpu = False
     torch.pto.set_device(0)
     yield
-    api._state.device = None
+    api._state.on_cpu = False
     torch.pto.set_device(0)
 
 
@@ -380,6 +380,14 @@ def test_python_scalars_promote_as_in_torch(op, scalar, dtype):
         got = getattr(pypto, op)(*_to(args, "pto"))
         assert got.dtype == expected.dtype and got.device == PTO0
         assert_close(got.cpu(), expected)
+
+
+@pytest.mark.parametrize("dtype", list(dict.fromkeys(pypto.api.DTYPES.values())), ids=str)
+def test_a_scalar_takes_the_dtype_torch_result_type_gives(dtype):
+    """The dtype pypto gives a Python scalar next to a tensor is torch.result_type's, which
+    api._scalar_dtype writes out because Dynamo cannot trace torch.result_type."""
+    for scalar in (True, 2, 0.5, 1j):
+        assert api._scalar_dtype(dtype, scalar) == torch.result_type(torch.zeros((), dtype=dtype), scalar), scalar
 
 
 def test_scalars_alone_land_on_the_current_device():
