@@ -132,98 +132,6 @@ def _promoted(*args) -> torch.dtype:
     return torch.result_type(*metas)
 
 
-# -- views: strides only ------------------------------------------------------------------
-def expand(view: View, shape) -> View:
-    shape = tuple(int(n) for n in shape)
-    if view.shape == shape:
-        return view
-    lead = len(shape) - view.rank
-    if lead < 0:
-        raise Unsupported(f"cannot broadcast {list(view.shape)} to {list(shape)}")
-    strides = [0] * lead
-    for n, (have, stride) in zip(shape[lead:], zip(view.shape, view.strides)):
-        if have == n:
-            strides.append(stride)
-        elif have == 1:
-            strides.append(0)
-        else:
-            raise Unsupported(f"cannot broadcast {list(view.shape)} to {list(shape)}")
-    return View(view.storage, shape, tuple(strides), view.offset)
-
-
-def _view_strides(view: View, shape) -> tuple | None:
-    """Strides that show `view` at `shape` without moving data (as aten's view), or None."""
-    meta = torch.empty_strided(view.shape, view.strides, dtype=view.dtype, device="meta")
-    try:
-        return tuple(meta.view(shape).stride())
-    except RuntimeError:
-        return None
-
-
-def reshape(lw: Lowerer, view: View, shape) -> View:
-    shape = tuple(int(n) for n in shape)
-    if -1 in shape:
-        known = math.prod(n for n in shape if n != -1)
-        shape = tuple(view.numel() // max(known, 1) if n == -1 else n for n in shape)
-    strides = _view_strides(view, shape)
-    if strides is None:
-        view = lw.contiguous(view)
-        strides = contiguous_strides(shape)
-    return View(view.storage, shape, strides, view.offset)
-
-
-def permute(view: View, dims) -> View:
-    dims = [d % view.rank for d in dims] if view.rank else []
-    return View(view.storage, tuple(view.shape[d] for d in dims), tuple(view.strides[d] for d in dims), view.offset)
-
-
-def transpose(view: View, a: int, b: int) -> View:
-    dims = list(range(view.rank))
-    if view.rank:
-        a, b = a % view.rank, b % view.rank
-        dims[a], dims[b] = dims[b], dims[a]
-    return permute(view, dims)
-
-
-def unsqueeze(view: View, dim: int) -> View:
-    dim = dim % (view.rank + 1)
-    stride = view.strides[dim] * view.shape[dim] if dim < view.rank else 1
-    return View(view.storage, view.shape[:dim] + (1,) + view.shape[dim:],
-                view.strides[:dim] + (stride,) + view.strides[dim:], view.offset)
-
-
-def squeeze(view: View, dims=None) -> View:
-    if dims is None:
-        dims = range(view.rank)
-    dims = {d % view.rank for d in ([dims] if isinstance(dims, int) else dims)} if view.rank else set()
-    keep = [d for d in range(view.rank) if not (d in dims and view.shape[d] == 1)]
-    return View(view.storage, tuple(view.shape[d] for d in keep), tuple(view.strides[d] for d in keep), view.offset)
-
-
-def slice_view(view: View, dim: int = 0, start=None, end=None, step: int = 1) -> View:
-    dim = dim % view.rank
-    n = view.shape[dim]
-    start, end, step = (0 if start is None else start), (n if end is None else end), step
-    start = min(max(start + n if start < 0 else start, 0), n)
-    end = min(max(end + n if end < 0 else end, start), n)
-    length = (end - start + step - 1) // step
-    shape, strides = list(view.shape), list(view.strides)
-    shape[dim], strides[dim] = length, strides[dim] * step
-    return View(view.storage, tuple(shape), tuple(strides), view.offset + start * view.strides[dim])
-
-
-def select(view: View, dim: int, index: int) -> View:
-    dim = dim % view.rank
-    index = index + view.shape[dim] if index < 0 else index
-    return View(view.storage, view.shape[:dim] + view.shape[dim + 1:], view.strides[:dim] + view.strides[dim + 1:],
-                view.offset + index * view.strides[dim])
-
-
-def as_strided(view: View, size, stride, storage_offset=None) -> View:
-    offset = view.offset if storage_offset is None else storage_offset
-    return View(view.storage, tuple(size), tuple(stride), offset)
-
-
 # -- the table ---------------------------------------------------------------------------
 LOWERINGS: dict = {}
 
@@ -244,42 +152,35 @@ LOWERINGS.update({op: _by_recipe for op in RECIPE_OPS})
 
 
 # -- views ------------------------------------------------------------------------------------
-LOWERINGS.update({
-    aten.view.default: lambda lw, x, shape: reshape(lw, x, shape),
-    aten._unsafe_view.default: lambda lw, x, shape: reshape(lw, x, shape),
-    aten.reshape.default: lambda lw, x, shape: reshape(lw, x, shape),
-    aten.permute.default: lambda lw, x, dims: permute(x, dims),
-    aten.transpose.int: lambda lw, x, a, b: transpose(x, a, b),
-    aten.t.default: lambda lw, x: transpose(x, 0, 1) if x.rank == 2 else x,
-    aten.expand.default: lambda lw, x, shape, implicit=False: expand(x, [n if n != -1 else x.shape[i - (len(shape) - x.rank)] for i, n in enumerate(shape)]),
-    aten.unsqueeze.default: lambda lw, x, dim: unsqueeze(x, dim),
-    aten.squeeze.dim: lambda lw, x, dim: squeeze(x, dim),
-    aten.squeeze.dims: lambda lw, x, dims: squeeze(x, dims),
-    aten.squeeze.default: lambda lw, x: squeeze(x),
-    aten.slice.Tensor: lambda lw, x, dim=0, start=None, end=None, step=1: slice_view(x, dim, start, end, step),
-    aten.select.int: lambda lw, x, dim, index: select(x, dim, index),
-    aten.alias.default: lambda lw, x: x,
-    aten.detach.default: lambda lw, x: x,
-    aten.as_strided.default: lambda lw, x, size, stride, storage_offset=None: as_strided(x, size, stride, storage_offset),
-})
+def _meta_of(view: View) -> torch.Tensor:
+    """The view as a meta tensor: its shape, strides and offset over a storage of no size."""
+    return torch.empty(0, dtype=view.dtype, device="meta").as_strided(view.shape, view.strides, view.offset)
 
 
-def _split_sizes(view: View, sizes, dim: int) -> list:
-    dim = dim % view.rank
-    if isinstance(sizes, int):
-        sizes = [min(sizes, view.shape[dim] - at) for at in range(0, view.shape[dim], sizes)] or [0]
-    parts, at = [], 0
-    for size in sizes:
-        parts.append(slice_view(view, dim, at, at + size))
-        at += size
-    return parts
+def _view(lw: Lowerer, x: View, *args, **kwargs):
+    """A view op: torch's meta kernel, run on x's geometry, says the result's shape,
+    strides and offset over x's buffer; nothing is emitted. Where it copies (a reshape
+    no strides express), the result is x made contiguous first, as aten's reshape does."""
+    base = _meta_of(x)
+    result = lw.op(base, *args, **kwargs)
+    metas = result if isinstance(result, (list, tuple)) else [result]
+    views = []
+    for meta in metas:
+        if meta.untyped_storage()._cdata != base.untyped_storage()._cdata:
+            copy = lw.contiguous(x)
+            views.append(View(copy.storage, tuple(meta.shape), tuple(meta.stride()), 0))
+        else:
+            views.append(View(x.storage, tuple(meta.shape), tuple(meta.stride()), meta.storage_offset()))
+    return views if isinstance(result, (list, tuple)) else views[0]
 
 
-LOWERINGS.update({
-    aten.split.Tensor: lambda lw, x, size, dim=0: _split_sizes(x, size, dim),
-    aten.split_with_sizes.default: lambda lw, x, sizes, dim=0: _split_sizes(x, sizes, dim),
-    aten.unbind.int: lambda lw, x, dim=0: [select(x, dim, i) for i in range(x.shape[dim % x.rank])],
-})
+VIEW_OPS = (
+    aten.view.default, aten._unsafe_view.default, aten.reshape.default, aten.permute.default, aten.transpose.int,
+    aten.t.default, aten.expand.default, aten.unsqueeze.default, aten.squeeze.dim, aten.squeeze.dims,
+    aten.squeeze.default, aten.slice.Tensor, aten.select.int, aten.alias.default, aten.detach.default,
+    aten.as_strided.default, aten.split.Tensor, aten.split_with_sizes.default, aten.unbind.int,
+)
+LOWERINGS.update({op: _view for op in VIEW_OPS})
 
 
 # Python arithmetic on sizes, which symbolic shapes leave in the graph.
