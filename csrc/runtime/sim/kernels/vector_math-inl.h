@@ -107,6 +107,18 @@ V vectorExp(D d, V x) { return PTO_SLEEF_CALL(exp, u10, d, PTO_SLEEF_RAW(x)); }
 template <class D, class V = hn::Vec<D>>
 V vectorTanh(D d, V x) { return PTO_SLEEF_CALL(tanh, u35, d, PTO_SLEEF_RAW(x)); }
 
+// Sleef's log1p returns infinity above 1e38 (float) and 1e307 (double): Sleef issue
+// 473, fixed after the Debian release linked here. log(x) is log1p(x) there to the
+// last bit (1 / x lies far below half an ulp of it).
+template <class D, class V = hn::Vec<D>>
+V vectorLog1p(D d, V x) {
+  using T = hn::TFromD<D>;
+  const V result = PTO_SLEEF_CALL(log1p, u10, d, PTO_SLEEF_RAW(x));
+  const auto huge = hn::Gt(x, hn::Set(d, static_cast<T>(sizeof(T) == 4 ? 1e38 : 1e307)));
+  if (hn::AllFalse(d, huge)) return result;
+  return hn::IfThenElse(huge, PTO_SLEEF_CALL(log, u10, d, PTO_SLEEF_RAW(x)), result);
+}
+
 // The standard normal CDF, 0.5 * (1 + erf(x / sqrt 2)), for gelu and its gradient:
 // erfc(|x| / sqrt 2) / 2 below 0 and 1 minus it above, so both tails keep their
 // relative accuracy. erfc(a) = t exp(-a^2 + P(t)), t = 1 / (1 + a/2), Numerical
@@ -147,7 +159,7 @@ V unaryMath(D d, V x) {
   else if constexpr (op == Opcode::kExpm1) return PTO_SLEEF_CALL(expm1, u10, d, PTO_SLEEF_RAW(x));
   else if constexpr (op == Opcode::kLog) return PTO_SLEEF_CALL(log, u10, d, PTO_SLEEF_RAW(x));
   else if constexpr (op == Opcode::kLog2) return PTO_SLEEF_CALL(log2, u10, d, PTO_SLEEF_RAW(x));
-  else if constexpr (op == Opcode::kLog1p) return PTO_SLEEF_CALL(log1p, u10, d, PTO_SLEEF_RAW(x));
+  else if constexpr (op == Opcode::kLog1p) return vectorLog1p(d, x);
   else if constexpr (op == Opcode::kSin) return PTO_SLEEF_CALL(sin, u10, d, PTO_SLEEF_RAW(x));
   else if constexpr (op == Opcode::kCos) return PTO_SLEEF_CALL(cos, u10, d, PTO_SLEEF_RAW(x));
   else if constexpr (op == Opcode::kTan) return PTO_SLEEF_CALL(tan, u10, d, PTO_SLEEF_RAW(x));
