@@ -250,6 +250,10 @@ Int floorDivide(Int a, Int b) {
   return (a % b != 0 && (a < 0) != (b < 0)) ? q - 1 : q;
 }
 
+// tadd/tsub's alphas: exact, powers of two and an inexact one; integers wrap (-2 in u8).
+const std::vector<double> kFloatAlphas = {1.0, 0.5, -2.0, 0.3};
+const std::vector<double> kIntegerAlphas = {1.0, 3.0, -2.0};
+
 #define REAL [](const RealArgs& r) -> Bound
 #define INT [](const IntArgs& i) -> Int
 #define A r.in[0]
@@ -330,20 +334,22 @@ Reference referenceOf(Opcode op) {
     // Binary. a +- alpha b: alpha b rounded (u |alpha b|; float16/bfloat16 round it to
     // storage, half an ulp of it), then the sum, 0.5 ulp. Integers wrap.
     case Opcode::kAdd:
+      ref.real = REAL {
+        const auto [scaling, intermediate] = scaledOperandError(r);
+        return {A + r.immediate * B, 0.5, 0, scaling, intermediate};
+      };
+      ref.integer = INT { return wrapTo(i.in[0] + i.immediate * i.in[1], i.bits, i.is_signed); };
+      ref.float_immediates = kFloatAlphas;
+      ref.integer_immediates = kIntegerAlphas;
+      break;
     case Opcode::kSub:
-      ref.real = op == Opcode::kAdd
-          ? +[](const RealArgs& r) -> Bound {
-              const auto [scaling, intermediate] = scaledOperandError(r);
-              return {A + r.immediate * B, 0.5, 0, scaling, intermediate};
-            }
-          : +[](const RealArgs& r) -> Bound {
-              const auto [scaling, intermediate] = scaledOperandError(r);
-              return {A - r.immediate * B, 0.5, 0, scaling, intermediate};
-            };
-      ref.integer = op == Opcode::kAdd ? +[](const IntArgs& i) -> Int { return wrapTo(i.in[0] + i.immediate * i.in[1], i.bits, i.is_signed); }
-                                       : +[](const IntArgs& i) -> Int { return wrapTo(i.in[0] - i.immediate * i.in[1], i.bits, i.is_signed); };
-      ref.float_immediates = {1.0, 0.5, -2.0, 0.3};
-      ref.integer_immediates = {1.0, 3.0, -2.0};
+      ref.real = REAL {
+        const auto [scaling, intermediate] = scaledOperandError(r);
+        return {A - r.immediate * B, 0.5, 0, scaling, intermediate};
+      };
+      ref.integer = INT { return wrapTo(i.in[0] - i.immediate * i.in[1], i.bits, i.is_signed); };
+      ref.float_immediates = kFloatAlphas;
+      ref.integer_immediates = kIntegerAlphas;
       break;
     case Opcode::kMul:
       ref.real = REAL { return {A * B, 0.5}; };
