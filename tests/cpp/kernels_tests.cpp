@@ -1,9 +1,12 @@
-// The elementwise kernels (csrc/runtime/sim/kernels): every family against a naive N-d
-// reference loop written here, which computes element by element through the
-// per-op functions of elementwise_ops.h; for each dtype an instruction takes and
-// for contiguous, transposed, broadcast, scalar, reversed, padded (unmergeable),
-// empty and large (parallel) layouts. Also the float16/bfloat16 conversions of
-// half.h and the strided loop's dimension merging and work split.
+// The elementwise kernels' layouts (csrc/runtime/sim/kernels): every family against a
+// naive N-d reference loop written here, for each dtype an instruction takes and for
+// contiguous, transposed, broadcast, scalar, reversed, padded (unmergeable), empty and
+// large (parallel) layouts. The loop computes each element through the per-op
+// functions of elementwise_ops.h, which the kernels' scalar paths call too, so it
+// checks where elements go, not their values: elementwise_reference_tests.cpp checks
+// the arithmetic against formulas written apart from the kernels. Also the
+// float16/bfloat16 conversions of half.h and the strided loop's dimension merging and
+// work split.
 #include <gtest/gtest.h>
 
 #include <algorithm>

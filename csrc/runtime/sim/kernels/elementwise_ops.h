@@ -65,8 +65,7 @@ inline C unaryOp(C x) {
     if constexpr (std::is_floating_point_v<C>) return isNaN(x) ? C(0) : C((C(0) < x) - (x < C(0)));
     else return C((C(0) < x) - (x < C(0)));
   } else if constexpr (op == Opcode::kRelu) {
-    if constexpr (std::is_floating_point_v<C>) return isNaN(x) || x > C(0) ? x : C(0);
-    else return x > C(0) ? x : C(0);
+    return x < C(0) ? C(0) : x;  // NaN and -0.0 pass through, as in PyTorch's CPU kernels
   } else if constexpr (op == Opcode::kNot) {
     if constexpr (std::is_same_v<C, bool>) return !x;
     else return static_cast<C>(~x);
