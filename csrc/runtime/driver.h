@@ -66,8 +66,9 @@ class Driver {
   virtual const char* name() const = 0;
   virtual int32_t deviceCount() const = 0;
   virtual ptoError synchronizeDevice(int32_t device) = 0;
-  // Default: one core, the PTO ISA's 192 KiB Unified Buffer, no host memory access
-  // from programs, float64 present, no bfloat16 claimed, total memory from memGetInfo.
+  // Default: one core, the PTO ISA's reference core's Unified Buffer and tiling
+  // (isa/tuning.h), no host memory access from programs, float64 present, no
+  // bfloat16 claimed, total memory from memGetInfo.
   virtual ptoError deviceAttribute(int32_t device, ptoDeviceAttribute attribute, int64_t* value);
 
   // Memory.
