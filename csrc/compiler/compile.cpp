@@ -35,7 +35,7 @@ isa::ScheduledProgram compile(isa::Program program, const CompileOptions& option
   collapseLeadingDims(compiled.program);
   check(compiled, "dimension collapsing", false, options);
   if (options.fuse) {
-    compiled.stages = fuse(compiled.program);
+    compiled.stages = fuse(compiled.program, options);
   } else {
     for (int32_t i = 0; i < static_cast<int32_t>(compiled.program.instructions.size()); ++i) {
       compiled.stages.push_back(isa::Stage{.first = i, .count = 1});

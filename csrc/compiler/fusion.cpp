@@ -6,18 +6,6 @@
 namespace pto::compiler {
 namespace {
 
-// Elements of one instruction's tile a fused stage aims at: half the host core's
-// L2 (read at run time) over eight float32 tile operands live at once, so that a
-// tile's intermediates stay in the core's cache (the Unified Buffer); 16384 with a
-// 1 MiB L2. Bounded so that a tile is never tiny, nor a stage a single tile.
-int64_t tileElements() {
-  static const int64_t elements =
-      std::clamp<int64_t>(isa::hostCaches().l2_bytes / 2 / (8 * static_cast<int64_t>(sizeof(float))), 4096, 65536);
-  return elements;
-}
-// Output rows of a GEMM tile: enough for BLAS to run at full speed on each core's band.
-constexpr int64_t kGemmTileRows = 1024;
-
 int64_t innerElements(const isa::Program& program, int32_t first, int32_t count, int t) {
   int64_t widest = 1;
   for (int32_t i = first; i < first + count; ++i) {
@@ -42,11 +30,12 @@ bool holdsGemm(const isa::Program& program, int32_t first, int32_t count) {
 }
 
 // The dimension to tile over, at most `deepest`: the deepest one whose rows are
-// not too short, else an outer one so that a tile holds several short rows' worth.
-int chooseTileDim(const isa::Program& program, int32_t first, int32_t count, int deepest) {
+// not too short for a tile of `tile_elements`, else an outer one so that a tile
+// holds several short rows' worth.
+int chooseTileDim(const isa::Program& program, int32_t first, int32_t count, int deepest, int64_t tile_elements) {
   const isa::Operand& lead = program.instructions[first].operands[0];
   int t = deepest;
-  while (t > 0 && innerElements(program, first, count, t) * lead.shape[t] < tileElements()) --t;
+  while (t > 0 && innerElements(program, first, count, t) * lead.shape[t] < tile_elements) --t;
   return t;
 }
 
@@ -65,15 +54,17 @@ int deepestShared(const isa::Program& program, int32_t first, int32_t count) {
   return deepest;
 }
 
-isa::Stage tiledStage(const isa::Program& program, int32_t first, int32_t count, int t) {
+isa::Stage tiledStage(const isa::Program& program, int32_t first, int32_t count, int t,
+                      const CompileOptions& options) {
   isa::Stage stage;
   stage.first = first;
   stage.count = count;
   stage.tile_dim = t;
   const isa::Operand& lead = program.instructions[first].operands[0];
   std::copy_n(lead.shape.begin(), t + 1, stage.domain.begin());
-  stage.parallel_tiles = !holdsGemm(program, first, count);
-  const int64_t rows = stage.parallel_tiles ? tileElements() / innerElements(program, first, count, t) : kGemmTileRows;
+  const bool gemm = holdsGemm(program, first, count);
+  stage.parallel_tiles = !gemm || options.parallel_gemm_tiles;
+  const int64_t rows = gemm ? options.gemm_tile_rows : options.tile_elements / innerElements(program, first, count, t);
   stage.tile_rows = std::clamp<int64_t>(rows, 1, std::max<int64_t>(1, lead.shape[t]));
   return stage;
 }
@@ -105,9 +96,10 @@ bool gemmAllows(const isa::Program& program, int32_t first, int32_t count, const
       bias_only = bias_only && has(before, isa::Property::Copy) && before.operands[0].buffer == next.operands[0].buffer;
       writes_left = writes_left || before.operands[0].buffer == next.operands[1].buffer;
     }
-    // The prologue's rows run in the GEMM's tiles, one after another, where they had
-    // tiles over the cores of their own: worth it where the GEMM writes an output (the
-    // logits), whose memory can then hold what the prologue reads (memory_plan.cpp).
+    // The prologue's rows run in the GEMM's tiles (one after another, where the target
+    // runs GEMM tiles in order), where they had tiles over the cores of their own: worth
+    // it where the GEMM writes an output (the logits), whose memory can then hold what
+    // the prologue reads (memory_plan.cpp).
     const bool writes_output = program.buffers[next.operands[0].buffer].kind == isa::BufferKind::kOutput;
     return bias_only ||
            (writes_left && writes_output && onlyReadUpTo(program, next.operands[1].buffer, first + count));
@@ -126,7 +118,7 @@ bool gemmAllows(const isa::Program& program, int32_t first, int32_t count, const
 
 }  // namespace
 
-std::vector<isa::Stage> fuse(const isa::Program& program) {
+std::vector<isa::Stage> fuse(const isa::Program& program, const CompileOptions& options) {
   std::vector<isa::Stage> stages;
   const auto total = static_cast<int32_t>(program.instructions.size());
   for (int32_t first = 0; first < total;) {
@@ -136,14 +128,14 @@ std::vector<isa::Stage> fuse(const isa::Program& program) {
       while (first + count < total && gemmAllows(program, first, count, program.instructions[first + count])) {
         const int deepest = deepestShared(program, first, count + 1);
         if (deepest < 0) break;
-        const int t = chooseTileDim(program, first, count + 1, deepest);
+        const int t = chooseTileDim(program, first, count + 1, deepest, options.tile_elements);
         if (!isa::checkTiling(program, first, count + 1, t).empty()) break;
         tile_dim = t;
         ++count;
       }
     }
     if (count > 1) {
-      stages.push_back(tiledStage(program, first, count, tile_dim));
+      stages.push_back(tiledStage(program, first, count, tile_dim, options));
     } else {
       stages.push_back(isa::Stage{.first = first, .count = 1});
     }

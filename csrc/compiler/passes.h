@@ -31,9 +31,9 @@ int forwardCopies(isa::Program& program);
 int collapseLeadingDims(isa::Program& program);
 
 // Groups consecutive instructions into stages: runs of instructions that may
-// interleave by tile (isa/tiling.h) become one tiled stage; every other
-// instruction is a stage of its own.
-std::vector<isa::Stage> fuse(const isa::Program& program);
+// interleave by tile (isa/tiling.h) become one tiled stage, its tiles sized and
+// run as the options' target wants; every other instruction is a stage of its own.
+std::vector<isa::Stage> fuse(const isa::Program& program, const CompileOptions& options);
 
 // Places every buffer (isa/schedule.h): temporaries that one tiled stage
 // keeps to itself go to its tile scratch, which takes at most tile_memory_bytes; the rest go,

@@ -17,15 +17,6 @@
 
 namespace pto::isa {
 
-// The data cache sizes of the host's core 0, read once at run time (sysconf, else
-// /sys/devices/system/cpu/cpu0/cache), with common sizes where neither answers.
-// Tiles are sized from them: what a core works on between two trips to memory.
-struct HostCaches {
-  int64_t l1_data_bytes;
-  int64_t l2_bytes;
-};
-const HostCaches& hostCaches();
-
 // Whether a tiled stage may hold the instruction: a Tileable one (instructions.def),
 // a GEMM only at rank 2 (tiled over M).
 bool fusable(const Instruction& instruction);

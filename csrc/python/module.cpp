@@ -174,7 +174,10 @@ PYBIND11_MODULE(_C, m) {
         {"isa_version_major", PTO_DEVICE_ATTR_ISA_VERSION_MAJOR},
         {"isa_version_minor", PTO_DEVICE_ATTR_ISA_VERSION_MINOR},
         {"busy_nanoseconds", PTO_DEVICE_ATTR_BUSY_NANOSECONDS},
-        {"vector_isa", PTO_DEVICE_ATTR_VECTOR_ISA}};
+        {"vector_isa", PTO_DEVICE_ATTR_VECTOR_ISA},
+        {"tile_elements", PTO_DEVICE_ATTR_TILE_ELEMENTS},
+        {"gemm_tile_rows", PTO_DEVICE_ATTR_GEMM_TILE_ROWS},
+        {"parallel_gemm_tiles", PTO_DEVICE_ATTR_PARALLEL_GEMM_TILES}};
     const auto found = kAttributes.find(name);
     TORCH_CHECK(found != kAttributes.end(), "unknown pto device attribute '", name, "'");
     return deviceAttribute(static_cast<c10::DeviceIndex>(device), found->second);

@@ -6,13 +6,12 @@
 #include <cstring>
 
 #include "error.h"
+#include "isa/tuning.h"
 
 namespace pto::rt {
 namespace {
 
 constexpr size_t kPageBytes = 4096;
-// The PTO ISA's Unified Buffer: what a core's tiles may hold on chip.
-constexpr int64_t kUnifiedBufferBytes = 192 * 1024;
 // The PTO ISA version whose instructions a driver runs by default.
 constexpr int64_t kIsaVersionMajor = 1;
 constexpr int64_t kIsaVersionMinor = 0;
@@ -22,7 +21,7 @@ constexpr int64_t kIsaVersionMinor = 0;
 ptoError Driver::deviceAttribute(int32_t device, ptoDeviceAttribute attribute, int64_t* value) {
   switch (attribute) {
     case PTO_DEVICE_ATTR_CORE_COUNT: *value = 1; return PTO_SUCCESS;
-    case PTO_DEVICE_ATTR_UNIFIED_BUFFER_BYTES: *value = kUnifiedBufferBytes; return PTO_SUCCESS;
+    case PTO_DEVICE_ATTR_UNIFIED_BUFFER_BYTES: *value = isa::reference_core::kUnifiedBufferBytes; return PTO_SUCCESS;
     case PTO_DEVICE_ATTR_PAGEABLE_MEMORY_ACCESS: *value = 0; return PTO_SUCCESS;
     case PTO_DEVICE_ATTR_BFLOAT16: *value = 0; return PTO_SUCCESS;
     case PTO_DEVICE_ATTR_FLOAT64: *value = 1; return PTO_SUCCESS;
@@ -32,6 +31,9 @@ ptoError Driver::deviceAttribute(int32_t device, ptoDeviceAttribute attribute, i
       return failf(PTO_ERROR_NOT_SUPPORTED, "the driver does not count its devices' busy time");
     case PTO_DEVICE_ATTR_VECTOR_ISA:
       return failf(PTO_ERROR_NOT_SUPPORTED, "the driver's devices do not compute on the host's vector units");
+    case PTO_DEVICE_ATTR_TILE_ELEMENTS: *value = isa::reference_core::kTileElements; return PTO_SUCCESS;
+    case PTO_DEVICE_ATTR_GEMM_TILE_ROWS: *value = isa::reference_core::kGemmTileRows; return PTO_SUCCESS;
+    case PTO_DEVICE_ATTR_PARALLEL_GEMM_TILES: *value = isa::reference_core::kParallelGemmTiles; return PTO_SUCCESS;
     case PTO_DEVICE_ATTR_TOTAL_MEMORY_BYTES: {
       size_t free_bytes = 0, total_bytes = 0;
       if (ptoError s = memGetInfo(device, &free_bytes, &total_bytes); s != PTO_SUCCESS) return s;

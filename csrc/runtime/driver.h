@@ -1,8 +1,9 @@
 // The Driver interface: what a device backend provides behind pto_runtime.h.
 //
-// The API layer (api.cpp) owns what is driver-independent: driver selection, the
-// per-thread current device, argument checks and error messages, program
-// verification and the checks of a launch's buffers. A driver receives explicit
+// The API layer (the rest of csrc/runtime: driver_registry.cpp, the entry points
+// in api_*.cpp, capture.cpp) owns what is driver-independent: driver selection,
+// the per-thread current device, argument checks and error messages, program
+// verification, the checks of a launch's buffers and graph capture. A driver receives explicit
 // device indices and already-validated arguments.
 //
 // A new driver implements the pure virtual methods (memory, copies, streams,
@@ -65,8 +66,9 @@ class Driver {
   virtual const char* name() const = 0;
   virtual int32_t deviceCount() const = 0;
   virtual ptoError synchronizeDevice(int32_t device) = 0;
-  // Default: one core, the PTO ISA's 192 KiB Unified Buffer, no host memory access
-  // from programs, float64 present, no bfloat16 claimed, total memory from memGetInfo.
+  // Default: one core, the PTO ISA's reference core's Unified Buffer and tiling
+  // (isa/tuning.h), no host memory access from programs, float64 present, no
+  // bfloat16 claimed, total memory from memGetInfo.
   virtual ptoError deviceAttribute(int32_t device, ptoDeviceAttribute attribute, int64_t* value);
 
   // Memory.
@@ -110,7 +112,7 @@ class Driver {
   // holds an address for every buffer the program binds (inputs and outputs,
   // checked against their declared sizes; other entries null) and `workspace`
   // program.workspace_bytes of device memory (null when it needs none); the
-  // stream belongs to the device the program was loaded on (api.cpp checks).
+  // stream belongs to the device the program was loaded on (api_programs.cpp checks).
   virtual ptoError loadProgram(int32_t device, std::shared_ptr<const isa::ScheduledProgram> program,
                                std::shared_ptr<DeviceProgram>* loaded) = 0;
   virtual ptoError launchProgram(ptoStream stream, const std::shared_ptr<DeviceProgram>& program,

@@ -85,6 +85,13 @@ typedef enum ptoDeviceAttribute {
                                               // device's utilization (torch.pto.utilization)
   PTO_DEVICE_ATTR_VECTOR_ISA = 9,              // the host vector ISA a device that runs on the
                                               // host's CPU computes with: a ptoVectorIsa
+  // The device's tuning, which the compiler schedules by (CompileOptions):
+  PTO_DEVICE_ATTR_TILE_ELEMENTS = 10,          // elements of one instruction's tile a fused
+                                              // stage aims at
+  PTO_DEVICE_ATTR_GEMM_TILE_ROWS = 11,         // output rows of one tile of a stage holding a GEMM
+  PTO_DEVICE_ATTR_PARALLEL_GEMM_TILES = 12,    // 1: such a stage's tiles run on the cores in
+                                              // parallel; 0: one after another (the device's
+                                              // GEMM spreads each tile over the cores itself)
 } ptoDeviceAttribute;
 
 // What PTO_DEVICE_ATTR_VECTOR_ISA reports (the sim driver's kernels: chosen at run

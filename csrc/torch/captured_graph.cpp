@@ -5,7 +5,7 @@
 #include <atomic>
 #include <exception>
 
-#include "compiler/compile.h"
+#include "compile_options.h"
 #include "device.h"
 #include "device_allocator.h"
 #include "pto_check.h"
@@ -96,9 +96,7 @@ void CapturedGraph::captureEnd() {
 void CapturedGraph::compileCaptured() {
   rt::CapturedProgram captured;
   PTO_CHECK(rt::capturedProgram(graph_, &captured));
-  const compiler::CompileOptions options{
-      .tile_memory_bytes = static_cast<uint64_t>(deviceAttribute(device_, PTO_DEVICE_ATTR_UNIFIED_BUFFER_BYTES))};
-  compiled_ = std::make_shared<const isa::ScheduledProgram>(compiler::compile(captured.program, options));
+  compiled_ = std::make_shared<const isa::ScheduledProgram>(compiler::compile(captured.program, compileOptionsFor(device_)));
   PTO_CHECK(rt::loadProgram(compiled_, &loaded_));
   memory_ = std::move(captured.memory);
   memory_bytes_.clear();

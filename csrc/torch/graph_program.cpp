@@ -4,7 +4,7 @@
 
 #include <stdexcept>
 
-#include "compiler/compile.h"
+#include "compile_options.h"
 #include "device.h"
 #include "pto_check.h"
 #include "runtime/program.h"
@@ -14,10 +14,9 @@ namespace pto::backend {
 GraphProgram::GraphProgram(const std::string& pto_as, bool debug, bool fuse) {
   isa::ParseResult parsed = isa::parse(pto_as);
   if (!parsed.error.empty()) throw std::invalid_argument("PTO-AS " + parsed.error);
-  const compiler::CompileOptions options{
-      .debug = debug,
-      .fuse = fuse,
-      .tile_memory_bytes = static_cast<uint64_t>(deviceAttribute(currentDevice(), PTO_DEVICE_ATTR_UNIFIED_BUFFER_BYTES))};
+  compiler::CompileOptions options = compileOptionsFor(currentDevice());
+  options.debug = debug;
+  options.fuse = fuse;
   scheduled_ = std::make_shared<const isa::ScheduledProgram>(compiler::compile(std::move(parsed.program), options));
 }
 

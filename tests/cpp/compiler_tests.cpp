@@ -42,6 +42,10 @@ std::string handSoftmax(int rows, int cols) {
          " scale=1\ntdiv %1:f32" + full + ", %4:f32" + full + ", %5:f32" + row + "\n";
 }
 
+// A target whose GEMM spreads each tile over the cores itself, as the sim's BLAS
+// does: its GEMM stages run their tiles in order.
+constexpr compiler::CompileOptions kGemmTilesInOrder{.gemm_tile_rows = 1024, .parallel_gemm_tiles = false};
+
 TEST(DeadCode, RemovesWhatNothingReadsAndKeepsWhatTheCallerSees) {
   isa::Program program = parsed(
       "buffer %0 input 16\nbuffer %1 output 16\nbuffer %2 temp 16\nbuffer %3 temp 16\n"
@@ -169,10 +173,10 @@ TEST(Fusion, AGemmTakesItsBiasAndElementwiseEpilogueButNotAReduction) {
       "tmov %3:f32[64,32;32,1]@0, %2:f32[64,32;0,1]@0\n"
       "tmatmul %3:f32[64,32;32,1]@0, %0:f32[64,32;32,1]@0, %1:f32[32,32;32,1]@0 alpha=1 beta=1\n"
       "tgelu %4:f32[64,32;32,1]@0, %3:f32[64,32;32,1]@0\n"
-      "tsum %5:f32[64,32;1,0]@0, %4:f32[64,32;32,1]@0 scale=1\n"));
+      "tsum %5:f32[64,32;1,0]@0, %4:f32[64,32;32,1]@0 scale=1\n"), kGemmTilesInOrder);
   ASSERT_EQ(compiled.stages.size(), 2u);
   EXPECT_EQ(compiled.stages[0].count, 3);
-  EXPECT_FALSE(compiled.stages[0].parallel_tiles);  // BLAS bands each GEMM itself
+  EXPECT_FALSE(compiled.stages[0].parallel_tiles);  // as the target asks
   EXPECT_EQ(compiled.placements[3].placement, isa::Placement::kScratch);
   EXPECT_EQ(compiled.stages[1].count, 1);
 }
@@ -226,8 +230,8 @@ TEST(MemoryPlan, TemporariesShareTheWorkspaceByLivenessOrLiveInAnOutputNotYetWri
 }
 
 TEST(MemoryPlan, WhatAGemmsPrologueReadsLivesAtTheEndOfTheGemmsWiderOutput) {
-  // h = x @ w; out = (h - rowmean(h)) @ w2: each tile reads its rows of h before it writes
-  // out's, whose rows are wider, so h fits at out's end and needs no workspace.
+  // h = x @ w; out = (h - rowmean(h)) @ w2, its tiles in order: each tile reads its rows of h
+  // before it writes out's, whose rows are wider, so h fits at out's end and needs no workspace.
   auto program = [](int out_cols) {
     const std::string n = std::to_string(out_cols), bytes = std::to_string(64 * out_cols * 4);
     return "buffer %0 input 8192\nbuffer %1 input 4096\nbuffer %2 input " + std::to_string(32 * out_cols * 4) +
@@ -237,14 +241,14 @@ TEST(MemoryPlan, WhatAGemmsPrologueReadsLivesAtTheEndOfTheGemmsWiderOutput) {
            "tsub %5:f32[64,32;32,1]@0, %3:f32[64,32;32,1]@0, %4:f32[64,32;1,0]@0 alpha=1\n"
            "tmatmul %6:f32[64," + n + ";" + n + ",1]@0, %5:f32[64,32;32,1]@0, %2:f32[32," + n + ";" + n + ",1]@0 alpha=1 beta=0\n";
   };
-  const isa::ScheduledProgram wide = compiler::compile(parsed(program(64)));
+  const isa::ScheduledProgram wide = compiler::compile(parsed(program(64)), kGemmTilesInOrder);
   ASSERT_EQ(wide.stages.size(), 2u);
   EXPECT_EQ(wide.placements[3].placement, isa::Placement::kInOutput);
   EXPECT_EQ(wide.placements[3].host, 6);
   EXPECT_EQ(wide.placements[3].offset, 64u * 64 * 4 - 8192);
   EXPECT_EQ(wide.workspace_bytes, 0u);
   // Narrower rows of out: a tile would write over rows of h that later tiles read.
-  const isa::ScheduledProgram narrow = compiler::compile(parsed(program(16)));
+  const isa::ScheduledProgram narrow = compiler::compile(parsed(program(16)), kGemmTilesInOrder);
   EXPECT_EQ(narrow.placements[3].placement, isa::Placement::kWorkspace);
 }
 
@@ -275,6 +279,45 @@ TEST(Compile, OptionsBoundTheTileScratchOrTurnFusionOff) {
   EXPECT_EQ(unfused.fusedStageCount(), 0);
   for (const isa::Stage& stage : unfused.stages) EXPECT_EQ(stage.count, 1);
   EXPECT_EQ(isa::verifySchedule(unfused), "");
+}
+
+// The schedule follows the target's tuning, given as options (a device's
+// attributes), never the host that compiles: an elementwise stage's tiles take the
+// tile budget over their rows' elements, a GEMM stage's the target's GEMM rows,
+// run in parallel or in order as the target says.
+TEST(Compile, TheTargetsTuningSizesTheTilesAndOrdersTheGemmTiles) {
+  const std::string rows_of_64 = "f32[1024,64;64,1]@0";
+  const isa::Program elementwise = parsed(
+      "buffer %0 input 262144\nbuffer %1 input 262144\nbuffer %2 temp 262144\nbuffer %3 output 262144\n"
+      "tmul %2:" + rows_of_64 + ", %0:" + rows_of_64 + ", %1:" + rows_of_64 + "\n"
+      "trelu %3:" + rows_of_64 + ", %2:" + rows_of_64 + "\n");
+  const isa::ScheduledProgram small = compiler::compile(elementwise, {.tile_elements = 2048});
+  const isa::ScheduledProgram large = compiler::compile(elementwise, {.tile_elements = 8192});
+  ASSERT_EQ(small.stages.size(), 1u);
+  ASSERT_EQ(large.stages.size(), 1u);
+  EXPECT_EQ(small.stages[0].tile_rows, 2048 / 64);
+  EXPECT_EQ(large.stages[0].tile_rows, 8192 / 64);
+  EXPECT_TRUE(small.stages[0].parallel_tiles);
+  EXPECT_EQ(isa::verifySchedule(small), "");
+  EXPECT_EQ(isa::verifySchedule(large), "");
+
+  // out = relu(x @ w), the epilogue fused into the GEMM's stage.
+  const isa::Program gemm = parsed(
+      "buffer %0 input 65536\nbuffer %1 input 8192\nbuffer %2 temp 32768\nbuffer %3 output 32768\n"
+      "tmatmul %2:f32[256,32;32,1]@0, %0:f32[256,64;64,1]@0, %1:f32[64,32;32,1]@0 alpha=1 beta=0\n"
+      "trelu %3:f32[256,32;32,1]@0, %2:f32[256,32;32,1]@0\n");
+  const isa::ScheduledProgram parallel =
+      compiler::compile(gemm, {.gemm_tile_rows = 64, .parallel_gemm_tiles = true});
+  const isa::ScheduledProgram in_order =
+      compiler::compile(gemm, {.gemm_tile_rows = 128, .parallel_gemm_tiles = false});
+  ASSERT_EQ(parallel.stages.size(), 1u);
+  ASSERT_EQ(in_order.stages.size(), 1u);
+  EXPECT_NE(isa::print(parallel).find("# stage 0: 2 instructions fused, tiles of 64 along dim 0 of [256], 4 tiles\n"),
+            std::string::npos) << isa::print(parallel);
+  EXPECT_NE(isa::print(in_order).find("tiles of 128 along dim 0 of [256], 2 tiles in order\n"), std::string::npos)
+      << isa::print(in_order);
+  EXPECT_EQ(isa::verifySchedule(parallel), "");
+  EXPECT_EQ(isa::verifySchedule(in_order), "");
 }
 
 TEST(Compile, ThePrintedProgramParsesBackToTheSameInstructions) {

@@ -1,6 +1,7 @@
 """The layers of docs/CONTRIBUTING.md, checked on the sources: every #include and
-every CMake link stays on an allowed arrow, and nothing above the runtime asks
-which driver runs. A new file is checked the day it is added."""
+every CMake link stays on an allowed arrow, nothing above the runtime asks
+which driver runs, and only the sim driver asks the host for its caches. A new
+file is checked the day it is added."""
 from __future__ import annotations
 
 import re
@@ -131,3 +132,38 @@ def test_the_compiler_package_names_no_instruction():
     offenders = sorted(f"{p.relative_to(ROOT)}: {word}" for p in (ROOT / "pypto_torch" / "compile").rglob("*.py")
                        for word in quoted.findall(p.read_text()) if word in mnemonics)
     assert offenders == []
+
+
+# The host's caches are the sim driver's to read (its cores are the host's); every
+# other layer takes the tuning a device reports (ptoDeviceGetAttribute,
+# CompileOptions), so that a schedule never depends on the machine that compiled it.
+HOST_CACHE_QUERY = re.compile(r"/sys/devices/system/cpu|_SC_LEVEL\d|cpuid")
+
+
+def host_cache_queries():
+    sim = CSRC / "runtime" / "sim"
+    candidates = [*CSRC.rglob("*"), *(ROOT / "pypto_torch").rglob("*.py")]
+    for path in sorted(candidates):
+        if path.suffix not in {".h", ".cpp", ".def", ".py"} or sim in path.parents:
+            continue
+        if HOST_CACHE_QUERY.search(path.read_text()):
+            yield str(path.relative_to(ROOT))
+
+
+def test_only_the_sim_driver_asks_the_host_for_its_caches():
+    assert list(host_cache_queries()) == []
+
+
+def test_the_cache_query_check_sees_a_sysfs_read_outside_the_sim(tmp_path, monkeypatch):
+    """The check itself: the compiler reading sysfs is caught, the sim doing so is not."""
+    fake = tmp_path / "csrc"
+    (fake / "compiler").mkdir(parents=True)
+    (fake / "runtime" / "sim").mkdir(parents=True)
+    (tmp_path / "pypto_torch").mkdir()
+    read = 'std::ifstream size("/sys/devices/system/cpu/cpu0/cache/index2/size");\n'
+    (fake / "compiler" / "sneaky.cpp").write_text(read)
+    (fake / "runtime" / "sim" / "host_caches.cpp").write_text(read + "long l2 = sysconf(_SC_LEVEL2_CACHE_SIZE);\n")
+    (tmp_path / "pypto_torch" / "tuning.py").write_text("import cpuid\n")
+    monkeypatch.setattr(sys.modules[__name__], "CSRC", fake)
+    monkeypatch.setattr(sys.modules[__name__], "ROOT", tmp_path)
+    assert list(host_cache_queries()) == ["csrc/compiler/sneaky.cpp", "pypto_torch/tuning.py"]

@@ -1,6 +1,7 @@
 // The simulated PTO device: separate memory with a capacity per device, streams
 // on worker threads, events. Device memory is host memory the runtime owns;
 // only runtime calls and kernels launched through it touch it.
+#include <algorithm>
 #include <atomic>
 #include <cstring>
 #include <cstdlib>
@@ -12,6 +13,7 @@
 
 #include "../driver.h"
 #include "../error.h"
+#include "host_caches.h"
 #include "sim_config.h"
 #include "sim_event.h"
 #include "sim_memory.h"
@@ -25,6 +27,20 @@ namespace {
 
 constexpr size_t kDeviceAlignment = 64;
 constexpr size_t kHostAlignment = 4096;
+
+// The sim's tuning, reported as device attributes for the compiler to schedule by.
+// Its cores are the host's, and the cache a tile's intermediates should stay in is
+// the host core's: a tile aims at half its L2 over eight float32 tile operands live
+// at once (16384 elements with a 1 MiB L2), bounded so that a tile is never tiny,
+// nor a stage a single tile.
+int64_t tileElements() {
+  return std::clamp<int64_t>(hostCaches().l2_bytes / 2 / (8 * static_cast<int64_t>(sizeof(float))), 4096, 65536);
+}
+// A GEMM tile's output rows: enough for BLAS to run at full speed on each core's
+// band. The tiles run in order, because tmatmul spreads each one's bands over the
+// device's cores itself (kernels/matmul.cpp).
+constexpr int64_t kGemmTileRows = 1024;
+constexpr bool kParallelGemmTiles = false;
 
 struct Allocation {
   size_t size = 0;
@@ -428,6 +444,9 @@ class SimDriver final : public Driver {
       case PTO_DEVICE_ATTR_TOTAL_MEMORY_BYTES: *value = static_cast<int64_t>(devices_[device].capacity); return PTO_SUCCESS;
       case PTO_DEVICE_ATTR_BUSY_NANOSECONDS: *value = static_cast<int64_t>(devices_[device].busy_ns.load()); return PTO_SUCCESS;
       case PTO_DEVICE_ATTR_VECTOR_ISA: *value = kernels::chosenVectorIsa(); return PTO_SUCCESS;
+      case PTO_DEVICE_ATTR_TILE_ELEMENTS: *value = tileElements(); return PTO_SUCCESS;
+      case PTO_DEVICE_ATTR_GEMM_TILE_ROWS: *value = kGemmTileRows; return PTO_SUCCESS;
+      case PTO_DEVICE_ATTR_PARALLEL_GEMM_TILES: *value = kParallelGemmTiles; return PTO_SUCCESS;
       default: return Driver::deviceAttribute(device, attribute, value);
     }
   }

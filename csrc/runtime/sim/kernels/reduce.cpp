@@ -22,7 +22,7 @@
 #include "element_types.h"
 #include "elementwise_ops.h"
 #include "execute.h"
-#include "isa/tiling.h"
+#include "runtime/sim/host_caches.h"
 #include "runtime/sim/sim_parallel.h"
 #include "vector_extrema.h"
 
@@ -46,7 +46,7 @@ constexpr int64_t kColumnBlockRows = 64;
 template <typename RowAt>
 void cascadeColumnSums(double* acc, int64_t count, int64_t rows, RowAt rowAt) {
   const int64_t tile =
-      std::max<int64_t>(64, isa::hostCaches().l1_data_bytes / 2 / static_cast<int64_t>(sizeof(float) + sizeof(double)));
+      std::max<int64_t>(64, hostCaches().l1_data_bytes / 2 / static_cast<int64_t>(sizeof(float) + sizeof(double)));
   std::vector<float> partial(static_cast<size_t>(std::min(tile, count)));
   for (int64_t column = 0; column < count; column += tile) {
     const int64_t width = std::min(tile, count - column);
