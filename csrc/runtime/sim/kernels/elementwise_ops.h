@@ -204,6 +204,7 @@ inline C binaryOp(C a, C b, C alpha) {
 // sum (addcdiv). Integers wrap.
 template <Opcode op, typename C>
 inline C ternaryOp(C a, C b, C c, C value) {
+  static_assert(op == Opcode::kAddcmul || op == Opcode::kAddcdiv, "not a ternary instruction");
   if constexpr (std::is_floating_point_v<C>) {
     const C scaled = value * b;
     return op == Opcode::kAddcmul ? std::fma(scaled, c, a) : a + scaled / c;
