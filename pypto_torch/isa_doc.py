@@ -82,11 +82,12 @@ GROUPS = {
               "beta * out` over equal batch dimensions (broadcast by stride 0); "
               "`beta == 0` ignores out's old values.",
     "Row": "Fused row ops over the last dimension, one pass per row; the gradients "
-           "take the forward's output `y` as their second input. `tlayernorm out, in, weight, bias` "
-           "and `trmsnorm out, in, weight` normalise each row (statistics in float32, float64 "
-           "in double) with `eps`; weight and bias have out's shape, one row repeated by stride 0. "
-           "`trowrstd` writes `rsqrt(var + eps)` of each row into an output viewed at the input's "
-           "shape with stride 0 along the last dimension only.",
+           "take the forward's output `y` as their second input.",
+    "Norm": "Normalisation over the last dimension, one row at a time (statistics in float32, "
+            "float64 in double) with `eps`: `tlayernorm out, in, weight, bias` and "
+            "`trmsnorm out, in, weight` normalise each row; weight and bias have out's shape, one "
+            "row repeated by stride 0. `trowrstd` writes `rsqrt(var + eps)` of each row into an "
+            "output viewed at the input's shape with stride 0 along the last dimension only.",
     "Gather": "`out = in[..., index[...], ...]` along dimension `axis` (torch.gather): the i64 "
               "index has out's shape; an index out of range fails the kernel at the next sync. "
               "With `wrap=1`, negative indices count from the end (x[index]).",

@@ -12,7 +12,6 @@ constexpr InstructionInfo kTable[] = {
   {Opcode::op, name, Group::group, inputs, dtypes, OutputDType::output, PTO_IMMEDIATES immediates, \
    PTO_PROPERTIES properties},
 #include "instructions.def"
-#undef PTO_INSTRUCTION
 #undef PTO_PROPERTIES
 #undef PTO_IMMEDIATES
 };
@@ -30,29 +29,11 @@ std::span<const InstructionInfo> instructionTable() { return kTable; }
 const InstructionInfo& info(Opcode opcode) { return kTable[static_cast<size_t>(opcode)]; }
 
 std::string_view groupName(Group group) {
-  switch (group) {
-    case Group::Unary: return "Unary";
-    case Group::Binary: return "Binary";
-    case Group::Ternary: return "Ternary";
-    case Group::Compare: return "Compare";
-    case Group::Select: return "Select";
-    case Group::Convert: return "Convert";
-    case Group::Fill: return "Fill";
-    case Group::Reduce: return "Reduce";
-    case Group::Matmul: return "Matmul";
-    case Group::Row: return "Row";
-    case Group::Gather: return "Gather";
-    case Group::Iota: return "Iota";
-    case Group::Scatter: return "Scatter";
-    case Group::Triangle: return "Triangle";
-    case Group::Random: return "Random";
-    case Group::Sort: return "Sort";
-    case Group::Scan: return "Scan";
-    case Group::ScatterElements: return "ScatterElements";
-    case Group::WrapIndex: return "WrapIndex";
-    case Group::Nonzero: return "Nonzero";
-  }
-  return "?";
+  static constexpr std::string_view kNames[] = {
+#define PTO_GROUP(group) #group,
+#include "instructions.def"
+  };
+  return kNames[static_cast<size_t>(group)];
 }
 
 std::string_view outputName(OutputDType output) {

@@ -2,6 +2,7 @@
 #pragma once
 
 #include <array>
+#include <cstddef>
 #include <cstdint>
 #include <initializer_list>
 #include <optional>
@@ -12,10 +13,11 @@
 
 namespace pto::isa {
 
-// Families of instructions: what a kernel family implements and the verifier checks.
+// Families of instructions: what a kernel family implements and the verifier checks,
+// the PTO_GROUP rows of instructions.def.
 enum class Group : uint8_t {
-  Unary, Binary, Ternary, Compare, Select, Convert, Fill, Reduce, Matmul, Row, Gather, Iota, Scatter, Triangle,
-  Random, Sort, Scan, ScatterElements, WrapIndex, Nonzero
+#define PTO_GROUP(group) group,
+#include "instructions.def"
 };
 
 enum class OutputDType : uint8_t { Same, Bool, Any, Index };
@@ -42,8 +44,12 @@ class Properties {
 enum class Opcode : uint16_t {
 #define PTO_INSTRUCTION(op, name, group, inputs, dtypes, output, immediates, properties) op,
 #include "instructions.def"
-#undef PTO_INSTRUCTION
 };
+
+constexpr size_t kOpcodeCount = 0
+#define PTO_INSTRUCTION(op, name, group, inputs, dtypes, output, immediates, properties) + 1
+#include "instructions.def"
+    ;
 
 constexpr int kMaxImmediates = 5;  // the random draws' parameters, key and counter
 
@@ -66,7 +72,6 @@ constexpr Group groupOf(Opcode opcode) {
 #define PTO_INSTRUCTION(op, name, group, inputs, dtypes, output, immediates, properties) \
     case Opcode::op: return Group::group;
 #include "instructions.def"
-#undef PTO_INSTRUCTION
   }
   return Group::Unary;
 }
@@ -76,7 +81,6 @@ constexpr DTypeSet acceptedDTypes(Opcode opcode) {
 #define PTO_INSTRUCTION(op, name, group, inputs, dtypes, output, immediates, properties) \
     case Opcode::op: return dtypes;
 #include "instructions.def"
-#undef PTO_INSTRUCTION
   }
   return {};
 }

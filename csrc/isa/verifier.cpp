@@ -435,7 +435,7 @@ std::string verifyInstruction(const Instruction& instruction, std::span<const ui
       return describe(entry.name, ": ", error);
     }
   }
-  if (entry.group == Group::Row && entry.has(Property::Reduction)) {
+  if (entry.group == Group::Norm && entry.has(Property::Reduction)) {
     const Operand& out = instruction.operands[0];
     for (int d = 0; d < out.rank; ++d) {
       const bool last = d == out.rank - 1;

@@ -69,7 +69,6 @@ const std::vector<DefRow>& defRows() {
   {Opcode::op, name, Group::group, inputs, OutputDType::output, PTO_DEF_IMMEDIATES immediates, \
    PTO_DEF_PROPERTIES properties},
 #include "isa/instructions.def"
-#undef PTO_INSTRUCTION
 #undef PTO_DEF_PROPERTIES
 #undef PTO_DEF_IMMEDIATES
   };
@@ -200,9 +199,14 @@ TEST(InstructionTable, GroupsHaveTheirArityAndOutputRule) {
         EXPECT_EQ(entry.inputs, 2);
         EXPECT_EQ(entry.output, OutputDType::Same);
         break;
-      case Group::Row:  // the softmaxes and their gradients; tlayernorm's weight and bias
+      case Group::Row:  // the softmaxes, and their gradients' forward output
+        EXPECT_TRUE(entry.inputs == 1 || entry.inputs == 2);
+        EXPECT_EQ(entry.output, OutputDType::Same);
+        break;
+      case Group::Norm:  // tlayernorm's weight and bias
         EXPECT_TRUE(entry.inputs >= 1 && entry.inputs <= 3);
         EXPECT_EQ(entry.output, OutputDType::Same);
+        EXPECT_EQ(entry.immediates[0], "eps");
         break;
       case Group::Gather:
         EXPECT_EQ(entry.inputs, 2);

@@ -372,7 +372,6 @@ void forEachOpcode(Fn&& fn) {
 #define PTO_INSTRUCTION(op, name, grp, inputs, dtypes, output, immediates, properties) \
   if constexpr (Group::grp == group) fn.template operator()<Opcode::op>();
 #include "isa/instructions.def"
-#undef PTO_INSTRUCTION
 }
 
 template <Opcode op, typename T>

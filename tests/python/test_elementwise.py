@@ -13,7 +13,7 @@ NATIVE = {
     "add", "sub", "mul", "div", "maximum", "minimum", "pow", "bitwise_and", "bitwise_or",
     "bitwise_xor", "eq", "ne", "lt", "le", "gt", "ge", "abs", "neg", "sign", "bitwise_not", "exp",
     "exp2", "expm1", "log", "log2", "log1p", "sqrt", "rsqrt", "reciprocal", "sin", "cos", "tan",
-    "tanh", "sigmoid", "erf", "floor", "ceil", "round", "trunc", "nn.functional.silu",
+    "tanh", "sigmoid", "erf", "erfc", "floor", "ceil", "round", "trunc", "nn.functional.silu",
     "nn.functional.relu", "nn.functional.gelu", "where", "fill", "zero_", "addcmul", "addcdiv",
     "lerp", "nn.functional.mse_loss", "floor_divide", "bitwise_left_shift", "bitwise_right_shift", "sgn",
     "__rpow__",

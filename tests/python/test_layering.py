@@ -167,3 +167,25 @@ def test_the_cache_query_check_sees_a_sysfs_read_outside_the_sim(tmp_path, monke
     monkeypatch.setattr(sys.modules[__name__], "CSRC", fake)
     monkeypatch.setattr(sys.modules[__name__], "ROOT", tmp_path)
     assert list(host_cache_queries()) == ["csrc/compiler/sneaky.cpp", "pypto_torch/tuning.py"]
+
+
+SILENT_DEFAULT = re.compile(r"default\s*:\s*(\{\s*)?return\s*;")
+
+
+def silent_defaults(folder: Path) -> list[str]:
+    """Files under `folder` where a switch's default case returns having done nothing."""
+    return [str(p.relative_to(ROOT)) for p in sorted(folder.rglob("*"))
+            if p.suffix in {".cpp", ".h"} and SILENT_DEFAULT.search(p.read_text())]
+
+
+def test_the_sims_dispatch_never_skips_an_instruction_silently():
+    """The sim picks each instruction's kernel from the instruction table (kernels/execute.h,
+    opcode_dispatch.h), so an instruction without one fails the build; a `default: return;`
+    would let it write nothing instead."""
+    assert silent_defaults(CSRC / "runtime" / "sim") == []
+
+
+def test_the_silent_default_check_sees_one(tmp_path, monkeypatch):
+    monkeypatch.setattr(sys.modules[__name__], "ROOT", tmp_path)
+    (tmp_path / "row_ops.cpp").write_text("switch (opcode) {\n  case kSoftmax: run();\n  default: return;\n}\n")
+    assert silent_defaults(tmp_path) == ["row_ops.cpp"]

@@ -38,6 +38,12 @@ inline C expOf(C x) {
 }
 
 template <typename C>
+inline C erfcOf(C x) {
+  if constexpr (std::is_same_v<C, float>) return Sleef_erfcf_u15(x);
+  else return std::erfc(x);
+}
+
+template <typename C>
 inline C tanhOf(C x) {
   if constexpr (std::is_same_v<C, float>) return Sleef_tanhf_u35(x);
   else return std::tanh(x);
@@ -48,8 +54,7 @@ inline C tanhOf(C x) {
 template <typename C>
 inline C normalCdfOf(C x) {
   const C z = -x * C(0.70710678118654752440);
-  if constexpr (std::is_same_v<C, float>) return 0.5f * Sleef_erfcf_u15(z);
-  else return C(0.5) * std::erfc(z);
+  return C(0.5) * erfcOf(z);
 }
 
 template <Opcode op, typename C>
@@ -89,6 +94,7 @@ inline C unaryOp(C x) {
     const C inner = C(0.79788456080286535588) * (x + C(0.044715) * x * x * x);
     return C(0.5) * x * (C(1) + tanhOf(inner));
   } else if constexpr (op == Opcode::kErf) return std::erf(x);
+  else if constexpr (op == Opcode::kErfc) return erfcOf(x);
   else if constexpr (op == Opcode::kFloor) return std::floor(x);
   else if constexpr (op == Opcode::kCeil) return std::ceil(x);
   else if constexpr (op == Opcode::kRound) return std::nearbyint(x);
@@ -203,6 +209,7 @@ inline C binaryOp(C a, C b, C alpha) {
 // sum (addcdiv). Integers wrap.
 template <Opcode op, typename C>
 inline C ternaryOp(C a, C b, C c, C value) {
+  static_assert(op == Opcode::kAddcmul || op == Opcode::kAddcdiv, "not a ternary instruction");
   if constexpr (std::is_floating_point_v<C>) {
     const C scaled = value * b;
     return op == Opcode::kAddcmul ? std::fma(scaled, c, a) : a + scaled / c;

@@ -135,11 +135,14 @@ void compareKernel(const isa::Instruction& instruction, std::span<void* const> b
   });
 }
 
+static_assert(coversGroup<Group::Select, Opcode::kSelect>(), "selectKernel runs tsel only");
 void selectKernel(const isa::Instruction& instruction, std::span<void* const> buffers) {
   const StridedLoop loop = loopOf(instruction, buffers);
   dispatchDType(instruction.operands[0].dtype, [&]<typename T>() { selectRows<T>(loop); });
 }
 
+// tmov is tcvt between equal dtypes.
+static_assert(coversGroup<Group::Convert, Opcode::kMove, Opcode::kConvert>(), "convertKernel runs tmov and tcvt only");
 void convertKernel(const isa::Instruction& instruction, std::span<void* const> buffers) {
   const StridedLoop loop = loopOf(instruction, buffers);
   dispatchDType(instruction.operands[0].dtype, [&]<typename To>() {
@@ -147,6 +150,7 @@ void convertKernel(const isa::Instruction& instruction, std::span<void* const> b
   });
 }
 
+static_assert(coversGroup<Group::Fill, Opcode::kFill>(), "fillKernel runs texpands only");
 void fillKernel(const isa::Instruction& instruction, std::span<void* const> buffers) {
   const StridedLoop loop = loopOf(instruction, buffers);
   dispatchDType(instruction.operands[0].dtype, [&]<typename T>() {

@@ -9,6 +9,7 @@
 
 #include "element_types.h"
 #include "execute.h"
+#include "opcode_dispatch.h"
 #include "runtime/sim/sim_parallel.h"
 #include "strided_loop.h"
 
@@ -24,6 +25,8 @@ namespace {
 }
 
 }  // namespace
+
+static_assert(coversGroup<isa::Group::Gather, isa::Opcode::kGather>(), "executeGather runs tgather only");
 
 void executeGather(const isa::Instruction& instruction, std::span<void* const> buffers) {
   const isa::Operand& out = instruction.operands[0];
@@ -70,10 +73,12 @@ void executeGather(const isa::Instruction& instruction, std::span<void* const> b
   });
 }
 
+static_assert(coversGroup<isa::Group::Scatter, isa::Opcode::kIndexAdd>(), "executeScatter runs tindexadd only");
+
 // tindexadd: the loop runs over the positions off the axis (out and in seen with
 // extent 1 there); each position adds its whole line of in into out, so every
 // element of out belongs to one core.
-void executeIndexAdd(const isa::Instruction& instruction, std::span<void* const> buffers) {
+void executeScatter(const isa::Instruction& instruction, std::span<void* const> buffers) {
   const isa::Operand& out = instruction.operands[0];
   const isa::Operand& in = instruction.operands[1];
   const isa::Operand& index = instruction.operands[2];
@@ -114,6 +119,9 @@ void executeIndexAdd(const isa::Instruction& instruction, std::span<void* const>
   });
 }
 
+static_assert(coversGroup<isa::Group::Triangle, isa::Opcode::kTril, isa::Opcode::kTriu>(),
+              "executeTriangle runs ttril and ttriu only");
+
 // Matrix row by matrix row, in parallel: each row of the last two dims keeps the
 // columns on its side of the diagonal and zeroes the rest.
 void executeTriangle(const isa::Instruction& instruction, std::span<void* const> buffers) {
@@ -149,6 +157,8 @@ void executeTriangle(const isa::Instruction& instruction, std::span<void* const>
     }
   });
 }
+
+static_assert(coversGroup<isa::Group::WrapIndex, isa::Opcode::kWrapIndex>(), "executeWrapIndex runs twrapindex only");
 
 void executeWrapIndex(const isa::Instruction& instruction, std::span<void* const> buffers) {
   const isa::Operand operands[] = {instruction.operands[0], instruction.operands[1]};
@@ -194,6 +204,8 @@ void walkRowMajor(const isa::Operand& in, const char* base, int64_t begin, int64
 }
 
 }  // namespace
+
+static_assert(coversGroup<isa::Group::Nonzero, isa::Opcode::kNonzero>(), "executeNonzero runs tnonzero only");
 
 // tnonzero in two passes over row-major chunks of the input, each in parallel: count
 // every chunk's nonzero elements, then let each chunk write its rows of coordinates
@@ -244,6 +256,8 @@ void executeNonzero(const isa::Instruction& instruction, std::span<void* const> 
     });
   });
 }
+
+static_assert(coversGroup<isa::Group::Iota, isa::Opcode::kIota>(), "executeIota runs tiota only");
 
 void executeIota(const isa::Instruction& instruction, std::span<void* const> buffers) {
   const isa::Operand& out = instruction.operands[0];

@@ -17,6 +17,7 @@
 #include "element_types.h"
 #include "execute.h"
 #include "gemm_onednn.h"
+#include "opcode_dispatch.h"
 #include "runtime/sim/sim_parallel.h"
 
 namespace pto::rt::sim::kernels {
@@ -162,6 +163,8 @@ void matmulOne(const char* a, const int64_t a_strides[2], const char* b, const i
 }
 
 }  // namespace
+
+static_assert(coversGroup<isa::Group::Matmul, isa::Opcode::kMatmul>(), "executeMatmul runs tmatmul only");
 
 void executeMatmul(const isa::Instruction& instruction, std::span<void* const> buffers) {
   const isa::Operand& out = instruction.operands[0];

@@ -1,10 +1,11 @@
-// The normalisation row instructions: tlayernorm, trmsnorm and trowrstd over the
-// last dimension. A contiguous float32 row's statistics take one pass (sums of the
-// row shifted by its first element, and of their squares, in float32 vectors whose
-// blocks fold into doubles as reduce.cpp's sums do), then one pass normalises the
-// row while it sits in L1. Other rows take two passes in double (the mean, then the
-// squared deviations from it); float16/bfloat16 normalise in float32, as PyTorch's
-// CPU kernels do. Compiled once per vector target, chosen at run time (vector_target.h).
+// The normalisation row instructions (the Norm group): tlayernorm, trmsnorm and
+// trowrstd over the last dimension. A contiguous float32 row's statistics take one
+// pass (sums of the row shifted by its first element, and of their squares, in float32
+// vectors whose blocks fold into doubles as reduce.cpp's sums do), then one pass
+// normalises the row while it sits in L1. Other rows take two passes in double (the
+// mean, then the squared deviations from it); float16/bfloat16 normalise in float32,
+// as PyTorch's CPU kernels do. Compiled once per vector target, chosen at run time
+// (vector_target.h).
 #undef HWY_TARGET_INCLUDE
 #define HWY_TARGET_INCLUDE "runtime/sim/kernels/norm_ops.cpp"
 #include <hwy/foreach_target.h>  // IWYU pragma: keep
@@ -15,6 +16,7 @@
 
 #include "element_types.h"
 #include "execute.h"
+#include "opcode_dispatch.h"
 #include "row_starts.h"
 #include "runtime/sim/sim_parallel.h"
 
@@ -131,6 +133,8 @@ void normaliseRow(float* HWY_RESTRICT out, const float* HWY_RESTRICT in, const f
 
 template <Opcode op, typename T>
 void normKernel(const isa::Instruction& instruction, std::span<void* const> buffers) {
+  static_assert(op == Opcode::kLayerNorm || op == Opcode::kRmsNorm || op == Opcode::kRowRstd,
+                "the Norm family has no kernel for this instruction");
   using C = ComputeType<T>;
   constexpr size_t N = op == Opcode::kLayerNorm ? 4 : op == Opcode::kRmsNorm ? 3 : 2;
   const isa::Operand& out = instruction.operands[0];
@@ -176,14 +180,9 @@ void normKernel(const isa::Instruction& instruction, std::span<void* const> buff
 
 void normOpKernel(const isa::Instruction& instruction, std::span<void* const> buffers) {
   dispatchDType(instruction.operands[0].dtype, [&]<typename T>() {
-    if constexpr (isa::kFloatTypes.contains(dtypeOf<T>())) {
-      switch (instruction.opcode) {
-        case Opcode::kLayerNorm: return normKernel<Opcode::kLayerNorm, T>(instruction, buffers);
-        case Opcode::kRmsNorm: return normKernel<Opcode::kRmsNorm, T>(instruction, buffers);
-        case Opcode::kRowRstd: return normKernel<Opcode::kRowRstd, T>(instruction, buffers);
-        default: return;
-      }
-    }
+    dispatchOpcode<isa::Group::Norm>(instruction.opcode, [&]<Opcode op>() {
+      if constexpr (isa::acceptedDTypes(op).contains(dtypeOf<T>())) normKernel<op, T>(instruction, buffers);
+    });
   });
 }
 

@@ -18,6 +18,7 @@
 
 #include "element_types.h"
 #include "execute.h"
+#include "opcode_dispatch.h"
 #include "runtime/sim/sim_parallel.h"
 #include "vector_math-inl.h"
 
@@ -180,57 +181,51 @@ template <typename T>
 struct Draw {
   using Value = std::conditional_t<std::is_floating_point_v<ComputeType<T>>, ComputeType<T>, int64_t>;
 
-  static void values(isa::Opcode opcode, const std::array<double, isa::kMaxImmediates>& imm, bool wide,
-                     const uint32_t* words, int64_t count, Value* out) {
-    switch (opcode) {
-      case isa::Opcode::kUniform: {
-        const auto low = static_cast<Value>(imm[0]), span = static_cast<Value>(imm[1] - imm[0]);
-        for (int64_t i = 0; i < count; ++i) {
-          const Value unit = wide ? static_cast<Value>(unitDouble(words[2 * i], words[2 * i + 1]))
-                                  : static_cast<Value>(unitFloat(words[i]));
-          out[i] = unit * span + low;
-        }
-        return;
+  template <isa::Opcode op>
+  static void values(const std::array<double, isa::kMaxImmediates>& imm, bool wide, const uint32_t* words,
+                     int64_t count, Value* out) {
+    if constexpr (op == isa::Opcode::kUniform) {
+      const auto low = static_cast<Value>(imm[0]), span = static_cast<Value>(imm[1] - imm[0]);
+      for (int64_t i = 0; i < count; ++i) {
+        const Value unit = wide ? static_cast<Value>(unitDouble(words[2 * i], words[2 * i + 1]))
+                                : static_cast<Value>(unitFloat(words[i]));
+        out[i] = unit * span + low;
       }
-      case isa::Opcode::kNormal: {  // Box-Muller on pairs of uniforms: two normals each
-        if constexpr (std::is_floating_point_v<Value>) {
-          const auto mean = static_cast<Value>(imm[0]), std = static_cast<Value>(imm[1]);
-          if constexpr (std::is_same_v<Value, float>) {
-            boxMullerFloat(hn::ScalableTag<float>(), words, count, mean, std, out);
-          } else {
-            for (int64_t i = 0; i < count; i += 2) {  // values has room for an even count
-              const double radius = std::sqrt(-2 * std::log(1 - unitDouble(words[2 * i], words[2 * i + 1])));
-              const double angle = 2 * std::numbers::pi * unitDouble(words[2 * i + 2], words[2 * i + 3]);
-              out[i] = radius * std::cos(angle) * std + mean;
-              out[i + 1] = radius * std::sin(angle) * std + mean;
-            }
-          }
-        }
-        return;
-      }
-      case isa::Opcode::kRandInt: {  // a draw scaled onto the range: multiply-shift, no division
-        const auto low = static_cast<uint64_t>(static_cast<int64_t>(imm[0]));
-        if (wide) {
-          const auto range = static_cast<unsigned __int128>(static_cast<__int128>(imm[1]) - static_cast<__int128>(imm[0]));
-          for (int64_t i = 0; i < count; ++i) {
-            const uint64_t draw = (static_cast<uint64_t>(words[2 * i + 1]) << 32) | words[2 * i];
-            out[i] = static_cast<Value>(static_cast<int64_t>(low + static_cast<uint64_t>((draw * range) >> 64)));
-          }
+    } else if constexpr (op == isa::Opcode::kNormal) {  // Box-Muller on pairs of uniforms: two normals each
+      if constexpr (std::is_floating_point_v<Value>) {
+        const auto mean = static_cast<Value>(imm[0]), std = static_cast<Value>(imm[1]);
+        if constexpr (std::is_same_v<Value, float>) {
+          boxMullerFloat(hn::ScalableTag<float>(), words, count, mean, std, out);
         } else {
-          const auto range = static_cast<uint64_t>(imm[1] - imm[0]);  // at most 2^32
-          for (int64_t i = 0; i < count; ++i) {
-            out[i] = static_cast<Value>(static_cast<int64_t>(low + ((words[i] * range) >> 32)));
+          for (int64_t i = 0; i < count; i += 2) {  // values has room for an even count
+            const double radius = std::sqrt(-2 * std::log(1 - unitDouble(words[2 * i], words[2 * i + 1])));
+            const double angle = 2 * std::numbers::pi * unitDouble(words[2 * i + 2], words[2 * i + 3]);
+            out[i] = radius * std::cos(angle) * std + mean;
+            out[i + 1] = radius * std::sin(angle) * std + mean;
           }
         }
-        return;
       }
-      default: {  // kBernoulli
-        const double p = imm[0];
+    } else if constexpr (op == isa::Opcode::kRandInt) {  // a draw scaled onto the range: multiply-shift, no division
+      const auto low = static_cast<uint64_t>(static_cast<int64_t>(imm[0]));
+      if (wide) {
+        const auto range = static_cast<unsigned __int128>(static_cast<__int128>(imm[1]) - static_cast<__int128>(imm[0]));
         for (int64_t i = 0; i < count; ++i) {
-          out[i] = static_cast<Value>(static_cast<double>(words[i]) * 0x1p-32 < p ? 1 : 0);
+          const uint64_t draw = (static_cast<uint64_t>(words[2 * i + 1]) << 32) | words[2 * i];
+          out[i] = static_cast<Value>(static_cast<int64_t>(low + static_cast<uint64_t>((draw * range) >> 64)));
         }
-        return;
+      } else {
+        const auto range = static_cast<uint64_t>(imm[1] - imm[0]);  // at most 2^32
+        for (int64_t i = 0; i < count; ++i) {
+          out[i] = static_cast<Value>(static_cast<int64_t>(low + ((words[i] * range) >> 32)));
+        }
       }
+    } else if constexpr (op == isa::Opcode::kBernoulli) {
+      const double p = imm[0];
+      for (int64_t i = 0; i < count; ++i) {
+        out[i] = static_cast<Value>(static_cast<double>(words[i]) * 0x1p-32 < p ? 1 : 0);
+      }
+    } else {
+      static_assert(op == isa::Opcode::kUniform, "the Random family has no draw for this instruction");
     }
   }
 };
@@ -246,7 +241,7 @@ bool isWide(isa::Opcode opcode, isa::DType dtype, const std::array<double, isa::
 void randomKernel(const isa::Instruction& instruction, std::span<void* const> buffers) {
   const isa::Operand& out = instruction.operands[0];
   const auto& imm = instruction.immediates;
-  const int key_at = instruction.opcode == isa::Opcode::kBernoulli ? 1 : 2;
+  const int key_at = isa::info(instruction.opcode).immediateCount() - 3;  // a draw's last three: key0, key1, counter
   const PhiloxKey key{static_cast<uint32_t>(imm[key_at]), static_cast<uint32_t>(imm[key_at + 1])};
   const auto counter = static_cast<uint64_t>(imm[key_at + 2]);
   const int64_t count = out.numel();
@@ -254,21 +249,23 @@ void randomKernel(const isa::Instruction& instruction, std::span<void* const> bu
   const bool wide = isWide(instruction.opcode, out.dtype, imm);
   const int64_t per_block = wide ? 2 : 4;
   char* base = static_cast<char*>(buffers[out.buffer]);
-  dispatchDType(out.dtype, [&]<typename T>() {
-    using Value = typename Draw<T>::Value;
-    constexpr int64_t kChunkBlocks = 1024;  // 16 KiB of words: the chunk stays in L1
-    const auto blocks = static_cast<size_t>((count + per_block - 1) / per_block);
-    rt::sim::parallelFor(blocks, kChunkBlocks, [&](size_t begin, size_t end) {
-      std::vector<uint32_t> words(4 * kChunkBlocks);
-      std::vector<Value> values(4 * kChunkBlocks);
-      for (size_t block = begin; block < end; block += kChunkBlocks) {
-        const int64_t n_blocks = std::min<int64_t>(kChunkBlocks, static_cast<int64_t>(end - block));
-        philoxBlocks(key, counter + block, n_blocks, words.data());
-        const int64_t first = static_cast<int64_t>(block) * per_block;
-        const int64_t n = std::min(n_blocks * per_block, count - first);
-        Draw<T>::values(instruction.opcode, imm, wide, words.data(), n, values.data());
-        storeRowMajor<T>(out, base, first, values.data(), n);
-      }
+  dispatchOpcode<isa::Group::Random>(instruction.opcode, [&]<isa::Opcode op>() {
+    dispatchDType(out.dtype, [&]<typename T>() {
+      using Value = typename Draw<T>::Value;
+      constexpr int64_t kChunkBlocks = 1024;  // 16 KiB of words: the chunk stays in L1
+      const auto blocks = static_cast<size_t>((count + per_block - 1) / per_block);
+      rt::sim::parallelFor(blocks, kChunkBlocks, [&](size_t begin, size_t end) {
+        std::vector<uint32_t> words(4 * kChunkBlocks);
+        std::vector<Value> values(4 * kChunkBlocks);
+        for (size_t block = begin; block < end; block += kChunkBlocks) {
+          const int64_t n_blocks = std::min<int64_t>(kChunkBlocks, static_cast<int64_t>(end - block));
+          philoxBlocks(key, counter + block, n_blocks, words.data());
+          const int64_t first = static_cast<int64_t>(block) * per_block;
+          const int64_t n = std::min(n_blocks * per_block, count - first);
+          Draw<T>::template values<op>(imm, wide, words.data(), n, values.data());
+          storeRowMajor<T>(out, base, first, values.data(), n);
+        }
+      });
     });
   });
 }

@@ -22,6 +22,7 @@
 #include "element_types.h"
 #include "elementwise_ops.h"
 #include "execute.h"
+#include "opcode_dispatch.h"
 #include "runtime/sim/host_caches.h"
 #include "runtime/sim/sim_parallel.h"
 #include "vector_extrema.h"
@@ -103,6 +104,9 @@ int64_t offsetOf(const std::vector<Dim>& dims, int64_t index, bool output) {
 // The fold of each reduction: accumulator type, start, step, and result.
 template <Opcode op, typename C>
 struct Fold {
+  static_assert(op == Opcode::kSum || op == Opcode::kProd || op == Opcode::kAmax || op == Opcode::kAmin ||
+                    op == Opcode::kAny || op == Opcode::kAll,
+                "the Reduce family has no fold for this instruction");
   // max/min are exact in the compute type; sums and products widen (double, and
   // for integers 64 bits, unsigned so that they wrap without signed overflow; GCC 12
   // at -O3 miscompiled 8-bit sums folded as int64 through uint64 casts).
@@ -317,18 +321,12 @@ void reduceKernel(const isa::Instruction& instruction, std::span<void* const> bu
   const isa::Operand& in = instruction.operands[1];
   const double scale = isa::info(instruction.opcode).immediateCount() > 0 ? instruction.immediates[0] : 1.0;
   dispatchDType(in.dtype, [&]<typename T>() {
-    switch (instruction.opcode) {
-#define PTO_INSTRUCTION(op, name, group, inputs, dtypes, output, immediates, properties)           \
-      case Opcode::op:                                                                             \
-        if constexpr (isa::Group::group == isa::Group::Reduce &&                                   \
-                      isa::acceptedDTypes(Opcode::op).contains(dtypeOf<T>())) {                    \
-          if constexpr (isIndexReduction<Opcode::op>()) reduceIndex<Opcode::op, T>(out, in, buffers); \
-          else reduceValues<Opcode::op, T>(out, in, buffers, scale);                               \
-        }                                                                                          \
-        return;
-#include "isa/instructions.def"
-#undef PTO_INSTRUCTION
-    }
+    dispatchOpcode<isa::Group::Reduce>(instruction.opcode, [&]<Opcode op>() {
+      if constexpr (isa::acceptedDTypes(op).contains(dtypeOf<T>())) {
+        if constexpr (isIndexReduction<op>()) reduceIndex<op, T>(out, in, buffers);
+        else reduceValues<op, T>(out, in, buffers, scale);
+      }
+    });
   });
 }
 

@@ -15,6 +15,7 @@
 #include "element_types.h"
 #include "elementwise_ops.h"
 #include "execute.h"
+#include "opcode_dispatch.h"
 #include "row_starts.h"
 #include "runtime/sim/sim_parallel.h"
 #include "vector_extrema.h"
@@ -124,10 +125,12 @@ void rowKernel(const isa::Instruction& instruction, std::span<void* const> buffe
         C dot = 0;
         for (int64_t i = 0; i < length; ++i) dot += at(1, i) * at(2, i);
         for (int64_t i = 0; i < length; ++i) store<T>(p[0] + i * step[0], at(2, i) * (at(1, i) - dot));
-      } else {  // log_softmax: dx = dy - exp(y) * sum(dy)
+      } else if constexpr (op == Opcode::kLogSoftmaxGrad) {  // dx = dy - exp(y) * sum(dy)
         C sum = 0;
         for (int64_t i = 0; i < length; ++i) sum += at(1, i);
         for (int64_t i = 0; i < length; ++i) store<T>(p[0] + i * step[0], at(1, i) - expOf(at(2, i)) * sum);
+      } else {
+        static_assert(op == Opcode::kSoftmax, "the Row family has no kernel for this instruction");
       }
     }
   });
@@ -137,15 +140,9 @@ void rowKernel(const isa::Instruction& instruction, std::span<void* const> buffe
 
 void rowOpKernel(const isa::Instruction& instruction, std::span<void* const> buffers) {
   dispatchDType(instruction.operands[0].dtype, [&]<typename T>() {
-    if constexpr (isa::kFloatTypes.contains(dtypeOf<T>())) {
-      switch (instruction.opcode) {
-        case Opcode::kSoftmax: return rowKernel<Opcode::kSoftmax, T>(instruction, buffers);
-        case Opcode::kLogSoftmax: return rowKernel<Opcode::kLogSoftmax, T>(instruction, buffers);
-        case Opcode::kSoftmaxGrad: return rowKernel<Opcode::kSoftmaxGrad, T>(instruction, buffers);
-        case Opcode::kLogSoftmaxGrad: return rowKernel<Opcode::kLogSoftmaxGrad, T>(instruction, buffers);
-        default: return;
-      }
-    }
+    dispatchOpcode<isa::Group::Row>(instruction.opcode, [&]<Opcode op>() {
+      if constexpr (isa::acceptedDTypes(op).contains(dtypeOf<T>())) rowKernel<op, T>(instruction, buffers);
+    });
   });
 }
 

@@ -15,6 +15,7 @@
 #include "element_types.h"
 #include "execute.h"
 #include "line_positions.h"
+#include "opcode_dispatch.h"
 #include "runtime/sim/sim_parallel.h"
 
 namespace pto::rt::sim::kernels {
@@ -35,6 +36,7 @@ constexpr int64_t kLanes = 8;
 // (unsigned here, so that they wrap without overflowing).
 template <isa::Opcode op, typename T>
 struct Scan {
+  static_assert(op == isa::Opcode::kCumsum || op == isa::Opcode::kCumprod, "the Scan family has no kernel for this instruction");
   using C = ComputeType<T>;
   static constexpr bool kHalfWidth = std::is_same_v<T, Half> || std::is_same_v<T, BFloat16>;
   using Acc = std::conditional_t<std::is_integral_v<C>, uint64_t, std::conditional_t<kHalfWidth, float, double>>;
@@ -163,11 +165,10 @@ void executeScan(const isa::Instruction& instruction, std::span<void* const> buf
   const isa::Operand& in = instruction.operands[1];
   const int axis = static_cast<int>(instruction.immediates[0]);
   if (out.numel() == 0) return;
-  dispatchDType(out.dtype, [&]<typename T>() {
-    if constexpr (!std::is_same_v<T, bool>) {
-      if (instruction.opcode == isa::Opcode::kCumsum) scan<isa::Opcode::kCumsum, T>(out, in, axis, buffers);
-      else scan<isa::Opcode::kCumprod, T>(out, in, axis, buffers);
-    }
+  dispatchOpcode<isa::Group::Scan>(instruction.opcode, [&]<isa::Opcode op>() {
+    dispatchDType(out.dtype, [&]<typename T>() {
+      if constexpr (!std::is_same_v<T, bool>) scan<op, T>(out, in, axis, buffers);
+    });
   });
 }
 

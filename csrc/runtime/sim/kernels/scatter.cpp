@@ -20,6 +20,7 @@
 
 #include "element_types.h"
 #include "execute.h"
+#include "opcode_dispatch.h"
 #include "runtime/sim/sim_parallel.h"
 #include "strided_loop.h"
 
@@ -41,14 +42,14 @@ constexpr int64_t kLinePositions = 16;
 // How an instruction combines in[i] into out[at].
 enum class Combine { kAssign, kAdd, kMul, kMax, kMin };
 
-Combine combineOf(isa::Opcode opcode) {
-  switch (opcode) {
-    case isa::Opcode::kScatterAdd: return Combine::kAdd;
-    case isa::Opcode::kScatterMul: return Combine::kMul;
-    case isa::Opcode::kScatterMax: return Combine::kMax;
-    case isa::Opcode::kScatterMin: return Combine::kMin;
-    default: return Combine::kAssign;
-  }
+template <isa::Opcode op>
+constexpr Combine combineOf() {
+  if constexpr (op == isa::Opcode::kScatter) return Combine::kAssign;
+  else if constexpr (op == isa::Opcode::kScatterAdd) return Combine::kAdd;
+  else if constexpr (op == isa::Opcode::kScatterMul) return Combine::kMul;
+  else if constexpr (op == isa::Opcode::kScatterMax) return Combine::kMax;
+  else if constexpr (op == isa::Opcode::kScatterMin) return Combine::kMin;
+  else static_assert(op == isa::Opcode::kScatter, "the ScatterElements family has no combine for this instruction");
 }
 
 // out (op)= in, out held as Out and in as In: integers wrap, bools or (sum, max) and and
@@ -253,7 +254,8 @@ void executeScatterElements(const isa::Instruction& instruction, std::span<void*
     std::memcpy(&at, static_cast<const char*>(buffers[index.buffer]) + index.offset * 8, sizeof at);
     outOfBounds(at, static_cast<int>(instruction.immediates[0]), 0);
   }
-  const auto run = [&]<Combine kOp>() {
+  dispatchOpcode<isa::Group::ScatterElements>(instruction.opcode, [&]<isa::Opcode op>() {
+    constexpr Combine kOp = combineOf<op>();
     dispatchDType(out.dtype, [&]<typename T>() {
       if constexpr ((std::is_same_v<T, Half> || std::is_same_v<T, BFloat16>) &&
                     (kOp == Combine::kAdd || kOp == Combine::kMul)) {
@@ -262,14 +264,7 @@ void executeScatterElements(const isa::Instruction& instruction, std::span<void*
         scatter(makePlan(out, in, index, instruction.immediates, buffers), Combiner<T, T, kOp>{});
       }
     });
-  };
-  switch (combineOf(instruction.opcode)) {
-    case Combine::kAssign: return run.template operator()<Combine::kAssign>();
-    case Combine::kAdd: return run.template operator()<Combine::kAdd>();
-    case Combine::kMul: return run.template operator()<Combine::kMul>();
-    case Combine::kMax: return run.template operator()<Combine::kMax>();
-    case Combine::kMin: return run.template operator()<Combine::kMin>();
-  }
+  });
 }
 
 }  // namespace pto::rt::sim::kernels

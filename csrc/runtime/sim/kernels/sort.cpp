@@ -14,6 +14,7 @@
 #include "element_types.h"
 #include "execute.h"
 #include "line_positions.h"
+#include "opcode_dispatch.h"
 #include "runtime/sim/sim_parallel.h"
 
 namespace pto::rt::sim::kernels {
@@ -206,12 +207,16 @@ void executeSort(const isa::Instruction& instruction, std::span<void* const> buf
   const int axis = static_cast<int>(instruction.immediates[0]);
   const bool flag = instruction.immediates[1] != 0;
   if (out.numel() == 0) return;
-  dispatchDType(in.dtype, [&]<typename T>() {
-    if (instruction.opcode == isa::Opcode::kArgsort) {
-      argsortLines<T>(out, in, axis, flag, buffers);
-    } else if constexpr (!std::is_same_v<T, bool>) {
-      topkLines<T>(out, in, axis, flag, buffers);
-    }
+  dispatchOpcode<isa::Group::Sort>(instruction.opcode, [&]<isa::Opcode op>() {
+    dispatchDType(in.dtype, [&]<typename T>() {
+      if constexpr (op == isa::Opcode::kArgsort) {
+        argsortLines<T>(out, in, axis, flag, buffers);
+      } else if constexpr (op == isa::Opcode::kTopk) {
+        if constexpr (!std::is_same_v<T, bool>) topkLines<T>(out, in, axis, flag, buffers);
+      } else {
+        static_assert(op == isa::Opcode::kArgsort, "the Sort family has no kernel for this instruction");
+      }
+    });
   });
 }
 
