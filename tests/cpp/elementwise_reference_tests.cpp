@@ -153,6 +153,7 @@ constexpr Real kExpUlps = 1.0;    // Sleef exp u10; libm exp (double) 1
 constexpr Real kLibmUlps = 2.0;   // Sleef u10 vector forms, libm scalar forms up to 2
 constexpr Real kTanhUlps = 3.5;   // Sleef tanh u35
 constexpr Real kAtan2Ulps = 2.0;  // libm atan2f 2 (no vector form)
+constexpr Real kErfcUlps = 5.0;   // Sleef erfcf u15 (float); libm erfc (double) up to 5
 
 // Sleef's sin, cos and tan keep their 1.0-ulp bound only for |x| below these
 // (float: 1e28, double: 1e299); beyond, any value in [-1, 1] is allowed.
@@ -298,6 +299,7 @@ Reference referenceOf(Opcode op) {
     case Opcode::kLog2: ref.real = REAL { return {std::log2(A), kLibmUlps}; }; break;
     case Opcode::kLog1p: ref.real = REAL { return {std::log1p(A), kLibmUlps}; }; break;
     case Opcode::kErf: ref.real = REAL { return {std::erf(A), kLibmUlps}; }; break;
+    case Opcode::kErfc: ref.real = REAL { return {std::erfc(A), kErfcUlps}; }; break;
     case Opcode::kTanh: ref.real = REAL { return {std::tanh(A), kTanhUlps}; }; break;
     case Opcode::kSin: ref.real = REAL { return {std::sin(A), kLibmUlps}; }; ref.input_limit = trigLimit; break;
     case Opcode::kCos: ref.real = REAL { return {std::cos(A), kLibmUlps}; }; ref.input_limit = trigLimit; break;
