@@ -155,6 +155,18 @@ void addElementwiseRecipes(Table& table) {
     const View x = args.tensor("self");
     r.emit(opcode, args.result(), {expand(args.tensor("grad_output"), x.shape), x});
   };
+  // self + value * tensor1 (* or /) tensor2 in one pass, in the result's dtype.
+  for (const char* op : {"addcmul", "addcdiv"}) {
+    const Opcode opcode = std::string_view(op) == "addcmul" ? atenInstruction("addcmul").opcode
+                                                            : atenInstruction("addcdiv").opcode;
+    table["aten::" + std::string(op)] = [opcode](Recipe& r, const Arguments& args) {
+      const View& out = args.result();
+      r.emit(opcode, out,
+             {r.operand(args.operand("self"), out.dtype, out.shape), r.operand(args.operand("tensor1"), out.dtype, out.shape),
+              r.operand(args.operand("tensor2"), out.dtype, out.shape)},
+             {args.number("value", 1.0)});
+    };
+  }
   // grad where x > threshold, else 0: the threshold is the instruction's immediate.
   table["aten::threshold_backward"] = [](Recipe& r, const Arguments& args) {
     const View& out = args.result();

@@ -40,7 +40,7 @@ View transposedLast(const View& view) {
 void attention(Recipe& r, const Arguments& args) {
   if (args.number("dropout_p", 0.0) != 0.0) throw NotApplicable("attention with dropout");
   const View q = args.tensor("query"), k = args.tensor("key"), v = args.tensor("value");
-  const DType compute = q.dtype == DType::kFloat16 || q.dtype == DType::kBFloat16 ? DType::kFloat32 : q.dtype;
+  const DType compute = widened(q.dtype);
   const double scale = args.number("scale", 1.0 / std::sqrt(static_cast<double>(q.shape.back())));
   std::vector<int64_t> shape(q.shape.begin(), q.shape.end() - 2);
   std::vector<int64_t> k_shape = shape;

@@ -182,6 +182,18 @@ View Recipe::copy(const View& dst, const View& src) {
   return emit(dst.dtype == src.dtype ? isa::Opcode::kMove : isa::Opcode::kConvert, dst, {src});
 }
 
+View Recipe::resultIn(const View& result, isa::DType dtype) {
+  return result.dtype == dtype ? result : temporary(dtype, result.shape);
+}
+
+void Recipe::settle(const View& result, const View& computed) {
+  if (computed.buffer != result.buffer) copy(result, computed);
+}
+
+isa::DType widened(isa::DType dtype) {
+  return dtype == isa::DType::kFloat16 || dtype == isa::DType::kBFloat16 ? isa::DType::kFloat32 : dtype;
+}
+
 // -- views --------------------------------------------------------------------------------------
 View expand(const View& view, const std::vector<int64_t>& shape) {
   if (view.shape == shape) return view;

@@ -119,6 +119,10 @@ class Recipe {
   View operand(const Operand& operand, isa::DType dtype, const std::vector<int64_t>& shape);
   // dst <- src: tmov, or tcvt where the dtypes differ.
   View copy(const View& dst, const View& src);
+  // Where a value of `dtype` meant for `result` is computed: the result itself, or a
+  // temporary of its shape that settle() then converts into it.
+  View resultIn(const View& result, isa::DType dtype);
+  void settle(const View& result, const View& computed);
 
   const std::vector<Step>& steps() const { return steps_; }
   const std::vector<Temporary>& temporaries() const { return temporaries_; }
@@ -129,6 +133,10 @@ class Recipe {
   std::vector<Temporary> temporaries_;
   std::vector<Step> steps_;
 };
+
+// float16 and bfloat16 compositions compute in float32 and round once at the end, as
+// PyTorch's CPU kernels do; other dtypes compute as they are.
+isa::DType widened(isa::DType dtype);
 
 // -- views: strides only, no instruction ---------------------------------------------
 View expand(const View& view, const std::vector<int64_t>& shape);         // broadcast, as aten's

@@ -35,22 +35,29 @@ void reduceResult(Recipe& r, const Arguments& args, Opcode opcode, std::array<do
 // The mean of the reduced dimensions: a sum scaled by 1 / count.
 double meanScale(int64_t count) { return 1.0 / static_cast<double>(std::max<int64_t>(count, 1)); }
 
-// var(x) = sum((x - mean)^2) / (count - correction), and the mean beside it.
+// var(x) = sum((x - mean)^2) / (count - correction), and the mean beside it; float16
+// and bfloat16 in float32. Where count <= correction the sum is scaled by infinity, as
+// aten divides by zero there (NaN for no spread, inf otherwise).
 void varianceMean(Recipe& r, const Arguments& args, bool with_mean) {
   const View x = args.tensor("self");
+  const DType compute = widened(x.dtype);
+  const View xc = r.cast(x, compute);
   const std::vector<int64_t> dims = reducedDims(x, args.dims("dim"));
   const int64_t count = countOf(x, dims);
   const double correction = args.number("correction", 1.0);
   std::vector<int64_t> kept = x.shape;
   for (int64_t d : dims) kept[static_cast<size_t>(d)] = 1;
-  const View mean = with_mean ? args.result(1) : r.temporary(x.dtype, kept);
+  const View mean = with_mean ? r.resultIn(args.result(1), compute) : r.temporary(compute, kept);
   const View spread_mean = spread(mean, x.shape, dims);
-  r.emit(Opcode::kSum, spread_mean, {x}, {meanScale(count)});
-  const View centred = r.emit(atenInstruction("sub").opcode, r.temporary(x.dtype, x.shape), {x, spread_mean}, {1.0});
-  const View square = r.emit(atenInstruction("mul").opcode, r.temporary(x.dtype, x.shape), {centred, centred});
+  r.emit(Opcode::kSum, spread_mean, {xc}, {meanScale(count)});
+  const View centred = r.emit(atenInstruction("sub").opcode, r.temporary(compute, x.shape), {xc, spread_mean}, {1.0});
+  const View square = r.emit(atenInstruction("mul").opcode, r.temporary(compute, x.shape), {centred, centred});
   const double divisor = static_cast<double>(count) - correction;
-  const double scale = count > correction ? 1.0 / divisor : std::numeric_limits<double>::infinity();
-  reduceInto(r, Opcode::kSum, square, dims, args.result(0), {scale});
+  const double scale = divisor > 0 ? 1.0 / divisor : std::numeric_limits<double>::infinity();
+  const View variance = r.resultIn(args.result(0), compute);
+  reduceInto(r, Opcode::kSum, square, dims, variance, {scale});
+  r.settle(args.result(0), variance);
+  if (with_mean) r.settle(args.result(1), mean);
 }
 
 }  // namespace

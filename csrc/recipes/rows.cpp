@@ -31,16 +31,6 @@ void rowBackward(Recipe& r, const Arguments& args, Opcode opcode) {
          {r.cast(asRow(args.tensor("grad_output"), dim), out.dtype), r.cast(asRow(args.tensor("output"), dim), out.dtype)});
 }
 
-// Where a value of `dtype` for `result` is computed: the result itself, or a temporary
-// of its shape that settle() converts into it.
-View target(Recipe& r, const View& result, DType dtype) {
-  return result.dtype == dtype ? result : r.temporary(dtype, result.shape);
-}
-
-void settle(Recipe& r, const View& result, const View& computed) {
-  if (computed.buffer != result.buffer) r.copy(result, computed);
-}
-
 // The trailing `count`-element dims of `view` (from `axis` on) merged into one: a view
 // where the strides allow it, else a row-major copy.
 View rows(Recipe& r, const View& view, int64_t axis) {
@@ -78,7 +68,7 @@ bool fusedLayerNorm(Recipe& r, const Arguments& args, const View& x, int64_t axi
 // Else mean, centre, variance, rstd, scale and shift in float32 for float16/bfloat16
 // (rounded once at the end, as aten's CPU kernel does): one row kernel after fusion.
 void composedLayerNorm(Recipe& r, const Arguments& args, const View& x, int64_t axis, double eps) {
-  const DType compute = x.dtype == DType::kFloat16 || x.dtype == DType::kBFloat16 ? DType::kFloat32 : x.dtype;
+  const DType compute = widened(x.dtype);
   std::vector<int64_t> dims;
   int64_t count = 1;
   for (int64_t d = axis; d < x.rank(); ++d) {
@@ -87,7 +77,7 @@ void composedLayerNorm(Recipe& r, const Arguments& args, const View& x, int64_t 
   }
   const double inverse_count = 1.0 / static_cast<double>(count);
   const View xc = r.cast(x, compute);
-  const View mean = target(r, args.result(1), compute);
+  const View mean = r.resultIn(args.result(1), compute);
   r.emit(Opcode::kSum, spread(mean, x.shape, dims), {xc}, {inverse_count});
   const Opcode sub = atenInstruction("sub").opcode, mul = atenInstruction("mul").opcode, add = atenInstruction("add").opcode;
   const View centred = r.emit(sub, r.temporary(compute, x.shape), {xc, spread(mean, x.shape, dims)}, {1.0});
@@ -95,7 +85,7 @@ void composedLayerNorm(Recipe& r, const Arguments& args, const View& x, int64_t 
   const View variance = r.temporary(compute, mean.shape);
   r.emit(Opcode::kSum, spread(variance, x.shape, dims), {square}, {inverse_count});
   const View shifted = r.emit(add, r.temporary(compute, mean.shape), {variance, r.operand(eps, compute, mean.shape)}, {1.0});
-  const View rstd = r.emit(atenInstruction("rsqrt").opcode, target(r, args.result(2), compute), {shifted});
+  const View rstd = r.emit(atenInstruction("rsqrt").opcode, r.resultIn(args.result(2), compute), {shifted});
   View out = r.emit(mul, r.temporary(compute, x.shape), {centred, spread(rstd, x.shape, dims)});
   if (const std::optional<View> weight = args.optionalTensor("weight")) {
     out = r.emit(mul, r.temporary(compute, x.shape), {out, r.operand(*weight, compute, x.shape)});
@@ -104,8 +94,8 @@ void composedLayerNorm(Recipe& r, const Arguments& args, const View& x, int64_t 
     out = r.emit(add, r.temporary(compute, x.shape), {out, r.operand(*bias, compute, x.shape)}, {1.0});
   }
   r.copy(args.result(0), out);
-  settle(r, args.result(1), mean);
-  settle(r, args.result(2), rstd);
+  r.settle(args.result(1), mean);
+  r.settle(args.result(2), rstd);
 }
 
 // torch.finfo(dtype).eps: rms_norm's eps where none is given.
@@ -157,8 +147,8 @@ void addRowRecipes(Table& table) {
     r.emit(Opcode::kSum, spread(mean, x.shape, {x.rank() - 1}), {square}, {1.0 / static_cast<double>(x.shape.back())});
     const View shifted = r.emit(atenInstruction("add").opcode, r.temporary(x.dtype, kept),
                                 {mean, r.operand(eps, x.dtype, kept)}, {1.0});
-    const View rstd = r.emit(atenInstruction("rsqrt").opcode, target(r, args.result(1), x.dtype), {shifted});
-    settle(r, args.result(1), rstd);
+    const View rstd = r.emit(atenInstruction("rsqrt").opcode, r.resultIn(args.result(1), x.dtype), {shifted});
+    r.settle(args.result(1), rstd);
   };
 }
 
