@@ -75,7 +75,7 @@ class Kernel:
 
 def kernel(fn=None, *, fuse: bool = True, dynamic_shape: bool = False):
     """@pypto.kernel or @pypto.kernel(fuse=..., dynamic_shape=...): compile `fn` into one
-    fused PTO program. fuse=False keeps every instruction its own kernel; programs are
+    fused PTO program. fuse=False keeps every instruction its own stage; programs are
     cached per input shape unless dynamic_shape=True."""
     if fn is None:
         return lambda f: Kernel(f, fuse=fuse, dynamic_shape=dynamic_shape)
@@ -100,7 +100,7 @@ def _line_of_instruction(text: str, index: int) -> int:
 @functools.lru_cache(maxsize=64)
 def _assemble(text: str):
     try:
-        return _C._GraphProgram(text)
+        return _C._BoundProgram(text)
     except ValueError as error:
         message = str(error)
         found = re.search(r"instruction (\d+) \((.*)\)$", message)

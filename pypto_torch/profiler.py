@@ -23,7 +23,7 @@ from pypto_torch import _C
 class Activity:
     name: str
     detail: str
-    kind: str          # kernel, copy, fill, program (holds instructions), instruction
+    kind: str          # instruction (one launched alone), copy, fill, program (holds stages), stage
     device: int
     stream: int
     start_us: float
@@ -170,7 +170,7 @@ class Profiler:
                 out.write(self._html())
 
     # -- drawing ----------------------------------------------------------------------
-    _COLOURS = {"kernel": "#4e79a7", "instruction": "#59a14f", "copy": "#e15759", "fill": "#f28e2b",
+    _COLOURS = {"instruction": "#4e79a7", "stage": "#59a14f", "copy": "#e15759", "fill": "#f28e2b",
                 "program": "#bab0ac"}
 
     def _extent_us(self) -> float:

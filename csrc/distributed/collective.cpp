@@ -110,12 +110,12 @@ Collective::Collective(std::shared_ptr<GroupChannel> channel, uint64_t* next_exc
       name_(name),
       type_(type),
       comm_stream_(comm_stream),
-      stream_(backend::nativeStream(comm_stream)),
+      stream_(torch_glue::nativeStream(comm_stream)),
       signature_(std::move(signature)),
       device_reads_host_(device_reads_host),
       status_(std::make_shared<TransferStatus>()) {
   const c10::DeviceIndex device = comm_stream.device_index();
-  ptoStream caller = backend::nativeStream(backend::currentStream(device));
+  ptoStream caller = torch_glue::nativeStream(torch_glue::currentStream(device));
   if (caller != stream_) {
     ptoEvent ready = nullptr;
     PTO_CHECK(ptoEventCreate(&ready));

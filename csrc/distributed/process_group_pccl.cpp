@@ -132,7 +132,7 @@ ProcessGroupPCCL::ProcessGroupPCCL(const c10::intrusive_ptr<c10d::Store>& store,
 
 ProcessGroupPCCL::~ProcessGroupPCCL() {
   // Queued copies point into the transport's buffers: let them run first.
-  if (comm_stream_) ptoStreamSynchronize(backend::nativeStream(*comm_stream_));
+  if (comm_stream_) ptoStreamSynchronize(torch_glue::nativeStream(*comm_stream_));
 }
 
 std::string ProcessGroupPCCL::transportName() const { return channel_->transport().name(); }
@@ -148,9 +148,9 @@ c10::Device ProcessGroupPCCL::defaultDevice() const {
   if (config_.bound_device) return c10::Device(c10::DeviceType::PrivateUse1, *config_.bound_device);
   if (const char* local_rank = std::getenv("LOCAL_RANK"); local_rank != nullptr && *local_rank != '\0') {
     return c10::Device(c10::DeviceType::PrivateUse1,
-                       static_cast<c10::DeviceIndex>(std::atoi(local_rank) % backend::deviceCount()));
+                       static_cast<c10::DeviceIndex>(std::atoi(local_rank) % torch_glue::deviceCount()));
   }
-  return c10::Device(c10::DeviceType::PrivateUse1, backend::currentDevice());
+  return c10::Device(c10::DeviceType::PrivateUse1, torch_glue::currentDevice());
 }
 
 c10::Device ProcessGroupPCCL::deviceOf(const std::vector<at::Tensor>& tensors, const char* collective) const {
@@ -180,8 +180,8 @@ Collective ProcessGroupPCCL::begin(const char* name, c10d::OpType type, c10::Dev
                                    bool group_wide) {
   if (!device_) {
     device_ = device;
-    comm_stream_ = backend::streamFromPool(device.index());
-    device_reads_host_ = backend::deviceAttribute(device.index(), PTO_DEVICE_ATTR_PAGEABLE_MEMORY_ACCESS) != 0;
+    comm_stream_ = torch_glue::streamFromPool(device.index());
+    device_reads_host_ = torch_glue::deviceAttribute(device.index(), PTO_DEVICE_ATTR_PAGEABLE_MEMORY_ACCESS) != 0;
   }
   // Point-to-point traffic involves only its peers: it takes no group sequence number.
   const uint64_t sequence = group_wide ? sequence_++ : sequence_;

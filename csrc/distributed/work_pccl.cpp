@@ -77,7 +77,7 @@ void WorkPCCL::synchronize() {
 }
 
 void WorkPCCL::blockCurrentStream() {
-  PTO_CHECK(ptoStreamWaitEvent(backend::nativeStream(backend::currentStream(device_.index())), done_));
+  PTO_CHECK(ptoStreamWaitEvent(torch_glue::nativeStream(torch_glue::currentStream(device_.index())), done_));
 }
 
 bool WorkPCCL::wait(std::chrono::milliseconds timeout) {

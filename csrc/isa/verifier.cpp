@@ -404,7 +404,7 @@ std::string verifyInstruction(const Instruction& instruction, std::span<const ui
   if (entry.group == Group::Gather) {
     if (std::string error = checkGather(instruction); !error.empty()) return describe(entry.name, ": ", error);
   }
-  if (entry.group == Group::Scatter) {
+  if (entry.group == Group::IndexAdd) {
     if (std::string error = checkScatter(instruction); !error.empty()) return describe(entry.name, ": ", error);
   }
   if (entry.group == Group::ScatterElements) {

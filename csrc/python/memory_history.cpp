@@ -11,7 +11,7 @@
 #include "torch/device_allocator.h"
 
 namespace py = pybind11;
-using namespace pto::backend;
+using namespace pto::torch_glue;
 
 // libtorch_python's symbolisation of captured stacks, as torch/csrc/profiler/python/
 // combined_traceback.h declares them (that header needs nlohmann/json, which the

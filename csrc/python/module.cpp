@@ -18,14 +18,14 @@
 #include "runtime/pto_runtime.h"
 #include "recipes/aten_instructions.h"
 #include "torch/aten/fallback.h"
-#include "torch/graph_program.h"
+#include "torch/bound_program.h"
 #include "torch/device.h"
 #include "torch/dtype_map.h"
 #include "torch/generator.h"
 #include "torch/pto_check.h"
 
 namespace py = pybind11;
-using namespace pto::backend;
+using namespace pto::torch_glue;
 
 namespace {
 
@@ -216,7 +216,7 @@ PYBIND11_MODULE(_C, m) {
   m.def("_profiler_stop", [] { PTO_CHECK(ptoProfilerStop()); });
   m.def("_profiler_now_ns", [] { return ptoProfilerNow(); });
   m.def("_profiler_flush", [] {
-    static constexpr const char* kKinds[] = {"kernel", "copy", "fill", "program", "instruction", "launch"};
+    static constexpr const char* kKinds[] = {"instruction", "copy", "fill", "program", "stage", "launch"};
     py::list activities;
     std::vector<ptoActivity> batch(4096);
     for (size_t count = batch.size(); count == batch.size();) {
@@ -232,16 +232,16 @@ PYBIND11_MODULE(_C, m) {
 
   bindDistributed(m);
 
-  py::class_<GraphProgram>(m, "_GraphProgram")
+  py::class_<BoundProgram>(m, "_BoundProgram")
       .def(py::init<const std::string&, bool, bool>(), py::arg("pto_as"), py::arg("debug") = false,
            py::arg("fuse") = true)
-      .def_property_readonly("text", &GraphProgram::text)
-      .def_property_readonly("fused_stages", &GraphProgram::fusedStages)
-      .def_property_readonly("stages", &GraphProgram::stageCount)
-      .def_property_readonly("instructions", &GraphProgram::instructionCount)
-      .def_property_readonly("workspace_bytes", &GraphProgram::workspaceBytes)
-      .def_property_readonly("buffer_kinds", &GraphProgram::bufferKinds)
-      .def("run", [](GraphProgram& program, const std::vector<std::optional<at::Tensor>>& buffers, int device) {
+      .def_property_readonly("text", &BoundProgram::text)
+      .def_property_readonly("fused_stages", &BoundProgram::fusedStages)
+      .def_property_readonly("stages", &BoundProgram::stageCount)
+      .def_property_readonly("instructions", &BoundProgram::instructionCount)
+      .def_property_readonly("workspace_bytes", &BoundProgram::workspaceBytes)
+      .def_property_readonly("buffer_kinds", &BoundProgram::bufferKinds)
+      .def("run", [](BoundProgram& program, const std::vector<std::optional<at::Tensor>>& buffers, int device) {
         program.run(buffers, static_cast<c10::DeviceIndex>(device));
       });
 }

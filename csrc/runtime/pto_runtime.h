@@ -220,11 +220,11 @@ ptoError ptoGraphGetNodeCount(ptoGraph graph, size_t* count);
 // call that queued one of them too, on the calling thread, with the same
 // correlation id (as CUPTI's runtime API records).
 typedef enum {
-  PTO_ACTIVITY_KERNEL = 0,       // a launch of a one-instruction program (an eager op)
+  PTO_ACTIVITY_INSTRUCTION = 0,  // a launch of a one-instruction program (an eager op)
   PTO_ACTIVITY_COPY = 1,
   PTO_ACTIVITY_FILL = 2,
   PTO_ACTIVITY_PROGRAM = 3,      // a launch of a program of several instructions
-  PTO_ACTIVITY_INSTRUCTION = 4,  // inside a program: a stage (an instruction, or fused ones)
+  PTO_ACTIVITY_STAGE = 4,        // inside a program: a stage (an instruction, or fused ones)
   PTO_ACTIVITY_LAUNCH = 5,       // on a host thread: the runtime call that queued a program, copy or fill
 } ptoActivityKind;
 

@@ -6,7 +6,7 @@
 #include <chrono>
 #include <mutex>
 
-namespace pto::backend::history {
+namespace pto::torch_glue::history {
 namespace {
 
 struct DeviceTrace {
@@ -149,4 +149,4 @@ std::vector<std::vector<TraceEntry>> deviceTraces(c10::DeviceIndex device_count)
   return instance().deviceTraces(device_count);
 }
 
-}  // namespace pto::backend::history
+}  // namespace pto::torch_glue::history

@@ -17,7 +17,7 @@
 #include <utility>
 #include <vector>
 
-namespace pto::backend::history {
+namespace pto::torch_glue::history {
 
 enum class Action { Alloc, FreeRequested, FreeCompleted, SegmentAlloc, SegmentFree, Oom, Snapshot };
 const char* actionName(Action action);
@@ -74,4 +74,4 @@ std::shared_ptr<torch::CapturedTraceback> blockContext(uintptr_t address);
 // The trace entries of every device, oldest first; records a Snapshot entry on each.
 std::vector<std::vector<TraceEntry>> deviceTraces(c10::DeviceIndex device_count);
 
-}  // namespace pto::backend::history
+}  // namespace pto::torch_glue::history

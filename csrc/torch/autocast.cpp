@@ -5,7 +5,7 @@
 #include <ATen/autocast_mode.h>
 #include <torch/library.h>
 
-namespace pto::backend {
+namespace pto::torch_glue {
 namespace {
 
 using at::Tensor;
@@ -42,4 +42,4 @@ TORCH_LIBRARY_IMPL(aten, AutocastPrivateUse1, m) {
 }
 
 }  // namespace
-}  // namespace pto::backend
+}  // namespace pto::torch_glue

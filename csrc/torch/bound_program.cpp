@@ -1,4 +1,4 @@
-#include "graph_program.h"
+#include "bound_program.h"
 
 #include <ATen/EmptyTensor.h>
 
@@ -9,9 +9,9 @@
 #include "pto_check.h"
 #include "runtime/program.h"
 
-namespace pto::backend {
+namespace pto::torch_glue {
 
-GraphProgram::GraphProgram(const std::string& pto_as, bool debug, bool fuse) {
+BoundProgram::BoundProgram(const std::string& pto_as, bool debug, bool fuse) {
   isa::ParseResult parsed = isa::parse(pto_as);
   if (!parsed.error.empty()) throw std::invalid_argument("PTO-AS " + parsed.error);
   compiler::CompileOptions options = compileOptionsFor(currentDevice());
@@ -20,17 +20,17 @@ GraphProgram::GraphProgram(const std::string& pto_as, bool debug, bool fuse) {
   scheduled_ = std::make_shared<const isa::ScheduledProgram>(compiler::compile(std::move(parsed.program), options));
 }
 
-GraphProgram::~GraphProgram() {
+BoundProgram::~BoundProgram() {
   for (ptoProgram program : loaded_) ptoProgramRelease(program);  // launches already queued still run
 }
 
-std::vector<std::string> GraphProgram::bufferKinds() const {
+std::vector<std::string> BoundProgram::bufferKinds() const {
   std::vector<std::string> kinds;
   for (const isa::Buffer& buffer : scheduled_->program.buffers) kinds.emplace_back(isa::kindName(buffer.kind));
   return kinds;
 }
 
-ptoProgram GraphProgram::loadedOn(c10::DeviceIndex device) {
+ptoProgram BoundProgram::loadedOn(c10::DeviceIndex device) {
   std::lock_guard<std::mutex> lock(loaded_mutex_);
   if (loaded_.empty()) loaded_.assign(static_cast<size_t>(deviceCount()), nullptr);
   ptoProgram& program = loaded_[static_cast<size_t>(device)];
@@ -38,9 +38,9 @@ ptoProgram GraphProgram::loadedOn(c10::DeviceIndex device) {
   return program;
 }
 
-void GraphProgram::run(const std::vector<std::optional<at::Tensor>>& buffers, c10::DeviceIndex device) {
+void BoundProgram::run(const std::vector<std::optional<at::Tensor>>& buffers, c10::DeviceIndex device) {
   const isa::Program& program = scheduled_->program;
-  TORCH_CHECK(buffers.size() == program.buffers.size(), "graph program: expected ", program.buffers.size(),
+  TORCH_CHECK(buffers.size() == program.buffers.size(), "bound program: expected ", program.buffers.size(),
               " buffers, got ", buffers.size());
   checkDeviceIndex(device);
   const bool binds_host_memory = deviceAttribute(device, PTO_DEVICE_ATTR_PAGEABLE_MEMORY_ACCESS) != 0;
@@ -51,7 +51,7 @@ void GraphProgram::run(const std::vector<std::optional<at::Tensor>>& buffers, c1
     const at::Tensor& tensor = *buffers[b];
     const c10::Device where = tensor.device();
     TORCH_CHECK(where == c10::Device(c10::DeviceType::PrivateUse1, device) || (where.is_cpu() && binds_host_memory),
-                "graph program: buffer %", b, " is a tensor on ", where, ", expected pto:", static_cast<int>(device),
+                "bound program: buffer %", b, " is a tensor on ", where, ", expected pto:", static_cast<int>(device),
                 binds_host_memory ? " or cpu" : "");
     addresses[b] = tensor.data_ptr();
     // From its first element to its last, not to the end of its storage, whose other
@@ -72,4 +72,4 @@ void GraphProgram::run(const std::vector<std::optional<at::Tensor>>& buffers, c1
                              workspace.defined() ? workspace.data_ptr() : nullptr));
 }
 
-}  // namespace pto::backend
+}  // namespace pto::torch_glue

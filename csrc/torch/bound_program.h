@@ -1,4 +1,4 @@
-// A graph program: a PTO program the compiler scheduled, run over torch tensors,
+// A bound program: a PTO program the compiler scheduled, run over torch tensors,
 // for the `pypto` torch.compile backend and pypto.asm. Each input and output
 // buffer is bound to a tensor's own memory (pto tensors; CPU tensors too where
 // the device reaches host memory: zero copy), temporaries go to one workspace
@@ -17,17 +17,17 @@
 #include "isa/schedule.h"
 #include "runtime/pto_runtime.h"
 
-namespace pto::backend {
+namespace pto::torch_glue {
 
-class GraphProgram {
+class BoundProgram {
  public:
   // Parses PTO-AS and runs the compiler's passes for the current device; throws
   // std::invalid_argument naming the line (parse errors) or the pass and
   // instruction (verification).
-  GraphProgram(const std::string& pto_as, bool debug, bool fuse = true);
-  ~GraphProgram();
-  GraphProgram(const GraphProgram&) = delete;
-  GraphProgram& operator=(const GraphProgram&) = delete;
+  BoundProgram(const std::string& pto_as, bool debug, bool fuse = true);
+  ~BoundProgram();
+  BoundProgram(const BoundProgram&) = delete;
+  BoundProgram& operator=(const BoundProgram&) = delete;
 
   std::string text() const { return isa::print(*scheduled_); }
   int fusedStages() const { return scheduled_->fusedStageCount(); }
@@ -49,4 +49,4 @@ class GraphProgram {
   std::vector<ptoProgram> loaded_;  // per device, null until the first run there
 };
 
-}  // namespace pto::backend
+}  // namespace pto::torch_glue

@@ -2,7 +2,7 @@
 
 #include "device.h"
 
-namespace pto::backend {
+namespace pto::torch_glue {
 
 compiler::CompileOptions compileOptionsFor(c10::DeviceIndex device) {
   compiler::CompileOptions options;
@@ -13,4 +13,4 @@ compiler::CompileOptions compileOptionsFor(c10::DeviceIndex device) {
   return options;
 }
 
-}  // namespace pto::backend
+}  // namespace pto::torch_glue

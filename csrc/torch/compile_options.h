@@ -8,8 +8,8 @@
 
 #include "compiler/compile.h"
 
-namespace pto::backend {
+namespace pto::torch_glue {
 
 compiler::CompileOptions compileOptionsFor(c10::DeviceIndex device);
 
-}  // namespace pto::backend
+}  // namespace pto::torch_glue

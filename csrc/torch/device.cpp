@@ -8,7 +8,7 @@
 
 #include "pto_check.h"
 
-namespace pto::backend {
+namespace pto::torch_glue {
 namespace {
 
 struct StreamPool {
@@ -117,4 +117,4 @@ ptoStream nativeStream(c10::Stream stream) {
   return pool.streams[id - 1];
 }
 
-}  // namespace pto::backend
+}  // namespace pto::torch_glue

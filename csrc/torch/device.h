@@ -10,7 +10,7 @@
 
 #include "runtime/pto_runtime.h"
 
-namespace pto::backend {
+namespace pto::torch_glue {
 
 constexpr int kStreamPoolSize = 8;
 
@@ -31,4 +31,4 @@ ptoStream nativeStream(c10::Stream stream);
 // What the device can do (pto_runtime.h): asked, never inferred from the driver's name.
 int64_t deviceAttribute(c10::DeviceIndex index, ptoDeviceAttribute attribute);
 
-}  // namespace pto::backend
+}  // namespace pto::torch_glue

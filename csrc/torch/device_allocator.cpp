@@ -16,7 +16,7 @@
 #include "device.h"
 #include "pto_check.h"
 
-namespace pto::backend {
+namespace pto::torch_glue {
 namespace {
 
 using c10::CachingAllocator::StatType;
@@ -540,4 +540,4 @@ const bool registered = [] {
 }();
 }  // namespace
 
-}  // namespace pto::backend
+}  // namespace pto::torch_glue

@@ -13,7 +13,7 @@
 
 #include "allocator_history.h"
 
-namespace pto::backend {
+namespace pto::torch_glue {
 
 class CachingDeviceAllocator final : public c10::DeviceAllocator {
  public:
@@ -47,4 +47,4 @@ class CachingDeviceAllocator final : public c10::DeviceAllocator {
 
 CachingDeviceAllocator& deviceAllocator();
 
-}  // namespace pto::backend
+}  // namespace pto::torch_glue

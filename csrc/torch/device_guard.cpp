@@ -6,7 +6,7 @@
 #include "device_allocator.h"
 #include "pto_check.h"
 
-namespace pto::backend {
+namespace pto::torch_glue {
 namespace {
 
 struct PtoGuardImpl final : public c10::impl::DeviceGuardImplInterface {
@@ -57,7 +57,7 @@ struct PtoGuardImpl final : public c10::impl::DeviceGuardImplInterface {
     return nativeStream(stream);
   }
 
-  c10::DeviceIndex deviceCount() const noexcept override { return pto::backend::deviceCount(); }
+  c10::DeviceIndex deviceCount() const noexcept override { return pto::torch_glue::deviceCount(); }
 
   void record(void** event, const c10::Stream& stream, const c10::DeviceIndex device_index,
               const c10::EventFlag) const override {
@@ -134,4 +134,4 @@ struct PtoGuardImpl final : public c10::impl::DeviceGuardImplInterface {
 C10_REGISTER_GUARD_IMPL(PrivateUse1, PtoGuardImpl);
 
 }  // namespace
-}  // namespace pto::backend
+}  // namespace pto::torch_glue

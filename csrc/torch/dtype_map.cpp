@@ -2,7 +2,7 @@
 
 #include <iterator>
 
-namespace pto::backend {
+namespace pto::torch_glue {
 namespace {
 
 constexpr DTypePair kDTypeMap[] = {
@@ -42,4 +42,4 @@ bool accepts(isa::Opcode opcode, at::ScalarType type) {
   return dtype && isa::info(opcode).dtypes.contains(*dtype);
 }
 
-}  // namespace pto::backend
+}  // namespace pto::torch_glue

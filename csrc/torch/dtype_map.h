@@ -9,7 +9,7 @@
 
 #include "isa/instructions.h"
 
-namespace pto::backend {
+namespace pto::torch_glue {
 
 struct DTypePair {
   at::ScalarType torch;
@@ -28,4 +28,4 @@ at::ScalarType torchDType(isa::DType dtype);
 // Whether the instruction accepts inputs of `type` (and PTO has the dtype at all).
 bool accepts(isa::Opcode opcode, at::ScalarType type);
 
-}  // namespace pto::backend
+}  // namespace pto::torch_glue

@@ -9,7 +9,7 @@
 
 #include "device.h"
 
-namespace pto::backend {
+namespace pto::torch_glue {
 
 PtoGeneratorImpl::PtoGeneratorImpl(c10::DeviceIndex device_index)
     : c10::GeneratorImpl(c10::Device(c10::kPrivateUse1, device_index),
@@ -84,4 +84,4 @@ at::Generator makeGenerator(c10::DeviceIndex device_index) {
   return at::make_generator<PtoGeneratorImpl>(resolveDeviceIndex(device_index));
 }
 
-}  // namespace pto::backend
+}  // namespace pto::torch_glue

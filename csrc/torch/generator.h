@@ -8,7 +8,7 @@
 
 #include <ATen/core/Generator.h>
 
-namespace pto::backend {
+namespace pto::torch_glue {
 
 // Where one draw of Philox blocks starts: the key (the seed's two halves) and the counter.
 struct PhiloxDraw {
@@ -46,4 +46,4 @@ class PtoGeneratorImpl final : public c10::GeneratorImpl {
 const at::Generator& defaultGenerator(c10::DeviceIndex device_index);
 at::Generator makeGenerator(c10::DeviceIndex device_index);
 
-}  // namespace pto::backend
+}  // namespace pto::torch_glue

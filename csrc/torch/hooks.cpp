@@ -13,7 +13,7 @@
 #include "generator.h"
 #include "pto_check.h"
 
-namespace pto::backend {
+namespace pto::torch_glue {
 namespace {
 
 std::atomic<bool> initialized{false};
@@ -27,20 +27,20 @@ struct PtoHooks final : public at::PrivateUse1HooksInterface {
   bool isBuilt() const override { return true; }
   bool isAvailable() const override { return deviceCount() > 0; }
   bool hasPrimaryContext(c10::DeviceIndex) const override { return true; }
-  c10::DeviceIndex deviceCount() const override { return pto::backend::deviceCount(); }
+  c10::DeviceIndex deviceCount() const override { return pto::torch_glue::deviceCount(); }
   void setCurrentDevice(c10::DeviceIndex device) const override {
-    pto::backend::setCurrentDevice(device);
+    pto::torch_glue::setCurrentDevice(device);
   }
   c10::DeviceIndex getCurrentDevice() const override { return currentDevice(); }
 
   c10::DeviceIndex exchangeDevice(c10::DeviceIndex device) const override {
     const c10::DeviceIndex previous = currentDevice();
-    if (device != previous) pto::backend::setCurrentDevice(device);
+    if (device != previous) pto::torch_glue::setCurrentDevice(device);
     return previous;
   }
 
   c10::DeviceIndex maybeExchangeDevice(c10::DeviceIndex device) const override {
-    if (device < 0 || device >= pto::backend::deviceCount()) return currentDevice();
+    if (device < 0 || device >= pto::torch_glue::deviceCount()) return currentDevice();
     return exchangeDevice(device);
   }
 
@@ -94,4 +94,4 @@ const bool registered = [] {
 
 bool deviceInitialized() { return initialized.load(); }
 
-}  // namespace pto::backend
+}  // namespace pto::torch_glue

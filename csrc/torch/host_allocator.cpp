@@ -11,7 +11,7 @@
 #include "device.h"
 #include "pto_check.h"
 
-namespace pto::backend {
+namespace pto::torch_glue {
 namespace {
 
 struct PinnedBlock {
@@ -152,4 +152,4 @@ const bool registered = [] {
 }();
 
 }  // namespace
-}  // namespace pto::backend
+}  // namespace pto::torch_glue

@@ -8,7 +8,7 @@
 
 #include "pto_check.h"
 
-namespace pto::backend {
+namespace pto::torch_glue {
 namespace {
 
 using libkineto::ActivityType;
@@ -175,4 +175,4 @@ std::unique_ptr<libkineto::IActivityProfilerSession> PtoActivityProfiler::config
 
 REGISTER_PRIVATEUSE1_PROFILER(PtoActivityProfiler);
 
-}  // namespace pto::backend
+}  // namespace pto::torch_glue

@@ -26,7 +26,7 @@
 
 #include "runtime/pto_runtime.h"
 
-namespace pto::backend {
+namespace pto::torch_glue {
 
 class PtoActivityProfilerSession final : public libkineto::IActivityProfilerSession {
  public:
@@ -78,4 +78,4 @@ class PtoActivityProfiler final : public libkineto::IActivityProfiler {
       libkineto::ActivityType::GPU_MEMSET, libkineto::ActivityType::PRIVATEUSE1_RUNTIME};
 };
 
-}  // namespace pto::backend
+}  // namespace pto::torch_glue

@@ -12,7 +12,7 @@
 #include "device.h"
 #include "pto_check.h"
 
-namespace pto::backend {
+namespace pto::torch_glue {
 namespace {
 
 using torch::profiler::impl::ProfilerVoidEventStub;
@@ -60,4 +60,4 @@ const bool registered = [] {
 }();
 
 }  // namespace
-}  // namespace pto::backend
+}  // namespace pto::torch_glue

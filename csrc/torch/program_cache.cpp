@@ -10,7 +10,7 @@
 #include "pto_check.h"
 #include "runtime/program.h"
 
-namespace pto::backend {
+namespace pto::torch_glue {
 namespace {
 
 // A training step touches a few hundred distinct instructions; past this many
@@ -102,4 +102,4 @@ ptoProgram loadedProgram(const isa::Instruction& instruction, c10::DeviceIndex d
   return cache.get(instruction, device);
 }
 
-}  // namespace pto::backend
+}  // namespace pto::torch_glue

@@ -8,10 +8,10 @@
 #include "isa/program.h"
 #include "runtime/pto_runtime.h"
 
-namespace pto::backend {
+namespace pto::torch_glue {
 
 // The loaded program of `instruction` on pto device `device`; throws with the
 // verifier's message when the instruction is not valid.
 ptoProgram loadedProgram(const isa::Instruction& instruction, c10::DeviceIndex device);
 
-}  // namespace pto::backend
+}  // namespace pto::torch_glue

@@ -2,7 +2,7 @@
 
 #include <string>
 
-namespace pto::backend {
+namespace pto::torch_glue {
 
 void throwRuntimeError(ptoError status, const char* call, const char* file, int line) {
   std::string message = std::string("PTO runtime error ") + ptoGetErrorName(status) + ": " +
@@ -14,4 +14,4 @@ void throwRuntimeError(ptoError status, const char* call, const char* file, int 
   TORCH_CHECK(false, message);
 }
 
-}  // namespace pto::backend
+}  // namespace pto::torch_glue

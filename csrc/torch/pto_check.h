@@ -7,16 +7,16 @@
 
 #include "runtime/pto_runtime.h"
 
-namespace pto::backend {
+namespace pto::torch_glue {
 
 [[noreturn]] void throwRuntimeError(ptoError status, const char* call, const char* file, int line);
 
-}  // namespace pto::backend
+}  // namespace pto::torch_glue
 
 #define PTO_CHECK(call)                                                       \
   do {                                                                        \
     const ptoError pto_check_status_ = (call);                                \
     if (pto_check_status_ != PTO_SUCCESS) {                                   \
-      ::pto::backend::throwRuntimeError(pto_check_status_, #call, __FILE__, __LINE__); \
+      ::pto::torch_glue::throwRuntimeError(pto_check_status_, #call, __FILE__, __LINE__); \
     }                                                                         \
   } while (0)

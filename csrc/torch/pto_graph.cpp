@@ -1,4 +1,4 @@
-#include "captured_graph.h"
+#include "pto_graph.h"
 
 #include <c10/util/Exception.h>
 
@@ -10,7 +10,7 @@
 #include "device_allocator.h"
 #include "pto_check.h"
 
-namespace pto::backend {
+namespace pto::torch_glue {
 namespace {
 
 // Ids of pools: a graph's own are (n, 0), shared handles (0, n), as CUDA's.
@@ -40,7 +40,7 @@ ptoStreamCaptureStatus captureStatus(c10::Stream stream, uint64_t* capture_id = 
 
 }  // namespace
 
-CapturedGraph::~CapturedGraph() {
+PTOGraph::~PTOGraph() {
   try {
     reset();
   } catch (const std::exception& error) {
@@ -48,7 +48,7 @@ CapturedGraph::~CapturedGraph() {
   }
 }
 
-void CapturedGraph::captureBegin(std::optional<c10::MempoolId_t> pool, const std::string& mode_name) {
+void PTOGraph::captureBegin(std::optional<c10::MempoolId_t> pool, const std::string& mode_name) {
   TORCH_CHECK(!capture_stream_ && graph_ == nullptr,
               "PTOGraph.capture_begin: this graph holds a capture already; reset() it first");
   const ptoStreamCaptureMode mode = parseCaptureMode(mode_name);
@@ -74,7 +74,7 @@ void CapturedGraph::captureBegin(std::optional<c10::MempoolId_t> pool, const std
   capture_stream_ = stream;
 }
 
-void CapturedGraph::captureEnd() {
+void PTOGraph::captureEnd() {
   TORCH_CHECK(capture_stream_, "PTOGraph.capture_end: no capture is running (call capture_begin first)");
   const ptoError status = ptoStreamEndCapture(nativeStream(*capture_stream_), &graph_);
   std::string why = status == PTO_SUCCESS ? "" : ptoGetRecentErrMsg();
@@ -93,7 +93,7 @@ void CapturedGraph::captureEnd() {
   }
 }
 
-void CapturedGraph::compileCaptured() {
+void PTOGraph::compileCaptured() {
   rt::CapturedProgram captured;
   PTO_CHECK(rt::capturedProgram(graph_, &captured));
   compiled_ = std::make_shared<const isa::ScheduledProgram>(compiler::compile(captured.program, compileOptionsFor(device_)));
@@ -104,7 +104,7 @@ void CapturedGraph::compileCaptured() {
   workspace_ = deviceAllocator().allocate(compiled_->workspace_bytes);
 }
 
-void CapturedGraph::abortCapture() {
+void PTOGraph::abortCapture() {
   if (!capture_stream_) return;
   ptoStreamEndCapture(nativeStream(*capture_stream_), &graph_);  // whether valid or not, nothing is kept
   deviceAllocator().endAllocateToPool(device_, *pool_);
@@ -112,7 +112,7 @@ void CapturedGraph::abortCapture() {
   releaseEverything();
 }
 
-void CapturedGraph::replay() {
+void PTOGraph::replay() {
   TORCH_CHECK(graph_ != nullptr, "PTOGraph.replay: nothing was captured (or the graph was reset)");
   const ptoStream stream = nativeStream(currentStream(device_));
   if (loaded_ != nullptr) {
@@ -122,12 +122,12 @@ void CapturedGraph::replay() {
   }
 }
 
-void CapturedGraph::reset() {
+void PTOGraph::reset() {
   abortCapture();
   releaseEverything();
 }
 
-void CapturedGraph::releaseEverything() {
+void PTOGraph::releaseEverything() {
   PTO_CHECK(ptoProgramRelease(std::exchange(loaded_, nullptr)));
   compiled_.reset();
   memory_.clear();
@@ -137,18 +137,18 @@ void CapturedGraph::releaseEverything() {
   if (pool_) deviceAllocator().releasePool(device_, *std::exchange(pool_, std::nullopt));
 }
 
-c10::MempoolId_t CapturedGraph::pool() const {
+c10::MempoolId_t PTOGraph::pool() const {
   TORCH_CHECK(pool_, "PTOGraph.pool: the graph has no pool (it has not captured, or was reset)");
   return *pool_;
 }
 
-size_t CapturedGraph::nodeCount() const {
+size_t PTOGraph::nodeCount() const {
   size_t count = 0;
   if (graph_ != nullptr) PTO_CHECK(ptoGraphGetNodeCount(graph_, &count));
   return count;
 }
 
-std::string CapturedGraph::program() const {
+std::string PTOGraph::program() const {
   TORCH_CHECK(graph_ != nullptr, "PTOGraph.program: nothing was captured (or the graph was reset)");
   if (compiled_ != nullptr) return isa::print(compiled_->program);
   rt::CapturedProgram captured;
@@ -170,4 +170,4 @@ void rethrowNamingCapture(const c10::Error& error, const std::string& what) {
               error.what_without_backtrace());
 }
 
-}  // namespace pto::backend
+}  // namespace pto::torch_glue

@@ -14,16 +14,16 @@
 #include "runtime/program.h"
 #include "runtime/pto_runtime.h"
 
-namespace pto::backend {
+namespace pto::torch_glue {
 
-class CapturedGraph {
+class PTOGraph {
  public:
   // `optimize`: at the end of the capture, the captured work becomes one program
   // the compiler optimises (fusion, memory plan), and a replay launches that.
-  explicit CapturedGraph(bool optimize = false) : optimize_(optimize) {}
-  ~CapturedGraph();  // reset(): the graph and its pool go
-  CapturedGraph(const CapturedGraph&) = delete;
-  CapturedGraph& operator=(const CapturedGraph&) = delete;
+  explicit PTOGraph(bool optimize = false) : optimize_(optimize) {}
+  ~PTOGraph();  // reset(): the graph and its pool go
+  PTOGraph(const PTOGraph&) = delete;
+  PTOGraph& operator=(const PTOGraph&) = delete;
 
   // Captures the current stream of the current device, which must not be its
   // default stream. `pool`: share another graph's pool (graphPoolHandle() or a
@@ -74,4 +74,4 @@ bool isCurrentStreamCapturing(c10::DeviceIndex device);
 // of its own type. Call it only from the catch block that caught `error`.
 [[noreturn]] void rethrowNamingCapture(const c10::Error& error, const std::string& what);
 
-}  // namespace pto::backend
+}  // namespace pto::torch_glue

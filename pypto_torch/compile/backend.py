@@ -96,7 +96,7 @@ def decompositions() -> dict:
 
 
 def make_backend(fuse: bool = True, on_graph=None):
-    """A `pypto` backend; fuse=False keeps every instruction a kernel of its own;
+    """A `pypto` backend; fuse=False keeps every instruction a stage of its own;
     on_graph(compiled_graph) is told of each graph it compiles (pypto.kernel checks
     they became one program). mode="reduce-overhead" replays each compiled function
     from a captured PTOGraph (graph_replay.py); other modes are ignored, as any

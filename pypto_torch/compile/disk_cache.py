@@ -199,7 +199,7 @@ _loading_options: dict = {}   # debug and fuse of the programs being unpickled
 
 
 def _program_step(source: str, bindings: list) -> ProgramStep:
-    return ProgramStep(_C._GraphProgram(source, _loading_options["debug"], _loading_options["fuse"]), bindings,
+    return ProgramStep(_C._BoundProgram(source, _loading_options["debug"], _loading_options["fuse"]), bindings,
                        source)
 
 

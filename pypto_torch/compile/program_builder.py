@@ -85,14 +85,14 @@ def pto_dtype(dtype: torch.dtype) -> str:
 
 @dataclasses.dataclass
 class Binding:
-    """What buffer %i of a graph program is bound to at run time."""
+    """What buffer %i of a bound program is bound to at run time."""
     slot: int
     allocate: tuple | None = None  # (shape, strides, dtype, device) of an output the run allocates
 
 
 @dataclasses.dataclass
 class ProgramStep:
-    program: _C._GraphProgram
+    program: _C._BoundProgram
     bindings: list       # one Binding (or None: a temporary) per buffer
     source: str          # the PTO-AS text it was compiled from (the disk cache keeps it)
 
@@ -156,7 +156,7 @@ class Segment:
             buffers.append((kind, numel * storage.dtype.itemsize))
             bindings.append(binding)
         text = _C._pto_as(buffers, self.constants + self.instructions)
-        program = _C._GraphProgram(text, debug, fuse)
+        program = _C._BoundProgram(text, debug, fuse)
         return ProgramStep(program, bindings, text)
 
 

@@ -2,7 +2,7 @@
 ``graph`` context manager, ``graph_pool_handle`` and ``make_graphed_callables``.
 
 The capture itself (what a stream records, what it refuses, the private memory
-pool) lives in C++ (``csrc/torch/captured_graph.h`` over the runtime's
+pool) lives in C++ (``csrc/torch/pto_graph.h`` over the runtime's
 ``ptoStreamBeginCapture``); this module is the torch.cuda-shaped surface over it.
 """
 

@@ -442,9 +442,9 @@ TEST_F(ProgramLaunch, AFusedStageIsProfiledAsOneActivityNamingItsInstructions) {
                         [&](const ptoActivity& a) { return a.kind == kind; });
   };
   ASSERT_NE(of_kind(PTO_ACTIVITY_LAUNCH), activities.begin() + count);
-  ASSERT_NE(of_kind(PTO_ACTIVITY_INSTRUCTION), activities.begin() + count);
+  ASSERT_NE(of_kind(PTO_ACTIVITY_STAGE), activities.begin() + count);
   ASSERT_NE(of_kind(PTO_ACTIVITY_PROGRAM), activities.begin() + count);
-  const ptoActivity& stage = *of_kind(PTO_ACTIVITY_INSTRUCTION);
+  const ptoActivity& stage = *of_kind(PTO_ACTIVITY_STAGE);
   const ptoActivity& launch = *of_kind(PTO_ACTIVITY_PROGRAM);
   EXPECT_STREQ(launch.name, "program");
   EXPECT_STREQ(launch.detail, "5 instructions in 1 stages");

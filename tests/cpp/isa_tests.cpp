@@ -216,7 +216,7 @@ TEST(InstructionTable, GroupsHaveTheirArityAndOutputRule) {
         EXPECT_EQ(entry.inputs, 0);
         EXPECT_EQ(entry.output, OutputDType::Any);
         break;
-      case Group::Scatter:
+      case Group::IndexAdd:
         EXPECT_EQ(entry.inputs, 2);
         EXPECT_EQ(entry.output, OutputDType::Same);
         break;
@@ -410,7 +410,7 @@ std::vector<DType> operandDTypes(Opcode op, DType dtype, DType convert_to = DTyp
   // Inputs: all of `dtype`, but a select's condition (bool); the output by the table's rule.
   std::vector<DType> dtypes(entry.inputs + 1, dtype);
   if (entry.group == Group::Select) dtypes[1] = DType::kBool;
-  if (entry.group == Group::Gather || entry.group == Group::Scatter || entry.group == Group::ScatterElements) {
+  if (entry.group == Group::Gather || entry.group == Group::IndexAdd || entry.group == Group::ScatterElements) {
     dtypes[2] = DType::kInt64;  // the index
   }
   switch (entry.output) {
@@ -437,7 +437,7 @@ std::vector<std::vector<int64_t>> operandShapes(Opcode op, std::vector<int64_t> 
     shapes[1].back() = k;
     shapes[2][shapes[2].size() - 2] = k;
   }
-  if (groupOf(op) == Group::Scatter && !out.empty()) {  // index: rank 1, the input's extent on axis 1
+  if (groupOf(op) == Group::IndexAdd && !out.empty()) {  // index: rank 1, the input's extent on axis 1
     shapes[2] = {out.size() > 1 ? out[1] : out[0]};
   }
   if (groupOf(op) == Group::ScatterElements && out.size() > 1) shapes[1][1] = shapes[2][1] = k;
@@ -1298,7 +1298,7 @@ Program randomValidProgram(std::mt19937& rng) {
     }
     const DType dtype = accepted[rng() % accepted.size()];
     const std::vector<DType> dtypes = operandDTypes(entry.opcode, dtype, static_cast<DType>(rng() % kDTypeCount));
-    const bool has_axis = entry.group == Group::Gather || entry.group == Group::Scatter || entry.group == Group::Sort ||
+    const bool has_axis = entry.group == Group::Gather || entry.group == Group::IndexAdd || entry.group == Group::Sort ||
                           entry.group == Group::Scan || entry.group == Group::ScatterElements;
     const int rank = static_cast<int>(entry.group == Group::Matmul || entry.group == Group::Triangle ? 2 + rng() % 3
                                       : entry.group == Group::Iota ? 1

@@ -75,7 +75,7 @@ TEST(RuntimeProfiler, RecordsEagerProgramsCopiesAndFillsWithTheirStreamAndTimes)
   const ptoActivity* copy = find(activities, "memcpy host-to-device");
   const ptoActivity* fill = find(activities, "memset");
   ASSERT_TRUE(kernel && copy && fill);
-  EXPECT_EQ(kernel->kind, PTO_ACTIVITY_KERNEL);
+  EXPECT_EQ(kernel->kind, PTO_ACTIVITY_INSTRUCTION);
   EXPECT_STREQ(kernel->detail, "f32[4] <- f32[4]");
   EXPECT_EQ(kernel->bytes, 32u);  // read and written
   EXPECT_EQ(kernel->flops, 4.0);
@@ -115,7 +115,7 @@ TEST(RuntimeProfiler, RecordsAProgramOfSeveralInstructionsAndEachInstructionInsi
   EXPECT_EQ(launch->kind, PTO_ACTIVITY_PROGRAM);
   EXPECT_STREQ(launch->detail, "2 instructions in 2 stages");
   for (const ptoActivity* inside : {neg, exp}) {
-    EXPECT_EQ(inside->kind, PTO_ACTIVITY_INSTRUCTION) << inside->name;
+    EXPECT_EQ(inside->kind, PTO_ACTIVITY_STAGE) << inside->name;
     EXPECT_STREQ(inside->detail, "f32[4] <- f32[4]") << inside->name;
     EXPECT_EQ(inside->bytes, 32u) << inside->name;
     EXPECT_EQ(inside->flops, 4.0) << inside->name;
@@ -144,7 +144,7 @@ TEST(RuntimeProfiler, RecordsTheDeviceThatRanTheLaunch) {
   const std::vector<ptoActivity> activities = deviceActivities();
   ASSERT_EQ(activities.size(), 1u);
   EXPECT_STREQ(activities[0].name, "texpands");
-  EXPECT_EQ(activities[0].kind, PTO_ACTIVITY_KERNEL);
+  EXPECT_EQ(activities[0].kind, PTO_ACTIVITY_INSTRUCTION);
   EXPECT_EQ(activities[0].device, 1);
 }
 
@@ -217,7 +217,7 @@ TEST(RuntimeProfiler, ASubscriberReceivesEveryRecordBesideStartAndFlush) {
   EXPECT_EQ(deviceActivities().size(), 1u);
   ASSERT_EQ(received.size(), 4u);  // two launches, each a call and a kernel
   EXPECT_EQ(std::count_if(received.begin(), received.end(), [](const ptoActivity& a) {
-              return a.kind == PTO_ACTIVITY_KERNEL && std::string(a.name) == "texpands";
+              return a.kind == PTO_ACTIVITY_INSTRUCTION && std::string(a.name) == "texpands";
             }),
             2);
   EXPECT_EQ(ptoProfilerUnsubscribe(&collect, &received), PTO_ERROR_INVALID_VALUE);

@@ -167,7 +167,7 @@ void SimProgram::run(std::span<void* const> buffers, std::vector<ptoActivity>* i
 ptoActivity SimProgram::stageActivity(const isa::Stage& stage, uint64_t start_ns) const {
   const isa::ScheduledProgram& program = *scheduled_;
   ptoActivity activity{};
-  activity.kind = PTO_ACTIVITY_INSTRUCTION;
+  activity.kind = PTO_ACTIVITY_STAGE;
   activity.start_ns = start_ns;
   activity.end_ns = ptoProfilerNow();
   std::string name = stage.count > 1 ? "fused:" : "";
@@ -192,7 +192,7 @@ const ptoActivity& SimProgram::launchActivity() const {
     std::snprintf(activity_.name, sizeof activity_.name, "%s", name_);
     if (program.instructions.size() == 1) {
       const isa::InstructionCost cost = isa::costOf(program.instructions[0]);
-      activity_.kind = PTO_ACTIVITY_KERNEL;
+      activity_.kind = PTO_ACTIVITY_INSTRUCTION;
       activity_.bytes = cost.bytes;
       activity_.flops = cost.flops;
       std::snprintf(activity_.detail, sizeof activity_.detail, "%s", isa::operandSummary(program.instructions[0]).c_str());

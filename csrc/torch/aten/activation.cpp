@@ -5,7 +5,7 @@
 
 #include <limits>
 
-namespace pto::backend {
+namespace pto::torch_glue {
 
 // x > 0 ? scale * x : alpha * scale * (exp(input_scale * x) - 1)
 at::Tensor eluOf(const at::Tensor& self, const at::Scalar& alpha, const at::Scalar& scale,
@@ -194,4 +194,4 @@ at::Tensor& thresholdInplace(at::Tensor& self, const at::Scalar& threshold, cons
   return self;
 }
 
-}  // namespace pto::backend
+}  // namespace pto::torch_glue

@@ -7,7 +7,7 @@
 
 #include "composite.h"
 
-namespace pto::backend {
+namespace pto::torch_glue {
 
 // Registers functional, in-place and out= forms of an activation computed by `Fn`.
 template <at::Tensor (*Fn)(const at::Tensor&)>
@@ -81,4 +81,4 @@ at::Tensor softshrinkBackward(const at::Tensor& grad, const at::Tensor& self, co
 at::Tensor& softshrinkBackwardOut(const at::Tensor& grad, const at::Tensor& self, const at::Scalar& lambd,
                                   at::Tensor& grad_input);
 
-}  // namespace pto::backend
+}  // namespace pto::torch_glue

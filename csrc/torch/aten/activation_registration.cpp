@@ -3,7 +3,7 @@
 
 #include "activation.h"
 
-namespace pto::backend {
+namespace pto::torch_glue {
 
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("threshold", TORCH_FN(thresholdOf));
@@ -47,4 +47,4 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("softshrink_backward.grad_input", TORCH_FN(softshrinkBackwardOut));
 }
 
-}  // namespace pto::backend
+}  // namespace pto::torch_glue

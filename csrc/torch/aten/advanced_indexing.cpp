@@ -15,7 +15,7 @@
 #include "fallback.h"
 #include "instruction_launch.h"
 
-namespace pto::backend {
+namespace pto::torch_glue {
 namespace {
 
 // The indices' common shape, or nullopt where they do not broadcast together.
@@ -362,4 +362,4 @@ at::Tensor& maskedSelectOut(const at::Tensor& self, const at::Tensor& mask, at::
   return out.copy_(selected);
 }
 
-}  // namespace pto::backend
+}  // namespace pto::torch_glue

@@ -10,7 +10,7 @@
 
 #include <ATen/ATen.h>
 
-namespace pto::backend {
+namespace pto::torch_glue {
 
 // The CPU's IndexError where the host can tell: any index into a dimension of size 0,
 // and a value outside [-size, size) of an index tensor on the host (one pass over it).
@@ -38,4 +38,4 @@ at::Tensor& putFlat(at::Tensor& self, const at::Tensor& index, const at::Tensor&
 at::Tensor maskedSelect(const at::Tensor& self, const at::Tensor& mask);
 at::Tensor& maskedSelectOut(const at::Tensor& self, const at::Tensor& mask, at::Tensor& out);
 
-}  // namespace pto::backend
+}  // namespace pto::torch_glue

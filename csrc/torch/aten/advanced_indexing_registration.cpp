@@ -3,7 +3,7 @@
 
 #include "advanced_indexing.h"
 
-namespace pto::backend {
+namespace pto::torch_glue {
 
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("index.Tensor", TORCH_FN(indexGather));
@@ -18,4 +18,4 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("masked_select.out", TORCH_FN(maskedSelectOut));
 }
 
-}  // namespace pto::backend
+}  // namespace pto::torch_glue

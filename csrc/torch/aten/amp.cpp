@@ -4,7 +4,7 @@
 
 #include <vector>
 
-namespace pto::backend {
+namespace pto::torch_glue {
 namespace {
 
 // GradScaler's bookkeeping tensors: one element of `dtype`, on pto.
@@ -67,4 +67,4 @@ at::Tensor& ampUpdateScale(at::Tensor& scale, at::Tensor& growth_tracker, const 
   return scale;
 }
 
-}  // namespace pto::backend
+}  // namespace pto::torch_glue

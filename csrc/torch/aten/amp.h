@@ -6,7 +6,7 @@
 
 #include <ATen/ATen.h>
 
-namespace pto::backend {
+namespace pto::torch_glue {
 
 // Multiplies every tensor of `scaled_grads` by inv_scale and sets found_inf to 1.0 if
 // any of their elements is inf or nan (found_inf is never reset here), as CUDA's
@@ -20,4 +20,4 @@ void ampForeachNonFiniteCheckAndUnscale(at::TensorList scaled_grads, at::Tensor&
 at::Tensor& ampUpdateScale(at::Tensor& scale, at::Tensor& growth_tracker, const at::Tensor& found_inf,
                            double growth_factor, double backoff_factor, int64_t growth_interval);
 
-}  // namespace pto::backend
+}  // namespace pto::torch_glue

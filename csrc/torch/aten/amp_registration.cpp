@@ -3,11 +3,11 @@
 
 #include "amp.h"
 
-namespace pto::backend {
+namespace pto::torch_glue {
 
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("_amp_foreach_non_finite_check_and_unscale_", TORCH_FN(ampForeachNonFiniteCheckAndUnscale));
   m.impl("_amp_update_scale_", TORCH_FN(ampUpdateScale));
 }
 
-}  // namespace pto::backend
+}  // namespace pto::torch_glue

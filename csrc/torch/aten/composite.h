@@ -7,7 +7,7 @@
 
 #include <algorithm>
 
-namespace pto::backend {
+namespace pto::torch_glue {
 
 // float16/bfloat16 compositions run in float32 and round once at the end, as
 // PyTorch's fused CPU kernels do; other dtypes (and undefined tensors) pass as they are.
@@ -93,4 +93,4 @@ inline at::Tensor distinctElements(const at::Tensor& t) {
   return distinct;
 }
 
-}  // namespace pto::backend
+}  // namespace pto::torch_glue

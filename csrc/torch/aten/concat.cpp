@@ -10,7 +10,7 @@
 #include "fallback.h"
 #include "instruction_launch.h"
 
-namespace pto::backend {
+namespace pto::torch_glue {
 namespace {
 
 // cat skips 1-d empty tensors whatever the other shapes, as PyTorch always has.
@@ -90,4 +90,4 @@ at::Tensor cat(const at::ITensorListRef& tensors, int64_t dim) {
   return catOut(tensors, dim, out);
 }
 
-}  // namespace pto::backend
+}  // namespace pto::torch_glue

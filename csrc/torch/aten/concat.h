@@ -4,9 +4,9 @@
 
 #include <ATen/ATen.h>
 
-namespace pto::backend {
+namespace pto::torch_glue {
 
 at::Tensor& catOut(const at::ITensorListRef& tensors, int64_t dim, at::Tensor& out);
 at::Tensor cat(const at::ITensorListRef& tensors, int64_t dim);
 
-}  // namespace pto::backend
+}  // namespace pto::torch_glue

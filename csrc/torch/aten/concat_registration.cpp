@@ -3,11 +3,11 @@
 
 #include "concat.h"
 
-namespace pto::backend {
+namespace pto::torch_glue {
 
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("cat", TORCH_FN(cat));
   m.impl("cat.out", TORCH_FN(catOut));
 }
 
-}  // namespace pto::backend
+}  // namespace pto::torch_glue

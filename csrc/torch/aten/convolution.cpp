@@ -5,7 +5,7 @@
 #include "composite.h"
 #include "fallback.h"
 
-namespace pto::backend {
+namespace pto::torch_glue {
 namespace {
 
 // The geometry of one convolution: N, C, spatial sizes, and per spatial dimension
@@ -293,4 +293,4 @@ at::Tensor col2im(const at::Tensor& self, at::IntArrayRef output_size, at::IntAr
   return batched ? sum : sum.squeeze(0);
 }
 
-}  // namespace pto::backend
+}  // namespace pto::torch_glue

@@ -10,7 +10,7 @@
 
 #include <ATen/ATen.h>
 
-namespace pto::backend {
+namespace pto::torch_glue {
 
 at::Tensor convolutionOverrideable(const at::Tensor& input, const at::Tensor& weight,
                                    const std::optional<at::Tensor>& bias, c10::IntArrayRef stride,
@@ -31,4 +31,4 @@ at::Tensor im2col(const at::Tensor& self, at::IntArrayRef kernel, at::IntArrayRe
 at::Tensor col2im(const at::Tensor& self, at::IntArrayRef output_size, at::IntArrayRef kernel,
                   at::IntArrayRef dilation, at::IntArrayRef padding, at::IntArrayRef stride);
 
-}  // namespace pto::backend
+}  // namespace pto::torch_glue

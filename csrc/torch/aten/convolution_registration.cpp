@@ -3,7 +3,7 @@
 
 #include "convolution.h"
 
-namespace pto::backend {
+namespace pto::torch_glue {
 
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("convolution_overrideable", TORCH_FN(convolutionOverrideable));
@@ -12,4 +12,4 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("col2im", TORCH_FN(col2im));
 }
 
-}  // namespace pto::backend
+}  // namespace pto::torch_glue

@@ -13,14 +13,14 @@
 #include <ATen/core/CachingHostAllocator.h>
 #include <c10/core/DeviceGuard.h>
 
-#include "../captured_graph.h"
+#include "../pto_graph.h"
 #include "../device.h"
 #include "../dtype_map.h"
 #include "../pto_check.h"
 #include "elementwise.h"
 #include "instruction_launch.h"
 
-namespace pto::backend {
+namespace pto::torch_glue {
 namespace {
 
 using isa::Opcode;
@@ -286,4 +286,4 @@ at::Scalar localScalarDense(const at::Tensor& self) {
   return host.item();
 }
 
-}  // namespace pto::backend
+}  // namespace pto::torch_glue

@@ -3,10 +3,10 @@
 
 #include <ATen/ATen.h>
 
-namespace pto::backend {
+namespace pto::torch_glue {
 
 at::Tensor copyFrom(const at::Tensor& self, const at::Tensor& dst, bool non_blocking);
 at::Tensor copyFromAndResize(const at::Tensor& self, const at::Tensor& dst);
 at::Scalar localScalarDense(const at::Tensor& self);
 
-}  // namespace pto::backend
+}  // namespace pto::torch_glue

@@ -3,7 +3,7 @@
 
 #include "copy.h"
 
-namespace pto::backend {
+namespace pto::torch_glue {
 
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("_copy_from", TORCH_FN(copyFrom));
@@ -25,4 +25,4 @@ TORCH_LIBRARY_IMPL(aten, Negative, m) {
   m.impl("_copy_from_and_resize", torch::CppFunction::makeFallthrough());
 }
 
-}  // namespace pto::backend
+}  // namespace pto::torch_glue

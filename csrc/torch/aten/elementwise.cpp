@@ -13,7 +13,7 @@
 #include "composite.h"
 #include "instruction_launch.h"
 
-namespace pto::backend {
+namespace pto::torch_glue {
 
 // TensorIterator's rule for a new result (the inputs' stride order, the first input's
 // where they disagree, dense): inputs with their default strides (0-dim ones aside)
@@ -372,4 +372,4 @@ at::Tensor& divModeOut(const at::Tensor& self, const at::Tensor& other, std::opt
 at::Tensor& fillScalar(at::Tensor& self, const at::Scalar& value) { return fill(self, value); }
 at::Tensor& zero(at::Tensor& self) { return fill(self, 0); }
 
-}  // namespace pto::backend
+}  // namespace pto::torch_glue

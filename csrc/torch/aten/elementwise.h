@@ -9,7 +9,7 @@
 #include "recipes/aten_instructions.h"
 #include "fallback.h"
 
-namespace pto::backend {
+namespace pto::torch_glue {
 
 // The one-instruction recipes' rows (csrc/recipes), named as the eager kernels use them.
 using recipes::AtenInstruction;
@@ -177,4 +177,4 @@ at::Tensor& divModeOut(const at::Tensor& self, const at::Tensor& other, std::opt
 at::Tensor& fillScalar(at::Tensor& self, const at::Scalar& value);
 at::Tensor& zero(at::Tensor& self);
 
-}  // namespace pto::backend
+}  // namespace pto::torch_glue

@@ -8,7 +8,7 @@
 #include "recipes/aten_instructions.h"
 #include "elementwise.h"
 
-namespace pto::backend {
+namespace pto::torch_glue {
 
 using isa::Opcode;
 using P = Promotion;
@@ -135,4 +135,4 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("zero_", TORCH_FN(zero));
 }
 
-}  // namespace pto::backend
+}  // namespace pto::torch_glue

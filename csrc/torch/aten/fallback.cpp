@@ -9,11 +9,11 @@
 #include <cstring>
 #include <mutex>
 
-#include "../captured_graph.h"
+#include "../pto_graph.h"
 #include "../generator.h"
 #include "composite.h"
 
-namespace pto::backend {
+namespace pto::torch_glue {
 namespace {
 
 FallbackMode modeFromEnvironment() {
@@ -204,4 +204,4 @@ void cpuFallback(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
   }
 }
 
-}  // namespace pto::backend
+}  // namespace pto::torch_glue

@@ -12,7 +12,7 @@
 #include <map>
 #include <string>
 
-namespace pto::backend {
+namespace pto::torch_glue {
 
 enum class FallbackMode { kWarn, kSilent, kError };
 
@@ -30,4 +30,4 @@ void setFallbackMode(FallbackMode mode);
 // Every op that went through the fallback in this process, with its call count.
 std::map<std::string, int64_t> fallbackCounts();
 
-}  // namespace pto::backend
+}  // namespace pto::torch_glue

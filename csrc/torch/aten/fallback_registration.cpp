@@ -3,7 +3,7 @@
 
 #include "fallback.h"
 
-namespace pto::backend {
+namespace pto::torch_glue {
 
 TORCH_LIBRARY_IMPL(_, PrivateUse1, m) {
   m.fallback(torch::CppFunction::makeFromBoxedFunction<&cpuFallback>());
@@ -18,4 +18,4 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("conj_physical_", torch::CppFunction::makeFromBoxedFunction<&cpuFallback>());
 }
 
-}  // namespace pto::backend
+}  // namespace pto::torch_glue

@@ -16,7 +16,7 @@
 #include "fallback.h"
 #include "instruction_launch.h"
 
-namespace pto::backend {
+namespace pto::torch_glue {
 namespace {
 
 // Launches tgather when torch's own rules hold; false sends the op to the CPU,
@@ -494,4 +494,4 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> unique(const at::Tensor& self, bo
   return {distinct, inverse, counts};
 }
 
-}  // namespace pto::backend
+}  // namespace pto::torch_glue

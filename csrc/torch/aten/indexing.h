@@ -12,7 +12,7 @@
 
 #include <ATen/ATen.h>
 
-namespace pto::backend {
+namespace pto::torch_glue {
 
 at::Tensor gather(const at::Tensor& self, int64_t dim, const at::Tensor& index, bool sparse_grad);
 at::Tensor& gatherOut(const at::Tensor& self, int64_t dim, const at::Tensor& index, bool sparse_grad, at::Tensor& out);
@@ -79,4 +79,4 @@ at::Tensor bincount(const at::Tensor& self, const std::optional<at::Tensor>& wei
 std::tuple<at::Tensor, at::Tensor, at::Tensor> unique(const at::Tensor& self, bool sorted, bool return_inverse,
                                                       bool return_counts);
 
-}  // namespace pto::backend
+}  // namespace pto::torch_glue

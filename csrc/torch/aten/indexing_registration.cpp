@@ -3,7 +3,7 @@
 
 #include "indexing.h"
 
-namespace pto::backend {
+namespace pto::torch_glue {
 
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("gather", TORCH_FN(gather));
@@ -37,4 +37,4 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("_unique2", TORCH_FN(unique));
 }
 
-}  // namespace pto::backend
+}  // namespace pto::torch_glue

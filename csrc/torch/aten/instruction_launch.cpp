@@ -8,7 +8,7 @@
 #include "../pto_check.h"
 #include "../program_cache.h"
 
-namespace pto::backend {
+namespace pto::torch_glue {
 
 namespace {
 
@@ -199,4 +199,4 @@ void launchReversedMove(const at::Tensor& out, const at::Tensor& in, std::bitset
   launch.onStreamOf(out);
 }
 
-}  // namespace pto::backend
+}  // namespace pto::torch_glue

@@ -11,7 +11,7 @@
 
 #include "isa/program.h"
 
-namespace pto::backend {
+namespace pto::torch_glue {
 
 // Launches `opcode` with `out` as output and `inputs` as inputs, all pto tensors
 // of one device with out's shape (broadcast inputs with expand()), on the current
@@ -31,4 +31,4 @@ void launchInstruction(isa::Opcode opcode, const std::vector<at::Tensor>& operan
 // element on: no copy of the input.
 void launchReversedMove(const at::Tensor& out, const at::Tensor& in, std::bitset<isa::kMaxRank> reversed);
 
-}  // namespace pto::backend
+}  // namespace pto::torch_glue

@@ -10,7 +10,7 @@
 
 #include "instruction_launch.h"
 
-namespace pto::backend {
+namespace pto::torch_glue {
 namespace {
 
 bool movable(const at::Tensor& self) {
@@ -113,4 +113,4 @@ at::Tensor& narrowCopyOut(const at::Tensor& self, int64_t dim, c10::SymInt start
   return out.copy_(value);
 }
 
-}  // namespace pto::backend
+}  // namespace pto::torch_glue

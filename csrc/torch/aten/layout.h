@@ -10,7 +10,7 @@
 #include "composite.h"
 #include "fallback.h"
 
-namespace pto::backend {
+namespace pto::torch_glue {
 
 at::Tensor flip(const at::Tensor& self, at::IntArrayRef dims);
 at::Tensor roll(const at::Tensor& self, at::IntArrayRef shifts, at::IntArrayRef dims);
@@ -84,4 +84,4 @@ struct Pad {
   }
 };
 
-}  // namespace pto::backend
+}  // namespace pto::torch_glue

@@ -4,7 +4,7 @@
 
 #include "layout.h"
 
-namespace pto::backend {
+namespace pto::torch_glue {
 
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("flip", TORCH_FN(flip));
@@ -29,4 +29,4 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
 #undef PTO_PAD
 }
 
-}  // namespace pto::backend
+}  // namespace pto::torch_glue

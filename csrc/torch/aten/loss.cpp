@@ -4,7 +4,7 @@
 
 #include "composite.h"
 
-namespace pto::backend {
+namespace pto::torch_glue {
 namespace {
 
 at::Tensor reduced(const at::Tensor& losses, int64_t reduction) {
@@ -135,4 +135,4 @@ at::Tensor& binaryCrossEntropyBackwardOut(const at::Tensor& grad, const at::Tens
   return assign(grad_input, binaryCrossEntropyBackward(grad, self, target, weight, reduction));
 }
 
-}  // namespace pto::backend
+}  // namespace pto::torch_glue

@@ -5,7 +5,7 @@
 
 #include <ATen/ATen.h>
 
-namespace pto::backend {
+namespace pto::torch_glue {
 
 at::Tensor mseLoss(const at::Tensor& self, const at::Tensor& target, int64_t reduction);
 at::Tensor& mseLossOut(const at::Tensor& self, const at::Tensor& target, int64_t reduction, at::Tensor& out);
@@ -42,4 +42,4 @@ at::Tensor& binaryCrossEntropyBackwardOut(const at::Tensor& grad, const at::Tens
                                           const std::optional<at::Tensor>& weight, int64_t reduction,
                                           at::Tensor& grad_input);
 
-}  // namespace pto::backend
+}  // namespace pto::torch_glue

@@ -3,7 +3,7 @@
 
 #include "loss.h"
 
-namespace pto::backend {
+namespace pto::torch_glue {
 
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("mse_loss", TORCH_FN(mseLoss));
@@ -24,4 +24,4 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("binary_cross_entropy_backward.grad_input", TORCH_FN(binaryCrossEntropyBackwardOut));
 }
 
-}  // namespace pto::backend
+}  // namespace pto::torch_glue

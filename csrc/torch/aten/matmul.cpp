@@ -9,7 +9,7 @@
 #include "fallback.h"
 #include "instruction_launch.h"
 
-namespace pto::backend {
+namespace pto::torch_glue {
 
 at::Tensor matmulOp(const at::Tensor& a, const at::Tensor& b, const at::Tensor& bias, const at::Scalar& beta,
                     const at::Scalar& alpha, const at::Tensor& out, bool batched) {
@@ -136,4 +136,4 @@ at::Tensor addmv(const at::Tensor& self, const at::Tensor& mat, const at::Tensor
   return addmvOut(self, mat, vec, beta, alpha, out);
 }
 
-}  // namespace pto::backend
+}  // namespace pto::torch_glue

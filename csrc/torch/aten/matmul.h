@@ -5,7 +5,7 @@
 
 #include <ATen/ATen.h>
 
-namespace pto::backend {
+namespace pto::torch_glue {
 
 // out = beta * bias + alpha * (a @ b) for matrices (batched: 3-d batches).
 // bias may be undefined. Returns an undefined tensor when PTO cannot run it
@@ -38,4 +38,4 @@ at::Tensor& addmvOut(const at::Tensor& self, const at::Tensor& mat, const at::Te
 at::Tensor addmv(const at::Tensor& self, const at::Tensor& mat, const at::Tensor& vec,
                  const at::Scalar& beta, const at::Scalar& alpha);
 
-}  // namespace pto::backend
+}  // namespace pto::torch_glue

@@ -3,7 +3,7 @@
 
 #include "matmul.h"
 
-namespace pto::backend {
+namespace pto::torch_glue {
 
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("mm", TORCH_FN(mm));
@@ -20,4 +20,4 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("addr_", TORCH_FN(addrInplace));
 }
 
-}  // namespace pto::backend
+}  // namespace pto::torch_glue

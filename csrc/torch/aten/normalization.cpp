@@ -13,7 +13,7 @@
 #include "recipe_launch.h"
 #include "reduction.h"
 
-namespace pto::backend {
+namespace pto::torch_glue {
 namespace {
 
 struct Layout {
@@ -32,21 +32,26 @@ Layout layoutOf(const at::Tensor& input, c10::SymIntArrayRef normalized_shape, c
   return layout;
 }
 
-// sum((x - mean)^2) / (n - correction) over `dim`; undefined for non-float input.
+// sum((x - mean)^2) / (n - correction) over `dim`, its recipe (csrc/recipes/reductions.cpp);
+// undefined where PTO does not compute it (non-float input).
 at::Tensor variance(const at::Tensor& self, at::OptionalIntArrayRef dim, const std::optional<at::Scalar>& correction,
                     bool keepdim, const char* op) {
   if (!at::isFloatingType(self.scalar_type())) return {};
-  const at::Tensor x = widened(self);
   const int64_t count = reducedCount(self, dim);
   const double divisor = static_cast<double>(count) - (correction ? correction->toDouble() : 1.0);
   if (divisor <= 0) {
     TORCH_WARN(op, "(): degrees of freedom is <= 0. Correction should be strictly less than the "
                "reduction factor (input numel divided by output numel).");
   }
-  const at::OptionalIntArrayRef dims = dim && !dim->empty() ? dim : std::nullopt;
-  const at::Tensor centered = count > 0 ? x - x.mean(dims, /*keepdim=*/true) : x;
-  const at::Tensor squares = (centered * centered).sum(dims, keepdim);
-  return (divisor > 0 ? squares / divisor : squares / 0.0).to(self.scalar_type());
+  at::Tensor out = at::empty(at::sum(metaTwin(self), dim, keepdim).sizes(), self.options());
+  const bool native = RecipeCall("aten::var.correction")
+                          .tensor("self", self)
+                          .value("dim", dim ? recipes::Value{dim->vec()} : recipes::Value{})
+                          .value("correction", correction ? recipes::Value{correction->toDouble()} : recipes::Value{})
+                          .value("keepdim", keepdim)
+                          .result(out)
+                          .launch();
+  return native ? out : at::Tensor();
 }
 
 // batch_norm: statistics per channel (dim 1) over every other dim.
@@ -240,4 +245,4 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> batchNormBackward(
   return {grad_input, grad_weight, grad_bias};
 }
 
-}  // namespace pto::backend
+}  // namespace pto::torch_glue

@@ -5,7 +5,7 @@
 
 #include <ATen/ATen.h>
 
-namespace pto::backend {
+namespace pto::torch_glue {
 
 std::tuple<at::Tensor, at::Tensor, at::Tensor> layerNorm(const at::Tensor& input, c10::SymIntArrayRef normalized_shape,
                                                          const std::optional<at::Tensor>& weight,
@@ -39,4 +39,4 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> batchNormBackward(
     const std::optional<at::Tensor>& save_mean, const std::optional<at::Tensor>& save_invstd, bool train,
     double eps, std::array<bool, 3> output_mask);
 
-}  // namespace pto::backend
+}  // namespace pto::torch_glue

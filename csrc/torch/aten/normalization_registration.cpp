@@ -3,7 +3,7 @@
 
 #include "normalization.h"
 
-namespace pto::backend {
+namespace pto::torch_glue {
 
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("native_batch_norm", TORCH_FN(batchNorm));
@@ -17,4 +17,4 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("native_layer_norm_backward", TORCH_FN(layerNormBackward));
 }
 
-}  // namespace pto::backend
+}  // namespace pto::torch_glue

@@ -7,7 +7,7 @@
 
 #include <ATen/ATen.h>
 
-namespace pto::backend {
+namespace pto::torch_glue {
 
 at::Tensor clamp(const at::Tensor& self, const std::optional<at::Scalar>& min, const std::optional<at::Scalar>& max);
 at::Tensor& clampOut(const at::Tensor& self, const std::optional<at::Scalar>& min, const std::optional<at::Scalar>& max,
@@ -69,4 +69,4 @@ at::Tensor& lerpInplace(at::Tensor& self, const at::Tensor& end, const at::Scala
 // NaN is the one value unequal to itself; integers and bool have none.
 at::Tensor isnan(const at::Tensor& self);
 
-}  // namespace pto::backend
+}  // namespace pto::torch_glue

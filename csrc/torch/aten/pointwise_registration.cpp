@@ -3,7 +3,7 @@
 
 #include "pointwise.h"
 
-namespace pto::backend {
+namespace pto::torch_glue {
 
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("logical_and.out", TORCH_FN(logicalAndOut));
@@ -46,4 +46,4 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("lerp.Scalar_out", TORCH_FN(lerpOut));
 }
 
-}  // namespace pto::backend
+}  // namespace pto::torch_glue

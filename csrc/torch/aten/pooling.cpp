@@ -11,7 +11,7 @@
 #include "fallback.h"
 #include "reduction.h"
 
-namespace pto::backend {
+namespace pto::torch_glue {
 namespace {
 
 // One spatial dimension of a pooling: kernel, stride, padding, dilation, and the
@@ -426,4 +426,4 @@ std::tuple<at::Tensor, at::Tensor> gridSampler3dBackward(const at::Tensor& grad,
                                                             output_mask);
 }
 
-}  // namespace pto::backend
+}  // namespace pto::torch_glue

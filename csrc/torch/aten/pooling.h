@@ -8,7 +8,7 @@
 
 #include <ATen/ATen.h>
 
-namespace pto::backend {
+namespace pto::torch_glue {
 
 // max_pool2d: values and, as PyTorch returns them, indices into each plane's H*W.
 std::tuple<at::Tensor, at::Tensor> maxPool(const at::Tensor& self, at::IntArrayRef kernel, at::IntArrayRef stride,
@@ -65,4 +65,4 @@ std::tuple<at::Tensor, at::Tensor> gridSampler3dBackward(const at::Tensor& grad,
                                                          int64_t padding, bool align_corners,
                                                          std::array<bool, 2> output_mask);
 
-}  // namespace pto::backend
+}  // namespace pto::torch_glue

@@ -3,7 +3,7 @@
 
 #include "pooling.h"
 
-namespace pto::backend {
+namespace pto::torch_glue {
 
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("max_pool2d_with_indices", TORCH_FN(maxPool));
@@ -28,4 +28,4 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("grid_sampler_3d_backward", TORCH_FN(gridSampler3dBackward));
 }
 
-}  // namespace pto::backend
+}  // namespace pto::torch_glue

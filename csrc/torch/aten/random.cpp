@@ -10,13 +10,13 @@
 #include <mutex>
 #include <optional>
 
-#include "../captured_graph.h"
+#include "../pto_graph.h"
 #include "../dtype_map.h"
 #include "../generator.h"
 #include "fallback.h"
 #include "instruction_launch.h"
 
-namespace pto::backend {
+namespace pto::torch_glue {
 namespace {
 
 // Launches `opcode` into `self`, its key and counter reserved from the generator:
@@ -246,4 +246,4 @@ at::Tensor& randperm(int64_t n, std::optional<at::Generator> generator, at::Tens
   return out.copy_(permutation);
 }
 
-}  // namespace pto::backend
+}  // namespace pto::torch_glue

@@ -7,7 +7,7 @@
 
 #include <ATen/ATen.h>
 
-namespace pto::backend {
+namespace pto::torch_glue {
 
 at::Tensor& normalInplace(at::Tensor& self, double mean, double std, std::optional<at::Generator> generator);
 at::Tensor& uniformInplace(at::Tensor& self, double from, double to, std::optional<at::Generator> generator);
@@ -37,4 +37,4 @@ at::Tensor normalTensorTensor(const at::Tensor& mean, const at::Tensor& std, std
 // targsort; equal keys, a 2^-63 chance per pair, keep their order).
 at::Tensor& randperm(int64_t n, std::optional<at::Generator> generator, at::Tensor& out);
 
-}  // namespace pto::backend
+}  // namespace pto::torch_glue

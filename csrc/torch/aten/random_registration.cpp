@@ -3,7 +3,7 @@
 
 #include "random.h"
 
-namespace pto::backend {
+namespace pto::torch_glue {
 
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("normal_", TORCH_FN(normalInplace));
@@ -21,4 +21,4 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("randperm.generator_out", TORCH_FN(randperm));
 }
 
-}  // namespace pto::backend
+}  // namespace pto::torch_glue

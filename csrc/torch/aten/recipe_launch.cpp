@@ -3,7 +3,7 @@
 #include "../dtype_map.h"
 #include "instruction_launch.h"
 
-namespace pto::backend {
+namespace pto::torch_glue {
 
 recipes::View RecipeCall::bind(const at::Tensor& tensor) {
   const std::optional<isa::DType> dtype = ptoDType(tensor.scalar_type());
@@ -64,4 +64,4 @@ bool RecipeCall::launch() {
   return true;
 }
 
-}  // namespace pto::backend
+}  // namespace pto::torch_glue

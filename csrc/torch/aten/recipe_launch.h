@@ -11,7 +11,7 @@
 
 #include "recipes/recipe.h"
 
-namespace pto::backend {
+namespace pto::torch_glue {
 
 // One call of an op's recipe: its arguments by schema name, then its results.
 //   RecipeCall("aten::_softmax").tensor("self", x).integer("dim", 1).result(out).launch()
@@ -44,4 +44,4 @@ std::string atenName() {
   return std::string(Op::name) + (overload.empty() ? "" : "." + overload);
 }
 
-}  // namespace pto::backend
+}  // namespace pto::torch_glue

@@ -13,7 +13,7 @@
 #include "instruction_launch.h"
 #include "recipe_launch.h"
 
-namespace pto::backend {
+namespace pto::torch_glue {
 
 using isa::Opcode;
 
@@ -278,4 +278,4 @@ at::Tensor traceOf(const at::Tensor& self) {
   return at::sum(self.diagonal());
 }
 
-}  // namespace pto::backend
+}  // namespace pto::torch_glue

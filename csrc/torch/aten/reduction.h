@@ -10,7 +10,7 @@
 #include "fallback.h"
 #include "isa/instructions.h"
 
-namespace pto::backend {
+namespace pto::torch_glue {
 
 // Reduces `self` over `dims` (none or empty: every dimension) computing in
 // `compute`; writes a new tensor of dtype `result`, or `out` (a tsum unscaled: the
@@ -172,4 +172,4 @@ at::Tensor& logicalDimsOut(const at::Tensor& self, at::OptionalIntArrayRef dim, 
   return logicalInto<opcode>(logicalDims<opcode, Op>(self, dim, keepdim), out);
 }
 
-}  // namespace pto::backend
+}  // namespace pto::torch_glue

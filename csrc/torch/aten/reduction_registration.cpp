@@ -4,7 +4,7 @@
 
 #include "reduction.h"
 
-namespace pto::backend {
+namespace pto::torch_glue {
 
 using isa::Opcode;
 
@@ -56,4 +56,4 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("all.dims_out", TORCH_FN((logicalDimsOut<Opcode::kAll, ATEN_OP2(all, dims)>)));
 }
 
-}  // namespace pto::backend
+}  // namespace pto::torch_glue

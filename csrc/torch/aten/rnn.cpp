@@ -1,6 +1,6 @@
 #include "rnn.h"
 
-namespace pto::backend {
+namespace pto::torch_glue {
 namespace {
 
 at::Tensor withBias(const at::Tensor& gates, const std::optional<at::Tensor>& bias) {
@@ -33,4 +33,4 @@ std::tuple<at::Tensor, at::Tensor> fusedGruCell(const at::Tensor& input_gates, c
   return {hy, at::cat({reset, update, candidate, hx, hidden[2]}, 1)};
 }
 
-}  // namespace pto::backend
+}  // namespace pto::torch_glue

@@ -9,7 +9,7 @@
 #include <optional>
 #include <tuple>
 
-namespace pto::backend {
+namespace pto::torch_glue {
 
 // gates = input_gates + hidden_gates (+ biases), chunked as [i, f, g, o]:
 // cy = sigmoid(f) * cx + sigmoid(i) * tanh(g), hy = sigmoid(o) * tanh(cy);
@@ -26,4 +26,4 @@ std::tuple<at::Tensor, at::Tensor> fusedGruCell(const at::Tensor& input_gates, c
                                                 const at::Tensor& hx, const std::optional<at::Tensor>& input_bias,
                                                 const std::optional<at::Tensor>& hidden_bias);
 
-}  // namespace pto::backend
+}  // namespace pto::torch_glue

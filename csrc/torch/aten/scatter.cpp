@@ -11,7 +11,7 @@
 #include "fallback.h"
 #include "instruction_launch.h"
 
-namespace pto::backend {
+namespace pto::torch_glue {
 namespace {
 
 // A 0-dim tensor scatters as one element along dimension 0 (torch's rule).
@@ -134,4 +134,4 @@ at::Tensor& scatterReduceTwoOut(const at::Tensor& self, int64_t dim, const at::T
   return out;
 }
 
-}  // namespace pto::backend
+}  // namespace pto::torch_glue

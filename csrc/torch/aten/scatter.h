@@ -7,7 +7,7 @@
 
 #include <ATen/ATen.h>
 
-namespace pto::backend {
+namespace pto::torch_glue {
 
 at::Tensor& scatterSrcOut(const at::Tensor& self, int64_t dim, const at::Tensor& index, const at::Tensor& src,
                           at::Tensor& out);
@@ -28,4 +28,4 @@ at::Tensor& scatterValueReduceOut(const at::Tensor& self, int64_t dim, const at:
 at::Tensor& scatterReduceTwoOut(const at::Tensor& self, int64_t dim, const at::Tensor& index, const at::Tensor& src,
                                 c10::string_view reduce, bool include_self, at::Tensor& out);
 
-}  // namespace pto::backend
+}  // namespace pto::torch_glue

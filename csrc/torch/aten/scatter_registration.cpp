@@ -3,7 +3,7 @@
 
 #include "scatter.h"
 
-namespace pto::backend {
+namespace pto::torch_glue {
 
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("scatter.src_out", TORCH_FN(scatterSrcOut));
@@ -14,4 +14,4 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("scatter_reduce.two_out", TORCH_FN(scatterReduceTwoOut));
 }
 
-}  // namespace pto::backend
+}  // namespace pto::torch_glue

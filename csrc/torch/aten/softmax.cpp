@@ -2,7 +2,7 @@
 
 #include <ATen/WrapDimUtils.h>
 
-namespace pto::backend {
+namespace pto::torch_glue {
 
 bool rowOp(const std::string& op, const at::Tensor& out, std::initializer_list<at::Tensor> inputs, int64_t dim) {
   for (const at::Tensor& t : inputs) {
@@ -20,4 +20,4 @@ bool rowOp(const std::string& op, const at::Tensor& out, std::initializer_list<a
   return call.value("dim", dim).result(out).launch();
 }
 
-}  // namespace pto::backend
+}  // namespace pto::torch_glue

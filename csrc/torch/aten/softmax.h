@@ -11,7 +11,7 @@
 #include "fallback.h"
 #include "recipe_launch.h"
 
-namespace pto::backend {
+namespace pto::torch_glue {
 
 // Runs op's recipe into `out` from `inputs` (self, or grad_output and output), all of
 // out's dtype, device and shape. False: not native.
@@ -55,4 +55,4 @@ struct Backward {
   }
 };
 
-}  // namespace pto::backend
+}  // namespace pto::torch_glue

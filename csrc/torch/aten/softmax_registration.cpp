@@ -4,7 +4,7 @@
 
 #include "softmax.h"
 
-namespace pto::backend {
+namespace pto::torch_glue {
 
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   {
@@ -31,4 +31,4 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   }
 }
 
-}  // namespace pto::backend
+}  // namespace pto::torch_glue

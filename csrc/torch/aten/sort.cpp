@@ -11,7 +11,7 @@
 #include "fallback.h"
 #include "instruction_launch.h"
 
-namespace pto::backend {
+namespace pto::torch_glue {
 namespace {
 
 // Whether writing `out` may change `in` before an instruction has read all of it: any
@@ -205,4 +205,4 @@ std::tuple<at::Tensor&, at::Tensor&> kthvalueOut(const at::Tensor& self, int64_t
   return pickFromSorted(self, axis, keepdim, positionTensor(self, axis, k - 1), values, indices);
 }
 
-}  // namespace pto::backend
+}  // namespace pto::torch_glue

@@ -10,7 +10,7 @@
 
 #include <ATen/ATen.h>
 
-namespace pto::backend {
+namespace pto::torch_glue {
 
 // Always stable: an unstable sort may order equal values any way, and this is one.
 std::tuple<at::Tensor&, at::Tensor&> sortOut(const at::Tensor& self, std::optional<bool> stable, int64_t dim,
@@ -38,4 +38,4 @@ std::tuple<at::Tensor&, at::Tensor&> nanmedianDimOut(const at::Tensor& self, int
 at::Tensor median(const at::Tensor& self);
 at::Tensor nanmedian(const at::Tensor& self);
 
-}  // namespace pto::backend
+}  // namespace pto::torch_glue

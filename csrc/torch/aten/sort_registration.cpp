@@ -3,7 +3,7 @@
 
 #include "sort.h"
 
-namespace pto::backend {
+namespace pto::torch_glue {
 
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("sort.values_stable", TORCH_FN(sortOut));
@@ -17,4 +17,4 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("nanmedian", TORCH_FN(nanmedian));
 }
 
-}  // namespace pto::backend
+}  // namespace pto::torch_glue

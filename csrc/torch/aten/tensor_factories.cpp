@@ -12,7 +12,7 @@
 #include "../device.h"
 #include "../device_allocator.h"
 
-namespace pto::backend {
+namespace pto::torch_glue {
 namespace {
 
 constexpr c10::DispatchKeySet kPtoKeys(c10::DispatchKey::PrivateUse1);
@@ -142,4 +142,4 @@ void recordStream(at::Tensor& self, c10::Stream stream) {
   deviceAllocator().recordStream(self.storage().data_ptr(), stream);
 }
 
-}  // namespace pto::backend
+}  // namespace pto::torch_glue

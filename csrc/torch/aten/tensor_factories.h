@@ -4,7 +4,7 @@
 
 #include <ATen/ATen.h>
 
-namespace pto::backend {
+namespace pto::torch_glue {
 
 at::Tensor empty(c10::IntArrayRef size, std::optional<c10::ScalarType> dtype,
                  std::optional<c10::Layout> layout, std::optional<c10::Device> device,
@@ -35,4 +35,4 @@ bool isSetTo(const at::Tensor& self, const at::Tensor& source);
 // module's UninitializedParameter lost its type (and its later materialisation).
 bool hasCompatibleShallowCopyType(const at::Tensor& self, const at::Tensor& from);
 
-}  // namespace pto::backend
+}  // namespace pto::torch_glue

@@ -3,7 +3,7 @@
 
 #include "tensor_factories.h"
 
-namespace pto::backend {
+namespace pto::torch_glue {
 
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("empty.memory_format", TORCH_FN(empty));
@@ -21,4 +21,4 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("is_set_to", TORCH_FN(isSetTo));
 }
 
-}  // namespace pto::backend
+}  // namespace pto::torch_glue

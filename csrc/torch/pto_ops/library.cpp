@@ -9,7 +9,7 @@
 #include <ATen/ATen.h>
 #include <torch/library.h>
 
-namespace pto::backend {
+namespace pto::torch_glue {
 namespace {
 
 at::Tensor add(const at::Tensor& x, const at::Tensor& y) { return at::add(x, y); }
@@ -105,4 +105,4 @@ PTO_OP_KERNELS(PrivateUse1)
 PTO_OP_KERNELS(Meta)
 PTO_OP_KERNELS(Autograd)
 
-}  // namespace pto::backend
+}  // namespace pto::torch_glue

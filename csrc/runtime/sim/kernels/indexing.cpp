@@ -73,12 +73,12 @@ void executeGather(const isa::Instruction& instruction, std::span<void* const> b
   });
 }
 
-static_assert(coversGroup<isa::Group::Scatter, isa::Opcode::kIndexAdd>(), "executeScatter runs tindexadd only");
+static_assert(coversGroup<isa::Group::IndexAdd, isa::Opcode::kIndexAdd>(), "executeIndexAdd runs tindexadd only");
 
 // tindexadd: the loop runs over the positions off the axis (out and in seen with
 // extent 1 there); each position adds its whole line of in into out, so every
 // element of out belongs to one core.
-void executeScatter(const isa::Instruction& instruction, std::span<void* const> buffers) {
+void executeIndexAdd(const isa::Instruction& instruction, std::span<void* const> buffers) {
   const isa::Operand& out = instruction.operands[0];
   const isa::Operand& in = instruction.operands[1];
   const isa::Operand& index = instruction.operands[2];
