@@ -7,9 +7,10 @@
 
 namespace {
 
-ptoError checkMemcpyKind(ptoMemcpyKind kind) {
-  if (kind < PTO_MEMCPY_HOST_TO_HOST || kind > PTO_MEMCPY_DEVICE_TO_DEVICE) {
-    return pto::rt::failf(PTO_ERROR_INVALID_VALUE, "invalid memcpy kind ", static_cast<int>(kind));
+ptoError checkMemcpyKind(const ptoMemcpyKind& kind) {
+  const int value = pto::rt::enumValue(kind);
+  if (value < PTO_MEMCPY_HOST_TO_HOST || value > PTO_MEMCPY_DEVICE_TO_DEVICE) {
+    return pto::rt::failf(PTO_ERROR_INVALID_VALUE, "invalid memcpy kind ", value);
   }
   return PTO_SUCCESS;
 }

@@ -171,8 +171,8 @@ extern "C" {
 
 ptoError ptoStreamBeginCapture(ptoStream stream, ptoStreamCaptureMode mode) {
   PTO_DRIVER_OR_RETURN(driver);
-  PTO_REQUIRE(mode >= PTO_CAPTURE_MODE_GLOBAL && mode <= PTO_CAPTURE_MODE_RELAXED,
-              "ptoStreamBeginCapture: invalid capture mode ", static_cast<int>(mode));
+  PTO_REQUIRE(pto::rt::enumValue(mode) >= PTO_CAPTURE_MODE_GLOBAL && pto::rt::enumValue(mode) <= PTO_CAPTURE_MODE_RELAXED,
+              "ptoStreamBeginCapture: invalid capture mode ", pto::rt::enumValue(mode));
   PTO_RETURN_IF_ERROR(pto::rt::resolveStream(driver, &stream));
   int32_t device = -1;
   PTO_RETURN_IF_ERROR(driver->streamGetDevice(stream, &device));

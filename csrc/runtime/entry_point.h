@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <cstring>
 
 #include "driver.h"
 #include "driver_registry.h"
@@ -20,6 +21,18 @@ inline ptoError checkDevice(Driver* driver, int32_t device) {
                  driver->deviceCount(), " device(s)");
   }
   return PTO_SUCCESS;
+}
+
+// An enum argument as the int a C caller passed. C lets a caller pass any int, most of
+// which are no value of the C++ enum (its values span only its enumerators' bits), so
+// it is read as bytes, never loaded as the enum (undefined, and UBSan says so), until
+// it is known to be one of the enumerators.
+template <class Enum>
+int enumValue(const Enum& value) {
+  static_assert(sizeof(Enum) == sizeof(int), "the C API's enums are int-sized");
+  int raw = 0;
+  std::memcpy(&raw, &value, sizeof raw);
+  return raw;
 }
 
 // The null stream is the current device's default stream.

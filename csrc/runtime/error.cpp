@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstring>
 
+#include "entry_point.h"
 #include "error.h"
 
 namespace pto::rt {
@@ -31,7 +32,7 @@ std::string recentErrorMessage() { return tls_recent_error; }
 extern "C" {
 
 const char* ptoGetErrorName(ptoError error) {
-  switch (error) {
+  switch (pto::rt::enumValue(error)) {
     case PTO_SUCCESS: return "PTO_SUCCESS";
     case PTO_ERROR_INVALID_VALUE: return "PTO_ERROR_INVALID_VALUE";
     case PTO_ERROR_INVALID_DEVICE: return "PTO_ERROR_INVALID_DEVICE";

@@ -499,7 +499,13 @@ Reference referenceOf(Opcode op) {
         const Real scaled_underflow = r.precision.compute.ulp(0) / 2 * std::fabs(C);
         return {A + scaled * C, 0.5, 0, U * std::fabs(scaled * C) + scaled_underflow, std::fabs(scaled)};
       };
-      ref.integer = INT { return wrapTo(i.in[0] + i.immediate * i.in[1] * i.in[2], i.bits, i.is_signed); };
+      // The triple product of int64s leaves even 128 bits: it wraps there (unsigned), which
+      // agrees with the wrap to the dtype's width, a divisor of 2^128.
+      ref.integer = INT {
+        using Wide = unsigned __int128;
+        const Wide product = static_cast<Wide>(i.immediate) * static_cast<Wide>(i.in[1]) * static_cast<Wide>(i.in[2]);
+        return wrapTo(static_cast<Int>(static_cast<Wide>(i.in[0]) + product), i.bits, i.is_signed);
+      };
       ref.float_immediates = {1.0, -0.5, 0.3};
       ref.integer_immediates = {1.0, 3.0, -2.0};
       break;

@@ -48,7 +48,7 @@ def softmax_over_root_of_sum(x):
     return e / e.sum(dim=-1, keepdim=True).sqrt()
 
 
-def test_explain_reports_graph_program_nodes_stages_and_workspace():
+def test_explain_reports_the_bound_programs_nodes_stages_and_workspace():
     x = torch.randn(64, 128, device="pto")
     report = pypto_torch.explain(softmax_over_root_of_sum, x)
     assert isinstance(report.graph, torch.fx.GraphModule)
