@@ -4,6 +4,21 @@
 #include "instruction_launch.h"
 
 namespace pto::torch_glue {
+namespace {
+
+// The elements a step's output view writes: its extents along the dimensions it does not
+// repeat. A reduction's output is viewed at its input's shape with stride 0 along the
+// reduced dimensions, so an empty input still writes the reduction of nothing (a sum's
+// 0, a variance's NaN); only an output with no element of its own is skipped.
+int64_t writtenElements(const recipes::View& out) {
+  int64_t count = 1;
+  for (size_t d = 0; d < out.shape.size(); ++d) {
+    if (out.strides[d] != 0) count *= out.shape[d];
+  }
+  return count;
+}
+
+}  // namespace
 
 recipes::View RecipeCall::bind(const at::Tensor& tensor) {
   const std::optional<isa::DType> dtype = ptoDType(tensor.scalar_type());
@@ -54,7 +69,7 @@ bool RecipeCall::launch() {
   }
   std::vector<at::Tensor> operands;
   for (const recipes::Step& step : recipe->steps()) {
-    if (step.operands.front().numel() == 0) continue;  // writes nothing
+    if (writtenElements(step.operands.front()) == 0) continue;
     operands.clear();
     for (const recipes::View& view : step.operands) {
       operands.push_back(buffers[static_cast<size_t>(view.buffer)].as_strided(view.shape, view.strides, view.offset));
