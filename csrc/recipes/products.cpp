@@ -105,8 +105,7 @@ void addProductRecipes(Table& table) {
   table["aten::embedding"] = [](Recipe& r, const Arguments& args) {
     const View weight = args.tensor("weight"), indices = args.tensor("indices");
     const std::vector<int64_t> column{indices.numel(), 1}, table_rows{indices.numel(), weight.shape.back()};
-    const std::optional<View> as_column = viewAs(indices, column);
-    const View rows = as_column ? *as_column : *viewAs(r.contiguous(indices), column);
+    const View rows = r.reshape(indices, column);
     const std::optional<View> into = viewAs(args.result(), table_rows);
     const View out = into ? *into : r.temporary(weight.dtype, table_rows);
     r.emit(Opcode::kGather, out, {weight, expand(r.cast(rows, DType::kInt64), table_rows)}, {0.0, 0.0});

@@ -37,6 +37,14 @@ const Value kNone{};
 
 std::string described(std::string_view name) { return "argument '" + std::string(name) + "'"; }
 
+// A number argument (aten's Scalar, int or bool) as a double, or nothing.
+std::optional<double> numberOf(const Value& value) {
+  if (const double* d = std::get_if<double>(&value)) return *d;
+  if (const int64_t* i = std::get_if<int64_t>(&value)) return static_cast<double>(*i);
+  if (const bool* b = std::get_if<bool>(&value)) return *b ? 1.0 : 0.0;
+  return std::nullopt;
+}
+
 }  // namespace
 
 const Value& Arguments::operator[](std::string_view name) const {
@@ -73,9 +81,7 @@ Operand Arguments::operand(std::string_view name) const {
 
 double Arguments::number(std::string_view name, std::optional<double> absent) const {
   const Value& value = (*this)[name];
-  if (const double* d = std::get_if<double>(&value)) return *d;
-  if (const int64_t* i = std::get_if<int64_t>(&value)) return static_cast<double>(*i);
-  if (const bool* b = std::get_if<bool>(&value)) return *b ? 1.0 : 0.0;
+  if (const std::optional<double> number = numberOf(value)) return *number;
   if (absent && std::holds_alternative<std::monostate>(value)) return *absent;
   throw NotApplicable(described(name) + " is not a number");
 }
@@ -112,9 +118,7 @@ std::vector<Operand> Arguments::operands() const {
   std::vector<Operand> operands;
   for (const auto& [key, value] : named_) {
     if (const View* view = std::get_if<View>(&value)) operands.emplace_back(*view);
-    else if (const double* d = std::get_if<double>(&value)) operands.emplace_back(*d);
-    else if (const int64_t* i = std::get_if<int64_t>(&value)) operands.emplace_back(static_cast<double>(*i));
-    else if (const bool* b = std::get_if<bool>(&value)) operands.emplace_back(*b ? 1.0 : 0.0);
+    else if (const std::optional<double> number = numberOf(value)) operands.emplace_back(*number);
   }
   return operands;
 }
@@ -170,6 +174,11 @@ View Recipe::cast(const View& view, isa::DType dtype) {
 View Recipe::contiguous(const View& view) {
   if (view.contiguous()) return view;
   return emit(isa::Opcode::kMove, temporary(view.dtype, view.shape), {view});
+}
+
+View Recipe::reshape(const View& view, const std::vector<int64_t>& shape) {
+  if (std::optional<View> viewed = viewAs(view, shape)) return *viewed;
+  return *viewAs(contiguous(view), shape);
 }
 
 View Recipe::operand(const Operand& operand, isa::DType dtype, const std::vector<int64_t>& shape) {

@@ -115,6 +115,9 @@ class Recipe {
   View cast(const View& view, isa::DType dtype);
   // `view` row-major (tmov into a temporary), or itself.
   View contiguous(const View& view);
+  // `view` at `shape`, as aten's reshape: a view where the strides allow it, else a
+  // row-major copy viewed so.
+  View reshape(const View& view, const std::vector<int64_t>& shape);
   // A tensor or number as an input of `dtype` broadcast to `shape`.
   View operand(const Operand& operand, isa::DType dtype, const std::vector<int64_t>& shape);
   // dst <- src: tmov, or tcvt where the dtypes differ.

@@ -97,9 +97,7 @@ void addReductionRecipes(Table& table) {
     table[name] = [opcode](Recipe& r, const Arguments& args) {
       View x = args.tensor("self");
       if (!args.has("dim")) {
-        const std::vector<int64_t> flat{x.numel()};
-        const std::optional<View> row = viewAs(x, flat);
-        x = row ? *row : *viewAs(r.contiguous(x), flat);
+        x = r.reshape(x, {x.numel()});
       }
       reduceInto(r, opcode, x, reducedDims(x, args.has("dim") ? args.dims("dim") : std::vector<int64_t>{0}),
                  args.result());
