@@ -37,11 +37,15 @@ class RecipeCall {
   std::vector<recipes::View> results_;
 };
 
-// The name recipes know aten operator Op by ("aten::_softmax", "aten::add.Tensor").
+// The name recipes know aten operator Op by ("aten::_softmax", "aten::add.Tensor"),
+// built once per operator rather than at every eager call.
 template <class Op>
-std::string atenName() {
-  const std::string overload = Op::overload_name;
-  return std::string(Op::name) + (overload.empty() ? "" : "." + overload);
+const std::string& atenName() {
+  static const std::string name = [] {
+    const std::string overload = Op::overload_name;
+    return std::string(Op::name) + (overload.empty() ? "" : "." + overload);
+  }();
+  return name;
 }
 
 }  // namespace pto::torch_glue
