@@ -64,10 +64,9 @@ HWY_BEFORE_NAMESPACE();
 namespace pto::rt::sim::kernels::HWY_NAMESPACE {
 namespace hn = hwy::HWY_NAMESPACE;
 
-#ifndef PTO_SLEEF_F32
-// The scalar Sleef function of the lanes' type (f32 or f64) on each lane of `args`.
-template <class D, typename F32, typename F64, typename... V>
-hn::Vec<D> laneByLane(D d, F32 f32, F64 f64, V... args) {
+// f on each lane of `args` (one or two vectors), lane by lane.
+template <class D, typename F, typename... V>
+hn::Vec<D> lanewise(D d, F f, V... args) {
   using T = hn::TFromD<D>;
   constexpr size_t kLanes = hn::MaxLanes(D());
   HWY_ALIGN T lanes[sizeof...(V)][kLanes];
@@ -75,14 +74,18 @@ hn::Vec<D> laneByLane(D d, F32 f32, F64 f64, V... args) {
   ((hn::Store(args, d, lanes[k++])), ...);
   HWY_ALIGN T result[kLanes];
   for (size_t i = 0; i < hn::Lanes(d); ++i) {
-    auto call = [&](auto f) {
-      if constexpr (sizeof...(V) == 1) return f(lanes[0][i]);
-      else return f(lanes[0][i], lanes[1][i]);
-    };
-    if constexpr (sizeof(T) == 4) result[i] = call(f32);
-    else result[i] = call(f64);
+    if constexpr (sizeof...(V) == 1) result[i] = f(lanes[0][i]);
+    else result[i] = f(lanes[0][i], lanes[1][i]);
   }
   return hn::Load(d, result);
+}
+
+#ifndef PTO_SLEEF_F32
+// The scalar Sleef function of the lanes' type (f32 or f64) on each lane of `args`.
+template <class D, typename F32, typename F64, typename... V>
+hn::Vec<D> laneByLane(D d, F32 f32, F64 f64, V... args) {
+  if constexpr (sizeof(hn::TFromD<D>) == 4) return lanewise(d, f32, args...);
+  else return lanewise(d, f64, args...);
 }
 #endif
 
@@ -103,17 +106,7 @@ constexpr bool hasVectorMath() {
 // f (libm's) on every lane of `args`, taken where `lanes` holds, `result` elsewhere.
 template <class D, class M, typename F, class... V>
 hn::Vec<D> libmLanes(D d, M lanes, hn::Vec<D> result, F f, V... args) {
-  using T = hn::TFromD<D>;
-  constexpr size_t kLanes = hn::MaxLanes(D());
-  HWY_ALIGN T values[sizeof...(V)][kLanes];
-  size_t k = 0;
-  ((hn::Store(args, d, values[k++])), ...);
-  HWY_ALIGN T recomputed[kLanes];
-  for (size_t i = 0; i < hn::Lanes(d); ++i) {
-    if constexpr (sizeof...(V) == 1) recomputed[i] = f(values[0][i]);
-    else recomputed[i] = f(values[0][i], values[1][i]);
-  }
-  return hn::IfThenElse(lanes, hn::Load(d, recomputed), result);
+  return hn::IfThenElse(lanes, lanewise(d, f, args...), result);
 }
 
 // Debian's Sleef exp and pow (double) return infinity from 709.78271114955742909 on,
