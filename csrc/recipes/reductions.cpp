@@ -66,6 +66,9 @@ void addReductionRecipes(Table& table) {
   for (const char* name : {"aten::sum.dim_IntList", "aten::sum"}) {
     table[name] = [](Recipe& r, const Arguments& args) { reduceResult(r, args, Opcode::kSum, {1.0}); };
   }
+  for (const char* name : {"aten::prod.dim_int", "aten::prod"}) {
+    table[name] = [](Recipe& r, const Arguments& args) { reduceResult(r, args, Opcode::kProd, {1.0}); };
+  }
   for (const char* name : {"aten::mean.dim", "aten::mean"}) {
     table[name] = [](Recipe& r, const Arguments& args) {
       const View x = args.tensor("self");

@@ -7,7 +7,7 @@
 #include "composite.h"
 #include "elementwise.h"
 #include "fallback.h"
-#include "instruction_launch.h"
+#include "recipe_launch.h"
 
 namespace pto::torch_glue {
 
@@ -20,7 +20,7 @@ at::Tensor matmulOp(const at::Tensor& a, const at::Tensor& b, const at::Tensor& 
   const bool on_one_device = b.device() == a.device() && (!bias.defined() || bias.device() == a.device()) &&
                              (!out.defined() || out.device() == a.device());
   if (a.dim() != rank || b.dim() != rank || !same_dtype || !on_one_device || beta.isComplex() ||
-      alpha.isComplex() || !accepts(isa::Opcode::kMatmul, a.scalar_type())) {
+      alpha.isComplex() || !ptoDType(a.scalar_type())) {
     return {};  // the CPU path raises PyTorch's own error for these
   }
   const char* const first = batched ? "batch1" : "mat1";
@@ -36,13 +36,12 @@ at::Tensor matmulOp(const at::Tensor& a, const at::Tensor& b, const at::Tensor& 
   at::Tensor output = out.defined() ? out : at::empty(shape, a.options());
   if (out.defined()) at::native::resize_output(output, shape);
   if (output.numel() == 0) return output;
-  double accumulate = 0.0;
-  if (bias.defined() && beta.toDouble() != 0.0) {
-    if (!bias.is_same(output)) copyOnDevice(output, bias.expand(shape));
-    accumulate = beta.toDouble();
-  }
-  launchInstruction(isa::Opcode::kMatmul, output, {a, b}, {alpha.toDouble(), accumulate});
-  return output;
+  // mm and bmm are addmm and baddbmm with no bias: one recipe each (csrc/recipes/products.cpp).
+  const bool biased = bias.defined() && beta.toDouble() != 0.0;
+  RecipeCall call(batched ? atenName<ATEN_OP(baddbmm)>() : atenName<ATEN_OP(addmm)>());
+  call.tensor("self", biased ? bias : at::Tensor()).tensor(first, a).tensor(second, b);
+  call.value("beta", biased ? beta.toDouble() : 0.0).value("alpha", alpha.toDouble()).result(output);
+  return call.launch() ? output : at::Tensor();
 }
 
 at::Tensor mm(const at::Tensor& self, const at::Tensor& mat2) {

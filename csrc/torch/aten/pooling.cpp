@@ -173,10 +173,10 @@ std::tuple<at::Tensor, at::Tensor> maxPool(const at::Tensor& self, at::IntArrayR
   }
   const Window g = windowOf(self, kernel, stride, padding, dilation, meta.size(-2), meta.size(-1));
   const at::Tensor view = windows(paddedInput(self, g, -std::numeric_limits<double>::infinity()), g);
-  const at::Tensor values = reduce(isa::Opcode::kAmax, view, at::IntArrayRef{3, 4}, false, self.scalar_type(),
+  const at::Tensor values = reduce(atenName<ATEN_OP(amax)>(), view, at::IntArrayRef{3, 4}, false, self.scalar_type(),
                                    self.scalar_type(), {});
   // The first maximum (or NaN) in window order, as a position in the flattened window.
-  const at::Tensor k = reduce(isa::Opcode::kArgmax, view, at::IntArrayRef{3, 4}, false, self.scalar_type(), at::kLong, {});
+  const at::Tensor k = reduce(atenName<ATEN_OP(argmax)>(), view, at::IntArrayRef{3, 4}, false, at::kLong, at::kLong, {});
   // Input position = the window's origin + the offset of its k-th element: a
   // lookup of k in a table of kh*kw offsets, added to an [oh, ow] table of origins.
   const auto longs = self.options().dtype(at::kLong);

@@ -10,12 +10,10 @@
 #include "../dtype_map.h"
 #include "composite.h"
 #include "elementwise.h"
-#include "instruction_launch.h"
+#include "isa/program.h"
 #include "recipe_launch.h"
 
 namespace pto::torch_glue {
-
-using isa::Opcode;
 
 namespace {
 
@@ -62,9 +60,38 @@ std::vector<int64_t> reducedShape(const at::Tensor& self, const std::vector<bool
   return shape;
 }
 
-// mean through its recipe (a sum scaled by 1 / count: csrc/recipes/reductions.cpp)
-// into `output`, computed in `type`. False where PTO does not compute it: integers,
-// no element to average (NaN), a dtype PTO lacks.
+// The reduction recipe `recipe` (its arguments self, dim and keepdim; csrc/recipes/
+// reductions.cpp) of `self` over `mask` into `results`, laid out as the op returns
+// them. Above PTO's rank it reduces the rows of the [kept, folded] matrix into
+// contiguous rows copied into the results. False, with nothing written, where the
+// recipe does not apply (a dtype its instructions do not take).
+bool launchReduction(const std::string& recipe, const at::Tensor& self, const std::vector<bool>& mask, bool keepdim,
+                     const std::vector<at::Tensor>& results) {
+  RecipeCall call(recipe);
+  if (self.dim() > isa::kMaxRank) {
+    const at::Tensor matrix = foldedMatrix(self, mask);
+    call.tensor("self", matrix).value("dim", std::vector<int64_t>{1}).value("keepdim", false);
+    std::vector<at::Tensor> rows;
+    for (const at::Tensor& result : results) {
+      rows.push_back(at::empty({matrix.size(0)}, result.options()));
+      call.result(rows.back());
+    }
+    if (!call.launch()) return false;
+    for (size_t i = 0; i < results.size(); ++i) results[i].copy_(rows[i].view(results[i].sizes()));
+    return true;
+  }
+  std::vector<int64_t> reduced;
+  for (int64_t d = 0; d < self.dim(); ++d) {
+    if (mask[d]) reduced.push_back(d);
+  }
+  call.tensor("self", self).value("dim", reduced).value("keepdim", keepdim);
+  for (const at::Tensor& result : results) call.result(result);
+  return call.launch();
+}
+
+// mean through its recipe (a sum scaled by 1 / count) into `output`, computed in
+// `type`. False where PTO does not compute it: integers, no element to average
+// (NaN), a dtype PTO lacks.
 bool meanInto(const at::Tensor& self, at::OptionalIntArrayRef dims, bool keepdim, at::ScalarType type,
               const at::Tensor& output) {
   if (!at::isFloatingType(type) || !ptoDType(type) || !ptoDType(output.scalar_type()) ||
@@ -72,21 +99,8 @@ bool meanInto(const at::Tensor& self, at::OptionalIntArrayRef dims, bool keepdim
     return false;
   }
   if (output.numel() == 0) return true;
-  const auto mask = reducedDims(self, dims);
   const at::Tensor target = output.scalar_type() == type ? output : at::empty(output.sizes(), output.options().dtype(type));
-  RecipeCall call("aten::mean.dim");
-  if (self.dim() > isa::kMaxRank) {
-    const at::Tensor matrix = foldedMatrix(self, mask);
-    call.tensor("self", matrix).value("dim", std::vector<int64_t>{1}).value("keepdim", false);
-    call.result(target.view({matrix.size(0)}));
-  } else {
-    std::vector<int64_t> reduced;
-    for (int64_t d = 0; d < self.dim(); ++d) {
-      if (mask[d]) reduced.push_back(d);
-    }
-    call.tensor("self", self).value("dim", reduced).value("keepdim", keepdim).result(target);
-  }
-  if (!call.launch()) return false;
+  if (!launchReduction("aten::mean.dim", self, reducedDims(self, dims), keepdim, {target})) return false;
   if (!target.is_same(output)) output.copy_(target);
   return true;
 }
@@ -102,12 +116,11 @@ int64_t reducedCount(const at::Tensor& self, at::OptionalIntArrayRef dims) {
   return count;
 }
 
-at::Tensor reduce(isa::Opcode opcode, const at::Tensor& self, at::OptionalIntArrayRef dims,
-                  bool keepdim, at::ScalarType compute, at::ScalarType result, const at::Tensor& out) {
-  if (!accepts(opcode, compute) || !ptoDType(result)) return {};
+at::Tensor reduce(const std::string& recipe, const at::Tensor& self, at::OptionalIntArrayRef dims, bool keepdim,
+                  at::ScalarType compute, at::ScalarType result, const at::Tensor& out) {
+  if (!ptoDType(compute) || !ptoDType(result) || !ptoDType(self.scalar_type())) return {};
   const auto mask = reducedDims(self, dims);
   const std::vector<int64_t> result_shape = reducedShape(self, mask, keepdim);
-  const at::ScalarType stored = isa::info(opcode).output == isa::OutputDType::Index ? at::kLong : compute;
   at::Tensor output;
   if (out.defined()) {
     TORCH_CHECK(out.device() == self.device(), "Expected out tensor to be on ", self.device(),
@@ -118,32 +131,22 @@ at::Tensor reduce(isa::Opcode opcode, const at::Tensor& self, at::OptionalIntArr
     output = at::empty(result_shape, self.options().dtype(result));
   }
   if (output.numel() == 0) return output;
-  at::Tensor target = output.scalar_type() == stored ? output : at::empty(result_shape, output.options().dtype(stored));
-  const at::Tensor converted = self.scalar_type() == compute ? self : self.to(compute);
-  if (self.dim() > isa::kMaxRank) {
-    // Above PTO's rank: the instruction folds the rows of a [kept, folded] matrix.
-    const at::Tensor matrix = foldedMatrix(converted, mask);
-    const int64_t kept = matrix.size(0), folded = matrix.size(1);
-    at::Tensor rows = at::empty({kept}, target.options());
-    launchInstruction(opcode, rows.as_strided({kept, folded}, {1, 0}), {matrix}, {1.0});
-    output.copy_(rows.view(result_shape));
-    return output;
-  }
-  const at::Tensor& input = converted;
-  // The output seen at the input's shape: stride 0 along every reduced dimension.
-  std::vector<int64_t> strides(self.dim());
-  for (int64_t d = 0, j = 0; d < self.dim(); ++d) {
-    if (mask[d]) {
-      strides[d] = 0;
-      j += keepdim ? 1 : 0;
-    } else {
-      strides[d] = target.stride(j++);
-    }
-  }
-  const at::Tensor spread = target.as_strided(self.sizes(), strides, target.storage_offset());
-  launchInstruction(opcode, spread, {input}, {1.0});
+  const at::Tensor target =
+      output.scalar_type() == compute ? output : at::empty(result_shape, output.options().dtype(compute));
+  if (!launchReduction(recipe, self, mask, keepdim, {target})) return {};
   if (!target.is_same(output)) output.copy_(target);  // to any dtype out may have, complex too
   return output;
+}
+
+std::tuple<at::Tensor, at::Tensor> reduceWithIndex(const std::string& recipe, const at::Tensor& self, int64_t dim,
+                                                   bool keepdim) {
+  if (!ptoDType(self.scalar_type())) return {};
+  const auto mask = reducedDims(self, at::IntArrayRef(dim));
+  const std::vector<int64_t> shape = reducedShape(self, mask, keepdim);
+  at::Tensor values = at::empty(shape, self.options());
+  at::Tensor indices = at::empty(shape, self.options().dtype(at::kLong));
+  if (values.numel() > 0 && !launchReduction(recipe, self, mask, keepdim, {values, indices})) return {};
+  return {values, indices};
 }
 
 bool emptyExtreme(const at::Tensor& self, at::OptionalIntArrayRef dims) {
@@ -153,14 +156,14 @@ bool emptyExtreme(const at::Tensor& self, at::OptionalIntArrayRef dims) {
 at::Tensor sumDim(const at::Tensor& self, at::OptionalIntArrayRef dim, bool keepdim,
                   std::optional<at::ScalarType> dtype) {
   const auto type = sumType(self, dtype);
-  at::Tensor r = reduce(Opcode::kSum, self, dim, keepdim, type, type, {});
+  at::Tensor r = reduce(atenName<ATEN_OP2(sum, dim_IntList)>(), self, dim, keepdim, type, type, {});
   return r.defined() ? r : Fallback<ATEN_OP2(sum, dim_IntList)>::call(self, dim, keepdim, dtype);
 }
 
 at::Tensor& sumOut(const at::Tensor& self, at::OptionalIntArrayRef dim, bool keepdim,
                    std::optional<at::ScalarType> dtype, at::Tensor& out) {
   const auto type = dtype ? *dtype : out.scalar_type();
-  if (!reduce(Opcode::kSum, self, dim, keepdim, type, type, out).defined()) {
+  if (!reduce(atenName<ATEN_OP2(sum, dim_IntList)>(), self, dim, keepdim, type, type, out).defined()) {
     Fallback<ATEN_OP2(sum, IntList_out)>::call(self, dim, keepdim, dtype, out);
   }
   return out;
@@ -194,14 +197,14 @@ at::Tensor meanAll(const at::Tensor& self, std::optional<at::ScalarType> dtype) 
 
 at::Tensor prodDim(const at::Tensor& self, int64_t dim, bool keepdim, std::optional<at::ScalarType> dtype) {
   const auto type = sumType(self, dtype);
-  at::Tensor r = reduce(Opcode::kProd, self, at::IntArrayRef(dim), keepdim, type, type, {});
+  at::Tensor r = reduce(atenName<ATEN_OP2(prod, dim_int)>(), self, at::IntArrayRef(dim), keepdim, type, type, {});
   return r.defined() ? r : Fallback<ATEN_OP2(prod, dim_int)>::call(self, dim, keepdim, dtype);
 }
 
 at::Tensor& prodOut(const at::Tensor& self, int64_t dim, bool keepdim, std::optional<at::ScalarType> dtype,
                     at::Tensor& out) {
   const auto type = dtype ? *dtype : out.scalar_type();
-  if (!reduce(Opcode::kProd, self, at::IntArrayRef(dim), keepdim, type, type, out).defined()) {
+  if (!reduce(atenName<ATEN_OP2(prod, dim_int)>(), self, at::IntArrayRef(dim), keepdim, type, type, out).defined()) {
     Fallback<ATEN_OP2(prod, int_out)>::call(self, dim, keepdim, dtype, out);
   }
   return out;
@@ -209,7 +212,7 @@ at::Tensor& prodOut(const at::Tensor& self, int64_t dim, bool keepdim, std::opti
 
 at::Tensor prodAll(const at::Tensor& self, std::optional<at::ScalarType> dtype) {
   const auto type = sumType(self, dtype);
-  at::Tensor r = reduce(Opcode::kProd, self, std::nullopt, false, type, type, {});
+  at::Tensor r = reduce(atenName<ATEN_OP2(prod, dim_int)>(), self, std::nullopt, false, type, type, {});
   return r.defined() ? r : Fallback<ATEN_OP(prod)>::call(self, dtype);
 }
 

@@ -6,18 +6,26 @@
 
 #include <ATen/ATen.h>
 
+#include <string>
+#include <tuple>
+
 #include "composite.h"
 #include "fallback.h"
-#include "isa/instructions.h"
+#include "recipe_launch.h"
 
 namespace pto::torch_glue {
 
-// Reduces `self` over `dims` (none or empty: every dimension) computing in
-// `compute`; writes a new tensor of dtype `result`, or `out` (a tsum unscaled: the
-// mean is its recipe's). Undefined result: not supported natively (the caller falls back).
-at::Tensor reduce(isa::Opcode opcode, const at::Tensor& self, at::OptionalIntArrayRef dims,
-                  bool keepdim, at::ScalarType compute, at::ScalarType result,
-                  const at::Tensor& out);
+// Reduces `self` over `dims` (none or empty: every dimension) by the reduction recipe
+// `recipe` ("aten::sum.dim_IntList", "aten::argmax": self, dim, keepdim), its result
+// computed in `compute` and written as a new tensor of dtype `result`, or into `out`.
+// Undefined result: not supported natively (the caller falls back).
+at::Tensor reduce(const std::string& recipe, const at::Tensor& self, at::OptionalIntArrayRef dims, bool keepdim,
+                  at::ScalarType compute, at::ScalarType result, const at::Tensor& out);
+
+// max.dim / min.dim through their recipe ("aten::max.dim"): values and indices.
+// Undefined tensors where PTO does not compute them.
+std::tuple<at::Tensor, at::Tensor> reduceWithIndex(const std::string& recipe, const at::Tensor& self, int64_t dim,
+                                                   bool keepdim);
 
 // The number of elements each output element folds.
 int64_t reducedCount(const at::Tensor& self, at::OptionalIntArrayRef dims);
@@ -64,83 +72,82 @@ at::Tensor countNonzero(const at::Tensor& self, at::IntArrayRef dim);
 // trace: the sum of the main diagonal (a strided view), in sum's dtype.
 at::Tensor traceOf(const at::Tensor& self);
 
-// The families reduction_registration.cpp stamps per op: the instruction, else the
-// CPU fallback (Op, Out).
-template <isa::Opcode opcode, class Op, class Out>
+// The families reduction_registration.cpp stamps per op: its recipe (that of Op, or of
+// the Reduction op named), else the CPU fallback (Op, Out).
+template <class Op, class Out>
 struct Extreme {
   static at::Tensor functional(const at::Tensor& self, at::IntArrayRef dim, bool keepdim) {
     if (!emptyExtreme(self, dim)) {
-      at::Tensor r = reduce(opcode, self, dim, keepdim, self.scalar_type(), self.scalar_type(), {});
+      at::Tensor r = reduce(atenName<Op>(), self, dim, keepdim, self.scalar_type(), self.scalar_type(), {});
       if (r.defined()) return r;
     }
     return Fallback<Op>::call(self, dim, keepdim);
   }
   static at::Tensor& out(const at::Tensor& self, at::IntArrayRef dim, bool keepdim, at::Tensor& result) {
     const bool native = !emptyExtreme(self, dim) && result.scalar_type() == self.scalar_type() &&
-        reduce(opcode, self, dim, keepdim, self.scalar_type(), self.scalar_type(), result).defined();
+        reduce(atenName<Op>(), self, dim, keepdim, self.scalar_type(), self.scalar_type(), result).defined();
     if (!native) Fallback<Out>::call(self, dim, keepdim, result);
     return result;
   }
 };
 
-template <isa::Opcode opcode, class Op>
+// max() and min() of every element: amax's and amin's recipes.
+template <class Reduction, class Op>
 at::Tensor extremeAll(const at::Tensor& self) {
   if (self.numel() > 0) {
-    at::Tensor r = reduce(opcode, self, std::nullopt, false, self.scalar_type(), self.scalar_type(), {});
+    at::Tensor r = reduce(atenName<Reduction>(), self, std::nullopt, false, self.scalar_type(), self.scalar_type(), {});
     if (r.defined()) return r;
   }
   return Fallback<Op>::call(self);
 }
 
-template <isa::Opcode opcode, class Op, class Out>
+template <class Op>
 struct ArgExtreme {
   static at::Tensor functional(const at::Tensor& self, std::optional<int64_t> dim, bool keepdim) {
     if (self.numel() > 0 && !(dim && reducedCount(self, at::IntArrayRef(*dim)) == 0)) {
       // With no dim, the index runs over the flattened tensor; keepdim keeps every dim as 1.
-      at::Tensor r = reduce(opcode, self, dim ? at::OptionalIntArrayRef(at::IntArrayRef(*dim)) : std::nullopt,
-                            keepdim, self.scalar_type(), at::kLong, {});
+      at::Tensor r = reduce(atenName<Op>(), self, dim ? at::OptionalIntArrayRef(at::IntArrayRef(*dim)) : std::nullopt,
+                            keepdim, at::kLong, at::kLong, {});
       if (r.defined()) return r;
     }
     return Fallback<Op>::call(self, dim, keepdim);
   }
 };
 
-// max.dim / min.dim: values and indices, two instructions over the same input.
-template <isa::Opcode value_op, isa::Opcode index_op, class Op>
+// max.dim / min.dim: values and indices.
+template <class Op>
 std::tuple<at::Tensor, at::Tensor> extremeWithIndex(const at::Tensor& self, int64_t dim, bool keepdim) {
   if (self.numel() > 0 && reducedCount(self, at::IntArrayRef(dim)) > 0) {
-    at::Tensor values = reduce(value_op, self, at::IntArrayRef(dim), keepdim, self.scalar_type(), self.scalar_type(), {});
-    if (values.defined()) {
-      at::Tensor indices = reduce(index_op, self, at::IntArrayRef(dim), keepdim, self.scalar_type(), at::kLong, {});
-      return {values, indices};
-    }
+    auto [values, indices] = reduceWithIndex(atenName<Op>(), self, dim, keepdim);
+    if (values.defined()) return {values, indices};
   }
   return Fallback<Op>::call(self, dim, keepdim);
 }
 
-template <isa::Opcode opcode, class Op>
+// all/any, over every dim, one or a list: the recipe of Reduction (all.dims, any.dims).
+template <class Reduction, class Op>
 at::Tensor logical(const at::Tensor& self) {
-  at::Tensor r = reduce(opcode, self, std::nullopt, false, at::kBool,
+  at::Tensor r = reduce(atenName<Reduction>(), self, std::nullopt, false, at::kBool,
                         self.scalar_type() == at::kByte ? at::kByte : at::kBool, {});
   return r.defined() ? r : Fallback<Op>::call(self);
 }
 
-template <isa::Opcode opcode, class Op>
+template <class Reduction, class Op>
 at::Tensor logicalDim(const at::Tensor& self, int64_t dim, bool keepdim) {
-  at::Tensor r = reduce(opcode, self, at::IntArrayRef(dim), keepdim, at::kBool,
+  at::Tensor r = reduce(atenName<Reduction>(), self, at::IntArrayRef(dim), keepdim, at::kBool,
                         self.scalar_type() == at::kByte ? at::kByte : at::kBool, {});
   return r.defined() ? r : Fallback<Op>::call(self, dim, keepdim);
 }
 
 // An empty dim list reduces nothing (the CPU's rule for all/any; sum's empty list
 // means every dim): each element's truth, in the result dtype.
-template <isa::Opcode opcode, class Op>
+template <class Reduction, class Op>
 at::Tensor logicalDims(const at::Tensor& self, at::OptionalIntArrayRef dim, bool keepdim) {
   if (dim && dim->empty()) {
     const at::Tensor truth = at::ne(self, 0);
     return self.scalar_type() == at::kByte ? truth.to(at::kByte) : truth;
   }
-  at::Tensor r = reduce(opcode, self, dim, keepdim, at::kBool,
+  at::Tensor r = reduce(atenName<Reduction>(), self, dim, keepdim, at::kBool,
                         self.scalar_type() == at::kByte ? at::kByte : at::kBool, {});
   return r.defined() ? r : Fallback<Op>::call(self, dim, keepdim);
 }
@@ -148,28 +155,28 @@ at::Tensor logicalDims(const at::Tensor& self, at::OptionalIntArrayRef dim, bool
 // all/any's out= forms, over every dim, one or a list: out must be bool or uint8 (the
 // CPU's check, the only one: a uint8 input's uint8 result goes into a bool out too),
 // and takes the functional result (resized as resize_output resizes).
-template <isa::Opcode opcode>
+template <class Op>
 at::Tensor& logicalInto(const at::Tensor& value, at::Tensor& out) {
   TORCH_CHECK(out.scalar_type() == at::kBool || out.scalar_type() == at::kByte,
-              opcode == isa::Opcode::kAll ? "all" : "any", " only supports bool tensor for result, got: ",
+              std::string_view(Op::name).substr(6),  // "aten::all": all " only supports bool tensor for result, got: ",
               out.scalar_type());
   at::native::resize_output(out, value.sizes());
   return out.copy_(value);
 }
 
-template <isa::Opcode opcode, class Op>
+template <class Reduction, class Op>
 at::Tensor& logicalOut(const at::Tensor& self, at::Tensor& out) {
-  return logicalInto<opcode>(logical<opcode, Op>(self), out);
+  return logicalInto<Op>(logical<Reduction, Op>(self), out);
 }
 
-template <isa::Opcode opcode, class Op>
+template <class Reduction, class Op>
 at::Tensor& logicalDimOut(const at::Tensor& self, int64_t dim, bool keepdim, at::Tensor& out) {
-  return logicalInto<opcode>(logicalDim<opcode, Op>(self, dim, keepdim), out);
+  return logicalInto<Op>(logicalDim<Reduction, Op>(self, dim, keepdim), out);
 }
 
-template <isa::Opcode opcode, class Op>
+template <class Reduction, class Op>
 at::Tensor& logicalDimsOut(const at::Tensor& self, at::OptionalIntArrayRef dim, bool keepdim, at::Tensor& out) {
-  return logicalInto<opcode>(logicalDims<opcode, Op>(self, dim, keepdim), out);
+  return logicalInto<Op>(logicalDims<Reduction, Op>(self, dim, keepdim), out);
 }
 
 }  // namespace pto::torch_glue

@@ -6,8 +6,6 @@
 
 namespace pto::torch_glue {
 
-using isa::Opcode;
-
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("sum", TORCH_FN(sumAll));
   m.impl("sum.dim_IntList", TORCH_FN(sumDim));
@@ -27,33 +25,33 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("mean.dim", TORCH_FN(meanDim));
   m.impl("mean.out", TORCH_FN(meanOut));
   {
-    using F = Extreme<Opcode::kAmax, ATEN_OP(amax), ATEN_OP2(amax, out)>;
+    using F = Extreme<ATEN_OP(amax), ATEN_OP2(amax, out)>;
     m.impl("amax", TORCH_FN(F::functional));
     m.impl("amax.out", TORCH_FN(F::out));
   }
   {
-    using F = Extreme<Opcode::kAmin, ATEN_OP(amin), ATEN_OP2(amin, out)>;
+    using F = Extreme<ATEN_OP(amin), ATEN_OP2(amin, out)>;
     m.impl("amin", TORCH_FN(F::functional));
     m.impl("amin.out", TORCH_FN(F::out));
   }
-  m.impl("max", TORCH_FN((extremeAll<Opcode::kAmax, ATEN_OP(max)>)));
-  m.impl("min", TORCH_FN((extremeAll<Opcode::kAmin, ATEN_OP(min)>)));
-  m.impl("max.dim", TORCH_FN((extremeWithIndex<Opcode::kAmax, Opcode::kArgmax, ATEN_OP2(max, dim)>)));
-  m.impl("min.dim", TORCH_FN((extremeWithIndex<Opcode::kAmin, Opcode::kArgmin, ATEN_OP2(min, dim)>)));
-  m.impl("argmax", TORCH_FN((ArgExtreme<Opcode::kArgmax, ATEN_OP(argmax), ATEN_OP2(argmax, out)>::functional)));
-  m.impl("argmin", TORCH_FN((ArgExtreme<Opcode::kArgmin, ATEN_OP(argmin), ATEN_OP2(argmin, out)>::functional)));
-  m.impl("any", TORCH_FN((logical<Opcode::kAny, ATEN_OP(any)>)));
-  m.impl("all", TORCH_FN((logical<Opcode::kAll, ATEN_OP(all)>)));
-  m.impl("any.dim", TORCH_FN((logicalDim<Opcode::kAny, ATEN_OP2(any, dim)>)));
-  m.impl("all.dim", TORCH_FN((logicalDim<Opcode::kAll, ATEN_OP2(all, dim)>)));
-  m.impl("any.dims", TORCH_FN((logicalDims<Opcode::kAny, ATEN_OP2(any, dims)>)));
-  m.impl("all.dims", TORCH_FN((logicalDims<Opcode::kAll, ATEN_OP2(all, dims)>)));
-  m.impl("any.all_out", TORCH_FN((logicalOut<Opcode::kAny, ATEN_OP(any)>)));
-  m.impl("all.all_out", TORCH_FN((logicalOut<Opcode::kAll, ATEN_OP(all)>)));
-  m.impl("any.out", TORCH_FN((logicalDimOut<Opcode::kAny, ATEN_OP2(any, dim)>)));
-  m.impl("all.out", TORCH_FN((logicalDimOut<Opcode::kAll, ATEN_OP2(all, dim)>)));
-  m.impl("any.dims_out", TORCH_FN((logicalDimsOut<Opcode::kAny, ATEN_OP2(any, dims)>)));
-  m.impl("all.dims_out", TORCH_FN((logicalDimsOut<Opcode::kAll, ATEN_OP2(all, dims)>)));
+  m.impl("max", TORCH_FN((extremeAll<ATEN_OP(amax), ATEN_OP(max)>)));
+  m.impl("min", TORCH_FN((extremeAll<ATEN_OP(amin), ATEN_OP(min)>)));
+  m.impl("max.dim", TORCH_FN((extremeWithIndex<ATEN_OP2(max, dim)>)));
+  m.impl("min.dim", TORCH_FN((extremeWithIndex<ATEN_OP2(min, dim)>)));
+  m.impl("argmax", TORCH_FN((ArgExtreme<ATEN_OP(argmax)>::functional)));
+  m.impl("argmin", TORCH_FN((ArgExtreme<ATEN_OP(argmin)>::functional)));
+  m.impl("any", TORCH_FN((logical<ATEN_OP2(any, dims), ATEN_OP(any)>)));
+  m.impl("all", TORCH_FN((logical<ATEN_OP2(all, dims), ATEN_OP(all)>)));
+  m.impl("any.dim", TORCH_FN((logicalDim<ATEN_OP2(any, dims), ATEN_OP2(any, dim)>)));
+  m.impl("all.dim", TORCH_FN((logicalDim<ATEN_OP2(all, dims), ATEN_OP2(all, dim)>)));
+  m.impl("any.dims", TORCH_FN((logicalDims<ATEN_OP2(any, dims), ATEN_OP2(any, dims)>)));
+  m.impl("all.dims", TORCH_FN((logicalDims<ATEN_OP2(all, dims), ATEN_OP2(all, dims)>)));
+  m.impl("any.all_out", TORCH_FN((logicalOut<ATEN_OP2(any, dims), ATEN_OP(any)>)));
+  m.impl("all.all_out", TORCH_FN((logicalOut<ATEN_OP2(all, dims), ATEN_OP(all)>)));
+  m.impl("any.out", TORCH_FN((logicalDimOut<ATEN_OP2(any, dims), ATEN_OP2(any, dim)>)));
+  m.impl("all.out", TORCH_FN((logicalDimOut<ATEN_OP2(all, dims), ATEN_OP2(all, dim)>)));
+  m.impl("any.dims_out", TORCH_FN((logicalDimsOut<ATEN_OP2(any, dims), ATEN_OP2(any, dims)>)));
+  m.impl("all.dims_out", TORCH_FN((logicalDimsOut<ATEN_OP2(all, dims), ATEN_OP2(all, dims)>)));
 }
 
 }  // namespace pto::torch_glue
