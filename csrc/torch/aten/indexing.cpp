@@ -15,15 +15,16 @@
 #include "composite.h"
 #include "fallback.h"
 #include "instruction_launch.h"
+#include "recipe_launch.h"
 
 namespace pto::torch_glue {
 namespace {
 
-// Launches tgather when torch's own rules hold; false sends the op to the CPU,
-// which raises PyTorch's message for what does not.
+// gather's recipe (csrc/recipes/products.cpp) when torch's own rules hold; false sends
+// the op to the CPU, which raises PyTorch's message for what does not.
 bool gatherInto(const at::Tensor& out, const at::Tensor& self, int64_t dim, const at::Tensor& index) {
   if (index.scalar_type() != at::kLong || self.dim() != index.dim() ||
-      out.scalar_type() != self.scalar_type() || !accepts(isa::Opcode::kGather, self.scalar_type()) ||
+      out.scalar_type() != self.scalar_type() || !ptoDType(self.scalar_type()) ||
       index.device() != self.device() || out.device() != self.device()) {
     return false;
   }
@@ -31,8 +32,9 @@ bool gatherInto(const at::Tensor& out, const at::Tensor& self, int64_t dim, cons
   for (int64_t d = 0; d < self.dim(); ++d) {
     if (d != axis && index.size(d) > self.size(d)) return false;
   }
-  if (out.numel() > 0) launchInstruction(isa::Opcode::kGather, out, {self, index}, {static_cast<double>(axis), 0.0});
-  return true;
+  if (out.numel() == 0) return true;
+  return RecipeCall(atenName<ATEN_OP(gather)>()).tensor("self", self).value("dim", axis).tensor("index", index)
+      .result(out).launch();
 }
 
 // aten's index_add checks: out is written while index and source are read.
@@ -194,16 +196,16 @@ at::Tensor indexSelect(const at::Tensor& self, int64_t dim, const at::Tensor& in
 
 namespace {
 
-// tiota over `out` in row-major order: directly into a vector, through a
-// contiguous range copied into out's shape otherwise.
-void writeRange(at::Tensor& out, double first, double step) {
-  if (out.dim() == 1) {
-    launchInstruction(isa::Opcode::kIota, out, {}, {first, step});
-    return;
+// arange's recipe over `out` in row-major order: directly into a vector, through a
+// contiguous range copied into out's shape otherwise. False where it does not apply.
+bool writeRange(at::Tensor& out, double first, double step) {
+  const at::Tensor range = out.dim() == 1 ? out : at::empty({out.numel()}, out.options());
+  if (!RecipeCall(atenName<ATEN_OP2(arange, start_step)>()).value("start", first).value("step", step)
+           .result(range).launch()) {
+    return false;
   }
-  at::Tensor range = at::empty({out.numel()}, out.options());
-  launchInstruction(isa::Opcode::kIota, range, {}, {first, step});
-  out.copy_(range.view(out.sizes()));
+  if (!range.is_same(out)) out.copy_(range.view(out.sizes()));
+  return true;
 }
 
 }  // namespace
@@ -211,7 +213,7 @@ void writeRange(at::Tensor& out, double first, double step) {
 at::Tensor& arangeOut(const at::Scalar& start, const at::Scalar& end, const at::Scalar& step, at::Tensor& out) {
   const double first = start.toDouble(), last = end.toDouble(), stride = step.toDouble();
   const bool sane = stride != 0 && std::isfinite(first) && std::isfinite(last) &&
-                    (stride > 0 ? last >= first : last <= first) && accepts(isa::Opcode::kIota, out.scalar_type());
+                    (stride > 0 ? last >= first : last <= first) && ptoDType(out.scalar_type());
   if (!sane) return Fallback<ATEN_OP2(arange, start_out)>::call(start, end, step, out);
   const double length = std::ceil((last - first) / stride);
   TORCH_CHECK(length >= 0 && length <= static_cast<double>(std::numeric_limits<int64_t>::max()),
@@ -235,7 +237,8 @@ at::Tensor& arangeOut(const at::Scalar& start, const at::Scalar& end, const at::
     }
     out.resize_({count});
   }
-  if (count > 0) writeRange(out, first, stride);
+  // Also for no element: the recipe says whether out's dtype has a range (bool has none).
+  if (!writeRange(out, first, stride)) return Fallback<ATEN_OP2(arange, start_out)>::call(start, end, step, out);
   return out;
 }
 
