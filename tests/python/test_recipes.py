@@ -27,6 +27,16 @@ CALLS = {
     "_log_softmax": lambda x, w, b: aten._log_softmax(x, -1, False),
     "mean.dim": lambda x, w, b: aten.mean.dim(x, [0, 2]),
     "var.correction": lambda x, w, b: aten.var.correction(x, [1], correction=1),
+    "sum.dim_IntList": lambda x, w, b: aten.sum.dim_IntList(x, [1]),
+    "prod.dim_int": lambda x, w, b: aten.prod.dim_int(x, 2, True),
+    "amax": lambda x, w, b: aten.amax(x, [0, 2]),
+    "argmax": lambda x, w, b: aten.argmax(x, 1),
+    "max.dim": lambda x, w, b: aten.max.dim(x, 2),
+    "any.dims": lambda x, w, b: aten.any.dims(aten.gt.Scalar(x, 1.0), [1]),
+    "mm": lambda x, w, b: aten.mm(x[0], x[1].t()),
+    "addmm": lambda x, w, b: aten.addmm(b, x[0].t(), x[1], beta=0.5, alpha=2.0),
+    "bmm": lambda x, w, b: aten.bmm(x, x.transpose(1, 2)),
+    "gather": lambda x, w, b: aten.gather(x, 2, aten.argmax(x, 2, True)),
 }
 
 
