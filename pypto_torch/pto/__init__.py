@@ -7,7 +7,7 @@ from typing import Any
 import torch
 
 from pypto_torch import _C
-from pypto_torch.pto.inductor import CppWrapperCodegen, PythonWrapperCodegen, Scheduling, WrapperFxCodegen
+from pypto_torch.pto import inductor as _inductor
 from pypto_torch.pto import amp
 from pypto_torch.pto.graphs import (
     PTOGraph,
@@ -240,3 +240,10 @@ __all__ = [
     "synchronize",
     "utilization",
 ]
+
+
+def __getattr__(name: str):
+    # Inductor's code generators, resolved on first lookup (pypto_torch/pto/inductor.py).
+    if name in _inductor.CODEGEN_NAMES:
+        return _inductor.codegen(name)
+    raise AttributeError(f"module 'torch.pto' has no attribute {name!r}")

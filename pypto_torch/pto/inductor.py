@@ -1,27 +1,24 @@
 """What Inductor, torch.compile's default backend, finds for the pto device.
 
-Inductor asks a PrivateUse1 device's module for its code generators
-(``torch.pto.Scheduling``, ``PythonWrapperCodegen``, ``CppWrapperCodegen``).
-Inductor writes Triton or C++ kernels that touch memory directly, and PTO code
-reaches the device only through the runtime, so pto has none: these stand-ins
-fail the first time Inductor consults them, before it lowers anything, with an
-error that names the backend that compiles for pto.
+Inductor looks up a PrivateUse1 device's code generators on its module
+(``torch.pto.Scheduling``, ``PythonWrapperCodegen``, ``CppWrapperCodegen``,
+``WrapperFxCodegen``) when it first compiles, and registers what it finds. The first
+lookup registers pto's backend itself (pypto_torch.compile.inductor.register), with what
+the lookup cannot carry (the device's cache-key pass, the device op overrides); pto
+has no C++ or FX wrapper to offer, so Inductor then keeps that registration. Resolving
+the names on first lookup keeps Inductor (seconds to import) out of ``import
+pypto_torch``.
 """
+import importlib
 
-MESSAGE = ('torch.compile\'s default backend (Inductor) cannot generate code for the pto device: '
-           'use torch.compile(model, backend="pypto"), which compiles the graph into PTO programs')
-
-
-class _NoCodegen(type):
-    def __getattr__(cls, name: str):
-        raise RuntimeError(MESSAGE)
+CODEGEN_NAMES = ("Scheduling", "PythonWrapperCodegen", "CppWrapperCodegen", "WrapperFxCodegen")
 
 
-class Scheduling(metaclass=_NoCodegen):
-    def __init__(self, *args, **kwargs):
-        raise RuntimeError(MESSAGE)
-
-
-PythonWrapperCodegen = Scheduling
-CppWrapperCodegen = Scheduling
-WrapperFxCodegen = Scheduling
+def codegen(name: str):
+    inductor = importlib.import_module("pypto_torch.compile.inductor")
+    inductor.register()
+    if name == "Scheduling":
+        return inductor.PTOScheduling
+    if name == "PythonWrapperCodegen":
+        return inductor.PTOWrapperCodegen
+    raise AttributeError(f"torch.pto has no {name}: pto's Inductor kernels are launched from a Python wrapper")

@@ -1,0 +1,207 @@
+"""torch.compile's default backend, Inductor, on pto tensors: its kernels are PTO
+programs (pypto_torch/compile/inductor), and the results match the CPU's eager ones.
+
+Tolerances: each compared value is a float32 computation of a few dozen roundings
+(a 16- or 32-term dot product, a row's mean and variance, a softmax); Inductor's
+decompositions order them differently from the CPU's eager kernels, so the results
+differ by a few ulps of the largest terms: assert_close's float32 default
+(rtol 1.3e-6, atol 1e-5) holds on every host.
+"""
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import textwrap
+
+import pytest
+import torch
+import torch.nn.functional as F
+from torch._inductor.utils import run_and_get_code
+from torch.testing import assert_close
+
+import pypto_torch  # noqa: F401  (registers the pto device)
+
+
+@pytest.fixture(autouse=True)
+def _fresh_dynamo():
+    torch._dynamo.reset()
+    yield
+    torch._dynamo.reset()
+
+
+class Block(torch.nn.Module):
+    """A transformer MLP block: layer norm, GELU, residual and a softmax."""
+
+    def __init__(self):
+        super().__init__()
+        self.norm = torch.nn.LayerNorm(16)
+        self.up = torch.nn.Linear(16, 32)
+        self.down = torch.nn.Linear(32, 16)
+
+    def forward(self, x):
+        return torch.softmax(self.down(F.gelu(self.up(self.norm(x)))) + x, -1)
+
+
+def _twins(make):
+    torch.manual_seed(22)
+    cpu = make()
+    pto = make().to("pto")
+    pto.load_state_dict(cpu.state_dict())
+    return cpu, pto
+
+
+def _inputs(*shape, seed=0):
+    return torch.randn(*shape, generator=torch.Generator().manual_seed(seed))
+
+
+def test_the_default_backend_runs_pto_programs_and_matches_the_cpu():
+    cpu, pto = _twins(Block)
+    x = _inputs(4, 5, 16)
+    result, (code,) = run_and_get_code(torch.compile(pto), x.to("pto"))
+    assert "PTOKernel(" in code and "pto_kernel_0(" in code
+    assert result.device.type == "pto"
+    assert_close(result.cpu(), cpu(x))
+
+
+def test_a_training_step_matches_the_cpu():
+    cpu, pto = _twins(Block)
+    x, target = _inputs(4, 5, 16), torch.randint(0, 16, (4, 5), generator=torch.Generator().manual_seed(1))
+
+    def step(model, x, target):
+        loss = F.cross_entropy(model(x).reshape(-1, 16), target.reshape(-1))
+        loss.backward()
+        return loss
+
+    expected = step(cpu, x, target)
+    actual = torch.compile(step)(pto, x.to("pto"), target.to("pto"))
+    assert_close(actual.cpu(), expected)
+    for (name, p), q in zip(cpu.named_parameters(), pto.parameters()):
+        assert_close(q.grad.cpu(), p.grad, msg=name)
+
+
+@pytest.mark.parametrize("how", ["dynamic=True", "automatic", "reduce-overhead", "max-autotune"])
+def test_varying_batch_sizes_and_modes(how):
+    def mlp():
+        return torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.ReLU(), torch.nn.Linear(16, 4))
+
+    cpu, pto = _twins(mlp)
+    options = {"dynamic=True": {"dynamic": True}, "automatic": {}}.get(how, {"mode": how})
+    compiled = torch.compile(pto, **options)
+    for batch in (2, 3, 5, 7):
+        x = _inputs(batch, 8, seed=batch)
+        assert_close(compiled(x.to("pto")).cpu(), cpu(x))
+
+
+def test_a_graph_break_splits_the_graph_and_both_halves_run_on_pto():
+    def f(x):
+        y = torch.sigmoid(x) * 2
+        if y.sum().item() > 0:  # a graph break: the host reads a value
+            return y - 1
+        return y + 1
+
+    x = _inputs(6, 7)
+    assert_close(torch.compile(f)(x.to("pto")).cpu(), f(x))
+
+
+REDUCTIONS = {
+    "sum": lambda x: x.sum(1),
+    "amax": lambda x: x.amax(-1, keepdim=True),
+    "argmax": lambda x: x.argmax(0),
+    "var_mean": lambda x: torch.var_mean(x, 1, correction=0),
+    "log_softmax": lambda x: F.log_softmax(x * 3, 0),
+    "prod": lambda x: (x / 4 + 1).prod(1),
+    "any": lambda x: (x > 2).any(1),
+}
+
+
+@pytest.mark.parametrize("name", REDUCTIONS)
+def test_reductions(name):
+    x = _inputs(5, 9)
+    f = REDUCTIONS[name]
+    assert_close(pytree_cpu(torch.compile(f)(x.to("pto"))), f(x))
+
+
+INDEXING = {
+    # Indirect loads: the index comes from a tensor (tgather).
+    "embedding": lambda w, i, x: F.embedding(i, w) * 2,
+    "index": lambda w, i, x: w[i].sum(-1),
+    # Masked loads: positions outside the input read `other` (a constant pad).
+    "pad": lambda w, i, x: F.pad(x, (2, 1, 0, 3), value=-1.5) + 1,
+    # Views that Inductor indexes with floor division and modulo.
+    "transposed reshape": lambda w, i, x: (x.t().reshape(3, -1) * 2).exp(),
+    "iota": lambda w, i, x: x + torch.arange(x.shape[-1], device=x.device),
+}
+
+
+@pytest.mark.parametrize("name", INDEXING)
+def test_indexing(name):
+    w, x = _inputs(10, 4), _inputs(6, 5, seed=1)
+    i = torch.tensor([[1, 9, 0], [3, 3, 7]])
+    f = INDEXING[name]
+    assert_close(torch.compile(f)(w.to("pto"), i.to("pto"), x.to("pto")).cpu(), f(w, i, x))
+
+
+def test_float16_computes_as_inductor_upcasts_it():
+    x = _inputs(8, 12).half()
+
+    def f(x):
+        return (torch.softmax(x, -1) * x).sum(0)
+
+    # Both sides upcast to float32 inside and round once to float16 at the end: one
+    # float16 rounding apart at most (rtol 1e-3 covers 2^-11 relative).
+    assert_close(torch.compile(f)(x.to("pto")).cpu(), f(x.float()).half(), rtol=1e-3, atol=1e-3)
+
+
+def test_cpp_wrapper_is_refused_with_a_clear_error():
+    with torch._inductor.config.patch(cpp_wrapper=True):
+        with pytest.raises(Exception, match="Python wrapper only"):
+            torch.compile(lambda x: x + 1)(torch.ones(3, device="pto"))
+
+
+def test_compiled_models_run_in_strict_mode():
+    """No generated host code touches device memory: the training step passes with
+    device memory closed to the host (in its own process: strict mode is read once)."""
+    script = textwrap.dedent("""
+        import torch, torch.nn.functional as F, pypto_torch
+        torch.manual_seed(0)
+        model = torch.nn.Sequential(torch.nn.LayerNorm(16), torch.nn.Linear(16, 16), torch.nn.GELU())
+        twin = torch.nn.Sequential(torch.nn.LayerNorm(16), torch.nn.Linear(16, 16), torch.nn.GELU()).to("pto")
+        twin.load_state_dict(model.state_dict())
+        x = torch.randn(6, 16)
+        def step(m, x):
+            loss = m(x).square().mean()
+            loss.backward()
+            return loss
+        torch.testing.assert_close(torch.compile(step)(twin, x.to("pto")).cpu(), step(model, x))
+        for p, q in zip(model.parameters(), twin.parameters()):
+            torch.testing.assert_close(q.grad.cpu(), p.grad)
+        print("strict ok")
+    """)
+    env = dict(os.environ, PTO_SIM_STRICT="1")
+    done = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0 and "strict ok" in done.stdout, done.stderr[-3000:]
+
+
+def pytree_cpu(value):
+    return tuple(v.cpu() for v in value) if isinstance(value, tuple) else value.cpu()
+
+
+def test_a_second_process_loads_the_kernels_from_inductors_fx_graph_cache(tmp_path):
+    """Inductor's FX graph cache keeps the wrapper, PTO kernels included; its key has the
+    pto backend's source hash (SourceVersion), so other sources would miss."""
+    script = textwrap.dedent("""
+        import torch, pypto_torch
+        from torch._dynamo.utils import counters
+        x = torch.arange(12.0).reshape(3, 4)
+        y = torch.compile(lambda x: torch.softmax(x, -1) * 2)(x.to("pto"))
+        torch.testing.assert_close(y.cpu(), torch.softmax(x, -1) * 2)
+        print("hits", counters["inductor"]["fxgraph_cache_hit"], "misses", counters["inductor"]["fxgraph_cache_miss"])
+    """)
+    env = dict(os.environ, TORCHINDUCTOR_CACHE_DIR=str(tmp_path), TORCHINDUCTOR_FX_GRAPH_CACHE="1")
+    runs = [subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True, timeout=600)
+            for _ in range(2)]
+    for run in runs:
+        assert run.returncode == 0, run.stderr[-3000:]
+    assert "hits 0 misses 1" in runs[0].stdout
+    assert "hits 1 misses 0" in runs[1].stdout
