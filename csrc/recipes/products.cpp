@@ -87,6 +87,10 @@ void attention(Recipe& r, const Arguments& args) {
   r.emit(add, unsqueeze(args.result(1), -1), {log_total, row_max}, {1.0});
 }
 
+bool sameView(const View& a, const View& b) {
+  return a.buffer == b.buffer && a.shape == b.shape && a.strides == b.strides && a.offset == b.offset;
+}
+
 int64_t axisOf(const View& x, int64_t dim) { return reducedDims(x, std::vector<int64_t>{dim}).front(); }
 
 }  // namespace
@@ -118,23 +122,28 @@ void addProductRecipes(Table& table) {
     r.emit(Opcode::kGather, args.result(), {x, r.cast(args.tensor("index"), DType::kInt64)},
            {static_cast<double>(axisOf(x, args.integer("dim"))), 0.0});
   };
-  // x moved into the result, then the source's elements written where the index points
-  // (cross entropy's backward): tscatter's source has the index's shape.
-  const RecipeFunction scatter = [](Recipe& r, const Arguments& args) {
-    const View x = args.tensor("self"), index = args.tensor("index");
-    if (x.rank() == 0) throw NotApplicable("a scatter into a scalar");
-    const View& out = args.result();
-    r.emit(Opcode::kMove, out, {x});
-    Operand source = args.has("src") ? args.operand("src") : args.operand("value");
-    if (View* view = std::get_if<View>(&source)) {
-      view->shape = index.shape;
-      view->strides.resize(index.shape.size());
-    }
-    r.emit(Opcode::kScatter, out, {r.operand(source, out.dtype, index.shape), r.cast(index, DType::kInt64)},
-           {static_cast<double>(axisOf(x, args.integer("dim"))), 0.0});
+  // x moved into the result, then the source's elements written (scatter) or added
+  // (scatter_add: an embedding's backward) where the index points (cross entropy's
+  // backward): the source has the index's shape. A result that is x itself (an
+  // in-place scatter) needs no move.
+  const auto scatter = [](Opcode opcode) -> RecipeFunction {
+    return [opcode](Recipe& r, const Arguments& args) {
+      const View x = args.tensor("self"), index = args.tensor("index");
+      if (x.rank() == 0) throw NotApplicable("a scatter into a scalar");
+      const View& out = args.result();
+      if (!sameView(out, x)) r.emit(Opcode::kMove, out, {x});
+      Operand source = args.has("src") ? args.operand("src") : args.operand("value");
+      if (View* view = std::get_if<View>(&source)) {
+        view->shape = index.shape;
+        view->strides.resize(index.shape.size());
+      }
+      r.emit(opcode, out, {r.operand(source, out.dtype, index.shape), r.cast(index, DType::kInt64)},
+             {static_cast<double>(axisOf(x, args.integer("dim"))), 0.0});
+    };
   };
-  table["aten::scatter.value"] = scatter;
-  table["aten::scatter.src"] = scatter;
+  table["aten::scatter.value"] = scatter(Opcode::kScatter);
+  table["aten::scatter.src"] = scatter(Opcode::kScatter);
+  table["aten::scatter_add"] = scatter(Opcode::kScatterAdd);
 }
 
 }  // namespace pto::recipes

@@ -205,3 +205,50 @@ def test_a_second_process_loads_the_kernels_from_inductors_fx_graph_cache(tmp_pa
         assert run.returncode == 0, run.stderr[-3000:]
     assert "hits 0 misses 1" in runs[0].stdout
     assert "hits 1 misses 0" in runs[1].stdout
+
+
+HF_SCRIPT = textwrap.dedent("""
+    import sys, torch, transformers, pypto_torch
+    from torch.testing import assert_close
+    name = sys.argv[1]
+    configs = {
+        "gpt2": (transformers.GPT2Config(n_layer=2, n_head=2, n_embd=32, vocab_size=100, n_positions=64),
+                 transformers.AutoModelForCausalLM),
+        "llama": (transformers.LlamaConfig(num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2,
+                                           hidden_size=32, intermediate_size=64, vocab_size=100),
+                  transformers.AutoModelForCausalLM),
+        "bert": (transformers.BertConfig(num_hidden_layers=2, num_attention_heads=2, hidden_size=32,
+                                         intermediate_size=64, vocab_size=100), transformers.AutoModelForMaskedLM),
+    }
+    config, auto = configs[name]
+    config.attn_implementation = "eager"
+    torch.manual_seed(0)
+    cpu = auto.from_config(config)
+    pto = auto.from_config(config).to("pto")
+    pto.load_state_dict(cpu.state_dict())
+    ids = torch.randint(3, 100, (2, 12), generator=torch.Generator().manual_seed(1))
+    with torch.no_grad():
+        cpu.eval(), pto.eval()
+        assert_close(torch.compile(pto)(input_ids=ids.to("pto")).logits.cpu(), cpu(input_ids=ids).logits)
+    cpu.train(), pto.train()
+    for model in (cpu, pto):  # no dropout: both sides draw no random numbers
+        for module in model.modules():
+            if isinstance(module, torch.nn.Dropout):
+                module.p = 0.0
+    expected = cpu(input_ids=ids, labels=ids).loss
+    expected.backward()
+    actual = torch.compile(pto)(input_ids=ids.to("pto"), labels=ids.to("pto")).loss
+    actual.backward()
+    assert_close(actual.cpu(), expected)
+    for (parameter, p), q in zip(cpu.named_parameters(), pto.parameters()):
+        if p.grad is not None:
+            assert_close(q.grad.cpu(), p.grad, msg=parameter)
+    print("model ok")
+""")
+
+
+@pytest.mark.parametrize("name", ["gpt2", "llama", "bert"])
+def test_hugging_face_models_in_eval_and_training(name):
+    """Each in its own interpreter, so that a crash fails its case only."""
+    done = subprocess.run([sys.executable, "-c", HF_SCRIPT, name], capture_output=True, text=True, timeout=900)
+    assert done.returncode == 0 and "model ok" in done.stdout, done.stderr[-3000:]

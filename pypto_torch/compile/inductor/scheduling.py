@@ -84,7 +84,8 @@ def _record(node: SchedulerNode, used: list, symbols: set) -> tuple:
     sizes, reduction_sizes = node.get_ranges()
     shape = tuple(V.graph.sizevars.simplify(n) for n in (*sizes, *reduction_sizes))
     variables = [sympy_index_symbol(f"i{d}") for d in range(len(shape))]
-    recording = RecordingOps()
+    renames = V.graph.scheduler.mutation_real_name
+    recording = RecordingOps(lambda name: renames.get(name, name))
     with V.set_ops_handler(recording):
         node._body(variables[:len(sizes)], variables[len(sizes):])
     for name in recording.buffer_names:

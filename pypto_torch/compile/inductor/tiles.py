@@ -18,7 +18,7 @@ import sympy
 import torch
 from torch._inductor.ops_handler import DefaultHandler
 from torch._inductor.utils import sympy_index_symbol
-from torch.utils._sympy.functions import FloorDiv, ModularIndexing
+from torch.utils._sympy.functions import FloorDiv, Identity, ModularIndexing
 
 from pypto_torch.compile.lowering import Lowerer
 from pypto_torch.compile.program_builder import Storage, Unsupported, View, contiguous_strides
@@ -172,7 +172,7 @@ class TileOps(DefaultHandler):
 
     def _strides(self, index: sympy.Expr):
         """(strides, offset) of an index affine in the loop variables, else None."""
-        index = sympy.expand(index)
+        index = sympy.expand(_unwrapped(index))
         strides = []
         rest = index
         for variable in self.variables:
@@ -210,6 +210,8 @@ class TileOps(DefaultHandler):
             return functools.reduce(lambda a, b: self._default("minimum", (a, b), {}), parts)
         if isinstance(expr, sympy.Max):
             return functools.reduce(lambda a, b: self._default("maximum", (a, b), {}), parts)
+        if isinstance(expr, Identity):
+            return parts[0]
         raise Unsupported(f"an index of the form {type(expr).__name__}: {expr}")
 
     def index_expr(self, expr, dtype: torch.dtype):
@@ -256,9 +258,17 @@ class TileOps(DefaultHandler):
         return View(picked.storage, self.shape, contiguous_strides(self.shape))
 
     def store(self, name: str, index: sympy.Expr, value, mode=None):
+        value = self.to_dtype(value, self.buffers.dtype(name))
+        if mode == "atomic_add":  # an accumulation where the index repeats: scatter_add
+            flat = self._flat(name)
+            values = self.lw.contiguous(self._broadcast(value))
+            sources = View(values.storage, (math.prod(self.shape),), (1,))
+            self.lw.recipe("aten::scatter_add", [("self", flat), ("dim", 0), ("index",
+                           self._flat_index(index, flat.shape[0])), ("src", sources)], [flat])
+            return
         if mode is not None:
             raise Unsupported(f"a store of mode {mode}")
-        self._write(name, index, self._operand(value, self.buffers.dtype(name)), self.shape)
+        self._write(name, index, value, self.shape)
 
     def store_reduction(self, name: str, index: sympy.Expr, value):
         self._write(name, index, value, self.shape[:len(self.shape) - self.reduced] + (1,) * self.reduced)
@@ -287,3 +297,7 @@ class TileOps(DefaultHandler):
         return self._recipe(REDUCTIONS[reduction_type], [("self", value), ("dim", dims), ("keepdim", True)],
                             result_dtype, kept)
 
+
+def _unwrapped(index: sympy.Expr) -> sympy.Expr:
+    """The index without Identity, which Inductor wraps around terms it must not reorder."""
+    return index.replace(Identity, lambda inner: inner)

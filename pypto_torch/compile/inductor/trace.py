@@ -46,9 +46,11 @@ class Value:
 
 
 class RecordingOps(DefaultHandler):
-    """Records the calls of one loop body."""
+    """Records the calls of one loop body; `real_name` says which buffer a name stands
+    for (a mutated buffer's new name is the buffer itself)."""
 
-    def __init__(self):
+    def __init__(self, real_name=lambda name: name):
+        self.real_name = real_name
         self.calls: list = []
         self.count = 0
         self.indirect = 0
@@ -78,8 +80,10 @@ class RecordingOps(DefaultHandler):
         raise TypeError(f"a loop body argument of type {type(value).__name__}")
 
     def _default(self, name: str, args: tuple, kwargs: dict):
-        if name in ("load", "store", "store_reduction") and args[0] not in self.buffer_names:
-            self.buffer_names.append(args[0])
+        if name in ("load", "store", "store_reduction"):
+            args = (self.real_name(args[0]), *args[1:])
+            if args[0] not in self.buffer_names:
+                self.buffer_names.append(args[0])
         if kwargs:
             args = args + tuple(kwargs.values())
         return self._record(name, args)
