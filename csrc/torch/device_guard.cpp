@@ -5,6 +5,7 @@
 #include "device.h"
 #include "device_allocator.h"
 #include "pto_check.h"
+#include "pto_graph.h"
 
 namespace pto::torch_glue {
 namespace {
@@ -98,6 +99,10 @@ struct PtoGuardImpl final : public c10::impl::DeviceGuardImplInterface {
 
   void synchronizeStream(const c10::Stream& stream) const override {
     PTO_CHECK(ptoStreamSynchronize(nativeStream(stream)));
+  }
+
+  bool isStreamCapturing(const c10::Stream& stream) const override {
+    return pto::torch_glue::isStreamCapturing(stream);
   }
 
   void synchronizeEvent(void* event) const override {
