@@ -70,8 +70,6 @@ REASONS = {
     "default_generators": "`torch.pto.get_rng_state` and `manual_seed` reach the generators",
     "get_arch_list": "no compiled device architectures: PTO programs are built at run time",
     "get_gencode_flags": "no compiled device architectures: PTO programs are built at run time",
-    "get_sync_debug_mode": "no sync debug mode; `PTO_SIM_STRICT=1` makes every launch synchronous",
-    "set_sync_debug_mode": "no sync debug mode; `PTO_SIM_STRICT=1` makes every launch synchronous",
     "has_half": "a torch.cuda flag for old GPUs; pto always has float16",
     "has_magma": "no MAGMA",
     "is_tf32_supported": "no TF32: float32 matmul runs in float32",

@@ -23,6 +23,7 @@
 #include "torch/dtype_map.h"
 #include "torch/generator.h"
 #include "torch/pto_check.h"
+#include "torch/sync_debug.h"
 
 namespace py = pybind11;
 using namespace pto::torch_glue;
@@ -195,6 +196,8 @@ PYBIND11_MODULE(_C, m) {
     const c10::DeviceGuard guard(c10::Device(c10::kPrivateUse1, resolveDeviceIndex(index)));
     PTO_CHECK(ptoDeviceSynchronize());
   });
+  m.def("_set_sync_debug_mode", &setSyncDebugMode);
+  m.def("_get_sync_debug_mode", [] { return static_cast<int64_t>(syncDebugMode()); });
   m.def("_default_generator", [](int index) {
     return py::reinterpret_steal<py::object>(
         THPGenerator_initDefaultGenerator(defaultGenerator(static_cast<c10::DeviceIndex>(index))));

@@ -6,6 +6,7 @@
 #include "device_allocator.h"
 #include "pto_check.h"
 #include "pto_graph.h"
+#include "sync_debug.h"
 
 namespace pto::torch_glue {
 namespace {
@@ -98,6 +99,7 @@ struct PtoGuardImpl final : public c10::impl::DeviceGuardImplInterface {
   }
 
   void synchronizeStream(const c10::Stream& stream) const override {
+    warnOrErrorOnSync();
     PTO_CHECK(ptoStreamSynchronize(nativeStream(stream)));
   }
 
