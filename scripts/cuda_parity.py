@@ -59,8 +59,6 @@ REASONS = {
     "check_error": "CUDA error codes; every runtime call is checked in C++ (`PTO_CHECK`)",
     "cudaStatus": "CUDA error codes",
     "cudart": "CUDA runtime bindings; the pto runtime is C++ only (`csrc/runtime/pto_runtime.h`)",
-    "ExternalStream": "streams created outside torch cannot be wrapped yet",
-    "get_stream_from_external": "streams created outside torch cannot be wrapped yet",
     "StreamContext": "`torch.pto.stream` is the context-manager class itself",
     "GreenContext": "no partitioning of a device's cores",
     "can_device_access_peer": "simulated devices copy between each other through the runtime only",

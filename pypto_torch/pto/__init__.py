@@ -45,9 +45,11 @@ from pypto_torch.pto.random import (
 from pypto_torch.pto.storage import STORAGE_CLASSES
 from pypto_torch.pto.streams import (
     Event,
+    ExternalStream,
     Stream,
     current_stream,
     default_stream,
+    get_stream_from_external,
     set_stream,
     stream,
 )
@@ -220,6 +222,7 @@ class device_of(device):
 __all__ = [
     "DeviceProperties",
     "Event",
+    "ExternalStream",
     "PTOGraph",
     "Stream",
     "amp",
@@ -238,6 +241,7 @@ __all__ = [
     "get_device_properties",
     "get_rng_state",
     "get_rng_state_all",
+    "get_stream_from_external",
     "get_sync_debug_mode",
     "graph",
     "graph_pool_handle",
