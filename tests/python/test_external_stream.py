@@ -3,15 +3,12 @@ outside torch (here by the runtime's ptoStreamCreate through pypto_torch._C, as 
 library would) used as a torch.Stream: current under torch.pto.stream, work ordered on
 it, synchronized, never destroyed by torch. Results are compared with the CPU's."""
 
-import os
 import textwrap
 
 import pytest
 import torch
 
 from pypto_torch import _C
-
-TESTS = os.path.dirname(os.path.abspath(__file__))
 
 
 @pytest.fixture
@@ -92,3 +89,24 @@ def test_torch_does_not_destroy_the_stream_and_bad_handles_are_refused(python):
     assert result.returncode == 0, result.stderr
     assert "is not a live stream" in result.stdout, result.stdout
     assert "ExternalStream: the stream was created on pto:1, not on pto:0" in result.stdout, result.stdout
+
+
+def test_a_graph_captures_on_an_external_stream(python):
+    result = python(textwrap.dedent("""
+        import torch
+        from pypto_torch import _C
+        handle = _C._runtime_stream_create(0)
+        external = torch.pto.ExternalStream(handle)
+        static_x = torch.zeros(32, device="pto")
+        g = torch.accelerator.Graph()
+        with external, g:
+            assert external.is_capturing()
+            static_y = static_x * 2 + 1
+        host = torch.randn(32, generator=torch.Generator().manual_seed(0))
+        static_x.copy_(host)
+        g.replay()
+        assert torch.equal(static_y.cpu(), host * 2 + 1)
+        del g
+        _C._runtime_stream_destroy(handle)
+    """))
+    assert result.returncode == 0, result.stderr
