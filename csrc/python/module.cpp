@@ -23,6 +23,7 @@
 #include "torch/dtype_map.h"
 #include "torch/generator.h"
 #include "torch/pto_check.h"
+#include "torch/sync_debug.h"
 
 namespace py = pybind11;
 using namespace pto::torch_glue;
@@ -194,6 +195,23 @@ PYBIND11_MODULE(_C, m) {
     py::gil_scoped_release no_gil;
     const c10::DeviceGuard guard(c10::Device(c10::kPrivateUse1, resolveDeviceIndex(index)));
     PTO_CHECK(ptoDeviceSynchronize());
+  });
+  m.def("_set_sync_debug_mode", &setSyncDebugMode);
+  m.def("_get_sync_debug_mode", [] { return static_cast<int64_t>(syncDebugMode()); });
+  m.def("_external_stream_id", [](uintptr_t handle, int index) {
+    return externalStream(reinterpret_cast<ptoStream>(handle), static_cast<c10::DeviceIndex>(index)).id();
+  });
+  // A stream made by the runtime outside torch, as another library would make one
+  // (what torch.pto.ExternalStream wraps), and its destruction by its owner.
+  m.def("_runtime_stream_create", [](int index) {
+    const c10::DeviceGuard guard(c10::Device(c10::kPrivateUse1, resolveDeviceIndex(index)));
+    ptoStream stream = nullptr;
+    PTO_CHECK(ptoStreamCreate(&stream));
+    return reinterpret_cast<uintptr_t>(stream);
+  });
+  m.def("_runtime_stream_destroy", [](uintptr_t handle) {
+    py::gil_scoped_release no_gil;  // waits for the stream's work
+    PTO_CHECK(ptoStreamDestroy(reinterpret_cast<ptoStream>(handle)));
   });
   m.def("_default_generator", [](int index) {
     return py::reinterpret_steal<py::object>(

@@ -1,5 +1,6 @@
 #include "device.h"
 
+#include <algorithm>
 #include <array>
 #include <atomic>
 #include <memory>
@@ -15,6 +16,9 @@ struct StreamPool {
   std::array<std::once_flag, kStreamPoolSize> created;
   std::array<ptoStream, kStreamPoolSize> streams{};
   std::atomic<uint32_t> next{0};
+  // Streams created outside torch, by id - kStreamPoolSize - 1; only ever added to.
+  std::mutex external_mutex;
+  std::vector<ptoStream> external;
 };
 
 std::vector<std::unique_ptr<StreamPool>>& pools() {
@@ -30,6 +34,24 @@ std::vector<std::unique_ptr<StreamPool>>& pools() {
 std::vector<c10::StreamId>& currentStreamIds() {
   thread_local std::vector<c10::StreamId> ids(deviceCount(), 0);
   return ids;
+}
+
+c10::Stream makeStream(c10::DeviceIndex index, c10::StreamId id) {
+  return c10::Stream(c10::Stream::UNSAFE, c10::Device(c10::kPrivateUse1, index), id);
+}
+
+// The stream created outside torch that `id` stands for on `index`, or null.
+ptoStream externalNative(c10::DeviceIndex index, c10::StreamId id) {
+  StreamPool& pool = *pools()[index];
+  const std::lock_guard<std::mutex> lock(pool.external_mutex);
+  const c10::StreamId position = id - kStreamPoolSize - 1;
+  const bool known = position >= 0 && position < static_cast<c10::StreamId>(pool.external.size());
+  return known ? pool.external[position] : nullptr;
+}
+
+void checkStreamId(c10::DeviceIndex index, c10::StreamId id) {
+  const bool known = (id >= 0 && id <= kStreamPoolSize) || externalNative(index, id) != nullptr;
+  TORCH_CHECK(known, "invalid pto stream id ", id);
 }
 
 }  // namespace
@@ -72,34 +94,51 @@ c10::DeviceIndex resolveDeviceIndex(c10::DeviceIndex index) {
 
 c10::Stream defaultStream(c10::DeviceIndex index) {
   index = resolveDeviceIndex(index);
-  return c10::Stream(c10::Stream::UNSAFE, c10::Device(c10::kPrivateUse1, index), 0);
+  return makeStream(index, 0);
 }
 
 c10::Stream streamFromPool(c10::DeviceIndex index) {
   index = resolveDeviceIndex(index);
   const auto slot = pools()[index]->next.fetch_add(1) % kStreamPoolSize;
-  return c10::Stream(c10::Stream::UNSAFE, c10::Device(c10::kPrivateUse1, index),
-                     static_cast<c10::StreamId>(slot + 1));
+  return makeStream(index, static_cast<c10::StreamId>(slot + 1));
 }
 
 c10::Stream currentStream(c10::DeviceIndex index) {
   index = resolveDeviceIndex(index);
-  return c10::Stream(c10::Stream::UNSAFE, c10::Device(c10::kPrivateUse1, index),
-                     currentStreamIds()[index]);
+  return makeStream(index, currentStreamIds()[index]);
+}
+
+c10::Stream externalStream(ptoStream native, c10::DeviceIndex index) {
+  index = resolveDeviceIndex(index);
+  // The runtime's null stream is the default one (pto_runtime.h).
+  if (native == nullptr) return defaultStream(index);
+  int32_t owner = 0;
+  PTO_CHECK(ptoStreamGetDevice(native, &owner));  // refuses a handle that is no stream
+  TORCH_CHECK(owner == index, "ExternalStream: the stream was created on pto:", owner, ", not on pto:",
+              static_cast<int>(index));
+  StreamPool& pool = *pools()[index];
+  const std::lock_guard<std::mutex> lock(pool.external_mutex);
+  auto found = std::find(pool.external.begin(), pool.external.end(), native);
+  if (found == pool.external.end()) found = pool.external.insert(found, native);
+  return makeStream(index, kStreamPoolSize + 1 + (found - pool.external.begin()));
 }
 
 void setCurrentStream(c10::Stream stream) {
   TORCH_CHECK(stream.device_type() == c10::kPrivateUse1, "expected a pto stream, got ", stream);
   const auto index = resolveDeviceIndex(stream.device_index());
-  TORCH_CHECK(stream.id() >= 0 && stream.id() <= kStreamPoolSize, "invalid pto stream id ",
-              stream.id());
+  checkStreamId(index, stream.id());
   currentStreamIds()[index] = stream.id();
 }
 
 ptoStream nativeStream(c10::Stream stream) {
   const auto index = resolveDeviceIndex(stream.device_index());
   const auto id = stream.id();
-  TORCH_CHECK(id >= 0 && id <= kStreamPoolSize, "invalid pto stream id ", id);
+  if (id > kStreamPoolSize) {
+    const ptoStream external = externalNative(index, id);
+    TORCH_CHECK(external != nullptr, "invalid pto stream id ", id);
+    return external;
+  }
+  TORCH_CHECK(id >= 0, "invalid pto stream id ", id);
   if (id == 0) {
     ptoStream native = nullptr;
     PTO_CHECK(ptoGetDefaultStream(index, &native));

@@ -2,7 +2,9 @@
 //
 // A c10::Stream on pto is (device, id): id 0 is the device's default stream and
 // ids 1..kStreamPoolSize are the pooled streams that torch.Stream / torch.pto.Stream
-// hand out round-robin, as CUDA does. The current stream is per thread and device.
+// hand out round-robin, as CUDA does; the ids after them stand for streams created
+// outside torch (torch.pto.ExternalStream), in the order they were first wrapped.
+// The current stream is per thread and device.
 #pragma once
 
 #include <c10/core/Device.h>
@@ -25,6 +27,9 @@ c10::DeviceIndex resolveDeviceIndex(c10::DeviceIndex index);  // -1 -> current d
 c10::Stream defaultStream(c10::DeviceIndex index);
 c10::Stream streamFromPool(c10::DeviceIndex index);
 c10::Stream currentStream(c10::DeviceIndex index);
+// The stream `native` (created by ptoStreamCreate elsewhere, on `index`) as torch
+// sees it; the same handle gives the same stream. torch never destroys it.
+c10::Stream externalStream(ptoStream native, c10::DeviceIndex index);
 void setCurrentStream(c10::Stream stream);
 ptoStream nativeStream(c10::Stream stream);
 

@@ -5,6 +5,8 @@
 #include "device.h"
 #include "device_allocator.h"
 #include "pto_check.h"
+#include "pto_graph.h"
+#include "sync_debug.h"
 
 namespace pto::torch_glue {
 namespace {
@@ -97,7 +99,12 @@ struct PtoGuardImpl final : public c10::impl::DeviceGuardImplInterface {
   }
 
   void synchronizeStream(const c10::Stream& stream) const override {
+    warnOrErrorOnSync();
     PTO_CHECK(ptoStreamSynchronize(nativeStream(stream)));
+  }
+
+  bool isStreamCapturing(const c10::Stream& stream) const override {
+    return pto::torch_glue::isStreamCapturing(stream);
   }
 
   void synchronizeEvent(void* event) const override {

@@ -158,9 +158,9 @@ std::string PTOGraph::program() const {
 
 c10::MempoolId_t graphPoolHandle() { return {0, next_pool_id++}; }
 
-bool isCurrentStreamCapturing(c10::DeviceIndex device) {
-  return captureStatus(currentStream(device)) != PTO_CAPTURE_STATUS_NONE;
-}
+bool isStreamCapturing(c10::Stream stream) { return captureStatus(stream) != PTO_CAPTURE_STATUS_NONE; }
+
+bool isCurrentStreamCapturing(c10::DeviceIndex device) { return isStreamCapturing(currentStream(device)); }
 
 void rethrowNamingCapture(const c10::Error& error, const std::string& what) {
   // Rethrown as caught (a c10::IndexError stays Python's IndexError): callers are

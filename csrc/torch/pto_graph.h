@@ -40,6 +40,8 @@ class PTOGraph {
   void reset();
   c10::MempoolId_t pool() const;
   size_t nodeCount() const;
+  // Whether a capture ended with a graph that replay() launches.
+  bool captured() const { return graph_ != nullptr; }
   // The captured work as one program, in PTO-AS; with optimize, the program
   // the compiler made of it (what replay launches).
   std::string program() const;
@@ -66,6 +68,8 @@ class PTOGraph {
 // A pool id no graph uses yet, for graphs to share (torch.pto.graph_pool_handle()).
 c10::MempoolId_t graphPoolHandle();
 
+// Whether `stream` is capturing a graph (torch.Stream.is_capturing).
+bool isStreamCapturing(c10::Stream stream);
 // Whether the current stream of `device` is capturing a graph.
 bool isCurrentStreamCapturing(c10::DeviceIndex device);
 

@@ -43,7 +43,16 @@ from pypto_torch.pto.random import (
     set_rng_state_all,
 )
 from pypto_torch.pto.storage import STORAGE_CLASSES
-from pypto_torch.pto.streams import Event, Stream, current_stream, default_stream, set_stream, stream
+from pypto_torch.pto.streams import (
+    Event,
+    ExternalStream,
+    Stream,
+    current_stream,
+    default_stream,
+    get_stream_from_external,
+    set_stream,
+    stream,
+)
 from pypto_torch.pto.utilization import utilization
 
 globals().update(STORAGE_CLASSES)  # torch.pto.FloatStorage, ...
@@ -95,6 +104,28 @@ def _is_in_bad_fork() -> bool:
 def synchronize(device: Any = None) -> None:
     """Wait for all work on every stream of `device` (default: the current one)."""
     _C._synchronize(_device_index(device))
+
+
+_SYNC_DEBUG_MODES = {"default": 0, "warn": 1, "error": 2}
+
+
+def set_sync_debug_mode(debug_mode: int | str) -> None:
+    """As ``torch.cuda.set_sync_debug_mode``: "default" (0) lets calls that make the
+    host wait for the device pass, "warn" (1) warns at each, "error" (2) raises. They
+    are the ones CUDA's mode flags: copies between host and device the host waits for
+    (``.cpu()``, ``.item()``, ``nonzero``...) and ``Stream.synchronize``."""
+    if isinstance(debug_mode, str):
+        if debug_mode not in _SYNC_DEBUG_MODES:
+            raise RuntimeError("invalid value of debug_mode, expected one of `default`, `warn`, `error`")
+        debug_mode = _SYNC_DEBUG_MODES[debug_mode]
+    if not isinstance(debug_mode, int):
+        raise RuntimeError("invalid argument to set_sync_debug_mode, must be an int")
+    _C._set_sync_debug_mode(debug_mode)
+
+
+def get_sync_debug_mode() -> int:
+    """The mode set_sync_debug_mode set: 0, 1 or 2."""
+    return _C._get_sync_debug_mode()
 
 
 def get_device_name(device: Any = None) -> str:
@@ -191,6 +222,7 @@ class device_of(device):
 __all__ = [
     "DeviceProperties",
     "Event",
+    "ExternalStream",
     "PTOGraph",
     "Stream",
     "amp",
@@ -209,6 +241,8 @@ __all__ = [
     "get_device_properties",
     "get_rng_state",
     "get_rng_state_all",
+    "get_stream_from_external",
+    "get_sync_debug_mode",
     "graph",
     "graph_pool_handle",
     "init",
@@ -236,6 +270,7 @@ __all__ = [
     "set_rng_state",
     "set_rng_state_all",
     "set_stream",
+    "set_sync_debug_mode",
     "stream",
     "synchronize",
     "utilization",

@@ -23,6 +23,25 @@ class Stream(torch.Stream):
         return f"<torch.pto.Stream device={self.device} id={self.stream_id}>"
 
 
+class ExternalStream(Stream):
+    """A stream the runtime made outside torch (``ptoStreamCreate``, by another library),
+    as ``torch.cuda.ExternalStream``: ``stream_ptr`` is its handle as an int, ``device``
+    the pto device it was made on (default: the current one). torch orders work on it
+    and never destroys it: its maker keeps it alive while torch uses it."""
+
+    def __new__(cls, stream_ptr: int, device: Any = None):
+        from pypto_torch import _C
+
+        index = _device(device).index
+        return super().__new__(cls, stream_id=_C._external_stream_id(stream_ptr, index), device_index=index,
+                               device_type=current_stream(index).device_type)
+
+
+def get_stream_from_external(data_ptr: int, device: Any = None) -> ExternalStream:
+    """The stream another library made with the runtime, by its handle (as torch.cuda's)."""
+    return ExternalStream(data_ptr, device)
+
+
 class Event:
     """A pto event: ``torch.pto.Event(enable_timing=True)`` is a ``torch.Event`` on pto.
 

@@ -17,6 +17,7 @@
 #include "../device.h"
 #include "../dtype_map.h"
 #include "../pto_check.h"
+#include "../sync_debug.h"
 #include "elementwise.h"
 #include "instruction_launch.h"
 
@@ -162,9 +163,19 @@ bool recordPinnedUse(const at::Tensor& host, c10::Stream stream) {
       ->record_event(host.data_ptr(), host.storage().data_ptr().get_context(), stream);
 }
 
-void finishHostCopy(const at::Tensor& host_buffer, bool buffer_is_user_tensor, bool non_blocking,
-                    c10::Stream stream) {
-  if (non_blocking && buffer_is_user_tensor && recordPinnedUse(host_buffer, stream)) return;
+// Whether the host waits for a copy from or into `host_buffer`: unless it is the
+// caller's own pinned tensor and the copy is non_blocking. Asked before the copy is
+// queued, so that sync debug mode "error" raises with nothing in flight.
+bool hostWaits(const at::Tensor& host_buffer, bool buffer_is_user_tensor, bool non_blocking) {
+  const bool waits = !(non_blocking && buffer_is_user_tensor && host_buffer.is_pinned());
+  if (waits) warnOrErrorOnSync();
+  return waits;
+}
+
+void finishHostCopy(const at::Tensor& host_buffer, bool host_waits, c10::Stream stream) {
+  if (!host_waits && recordPinnedUse(host_buffer, stream)) return;
+  // Pinned memory the host allocator does not know is waited for after all.
+  if (!host_waits) warnOrErrorOnSync();
   PTO_CHECK(ptoStreamSynchronize(nativeStream(stream)));
 }
 
@@ -182,10 +193,11 @@ void copyHostToDevice(const at::Tensor& dst, const at::Tensor& src, bool non_blo
     host.copy_(physical(src));
     applyMathBits(host, landing, src);
   }
+  const bool host_waits = hostWaits(host, host.is_same(src), non_blocking);
   PTO_CHECK(ptoMemcpyAsync(landing.data_ptr(), host.data_ptr(), byteCount(landing),
                            PTO_MEMCPY_HOST_TO_DEVICE, nativeStream(stream)));
   if (!lands_in_dst) copyWithinDevice(dst, landing, stream);
-  finishHostCopy(host, host.is_same(src), non_blocking, stream);
+  finishHostCopy(host, host_waits, stream);
 }
 
 void copyDeviceToHost(const at::Tensor& dst, const at::Tensor& src, bool non_blocking) {
@@ -196,9 +208,10 @@ void copyDeviceToHost(const at::Tensor& dst, const at::Tensor& src, bool non_blo
   const bool direct = sameLayout(dst, leaving) && sameMathBits(dst, leaving);
   // Otherwise the CPU converts them into dst.
   const at::Tensor host = direct ? dst : hostBuffer(leaving, leaving.scalar_type());
+  const bool host_waits = hostWaits(host, direct, non_blocking);
   PTO_CHECK(ptoMemcpyAsync(host.data_ptr(), leaving.data_ptr(), byteCount(leaving),
                            PTO_MEMCPY_DEVICE_TO_HOST, nativeStream(stream)));
-  finishHostCopy(host, direct, non_blocking && direct, stream);
+  finishHostCopy(host, host_waits, stream);
   if (!direct) {
     const at::Tensor bytes = physical(dst);
     bytes.copy_(host);
