@@ -3,17 +3,21 @@
 #include <c10/core/DeviceGuard.h>
 #include <c10/util/flat_hash_map.h>
 
+#include <atomic>
 #include <cstdio>
+#include <limits>
 #include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
+#include <ranges>
 #include <set>
 #include <thread>
 #include <vector>
 
 #include "allocator_history.h"
 #include "device.h"
+#include "pluggable_allocator.h"
 #include "pto_check.h"
 
 namespace pto::torch_glue {
@@ -63,12 +67,14 @@ struct PendingFree {
   Block* block;
 };
 
-// A graph's memory (beginAllocateToPool): its own free blocks and segments.
+// A graph's or a MemPool's memory: its own free blocks and segments.
 struct PrivatePool {
   std::set<Block*, BlockOrder> small_free;
   std::set<Block*, BlockOrder> large_free;
-  int users = 1;        // graphs that replay into it; at 0 its segments go back to the device
+  int users = 1;        // graphs, MemPools and use_mem_pool contexts; at 0 its segments go back
   size_t segments = 0;  // allocated from the device and not yet returned
+  std::shared_ptr<PluggableAllocator> allocator;  // where its segments come from; null: the runtime
+  bool no_split = false;
 };
 
 // Where allocations go while a capture runs (beginAllocateToPool).
@@ -84,6 +90,8 @@ struct DeviceCache {
   std::set<Block*, BlockOrder> small_free;
   std::set<Block*, BlockOrder> large_free;
   DeviceStats stats;
+  double memory_fraction = 1.0;  // set_per_process_memory_fraction
+  size_t allowed_bytes = std::numeric_limits<size_t>::max();
 };
 
 size_t roundSize(size_t size) {
@@ -121,6 +129,7 @@ class AllocatorState {
     const auto context = history::gatherContext(/*for_free=*/false);
 
     std::lock_guard<std::mutex> lock(mutex_);
+    has_allocated_ = true;
     DeviceCache& cache = caches_[device];
     PrivatePool* pool = poolFor(currentStream(device), nbytes);
     processPendingFrees(/*wait=*/false);
@@ -192,9 +201,44 @@ class AllocatorState {
 
   void beginAllocateToPool(PoolRoute route) {
     std::lock_guard<std::mutex> lock(mutex_);
-    auto [it, created] = pools_.try_emplace(route.id);
-    if (!created) ++it->second.users;  // another graph shares it
+    retainPool(route.id, nullptr, false);
     routes_.push_back(std::move(route));
+  }
+
+  // Locked by the caller.
+  void retainPool(c10::MempoolId_t id, std::shared_ptr<PluggableAllocator> allocator, bool no_split) {
+    auto [it, created] = pools_.try_emplace(id);
+    if (!created) {
+      ++it->second.users;  // another graph, MemPool or use_mem_pool shares it
+      return;
+    }
+    it->second.allocator = std::move(allocator);
+    it->second.no_split = no_split;
+  }
+
+  void retainUserPool(c10::MempoolId_t id, std::shared_ptr<PluggableAllocator> allocator, bool no_split) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    retainPool(id, std::move(allocator), no_split);
+  }
+
+  int poolUseCount(c10::MempoolId_t id) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    auto it = pools_.find(id);
+    return it == pools_.end() ? 0 : it->second.users;
+  }
+
+  bool hasAllocated() const { return has_allocated_; }
+
+  void setMemoryFraction(c10::DeviceIndex device, double fraction, size_t total_bytes) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    DeviceCache& cache = caches_.at(device);
+    cache.memory_fraction = fraction;
+    cache.allowed_bytes = static_cast<size_t>(fraction * static_cast<double>(total_bytes));
+  }
+
+  double memoryFraction(c10::DeviceIndex device) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    return caches_.at(device).memory_fraction;
   }
 
   void endAllocateToPool(c10::DeviceIndex device, c10::MempoolId_t id) {
@@ -208,8 +252,8 @@ class AllocatorState {
     TORCH_INTERNAL_ASSERT(it != pools_.end(), "pto allocator: releasing unknown pool (", id.first, ", ", id.second, ")");
     if (--it->second.users > 0) return;
     processPendingFrees(/*wait=*/true);
-    releaseFreeSegments(caches_[device], it->second.small_free);
-    releaseFreeSegments(caches_[device], it->second.large_free);
+    releaseFreeSegments(it->second.small_free);
+    releaseFreeSegments(it->second.large_free);
     if (it->second.segments == 0) pools_.erase(it);
   }
 
@@ -285,7 +329,8 @@ class AllocatorState {
   // The pool an allocation on `stream` comes from: a capture's, or null (the shared cache).
   PrivatePool* poolFor(c10::Stream stream, size_t nbytes) {
     const PoolRoute* refusing = nullptr;
-    for (const PoolRoute& route : routes_) {
+    // The newest route first: a capture or use_mem_pool begun inside another wins.
+    for (const PoolRoute& route : std::views::reverse(routes_)) {
       if (route.device != stream.device_index()) continue;
       if (route.filter(stream)) return &pools_.at(route.id);
       const bool refuses = route.outside == CachingDeviceAllocator::OutsidePool::kRefuse ||
@@ -328,17 +373,31 @@ class AllocatorState {
     return block;
   }
 
+  // A segment's memory: from the pool's allocator or the runtime, within the memory fraction.
+  ptoError mallocSegment(DeviceCache& cache, PrivatePool* pool, c10::DeviceIndex device, c10::StreamId stream,
+                         size_t bytes, void** ptr) {
+    const size_t reserved = cache.stats.reserved_bytes[static_cast<size_t>(StatType::AGGREGATE)].current;
+    if (reserved + bytes > cache.allowed_bytes) return PTO_ERROR_OUT_OF_MEMORY;
+    if (pool == nullptr || pool->allocator == nullptr) return ptoMalloc(ptr, bytes);
+    *ptr = pool->allocator->rawAlloc(bytes, device, nativeStream(streamOf(device, stream)));
+    return *ptr == nullptr ? PTO_ERROR_OUT_OF_MEMORY : PTO_SUCCESS;
+  }
+
+  static c10::Stream streamOf(c10::DeviceIndex device, c10::StreamId id) {
+    return c10::Stream(c10::Stream::UNSAFE, c10::Device(c10::kPrivateUse1, device), id);
+  }
+
   Block* allocateSegment(DeviceCache& cache, PrivatePool* pool, c10::DeviceIndex device, c10::StreamId stream,
                          size_t size, bool small, size_t requested) {
-    const size_t bytes = segmentSize(size);
+    const size_t bytes = pool != nullptr && pool->no_split ? size : segmentSize(size);
     void* ptr = nullptr;
-    ptoError status = ptoMalloc(&ptr, bytes);
+    ptoError status = mallocSegment(cache, pool, device, stream, bytes, &ptr);
     if (status == PTO_ERROR_OUT_OF_MEMORY) {
       // Give the cache back to the device and try once more, as CUDA's allocator does.
       ++cache.stats.num_alloc_retries;
       processPendingFrees(/*wait=*/true);
       releaseCachedSegments(cache);
-      status = ptoMalloc(&ptr, bytes);
+      status = mallocSegment(cache, pool, device, stream, bytes, &ptr);
     }
     if (status == PTO_ERROR_OUT_OF_MEMORY) {
       ++cache.stats.num_ooms;
@@ -348,10 +407,14 @@ class AllocatorState {
       const size_t allocated = cache.stats.allocated_bytes[aggregate].current;
       const size_t reserved = cache.stats.reserved_bytes[aggregate].current;
       history::record(history::Action::Oom, device, nullptr, requested, stream, nullptr, free_bytes);
+      const std::string allowed = cache.memory_fraction < 1.0
+                                      ? formatBytes(cache.allowed_bytes) + " is allowed to this process "
+                                            "(set_per_process_memory_fraction). "
+                                      : std::string();
       TORCH_CHECK_WITH(OutOfMemoryError, false, "PTO out of memory on pto:",
                        static_cast<int>(device), ". Tried to allocate ", formatBytes(requested),
                        ". The device has a total capacity of ", formatBytes(total_bytes),
-                       " of which ", formatBytes(free_bytes), " is free. ",
+                       " of which ", formatBytes(free_bytes), " is free. ", allowed,
                        formatBytes(allocated), " is allocated by PyTorch, and ",
                        formatBytes(reserved - allocated),
                        " is reserved by PyTorch but unallocated (PTO_SIM_MEMORY sets the capacity).");
@@ -372,6 +435,7 @@ class AllocatorState {
   }
 
   void splitBlock(DeviceCache& cache, Block* block, size_t size) {
+    if (block->pool != nullptr && block->pool->no_split) return;
     const size_t remaining = block->size - size;
     const bool worth_splitting = block->small ? remaining >= kMinBlockSize : remaining > kSmallSize;
     if (!worth_splitting) return;
@@ -413,7 +477,7 @@ class AllocatorState {
     insertFree(cache, block);
     // The last block of a pool no graph uses any more: its segment goes back now.
     if (PrivatePool* pool = block->pool; pool != nullptr && pool->users == 0 && !block->isSplit()) {
-      releaseFreeSegments(cache, poolOf(cache, pool, block->small));
+      releaseFreeSegments(poolOf(cache, pool, block->small));
       if (pool->segments == 0) std::erase_if(pools_, [&](const auto& entry) { return &entry.second == pool; });
     }
   }
@@ -436,12 +500,12 @@ class AllocatorState {
 
   // The shared cache's whole free segments go back to the device.
   void releaseCachedSegments(DeviceCache& cache) {
-    releaseFreeSegments(cache, cache.small_free);
-    releaseFreeSegments(cache, cache.large_free);
+    releaseFreeSegments(cache.small_free);
+    releaseFreeSegments(cache.large_free);
   }
 
-  // Whole free segments go back to the device.
-  void releaseFreeSegments(DeviceCache& cache, std::set<Block*, BlockOrder>& free_blocks) {
+  // Whole free segments go back to where they came from: the pool's allocator or the runtime.
+  void releaseFreeSegments(std::set<Block*, BlockOrder>& free_blocks) {
     for (auto it = free_blocks.begin(); it != free_blocks.end();) {
       Block* block = *it;
       if (block->isSplit()) {
@@ -449,8 +513,15 @@ class AllocatorState {
         continue;
       }
       it = free_blocks.erase(it);
-      if (block->pool != nullptr) --block->pool->segments;
-      PTO_CHECK(ptoFree(block->ptr));
+      DeviceCache& cache = caches_[block->device];
+      PrivatePool* pool = block->pool;
+      if (pool != nullptr) --pool->segments;
+      if (pool != nullptr && pool->allocator != nullptr) {
+        pool->allocator->rawFree(block->ptr, block->size, block->device,
+                                 nativeStream(streamOf(block->device, block->stream)));
+      } else {
+        PTO_CHECK(ptoFree(block->ptr));
+      }
       history::record(history::Action::SegmentFree, block->device, block->ptr, block->size, block->stream, nullptr);
       ++cache.stats.num_device_free;
       updatePool(cache.stats.segment, block->small, 1, false);
@@ -465,6 +536,7 @@ class AllocatorState {
   std::vector<PoolRoute> routes_;
   ska::flat_hash_map<void*, Block*> active_;
   std::vector<PendingFree> pending_;
+  std::atomic<bool> has_allocated_{false};
 };
 
 AllocatorState& state() {
@@ -513,8 +585,24 @@ std::pair<size_t, size_t> CachingDeviceAllocator::getMemoryInfo(c10::DeviceIndex
 
 void CachingDeviceAllocator::free(void* ptr) { state().free(ptr); }
 
+bool CachingDeviceAllocator::hasAllocated() const { return state().hasAllocated(); }
+
+void CachingDeviceAllocator::setMemoryFraction(c10::DeviceIndex device, double fraction) {
+  TORCH_CHECK(0 <= fraction && fraction <= 1, "invalid fraction:", fraction, ". Please set within [0, 1].");
+  device = resolveDeviceIndex(device);
+  state().setMemoryFraction(device, fraction, getMemoryInfo(device).second);
+}
+
+double CachingDeviceAllocator::memoryFraction(c10::DeviceIndex device) {
+  return state().memoryFraction(resolveDeviceIndex(device));
+}
+
 void CachingDeviceAllocator::beginAllocateToPool(c10::DeviceIndex device, c10::MempoolId_t id,
                                                  std::function<bool(c10::Stream)> filter, OutsidePool outside) {
+  // Tensors come from the pluggable allocator then, not from any pool of this one.
+  TORCH_CHECK(&currentDeviceAllocator() == this,
+              "PTOPluggableAllocator does not yet support beginAllocateToPool (graph capture, use_mem_pool): "
+              "pass the allocator to torch.pto.MemPool(allocator=...) instead of change_current_allocator");
   state().beginAllocateToPool({device, id, std::move(filter), outside, std::this_thread::get_id()});
 }
 
@@ -525,6 +613,13 @@ void CachingDeviceAllocator::endAllocateToPool(c10::DeviceIndex device, c10::Mem
 void CachingDeviceAllocator::releasePool(c10::DeviceIndex device, c10::MempoolId_t id) {
   state().releasePool(device, id);
 }
+
+void CachingDeviceAllocator::retainPool(c10::MempoolId_t id, std::shared_ptr<PluggableAllocator> allocator,
+                                        bool no_split) {
+  state().retainUserPool(id, std::move(allocator), no_split);
+}
+
+int CachingDeviceAllocator::poolUseCount(c10::MempoolId_t id) { return state().poolUseCount(id); }
 
 std::vector<history::SegmentState> CachingDeviceAllocator::segments() { return state().segments(); }
 
