@@ -3,18 +3,21 @@
 #include <c10/core/DeviceGuard.h>
 #include <c10/util/flat_hash_map.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cstdio>
-#include <limits>
 #include <functional>
+#include <limits>
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <ranges>
 #include <set>
 #include <thread>
 #include <vector>
 
+#include "allocator_config.h"
 #include "allocator_history.h"
 #include "device.h"
 #include "pluggable_allocator.h"
@@ -29,8 +32,7 @@ using c10::CachingDeviceAllocator::DeviceStats;
 constexpr size_t kMinBlockSize = 512;             // every size is rounded to this
 constexpr size_t kSmallSize = size_t{1} << 20;    // requests up to 1 MiB are "small"
 constexpr size_t kSmallSegment = size_t{2} << 20; // small requests share 2 MiB segments
-constexpr size_t kLargeSegment = size_t{20} << 20;// mid-size requests share 20 MiB segments
-constexpr size_t kMinLargeAlloc = size_t{10} << 20;
+constexpr size_t kMinLargeAlloc = size_t{10} << 20;// smaller large requests share large_segment_size ones
 constexpr size_t kRoundLarge = size_t{2} << 20;
 
 struct PrivatePool;
@@ -44,6 +46,7 @@ struct Block {
   void* ptr = nullptr;
   bool small = false;
   bool allocated = false;
+  uint64_t freed_at = 0;  // the device's allocation count when it was last cached (its age)
   Block* prev = nullptr;  // neighbours inside the same segment
   Block* next = nullptr;
   ska::flat_hash_set<c10::Stream> stream_uses;
@@ -92,15 +95,18 @@ struct DeviceCache {
   DeviceStats stats;
   double memory_fraction = 1.0;  // set_per_process_memory_fraction
   size_t allowed_bytes = std::numeric_limits<size_t>::max();
+  uint64_t allocations = 0;  // the clock of blocks' ages, for garbage collection
 };
 
 size_t roundSize(size_t size) {
   return size < kMinBlockSize ? kMinBlockSize : (size + kMinBlockSize - 1) / kMinBlockSize * kMinBlockSize;
 }
 
-size_t segmentSize(size_t size) {
+// Expandable segments grow by what a request lacks; the closest a driver without address
+// reservation comes is a segment of the request's own size (see takeSegment).
+size_t segmentSize(size_t size, const AllocatorSettings& settings) {
   if (size <= kSmallSize) return kSmallSegment;
-  if (size < kMinLargeAlloc) return kLargeSegment;
+  if (size < kMinLargeAlloc && !settings.expandable_segments) return settings.large_segment_size;
   return (size + kRoundLarge - 1) / kRoundLarge * kRoundLarge;
 }
 
@@ -117,7 +123,7 @@ void deleteDevicePtr(void* ptr);
 
 class AllocatorState {
  public:
-  AllocatorState() : caches_(deviceCount()) {}
+  AllocatorState() : settings_(allocatorSettings()), caches_(deviceCount()) {}
 
   c10::DataPtr allocate(size_t nbytes) {
     const c10::DeviceIndex device = currentDevice();
@@ -131,6 +137,7 @@ class AllocatorState {
     std::lock_guard<std::mutex> lock(mutex_);
     has_allocated_ = true;
     DeviceCache& cache = caches_[device];
+    ++cache.allocations;
     PrivatePool* pool = poolFor(currentStream(device), nbytes);
     processPendingFrees(/*wait=*/false);
     Block* block = takeFreeBlock(cache, pool, stream, size, small);
@@ -149,6 +156,7 @@ class AllocatorState {
     updatePool(cache.stats.active, small, 1, true);
     updatePool(cache.stats.active_bytes, small, block->size, true);
     updatePool(cache.stats.requested_bytes, small, nbytes, true);
+    if (isOversize(block->size)) cache.stats.oversize_allocations.increase(1);
     return c10::DataPtr(block->ptr, block->ptr, &deleteDevicePtr, where);
   }
 
@@ -167,6 +175,7 @@ class AllocatorState {
     updatePool(cache.stats.allocation, block->small, 1, false);
     updatePool(cache.stats.allocated_bytes, block->small, block->size, false);
     updatePool(cache.stats.requested_bytes, block->small, block->requested, false);
+    if (isOversize(block->size)) cache.stats.oversize_allocations.decrease(1);
     block->allocated = false;
     if (block->stream_uses.empty()) {
       releaseBlock(block);
@@ -345,7 +354,11 @@ class AllocatorState {
     return nullptr;
   }
 
+  // max_split_size_mb: blocks this large are never split, and serve only requests close to their size.
+  bool isOversize(size_t size) const { return size >= settings_.max_split_size; }
+
   void insertFree(DeviceCache& cache, Block* block) {
+    block->freed_at = cache.allocations;
     poolOf(cache, block->pool, block->small).insert(block);
     if (block->isSplit()) {
       updatePool(cache.stats.inactive_split, block->small, 1, true);
@@ -369,8 +382,34 @@ class AllocatorState {
     auto it = pool.lower_bound(&key);
     if (it == pool.end() || (*it)->stream != stream) return nullptr;
     Block* block = *it;
+    // The smallest fit: if it is oversize and the request is not, or much larger than an
+    // oversize request, every larger block is too.
+    if (!isOversize(size) && isOversize(block->size)) return nullptr;
+    if (isOversize(size) && block->size >= size + settings_.max_non_split_rounding) return nullptr;
     eraseFree(cache, block);
     return block;
+  }
+
+  // garbage_collection_threshold: above that share of the memory this process may use, the
+  // shared cache's whole free large segments go back to the device, the longest unused first,
+  // until it is below again (CUDA's aim; its order is by age too).
+  void collectGarbage(DeviceCache& cache, size_t total_bytes) {
+    const size_t allowed = std::min(cache.allowed_bytes, total_bytes);
+    const auto threshold = static_cast<size_t>(settings_.garbage_collection_threshold * static_cast<double>(allowed));
+    const auto reserved = [&cache] {
+      return cache.stats.reserved_bytes[static_cast<size_t>(StatType::AGGREGATE)].current;
+    };
+    if (static_cast<size_t>(reserved()) <= threshold) return;
+    std::vector<Block*> whole;
+    for (Block* block : cache.large_free) {
+      if (!block->isSplit()) whole.push_back(block);
+    }
+    std::ranges::sort(whole, {}, &Block::freed_at);
+    for (Block* block : whole) {
+      if (static_cast<size_t>(reserved()) <= threshold) break;
+      cache.large_free.erase(block);
+      releaseSegment(block);
+    }
   }
 
   // A segment's memory: from the pool's allocator or the runtime, within the memory fraction.
@@ -389,7 +428,18 @@ class AllocatorState {
 
   Block* allocateSegment(DeviceCache& cache, PrivatePool* pool, c10::DeviceIndex device, c10::StreamId stream,
                          size_t size, bool small, size_t requested) {
-    const size_t bytes = pool != nullptr && pool->no_split ? size : segmentSize(size);
+    const size_t bytes = pool != nullptr && pool->no_split ? size : segmentSize(size, settings_);
+    if (!small && settings_.garbage_collection_threshold > 0) {
+      size_t free_bytes = 0, total_bytes = 0;
+      PTO_CHECK(ptoMemGetInfo(&free_bytes, &total_bytes));
+      collectGarbage(cache, total_bytes);
+    }
+    // expandable_segments: the driver cannot grow a segment in place, so the stream's whole
+    // free large segments, none of which fits, go back before a new one is taken: what the
+    // cache holds follows what is allocated, as with segments that grow and shrink.
+    if (!small && settings_.expandable_segments) {
+      releaseFreeSegments(poolOf(cache, pool, false), stream);
+    }
     void* ptr = nullptr;
     ptoError status = mallocSegment(cache, pool, device, stream, bytes, &ptr);
     if (status == PTO_ERROR_OUT_OF_MEMORY) {
@@ -423,6 +473,7 @@ class AllocatorState {
     ++cache.stats.num_device_alloc;
     updatePool(cache.stats.segment, small, 1, true);
     updatePool(cache.stats.reserved_bytes, small, bytes, true);
+    if (isOversize(bytes)) cache.stats.oversize_segments.increase(1);
     auto* block = new Block;
     block->pool = pool;
     if (pool != nullptr) ++pool->segments;
@@ -437,7 +488,9 @@ class AllocatorState {
   void splitBlock(DeviceCache& cache, Block* block, size_t size) {
     if (block->pool != nullptr && block->pool->no_split) return;
     const size_t remaining = block->size - size;
-    const bool worth_splitting = block->small ? remaining >= kMinBlockSize : remaining > kSmallSize;
+    const bool worth_splitting = block->small || settings_.expandable_segments
+                                     ? remaining >= kMinBlockSize
+                                     : remaining > kSmallSize && !isOversize(size);
     if (!worth_splitting) return;
     auto* rest = new Block;
     rest->pool = block->pool;
@@ -505,31 +558,39 @@ class AllocatorState {
   }
 
   // Whole free segments go back to where they came from: the pool's allocator or the runtime.
-  void releaseFreeSegments(std::set<Block*, BlockOrder>& free_blocks) {
+  // Those of one stream only, if given.
+  void releaseFreeSegments(std::set<Block*, BlockOrder>& free_blocks, std::optional<c10::StreamId> stream = {}) {
     for (auto it = free_blocks.begin(); it != free_blocks.end();) {
       Block* block = *it;
-      if (block->isSplit()) {
+      if (block->isSplit() || (stream && block->stream != *stream)) {
         ++it;
         continue;
       }
       it = free_blocks.erase(it);
-      DeviceCache& cache = caches_[block->device];
-      PrivatePool* pool = block->pool;
-      if (pool != nullptr) --pool->segments;
-      if (pool != nullptr && pool->allocator != nullptr) {
-        pool->allocator->rawFree(block->ptr, block->size, block->device,
-                                 nativeStream(streamOf(block->device, block->stream)));
-      } else {
-        PTO_CHECK(ptoFree(block->ptr));
-      }
-      history::record(history::Action::SegmentFree, block->device, block->ptr, block->size, block->stream, nullptr);
-      ++cache.stats.num_device_free;
-      updatePool(cache.stats.segment, block->small, 1, false);
-      updatePool(cache.stats.reserved_bytes, block->small, block->size, false);
-      delete block;
+      releaseSegment(block);
     }
   }
 
+  // A whole free segment, out of its free set already.
+  void releaseSegment(Block* block) {
+    DeviceCache& cache = caches_[block->device];
+    PrivatePool* pool = block->pool;
+    if (pool != nullptr) --pool->segments;
+    if (pool != nullptr && pool->allocator != nullptr) {
+      pool->allocator->rawFree(block->ptr, block->size, block->device,
+                               nativeStream(streamOf(block->device, block->stream)));
+    } else {
+      PTO_CHECK(ptoFree(block->ptr));
+    }
+    history::record(history::Action::SegmentFree, block->device, block->ptr, block->size, block->stream, nullptr);
+    ++cache.stats.num_device_free;
+    updatePool(cache.stats.segment, block->small, 1, false);
+    updatePool(cache.stats.reserved_bytes, block->small, block->size, false);
+    if (isOversize(block->size)) cache.stats.oversize_segments.decrease(1);
+    delete block;
+  }
+
+  const AllocatorSettings settings_;
   std::mutex mutex_;
   std::vector<DeviceCache> caches_;
   std::map<c10::MempoolId_t, PrivatePool> pools_;
