@@ -78,6 +78,7 @@ struct PrivatePool {
   size_t segments = 0;  // allocated from the device and not yet returned
   std::shared_ptr<PluggableAllocator> allocator;  // where its segments come from; null: the runtime
   bool no_split = false;
+  bool use_on_oom = false;  // its cached blocks serve allocations outside every pool that found no memory
 };
 
 // Where allocations go while a capture runs (beginAllocateToPool).
@@ -142,9 +143,13 @@ class AllocatorState {
     processPendingFrees(/*wait=*/false);
     Block* block = takeFreeBlock(cache, pool, stream, size, small);
     if (block == nullptr) {
-      block = allocateSegment(cache, pool, device, stream, size, small, nbytes);
-      history::record(history::Action::SegmentAlloc, device, block->ptr, block->size, stream, context);
+      block = allocateSegment(cache, pool, device, stream, size, small);
+      if (block != nullptr) {
+        history::record(history::Action::SegmentAlloc, device, block->ptr, block->size, stream, context);
+      }
     }
+    if (block == nullptr && pool == nullptr) block = takeLastResortBlock(cache, stream, size, small);
+    if (block == nullptr) throwOutOfMemory(cache, device, stream, nbytes);
     splitBlock(cache, block, size);
     history::record(history::Action::Alloc, device, block->ptr, block->size, stream, context);
 
@@ -210,24 +215,27 @@ class AllocatorState {
 
   void beginAllocateToPool(PoolRoute route) {
     std::lock_guard<std::mutex> lock(mutex_);
-    retainPool(route.id, nullptr, false);
+    retainPool(route.id);
     routes_.push_back(std::move(route));
   }
 
   // Locked by the caller.
-  void retainPool(c10::MempoolId_t id, std::shared_ptr<PluggableAllocator> allocator, bool no_split) {
+  void retainPool(c10::MempoolId_t id, std::shared_ptr<PluggableAllocator> allocator = nullptr,
+                  bool use_on_oom = false, bool no_split = false) {
     auto [it, created] = pools_.try_emplace(id);
     if (!created) {
       ++it->second.users;  // another graph, MemPool or use_mem_pool shares it
       return;
     }
     it->second.allocator = std::move(allocator);
+    it->second.use_on_oom = use_on_oom;
     it->second.no_split = no_split;
   }
 
-  void retainUserPool(c10::MempoolId_t id, std::shared_ptr<PluggableAllocator> allocator, bool no_split) {
+  void retainUserPool(c10::MempoolId_t id, std::shared_ptr<PluggableAllocator> allocator, bool use_on_oom,
+                      bool no_split) {
     std::lock_guard<std::mutex> lock(mutex_);
-    retainPool(id, std::move(allocator), no_split);
+    retainPool(id, std::move(allocator), use_on_oom, no_split);
   }
 
   int poolUseCount(c10::MempoolId_t id) {
@@ -390,6 +398,16 @@ class AllocatorState {
     return block;
   }
 
+  // The last resort of an allocation outside every pool that found no memory: a cached
+  // block of a MemPool(use_on_oom=True).
+  Block* takeLastResortBlock(DeviceCache& cache, c10::StreamId stream, size_t size, bool small) {
+    for (auto& [id, pool] : pools_) {
+      if (!pool.use_on_oom) continue;
+      if (Block* block = takeFreeBlock(cache, &pool, stream, size, small)) return block;
+    }
+    return nullptr;
+  }
+
   // garbage_collection_threshold: above that share of the memory this process may use, the
   // shared cache's whole free large segments go back to the device, the longest unused first,
   // until it is below again (CUDA's aim; its order is by age too).
@@ -426,8 +444,10 @@ class AllocatorState {
     return c10::Stream(c10::Stream::UNSAFE, c10::Device(c10::kPrivateUse1, device), id);
   }
 
+  // A new segment for a block of `size`, or null when the device (or the memory fraction)
+  // has no room even after the cache went back.
   Block* allocateSegment(DeviceCache& cache, PrivatePool* pool, c10::DeviceIndex device, c10::StreamId stream,
-                         size_t size, bool small, size_t requested) {
+                         size_t size, bool small) {
     const size_t bytes = pool != nullptr && pool->no_split ? size : segmentSize(size, settings_);
     if (!small && settings_.garbage_collection_threshold > 0) {
       size_t free_bytes = 0, total_bytes = 0;
@@ -449,26 +469,7 @@ class AllocatorState {
       releaseCachedSegments(cache);
       status = mallocSegment(cache, pool, device, stream, bytes, &ptr);
     }
-    if (status == PTO_ERROR_OUT_OF_MEMORY) {
-      ++cache.stats.num_ooms;
-      size_t free_bytes = 0, total_bytes = 0;
-      PTO_CHECK(ptoMemGetInfo(&free_bytes, &total_bytes));
-      const auto aggregate = static_cast<size_t>(StatType::AGGREGATE);
-      const size_t allocated = cache.stats.allocated_bytes[aggregate].current;
-      const size_t reserved = cache.stats.reserved_bytes[aggregate].current;
-      history::record(history::Action::Oom, device, nullptr, requested, stream, nullptr, free_bytes);
-      const std::string allowed = cache.memory_fraction < 1.0
-                                      ? formatBytes(cache.allowed_bytes) + " is allowed to this process "
-                                            "(set_per_process_memory_fraction). "
-                                      : std::string();
-      TORCH_CHECK_WITH(OutOfMemoryError, false, "PTO out of memory on pto:",
-                       static_cast<int>(device), ". Tried to allocate ", formatBytes(requested),
-                       ". The device has a total capacity of ", formatBytes(total_bytes),
-                       " of which ", formatBytes(free_bytes), " is free. ", allowed,
-                       formatBytes(allocated), " is allocated by PyTorch, and ",
-                       formatBytes(reserved - allocated),
-                       " is reserved by PyTorch but unallocated (PTO_SIM_MEMORY sets the capacity).");
-    }
+    if (status == PTO_ERROR_OUT_OF_MEMORY) return nullptr;
     PTO_CHECK(status);
     ++cache.stats.num_device_alloc;
     updatePool(cache.stats.segment, small, 1, true);
@@ -483,6 +484,28 @@ class AllocatorState {
     block->ptr = ptr;
     block->small = small;
     return block;
+  }
+
+  [[noreturn]] void throwOutOfMemory(DeviceCache& cache, c10::DeviceIndex device, c10::StreamId stream,
+                                     size_t requested) {
+    ++cache.stats.num_ooms;
+    size_t free_bytes = 0, total_bytes = 0;
+    PTO_CHECK(ptoMemGetInfo(&free_bytes, &total_bytes));
+    const auto aggregate = static_cast<size_t>(StatType::AGGREGATE);
+    const size_t allocated = cache.stats.allocated_bytes[aggregate].current;
+    const size_t reserved = cache.stats.reserved_bytes[aggregate].current;
+    history::record(history::Action::Oom, device, nullptr, requested, stream, nullptr, free_bytes);
+    const std::string allowed = cache.memory_fraction < 1.0
+                                    ? formatBytes(cache.allowed_bytes) + " is allowed to this process "
+                                          "(set_per_process_memory_fraction). "
+                                    : std::string();
+    TORCH_CHECK_WITH(OutOfMemoryError, false, "PTO out of memory on pto:",
+                     static_cast<int>(device), ". Tried to allocate ", formatBytes(requested),
+                     ". The device has a total capacity of ", formatBytes(total_bytes),
+                     " of which ", formatBytes(free_bytes), " is free. ", allowed,
+                     formatBytes(allocated), " is allocated by PyTorch, and ",
+                     formatBytes(reserved - allocated),
+                     " is reserved by PyTorch but unallocated (PTO_SIM_MEMORY sets the capacity).");
   }
 
   void splitBlock(DeviceCache& cache, Block* block, size_t size) {
@@ -676,8 +699,8 @@ void CachingDeviceAllocator::releasePool(c10::DeviceIndex device, c10::MempoolId
 }
 
 void CachingDeviceAllocator::retainPool(c10::MempoolId_t id, std::shared_ptr<PluggableAllocator> allocator,
-                                        bool no_split) {
-  state().retainUserPool(id, std::move(allocator), no_split);
+                                        bool use_on_oom, bool no_split) {
+  state().retainUserPool(id, std::move(allocator), use_on_oom, no_split);
 }
 
 int CachingDeviceAllocator::poolUseCount(c10::MempoolId_t id) { return state().poolUseCount(id); }

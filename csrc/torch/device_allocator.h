@@ -46,14 +46,17 @@ class CachingDeviceAllocator final : public c10::DeviceAllocator {
   // refuses. releasePool drops one user of the pool (a graph); once it has none,
   // its memory returns to the device as its blocks are freed.
   // A user's pool (torch.pto.MemPool) is retainPool's: one user more, created on
-  // first use with segments from `allocator` (null: the runtime); `no_split`: a
-  // segment serves one block. use_mem_pool routes a thread's allocations to it.
+  // first use with segments from `allocator` (null: the runtime); `use_on_oom`: its
+  // cached blocks serve an allocation outside every pool that found no memory;
+  // `no_split`: a segment serves one block. use_mem_pool routes a thread's
+  // allocations to it.
   enum class OutsidePool { kAllow, kRefuseOnThisThread, kRefuse };
   void beginAllocateToPool(c10::DeviceIndex device, c10::MempoolId_t id, std::function<bool(c10::Stream)> filter,
                            OutsidePool outside);
   void endAllocateToPool(c10::DeviceIndex device, c10::MempoolId_t id);
   void releasePool(c10::DeviceIndex device, c10::MempoolId_t id);
-  void retainPool(c10::MempoolId_t id, std::shared_ptr<PluggableAllocator> allocator, bool no_split);
+  void retainPool(c10::MempoolId_t id, std::shared_ptr<PluggableAllocator> allocator, bool use_on_oom,
+                  bool no_split);
   int poolUseCount(c10::MempoolId_t id);
   std::vector<history::SegmentState> segments();  // for torch.pto.memory._snapshot()
 };

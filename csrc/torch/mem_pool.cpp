@@ -10,8 +10,7 @@ namespace pto::torch_glue {
 
 MemPool::MemPool(std::shared_ptr<PluggableAllocator> allocator, bool use_on_oom, bool no_split)
     : allocator_(std::move(allocator)), id_(graphPoolHandle()), device_(currentDevice()) {
-  TORCH_CHECK_NOT_IMPLEMENTED(!use_on_oom, "torch.pto.MemPool: use_on_oom=True is not supported on pto");
-  deviceAllocator().retainPool(id_, allocator_, no_split);
+  deviceAllocator().retainPool(id_, allocator_, use_on_oom, no_split);
 }
 
 MemPool::~MemPool() { deviceAllocator().releasePool(device_, id_); }

@@ -16,7 +16,8 @@ namespace pto::torch_glue {
 class MemPool {
  public:
   // `allocator`: where the pool's segments come from (null: the runtime, as the shared
-  // cache). `no_split`: each segment serves one block of its own size.
+  // cache). `use_on_oom`: its cached blocks are the last resort of allocations outside
+  // every pool. `no_split`: each segment serves one block of its own size.
   MemPool(std::shared_ptr<PluggableAllocator> allocator, bool use_on_oom, bool no_split);
   ~MemPool();
   MemPool(const MemPool&) = delete;

@@ -258,7 +258,8 @@ class MemPool(_C._MemPool):
     to the device (or to `allocator`) when the pool and everything allocated from it are gone.
 
     `allocator`: a PTOPluggableAllocator (or its ``allocator()``) the pool's segments come from;
-    None: the runtime. `no_split`: each block gets a segment of its own size.
+    None: the runtime. `use_on_oom`: when an allocation outside every pool finds no memory, the
+    pool's cached blocks are its last resort. `no_split`: each block gets a segment of its own size.
     """
 
     def __init__(self, allocator: "_PTOAllocator | _C._PTOAllocator | None" = None, use_on_oom: bool = False,

@@ -126,6 +126,25 @@ def test_a_graph_captures_into_a_mem_pool():
     assert pool.use_count() == 1
 
 
-def test_use_on_oom_is_refused():
-    with pytest.raises(NotImplementedError, match="use_on_oom=True is not supported on pto"):
-        torch.pto.MemPool(use_on_oom=True)
+def test_a_use_on_oom_pool_is_the_last_resort(python):
+    result = python("""
+        import torch
+        MiB = 2**20
+
+        def served_beside_a_cached_pool_block(use_on_oom):
+            pool = torch.pto.MemPool(use_on_oom=use_on_oom)
+            with torch.pto.use_mem_pool(pool):
+                held = torch.empty(100 * MiB, dtype=torch.uint8, device="pto")
+            del held  # cached in the pool, which lives on
+            x = torch.ones(25 * MiB, device="pto")  # 200 of 256 MiB reserved
+            try:
+                y = torch.full((15 * MiB,), 2.0, device="pto")  # room only in the pool's block
+                served = torch.equal(y.cpu(), torch.full((15 * MiB,), 2.0))
+            except torch.OutOfMemoryError:
+                served = False
+            return served
+
+        print("use_on_oom:", served_beside_a_cached_pool_block(True), served_beside_a_cached_pool_block(False))
+    """, PTO_SIM_MEMORY="256M")
+    assert result.returncode == 0, result.stderr
+    assert "use_on_oom: True False" in result.stdout
