@@ -104,7 +104,7 @@ size_t roundSize(size_t size) {
 }
 
 // Expandable segments grow by what a request lacks; the closest a driver without address
-// reservation comes is a segment of the request's own size (see takeSegment).
+// reservation comes is a segment of the request's own size (see allocateSegment).
 size_t segmentSize(size_t size, const AllocatorSettings& settings) {
   if (size <= kSmallSize) return kSmallSegment;
   if (size < kMinLargeAlloc && !settings.expandable_segments) return settings.large_segment_size;

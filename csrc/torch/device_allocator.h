@@ -2,7 +2,8 @@
 // from the runtime in segments, split into blocks, and cached on free so that
 // steady-state allocation never calls the runtime. Blocks are reused only on the
 // stream they were allocated for, unless recorded on other streams (record_stream)
-// and those streams have passed the free.
+// and those streams have passed the free. PYTORCH_ALLOC_CONF tunes it
+// (allocator_config.h); private pools serve graph capture and torch.pto.MemPool.
 #pragma once
 
 #include <c10/core/CachingDeviceAllocator.h>
