@@ -37,6 +37,7 @@ BUDGETS = {
     "bench_distributed": 150,
     "bench_amp": 45,
     "bench_graphs": 45,
+    "bench_memory": 30,
 }
 GRACE = 60  # seconds past its budget after which a script is stopped
 

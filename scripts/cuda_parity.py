@@ -21,7 +21,7 @@ TABLE = pathlib.Path(__file__).resolve().parent.parent / "docs" / "TORCH_CUDA_PA
 MEMORY_HISTORY = ["_record_memory_history", "_snapshot", "_dump_snapshot"]
 
 # A torch.pto name for a torch.cuda one that is spelled differently.
-EQUIVALENTS = {"CUDAGraph": "PTOGraph"}
+EQUIVALENTS = {"CUDAGraph": "PTOGraph", "CUDAPluggableAllocator": "PTOPluggableAllocator"}
 
 LEGACY_TYPES = "legacy typed tensor class; use `torch.tensor(..., device=\"pto\")`"
 
@@ -30,24 +30,14 @@ REASONS = {
     **{name: LEGACY_TYPES for name in (
         "BFloat16Tensor", "BoolTensor", "ByteTensor", "CharTensor", "DoubleTensor", "FloatTensor", "HalfTensor",
         "IntTensor", "LongTensor", "ShortTensor")},
-    "CUDAPluggableAllocator": "the caching allocator is compiled in; no allocator can be loaded from a shared library",
-    "change_current_allocator": "the caching allocator is compiled in; no allocator can be loaded from a shared library",
     "get_allocator_backend": "one allocator backend only, the native caching allocator",
-    "MemPool": "no user memory pools; graph capture keeps its own private pool",
-    "use_mem_pool": "no user memory pools; graph capture keeps its own private pool",
     "caching_allocator_enable": "the caching allocator cannot be turned off",
     "caching_allocator_disabled": "the caching allocator cannot be turned off",
-    "set_per_process_memory_fraction": "no memory fraction; `PTO_SIM_MEMORY` sets the simulated device's capacity",
-    "get_per_process_memory_fraction": "no memory fraction; `PTO_SIM_MEMORY` sets the simulated device's capacity",
     "memory_stats_as_nested_dict": "`memory_stats()` gives the same numbers, flat",
     "memory_cached": "deprecated in torch.cuda: `memory_reserved`",
     "max_memory_cached": "deprecated in torch.cuda: `max_memory_reserved`",
     "reset_max_memory_allocated": "deprecated in torch.cuda: `reset_peak_memory_stats`",
     "reset_max_memory_cached": "deprecated in torch.cuda: `reset_peak_memory_stats`",
-    "host_memory_stats": "the pinned host allocator keeps no statistics yet",
-    "host_memory_stats_as_nested_dict": "the pinned host allocator keeps no statistics yet",
-    "reset_accumulated_host_memory_stats": "the pinned host allocator keeps no statistics yet",
-    "reset_peak_host_memory_stats": "the pinned host allocator keeps no statistics yet",
     "list_gpu_processes": "NVML: the runtime does not know other processes",
     "device_memory_used": "NVML: `mem_get_info` gives this process's view",
     "memory_usage": "NVML: `utilization` gives the busy time; there is no memory-bus counter",

@@ -151,11 +151,13 @@ pto::isa::BufferKind bufferKindOf(const std::string& name) {
 }  // namespace
 
 void bindDistributed(py::module_& m);  // distributed.cpp
+void bindMemory(py::module_& m);  // memory.cpp
 void bindMemoryHistory(py::module_& m);  // memory_history.cpp
 void bindGraphs(py::module_& m);  // graphs.cpp
 void bindRecipes(py::module_& m);  // recipes.cpp
 
 PYBIND11_MODULE(_C, m) {
+  bindMemory(m);
   bindMemoryHistory(m);
   bindGraphs(m);
   bindRecipes(m);

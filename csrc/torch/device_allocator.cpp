@@ -3,17 +3,24 @@
 #include <c10/core/DeviceGuard.h>
 #include <c10/util/flat_hash_map.h>
 
+#include <algorithm>
+#include <atomic>
 #include <cstdio>
 #include <functional>
+#include <limits>
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
+#include <ranges>
 #include <set>
 #include <thread>
 #include <vector>
 
+#include "allocator_config.h"
 #include "allocator_history.h"
 #include "device.h"
+#include "pluggable_allocator.h"
 #include "pto_check.h"
 
 namespace pto::torch_glue {
@@ -25,8 +32,7 @@ using c10::CachingDeviceAllocator::DeviceStats;
 constexpr size_t kMinBlockSize = 512;             // every size is rounded to this
 constexpr size_t kSmallSize = size_t{1} << 20;    // requests up to 1 MiB are "small"
 constexpr size_t kSmallSegment = size_t{2} << 20; // small requests share 2 MiB segments
-constexpr size_t kLargeSegment = size_t{20} << 20;// mid-size requests share 20 MiB segments
-constexpr size_t kMinLargeAlloc = size_t{10} << 20;
+constexpr size_t kMinLargeAlloc = size_t{10} << 20;// smaller large requests share large_segment_size ones
 constexpr size_t kRoundLarge = size_t{2} << 20;
 
 struct PrivatePool;
@@ -40,6 +46,7 @@ struct Block {
   void* ptr = nullptr;
   bool small = false;
   bool allocated = false;
+  uint64_t freed_at = 0;  // the device's allocation count when it was last cached (its age)
   Block* prev = nullptr;  // neighbours inside the same segment
   Block* next = nullptr;
   ska::flat_hash_set<c10::Stream> stream_uses;
@@ -63,12 +70,15 @@ struct PendingFree {
   Block* block;
 };
 
-// A graph's memory (beginAllocateToPool): its own free blocks and segments.
+// A graph's or a MemPool's memory: its own free blocks and segments.
 struct PrivatePool {
   std::set<Block*, BlockOrder> small_free;
   std::set<Block*, BlockOrder> large_free;
-  int users = 1;        // graphs that replay into it; at 0 its segments go back to the device
+  int users = 1;        // graphs, MemPools and use_mem_pool contexts; at 0 its segments go back
   size_t segments = 0;  // allocated from the device and not yet returned
+  std::shared_ptr<PluggableAllocator> allocator;  // where its segments come from; null: the runtime
+  bool no_split = false;
+  bool use_on_oom = false;  // its cached blocks serve allocations outside every pool that found no memory
 };
 
 // Where allocations go while a capture runs (beginAllocateToPool).
@@ -84,15 +94,20 @@ struct DeviceCache {
   std::set<Block*, BlockOrder> small_free;
   std::set<Block*, BlockOrder> large_free;
   DeviceStats stats;
+  double memory_fraction = 1.0;  // set_per_process_memory_fraction
+  size_t allowed_bytes = std::numeric_limits<size_t>::max();
+  uint64_t allocations = 0;  // the clock of blocks' ages, for garbage collection
 };
 
 size_t roundSize(size_t size) {
   return size < kMinBlockSize ? kMinBlockSize : (size + kMinBlockSize - 1) / kMinBlockSize * kMinBlockSize;
 }
 
-size_t segmentSize(size_t size) {
+// Expandable segments grow by what a request lacks; the closest a driver without address
+// reservation comes is a segment of the request's own size (see allocateSegment).
+size_t segmentSize(size_t size, const AllocatorSettings& settings) {
   if (size <= kSmallSize) return kSmallSegment;
-  if (size < kMinLargeAlloc) return kLargeSegment;
+  if (size < kMinLargeAlloc && !settings.expandable_segments) return settings.large_segment_size;
   return (size + kRoundLarge - 1) / kRoundLarge * kRoundLarge;
 }
 
@@ -109,7 +124,7 @@ void deleteDevicePtr(void* ptr);
 
 class AllocatorState {
  public:
-  AllocatorState() : caches_(deviceCount()) {}
+  AllocatorState() : settings_(allocatorSettings()), caches_(deviceCount()) {}
 
   c10::DataPtr allocate(size_t nbytes) {
     const c10::DeviceIndex device = currentDevice();
@@ -121,14 +136,20 @@ class AllocatorState {
     const auto context = history::gatherContext(/*for_free=*/false);
 
     std::lock_guard<std::mutex> lock(mutex_);
+    has_allocated_ = true;
     DeviceCache& cache = caches_[device];
+    ++cache.allocations;
     PrivatePool* pool = poolFor(currentStream(device), nbytes);
     processPendingFrees(/*wait=*/false);
     Block* block = takeFreeBlock(cache, pool, stream, size, small);
     if (block == nullptr) {
-      block = allocateSegment(cache, pool, device, stream, size, small, nbytes);
-      history::record(history::Action::SegmentAlloc, device, block->ptr, block->size, stream, context);
+      block = allocateSegment(cache, pool, device, stream, size, small);
+      if (block != nullptr) {
+        history::record(history::Action::SegmentAlloc, device, block->ptr, block->size, stream, context);
+      }
     }
+    if (block == nullptr && pool == nullptr) block = takeLastResortBlock(cache, stream, size, small);
+    if (block == nullptr) throwOutOfMemory(cache, device, stream, nbytes);
     splitBlock(cache, block, size);
     history::record(history::Action::Alloc, device, block->ptr, block->size, stream, context);
 
@@ -140,6 +161,7 @@ class AllocatorState {
     updatePool(cache.stats.active, small, 1, true);
     updatePool(cache.stats.active_bytes, small, block->size, true);
     updatePool(cache.stats.requested_bytes, small, nbytes, true);
+    if (isOversize(block->size)) cache.stats.oversize_allocations.increase(1);
     return c10::DataPtr(block->ptr, block->ptr, &deleteDevicePtr, where);
   }
 
@@ -158,6 +180,7 @@ class AllocatorState {
     updatePool(cache.stats.allocation, block->small, 1, false);
     updatePool(cache.stats.allocated_bytes, block->small, block->size, false);
     updatePool(cache.stats.requested_bytes, block->small, block->requested, false);
+    if (isOversize(block->size)) cache.stats.oversize_allocations.decrease(1);
     block->allocated = false;
     if (block->stream_uses.empty()) {
       releaseBlock(block);
@@ -192,9 +215,47 @@ class AllocatorState {
 
   void beginAllocateToPool(PoolRoute route) {
     std::lock_guard<std::mutex> lock(mutex_);
-    auto [it, created] = pools_.try_emplace(route.id);
-    if (!created) ++it->second.users;  // another graph shares it
+    retainPool(route.id);
     routes_.push_back(std::move(route));
+  }
+
+  // Locked by the caller.
+  void retainPool(c10::MempoolId_t id, std::shared_ptr<PluggableAllocator> allocator = nullptr,
+                  bool use_on_oom = false, bool no_split = false) {
+    auto [it, created] = pools_.try_emplace(id);
+    if (!created) {
+      ++it->second.users;  // another graph, MemPool or use_mem_pool shares it
+      return;
+    }
+    it->second.allocator = std::move(allocator);
+    it->second.use_on_oom = use_on_oom;
+    it->second.no_split = no_split;
+  }
+
+  void retainUserPool(c10::MempoolId_t id, std::shared_ptr<PluggableAllocator> allocator, bool use_on_oom,
+                      bool no_split) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    retainPool(id, std::move(allocator), use_on_oom, no_split);
+  }
+
+  int poolUseCount(c10::MempoolId_t id) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    auto it = pools_.find(id);
+    return it == pools_.end() ? 0 : it->second.users;
+  }
+
+  bool hasAllocated() const { return has_allocated_; }
+
+  void setMemoryFraction(c10::DeviceIndex device, double fraction, size_t total_bytes) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    DeviceCache& cache = caches_.at(device);
+    cache.memory_fraction = fraction;
+    cache.allowed_bytes = static_cast<size_t>(fraction * static_cast<double>(total_bytes));
+  }
+
+  double memoryFraction(c10::DeviceIndex device) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    return caches_.at(device).memory_fraction;
   }
 
   void endAllocateToPool(c10::DeviceIndex device, c10::MempoolId_t id) {
@@ -208,8 +269,8 @@ class AllocatorState {
     TORCH_INTERNAL_ASSERT(it != pools_.end(), "pto allocator: releasing unknown pool (", id.first, ", ", id.second, ")");
     if (--it->second.users > 0) return;
     processPendingFrees(/*wait=*/true);
-    releaseFreeSegments(caches_[device], it->second.small_free);
-    releaseFreeSegments(caches_[device], it->second.large_free);
+    releaseFreeSegments(it->second.small_free);
+    releaseFreeSegments(it->second.large_free);
     if (it->second.segments == 0) pools_.erase(it);
   }
 
@@ -285,7 +346,8 @@ class AllocatorState {
   // The pool an allocation on `stream` comes from: a capture's, or null (the shared cache).
   PrivatePool* poolFor(c10::Stream stream, size_t nbytes) {
     const PoolRoute* refusing = nullptr;
-    for (const PoolRoute& route : routes_) {
+    // The newest route first: a capture or use_mem_pool begun inside another wins.
+    for (const PoolRoute& route : std::views::reverse(routes_)) {
       if (route.device != stream.device_index()) continue;
       if (route.filter(stream)) return &pools_.at(route.id);
       const bool refuses = route.outside == CachingDeviceAllocator::OutsidePool::kRefuse ||
@@ -300,7 +362,11 @@ class AllocatorState {
     return nullptr;
   }
 
+  // max_split_size_mb: blocks this large are never split, and serve only requests close to their size.
+  bool isOversize(size_t size) const { return size >= settings_.max_split_size; }
+
   void insertFree(DeviceCache& cache, Block* block) {
+    block->freed_at = cache.allocations;
     poolOf(cache, block->pool, block->small).insert(block);
     if (block->isSplit()) {
       updatePool(cache.stats.inactive_split, block->small, 1, true);
@@ -324,42 +390,91 @@ class AllocatorState {
     auto it = pool.lower_bound(&key);
     if (it == pool.end() || (*it)->stream != stream) return nullptr;
     Block* block = *it;
+    // The smallest fit: if it is oversize and the request is not, or much larger than an
+    // oversize request, every larger block is too.
+    if (!isOversize(size) && isOversize(block->size)) return nullptr;
+    if (isOversize(size) && block->size >= size + settings_.max_non_split_rounding) return nullptr;
     eraseFree(cache, block);
     return block;
   }
 
+  // The last resort of an allocation outside every pool that found no memory: a cached
+  // block of a MemPool(use_on_oom=True).
+  Block* takeLastResortBlock(DeviceCache& cache, c10::StreamId stream, size_t size, bool small) {
+    for (auto& [id, pool] : pools_) {
+      if (!pool.use_on_oom) continue;
+      if (Block* block = takeFreeBlock(cache, &pool, stream, size, small)) return block;
+    }
+    return nullptr;
+  }
+
+  // garbage_collection_threshold: above that share of the memory this process may use, the
+  // shared cache's whole free large segments go back to the device, the longest unused first,
+  // until it is below again (CUDA's aim; its order is by age too).
+  void collectGarbage(DeviceCache& cache, size_t total_bytes) {
+    const size_t allowed = std::min(cache.allowed_bytes, total_bytes);
+    const auto threshold = static_cast<size_t>(settings_.garbage_collection_threshold * static_cast<double>(allowed));
+    const auto reserved = [&cache] {
+      return cache.stats.reserved_bytes[static_cast<size_t>(StatType::AGGREGATE)].current;
+    };
+    if (static_cast<size_t>(reserved()) <= threshold) return;
+    std::vector<Block*> whole;
+    for (Block* block : cache.large_free) {
+      if (!block->isSplit()) whole.push_back(block);
+    }
+    std::ranges::sort(whole, {}, &Block::freed_at);
+    for (Block* block : whole) {
+      if (static_cast<size_t>(reserved()) <= threshold) break;
+      cache.large_free.erase(block);
+      releaseSegment(block);
+    }
+  }
+
+  // A segment's memory: from the pool's allocator or the runtime, within the memory fraction.
+  ptoError mallocSegment(DeviceCache& cache, PrivatePool* pool, c10::DeviceIndex device, c10::StreamId stream,
+                         size_t bytes, void** ptr) {
+    const size_t reserved = cache.stats.reserved_bytes[static_cast<size_t>(StatType::AGGREGATE)].current;
+    if (reserved + bytes > cache.allowed_bytes) return PTO_ERROR_OUT_OF_MEMORY;
+    if (pool == nullptr || pool->allocator == nullptr) return ptoMalloc(ptr, bytes);
+    *ptr = pool->allocator->rawAlloc(bytes, device, nativeStream(streamOf(device, stream)));
+    return *ptr == nullptr ? PTO_ERROR_OUT_OF_MEMORY : PTO_SUCCESS;
+  }
+
+  static c10::Stream streamOf(c10::DeviceIndex device, c10::StreamId id) {
+    return c10::Stream(c10::Stream::UNSAFE, c10::Device(c10::kPrivateUse1, device), id);
+  }
+
+  // A new segment for a block of `size`, or null when the device (or the memory fraction)
+  // has no room even after the cache went back.
   Block* allocateSegment(DeviceCache& cache, PrivatePool* pool, c10::DeviceIndex device, c10::StreamId stream,
-                         size_t size, bool small, size_t requested) {
-    const size_t bytes = segmentSize(size);
+                         size_t size, bool small) {
+    const size_t bytes = pool != nullptr && pool->no_split ? size : segmentSize(size, settings_);
+    if (!small && settings_.garbage_collection_threshold > 0) {
+      size_t free_bytes = 0, total_bytes = 0;
+      PTO_CHECK(ptoMemGetInfo(&free_bytes, &total_bytes));
+      collectGarbage(cache, total_bytes);
+    }
+    // expandable_segments: the driver cannot grow a segment in place, so the stream's whole
+    // free large segments, none of which fits, go back before a new one is taken: what the
+    // cache holds follows what is allocated, as with segments that grow and shrink.
+    if (!small && settings_.expandable_segments) {
+      releaseFreeSegments(poolOf(cache, pool, false), stream);
+    }
     void* ptr = nullptr;
-    ptoError status = ptoMalloc(&ptr, bytes);
+    ptoError status = mallocSegment(cache, pool, device, stream, bytes, &ptr);
     if (status == PTO_ERROR_OUT_OF_MEMORY) {
       // Give the cache back to the device and try once more, as CUDA's allocator does.
       ++cache.stats.num_alloc_retries;
       processPendingFrees(/*wait=*/true);
       releaseCachedSegments(cache);
-      status = ptoMalloc(&ptr, bytes);
+      status = mallocSegment(cache, pool, device, stream, bytes, &ptr);
     }
-    if (status == PTO_ERROR_OUT_OF_MEMORY) {
-      ++cache.stats.num_ooms;
-      size_t free_bytes = 0, total_bytes = 0;
-      PTO_CHECK(ptoMemGetInfo(&free_bytes, &total_bytes));
-      const auto aggregate = static_cast<size_t>(StatType::AGGREGATE);
-      const size_t allocated = cache.stats.allocated_bytes[aggregate].current;
-      const size_t reserved = cache.stats.reserved_bytes[aggregate].current;
-      history::record(history::Action::Oom, device, nullptr, requested, stream, nullptr, free_bytes);
-      TORCH_CHECK_WITH(OutOfMemoryError, false, "PTO out of memory on pto:",
-                       static_cast<int>(device), ". Tried to allocate ", formatBytes(requested),
-                       ". The device has a total capacity of ", formatBytes(total_bytes),
-                       " of which ", formatBytes(free_bytes), " is free. ",
-                       formatBytes(allocated), " is allocated by PyTorch, and ",
-                       formatBytes(reserved - allocated),
-                       " is reserved by PyTorch but unallocated (PTO_SIM_MEMORY sets the capacity).");
-    }
+    if (status == PTO_ERROR_OUT_OF_MEMORY) return nullptr;
     PTO_CHECK(status);
     ++cache.stats.num_device_alloc;
     updatePool(cache.stats.segment, small, 1, true);
     updatePool(cache.stats.reserved_bytes, small, bytes, true);
+    if (isOversize(bytes)) cache.stats.oversize_segments.increase(1);
     auto* block = new Block;
     block->pool = pool;
     if (pool != nullptr) ++pool->segments;
@@ -371,9 +486,34 @@ class AllocatorState {
     return block;
   }
 
+  [[noreturn]] void throwOutOfMemory(DeviceCache& cache, c10::DeviceIndex device, c10::StreamId stream,
+                                     size_t requested) {
+    ++cache.stats.num_ooms;
+    size_t free_bytes = 0, total_bytes = 0;
+    PTO_CHECK(ptoMemGetInfo(&free_bytes, &total_bytes));
+    const auto aggregate = static_cast<size_t>(StatType::AGGREGATE);
+    const size_t allocated = cache.stats.allocated_bytes[aggregate].current;
+    const size_t reserved = cache.stats.reserved_bytes[aggregate].current;
+    history::record(history::Action::Oom, device, nullptr, requested, stream, nullptr, free_bytes);
+    const std::string allowed = cache.memory_fraction < 1.0
+                                    ? formatBytes(cache.allowed_bytes) + " is allowed to this process "
+                                          "(set_per_process_memory_fraction). "
+                                    : std::string();
+    TORCH_CHECK_WITH(OutOfMemoryError, false, "PTO out of memory on pto:",
+                     static_cast<int>(device), ". Tried to allocate ", formatBytes(requested),
+                     ". The device has a total capacity of ", formatBytes(total_bytes),
+                     " of which ", formatBytes(free_bytes), " is free. ", allowed,
+                     formatBytes(allocated), " is allocated by PyTorch, and ",
+                     formatBytes(reserved - allocated),
+                     " is reserved by PyTorch but unallocated (PTO_SIM_MEMORY sets the capacity).");
+  }
+
   void splitBlock(DeviceCache& cache, Block* block, size_t size) {
+    if (block->pool != nullptr && block->pool->no_split) return;
     const size_t remaining = block->size - size;
-    const bool worth_splitting = block->small ? remaining >= kMinBlockSize : remaining > kSmallSize;
+    const bool worth_splitting = block->small || settings_.expandable_segments
+                                     ? remaining >= kMinBlockSize
+                                     : remaining > kSmallSize && !isOversize(size);
     if (!worth_splitting) return;
     auto* rest = new Block;
     rest->pool = block->pool;
@@ -413,7 +553,7 @@ class AllocatorState {
     insertFree(cache, block);
     // The last block of a pool no graph uses any more: its segment goes back now.
     if (PrivatePool* pool = block->pool; pool != nullptr && pool->users == 0 && !block->isSplit()) {
-      releaseFreeSegments(cache, poolOf(cache, pool, block->small));
+      releaseFreeSegments(poolOf(cache, pool, block->small));
       if (pool->segments == 0) std::erase_if(pools_, [&](const auto& entry) { return &entry.second == pool; });
     }
   }
@@ -436,35 +576,51 @@ class AllocatorState {
 
   // The shared cache's whole free segments go back to the device.
   void releaseCachedSegments(DeviceCache& cache) {
-    releaseFreeSegments(cache, cache.small_free);
-    releaseFreeSegments(cache, cache.large_free);
+    releaseFreeSegments(cache.small_free);
+    releaseFreeSegments(cache.large_free);
   }
 
-  // Whole free segments go back to the device.
-  void releaseFreeSegments(DeviceCache& cache, std::set<Block*, BlockOrder>& free_blocks) {
+  // Whole free segments go back to where they came from: the pool's allocator or the runtime.
+  // Those of one stream only, if given.
+  void releaseFreeSegments(std::set<Block*, BlockOrder>& free_blocks, std::optional<c10::StreamId> stream = {}) {
     for (auto it = free_blocks.begin(); it != free_blocks.end();) {
       Block* block = *it;
-      if (block->isSplit()) {
+      if (block->isSplit() || (stream && block->stream != *stream)) {
         ++it;
         continue;
       }
       it = free_blocks.erase(it);
-      if (block->pool != nullptr) --block->pool->segments;
-      PTO_CHECK(ptoFree(block->ptr));
-      history::record(history::Action::SegmentFree, block->device, block->ptr, block->size, block->stream, nullptr);
-      ++cache.stats.num_device_free;
-      updatePool(cache.stats.segment, block->small, 1, false);
-      updatePool(cache.stats.reserved_bytes, block->small, block->size, false);
-      delete block;
+      releaseSegment(block);
     }
   }
 
+  // A whole free segment, out of its free set already.
+  void releaseSegment(Block* block) {
+    DeviceCache& cache = caches_[block->device];
+    PrivatePool* pool = block->pool;
+    if (pool != nullptr) --pool->segments;
+    if (pool != nullptr && pool->allocator != nullptr) {
+      pool->allocator->rawFree(block->ptr, block->size, block->device,
+                               nativeStream(streamOf(block->device, block->stream)));
+    } else {
+      PTO_CHECK(ptoFree(block->ptr));
+    }
+    history::record(history::Action::SegmentFree, block->device, block->ptr, block->size, block->stream, nullptr);
+    ++cache.stats.num_device_free;
+    updatePool(cache.stats.segment, block->small, 1, false);
+    updatePool(cache.stats.reserved_bytes, block->small, block->size, false);
+    if (isOversize(block->size)) cache.stats.oversize_segments.decrease(1);
+    delete block;
+  }
+
+  const AllocatorSettings settings_;
   std::mutex mutex_;
   std::vector<DeviceCache> caches_;
   std::map<c10::MempoolId_t, PrivatePool> pools_;
   std::vector<PoolRoute> routes_;
   ska::flat_hash_map<void*, Block*> active_;
   std::vector<PendingFree> pending_;
+  std::atomic<bool> has_allocated_{false};
 };
 
 AllocatorState& state() {
@@ -513,8 +669,24 @@ std::pair<size_t, size_t> CachingDeviceAllocator::getMemoryInfo(c10::DeviceIndex
 
 void CachingDeviceAllocator::free(void* ptr) { state().free(ptr); }
 
+bool CachingDeviceAllocator::hasAllocated() const { return state().hasAllocated(); }
+
+void CachingDeviceAllocator::setMemoryFraction(c10::DeviceIndex device, double fraction) {
+  TORCH_CHECK(0 <= fraction && fraction <= 1, "invalid fraction:", fraction, ". Please set within [0, 1].");
+  device = resolveDeviceIndex(device);
+  state().setMemoryFraction(device, fraction, getMemoryInfo(device).second);
+}
+
+double CachingDeviceAllocator::memoryFraction(c10::DeviceIndex device) {
+  return state().memoryFraction(resolveDeviceIndex(device));
+}
+
 void CachingDeviceAllocator::beginAllocateToPool(c10::DeviceIndex device, c10::MempoolId_t id,
                                                  std::function<bool(c10::Stream)> filter, OutsidePool outside) {
+  // Tensors come from the pluggable allocator then, not from any pool of this one.
+  TORCH_CHECK(&currentDeviceAllocator() == this,
+              "PTOPluggableAllocator does not yet support beginAllocateToPool (graph capture, use_mem_pool): "
+              "pass the allocator to torch.pto.MemPool(allocator=...) instead of change_current_allocator");
   state().beginAllocateToPool({device, id, std::move(filter), outside, std::this_thread::get_id()});
 }
 
@@ -525,6 +697,13 @@ void CachingDeviceAllocator::endAllocateToPool(c10::DeviceIndex device, c10::Mem
 void CachingDeviceAllocator::releasePool(c10::DeviceIndex device, c10::MempoolId_t id) {
   state().releasePool(device, id);
 }
+
+void CachingDeviceAllocator::retainPool(c10::MempoolId_t id, std::shared_ptr<PluggableAllocator> allocator,
+                                        bool use_on_oom, bool no_split) {
+  state().retainUserPool(id, std::move(allocator), use_on_oom, no_split);
+}
+
+int CachingDeviceAllocator::poolUseCount(c10::MempoolId_t id) { return state().poolUseCount(id); }
 
 std::vector<history::SegmentState> CachingDeviceAllocator::segments() { return state().segments(); }
 

@@ -3,7 +3,7 @@
 #include <c10/core/impl/DeviceGuardImplInterface.h>
 
 #include "device.h"
-#include "device_allocator.h"
+#include "pluggable_allocator.h"
 #include "pto_check.h"
 #include "pto_graph.h"
 #include "sync_debug.h"
@@ -122,7 +122,7 @@ struct PtoGuardImpl final : public c10::impl::DeviceGuardImplInterface {
 
   void recordDataPtrOnStream(const c10::DataPtr& data_ptr,
                              const c10::Stream& stream) const override {
-    deviceAllocator().recordStream(data_ptr, stream);
+    currentDeviceAllocator().recordStream(data_ptr, stream);
   }
 
   double elapsedTime(void* start, void* end, const c10::DeviceIndex) const override {

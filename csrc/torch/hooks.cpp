@@ -9,7 +9,7 @@
 #include <atomic>
 
 #include "device.h"
-#include "device_allocator.h"
+#include "pluggable_allocator.h"
 #include "generator.h"
 #include "pto_check.h"
 
@@ -74,7 +74,7 @@ struct PtoHooks final : public at::PrivateUse1HooksInterface {
   void resizePrivateUse1Bytes(const c10::Storage& storage, size_t new_size) const override {
     TORCH_CHECK(storage.resizable(), "Trying to resize storage that is not resizable");
     const c10::DeviceGuard guard(storage.device());
-    c10::DataPtr fresh = deviceAllocator().allocate(new_size);
+    c10::DataPtr fresh = currentDeviceAllocator().allocate(new_size);
     const size_t kept = std::min(storage.nbytes(), new_size);
     if (kept > 0) {
       PTO_CHECK(ptoMemcpy(fresh.get(), storage.data(), kept, PTO_MEMCPY_DEVICE_TO_DEVICE));

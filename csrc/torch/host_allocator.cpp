@@ -1,8 +1,10 @@
 // Pinned host memory for pto (tensor.pin_memory(), non_blocking copies): page
 // aligned memory from ptoMallocHost, cached by size, and reused only after the
-// streams that copied from or to it (record_event) have passed that copy.
+// streams that copied from or to it (record_event) have passed that copy. Its
+// statistics are torch.cuda's HostStats (torch.pto.host_memory_stats).
 #include <ATen/core/CachingHostAllocator.h>
 
+#include <chrono>
 #include <cstring>
 #include <map>
 #include <mutex>
@@ -18,6 +20,14 @@ struct PinnedBlock {
   size_t size = 0;
   std::vector<ptoEvent> events;  // copies in flight that use this block
 };
+
+// Microseconds `call` takes, for HostStats' host_alloc_time and host_free_time.
+template <typename Call>
+int64_t microseconds(Call&& call) {
+  const auto start = std::chrono::steady_clock::now();
+  call();
+  return std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::steady_clock::now() - start).count();
+}
 
 size_t bucketSize(size_t size) {
   size_t bucket = 4096;
@@ -35,7 +45,7 @@ class PinnedHostAllocator final : public at::HostAllocator {
     std::lock_guard<std::mutex> lock(mutex_);
     void* ptr = takeCached(size);
     if (ptr == nullptr) {
-      PTO_CHECK(ptoMallocHost(&ptr, size));
+      stats_.host_alloc_time.increase(microseconds([&] { PTO_CHECK(ptoMallocHost(&ptr, size)); }));
       blocks_[ptr].size = size;
       ++stats_.num_host_alloc;
       stats_.allocations.increase(1);
@@ -82,7 +92,7 @@ class PinnedHostAllocator final : public at::HostAllocator {
         ptoEventSynchronize(event);
         PTO_CHECK(ptoEventDestroy(event));
       }
-      PTO_CHECK(ptoFreeHost(ptr));
+      stats_.host_free_time.increase(microseconds([&] { PTO_CHECK(ptoFreeHost(ptr)); }));
       stats_.allocations.decrease(1);
       stats_.allocated_bytes.decrease(size);
       ++stats_.num_host_free;
@@ -102,6 +112,8 @@ class PinnedHostAllocator final : public at::HostAllocator {
                        &stats_.allocated_bytes}) {
       stat->reset_accumulated();
     }
+    stats_.host_alloc_time.reset_accumulated();
+    stats_.host_free_time.reset_accumulated();
     stats_.num_host_alloc = 0;
     stats_.num_host_free = 0;
   }
@@ -112,6 +124,8 @@ class PinnedHostAllocator final : public at::HostAllocator {
                        &stats_.allocated_bytes}) {
       stat->reset_peak();
     }
+    stats_.host_alloc_time.reset_peak();
+    stats_.host_free_time.reset_peak();
   }
 
  private:

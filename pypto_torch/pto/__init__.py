@@ -17,9 +17,15 @@ from pypto_torch.pto.graphs import (
     make_graphed_callables,
 )
 from pypto_torch.pto.memory import (
+    MemPool,
+    PTOPluggableAllocator,
     caching_allocator_alloc,
     caching_allocator_delete,
+    change_current_allocator,
     empty_cache,
+    get_per_process_memory_fraction,
+    host_memory_stats,
+    host_memory_stats_as_nested_dict,
     max_memory_allocated,
     max_memory_reserved,
     mem_get_info,
@@ -28,8 +34,12 @@ from pypto_torch.pto.memory import (
     memory_snapshot,
     memory_stats,
     memory_summary,
+    reset_accumulated_host_memory_stats,
     reset_accumulated_memory_stats,
+    reset_peak_host_memory_stats,
     reset_peak_memory_stats,
+    set_per_process_memory_fraction,
+    use_mem_pool,
 )
 from pypto_torch.pto.random import (
     get_rng_state,

@@ -1,9 +1,15 @@
 """Memory of the pto devices: the caching allocator's statistics and controls.
 
 The numbers come from the allocator through ``torch.accelerator.memory``; this
-module gives them ``torch.cuda``'s names and a readable summary.
+module gives them ``torch.cuda``'s names and a readable summary. Memory pools,
+the pluggable allocator, the memory fraction and the pinned host allocator's
+statistics are torch.cuda.memory's, over the caching allocator in C++
+(``csrc/torch/device_allocator.h``, ``mem_pool.h``, ``pluggable_allocator.h``).
 """
 
+import contextlib
+import ctypes
+import os
 import pickle
 import sys
 from collections import OrderedDict
@@ -162,3 +168,128 @@ def _dump_snapshot(filename: str = "dump_snapshot.pickle") -> None:
     """Save _snapshot() as a pickle that https://pytorch.org/memory_viz opens."""
     with open(filename, "wb") as file:
         pickle.dump(_snapshot(), file)
+
+
+def set_per_process_memory_fraction(fraction: float, device: Any = None) -> None:
+    """Limit the caching allocator of `device` to `fraction` of its capacity, as torch.cuda's:
+    an allocation beyond it empties the cache and, if still beyond, raises torch.OutOfMemoryError."""
+    index = _index(device)
+    if not isinstance(fraction, float):
+        raise TypeError("Invalid type for fraction argument, must be `float`")
+    if fraction < 0 or fraction > 1:
+        raise ValueError(f"Invalid fraction value: {fraction}. Allowed range: 0~1")
+    _C._set_memory_fraction(fraction, index)
+
+
+def get_per_process_memory_fraction(device: Any = None) -> float:
+    """The fraction of `device`'s capacity the caching allocator may take (1.0 unless set)."""
+    return _C._get_memory_fraction(_index(device))
+
+
+def host_memory_stats_as_nested_dict() -> dict[str, Any]:
+    """The pinned host allocator's statistics, with torch.cuda.host_memory_stats_as_nested_dict's keys."""
+    return _C._host_memory_stats()
+
+
+def host_memory_stats() -> "OrderedDict[str, Any]":
+    """The pinned host allocator's statistics, flat: ``allocations``, ``allocated_bytes``,
+    ``active_requests``, ``active_bytes`` (current, peak, allocated, freed), ``num_host_alloc``,
+    ``num_host_free`` and ``host_alloc_time`` / ``host_free_time`` in microseconds, as torch.cuda's."""
+    result = []
+
+    def flatten(prefix: str, value: Any) -> None:
+        if isinstance(value, dict):
+            for key, item in value.items():
+                flatten(f"{prefix}.{key}" if prefix else key, item)
+        else:
+            result.append((prefix, value))
+
+    flatten("", host_memory_stats_as_nested_dict())
+    return OrderedDict(sorted(result))
+
+
+def reset_accumulated_host_memory_stats() -> None:
+    """Reset the pinned host allocator's "allocated" and "freed" counts."""
+    _C._reset_accumulated_host_memory_stats()
+
+
+def reset_peak_host_memory_stats() -> None:
+    """Reset the pinned host allocator's "peak" values."""
+    _C._reset_peak_host_memory_stats()
+
+
+class _PTOAllocator:
+    """An allocator torch.pto can use instead of the caching allocator's segments (as torch.cuda's)."""
+
+    def __init__(self, allocator: "_C._PTOAllocator"):
+        self._allocator = allocator
+
+    def allocator(self) -> "_C._PTOAllocator":
+        return self._allocator
+
+
+class PTOPluggableAllocator(_PTOAllocator):
+    """An allocator from a shared library, as torch.cuda.memory.CUDAPluggableAllocator: its
+    functions are ``void* alloc(size_t size, int device, void* stream)`` and
+    ``void free(void* ptr, size_t size, int device, void* stream)``. What ``alloc`` returns must
+    be device memory the runtime knows: the library calls the runtime's C API (``ptoMalloc``,
+    ``csrc/runtime/pto_runtime.h``), which pypto_torch makes visible to it."""
+
+    def __init__(self, path_to_so_file: str, alloc_fn_name: str, free_fn_name: str):
+        # The runtime's entry points live in pypto_torch._C, loaded privately as every extension
+        # is: made global, an allocator library resolves ptoMalloc there as a CUDA one resolves
+        # cudaMalloc in libcudart.
+        ctypes.CDLL(_C.__file__, mode=os.RTLD_NOLOAD | os.RTLD_GLOBAL)
+        library = ctypes.CDLL(path_to_so_file)
+        alloc_fn = ctypes.cast(getattr(library, alloc_fn_name), ctypes.c_void_p).value
+        free_fn = ctypes.cast(getattr(library, free_fn_name), ctypes.c_void_p).value
+        super().__init__(_C._PTOAllocator(alloc_fn, free_fn))
+
+
+def change_current_allocator(allocator: _PTOAllocator) -> None:
+    """Make `allocator` torch's allocator for pto tensors, as torch.cuda's: only before the
+    caching allocator has handed out memory. Every tensor then comes from its ``alloc``."""
+    _C._change_current_allocator(allocator.allocator())
+
+
+class MemPool(_C._MemPool):
+    """A pool of the caching allocator's memory, as torch.cuda.MemPool: allocations inside
+    ``use_mem_pool(pool)`` come from it and nothing else shares its blocks; its memory returns
+    to the device (or to `allocator`) when the pool and everything allocated from it are gone.
+
+    `allocator`: a PTOPluggableAllocator (or its ``allocator()``) the pool's segments come from;
+    None: the runtime. `use_on_oom`: when an allocation outside every pool finds no memory, the
+    pool's cached blocks are its last resort. `no_split`: each block gets a segment of its own size.
+    """
+
+    def __init__(self, allocator: "_PTOAllocator | _C._PTOAllocator | None" = None, use_on_oom: bool = False,
+                 no_split: bool = False):
+        if isinstance(allocator, _PTOAllocator):
+            allocator = allocator.allocator()
+        super().__init__(allocator, use_on_oom, no_split)
+
+    @property
+    def id(self) -> tuple[int, int]:
+        """The pool's id, as graph capture's ``pool=`` takes it."""
+        return super().id
+
+    def use_count(self) -> int:  # pylint: disable=useless-parent-delegation
+        """The pool's users: this object, graphs capturing into it and open use_mem_pool contexts."""
+        return super().use_count()
+
+    def snapshot(self) -> list[dict[str, Any]]:
+        """memory_snapshot()'s segments of this pool."""
+        return [segment for segment in memory_snapshot() if segment["segment_pool_id"] == self.id]
+
+
+@contextlib.contextmanager
+def use_mem_pool(pool: MemPool, device: Any = None):
+    """Route this thread's allocations on `device` (default: the current one) to `pool`,
+    as torch.cuda.use_mem_pool; other threads allocate as before."""
+    index = _index(device)
+    _C._begin_allocate_current_thread_to_pool(index, pool.id)
+    try:
+        yield
+    finally:
+        _C._end_allocate_to_pool(index, pool.id)
+        _C._release_pool(index, pool.id)

@@ -84,3 +84,80 @@ def test_invalid_memory_setting_is_a_clear_error(python):
     result = python("import torch; torch.empty(1, device='pto')", PTO_SIM_MEMORY="lots")
     assert result.returncode != 0
     assert "PTO_SIM_MEMORY='lots' is not a memory size" in result.stderr
+
+
+def test_memory_fraction_limits_the_allocator(python):
+    result = python("""
+        import torch
+        print("default:", torch.pto.get_per_process_memory_fraction())
+        torch.pto.set_per_process_memory_fraction(0.25)  # 64 MiB of 256
+        print("set:", torch.pto.get_per_process_memory_fraction(), torch.pto.get_per_process_memory_fraction(1))
+        torch.manual_seed(0)
+        a = torch.randn(10 << 20)  # 40 MiB
+        x = a.to("pto")
+        del x  # cached: 40 MiB reserved
+        b = torch.randn(12 << 20)  # 48 MiB: fits once the cache is emptied
+        y = b.to("pto")
+        stats = torch.pto.memory_stats()
+        print("retried:", stats["num_alloc_retries"], torch.pto.memory_reserved() == 48 << 20,
+              torch.equal(y.cpu(), b))
+        try:
+            torch.empty(20 << 20, dtype=torch.uint8, device="pto")  # 48 + 20 > 64 MiB
+        except torch.OutOfMemoryError as error:
+            print("OOM:", error)
+        del y
+        z = torch.empty(60 << 20, dtype=torch.uint8, device="pto")
+        print("after:", torch.pto.memory_allocated() == 60 << 20)
+        for bad in (1, 1.5, -0.5):
+            try:
+                torch.pto.set_per_process_memory_fraction(bad)
+            except (TypeError, ValueError) as error:
+                print(type(error).__name__ + ":", error)
+    """, PTO_SIM_MEMORY="256M")
+    assert result.returncode == 0, result.stderr
+    out = result.stdout
+    assert "default: 1.0" in out
+    assert "set: 0.25 1.0" in out
+    assert "retried: 1 True True" in out
+    assert "Tried to allocate 20.00 MiB" in out
+    assert "64.00 MiB is allowed to this process (set_per_process_memory_fraction)" in out
+    assert "after: True" in out
+    assert "TypeError: Invalid type for fraction argument, must be `float`" in out
+    assert "ValueError: Invalid fraction value: 1.5. Allowed range: 0~1" in out
+    assert "ValueError: Invalid fraction value: -0.5. Allowed range: 0~1" in out
+
+
+def test_pinned_host_statistics():
+    torch.pto.synchronize()
+    torch.accelerator.memory.empty_host_cache()
+    torch.pto.reset_accumulated_host_memory_stats()
+    torch.pto.reset_peak_host_memory_stats()
+    assert torch.pto.host_memory_stats()["allocations.current"] == 0
+    torch.manual_seed(0)
+    values = torch.randn(3000)  # 12000 bytes: a 16 KiB block
+    pinned = values.pin_memory()
+    stats = torch.pto.host_memory_stats()
+    assert stats["active_requests.current"] == 1 and stats["active_bytes.current"] == 16384
+    assert stats["allocations.current"] == 1 and stats["allocated_bytes.current"] == 16384
+    assert stats["num_host_alloc"] == 1 and stats["host_alloc_time.count"] == 1
+    on_device = pinned.to("pto", non_blocking=True)
+    torch.pto.synchronize()
+    assert torch.equal(on_device.cpu(), values)
+    del pinned
+    again = values.pin_memory()  # the cached block again: no new host allocation
+    stats = torch.pto.host_memory_stats()
+    assert stats["num_host_alloc"] == 1 and stats["active_requests.allocated"] == 2
+    assert stats["active_requests.peak"] == 1
+    del again
+    torch.accelerator.memory.empty_host_cache()
+    stats = torch.pto.host_memory_stats()
+    assert stats["allocations.current"] == 0 and stats["num_host_free"] == 1 and stats["host_free_time.count"] == 1
+    nested = torch.pto.host_memory_stats_as_nested_dict()
+    assert nested["allocated_bytes"] == {"current": 0, "peak": 16384, "allocated": 16384, "freed": 16384}
+    assert set(nested) == {"num_host_alloc", "num_host_free", "allocations", "allocated_bytes", "active_requests",
+                           "active_bytes", "host_alloc_time", "host_free_time"}
+    torch.pto.reset_peak_host_memory_stats()
+    assert torch.pto.host_memory_stats()["allocated_bytes.peak"] == 0
+    torch.pto.reset_accumulated_host_memory_stats()
+    stats = torch.pto.host_memory_stats()
+    assert stats["num_host_alloc"] == 0 and stats["allocated_bytes.allocated"] == 0

@@ -10,7 +10,7 @@
 #include <c10/core/DeviceGuard.h>
 
 #include "../device.h"
-#include "../device_allocator.h"
+#include "../pluggable_allocator.h"
 
 namespace pto::torch_glue {
 namespace {
@@ -43,7 +43,7 @@ at::Tensor empty(c10::IntArrayRef size, std::optional<c10::ScalarType> dtype,
                  std::optional<c10::Layout> layout, std::optional<c10::Device> device,
                  std::optional<bool> pin_memory, std::optional<c10::MemoryFormat> memory_format) {
   const c10::DeviceGuard guard(checkedDevice(device, layout, pin_memory));
-  at::Tensor result = at::detail::empty_generic(size, &deviceAllocator(), kPtoKeys,
+  at::Tensor result = at::detail::empty_generic(size, &currentDeviceAllocator(), kPtoKeys,
                                                 c10::dtype_or_default(dtype), memory_format);
   if (fillsUninitializedMemory()) at::native::fill_empty_deterministic_(result);
   return result;
@@ -53,7 +53,7 @@ at::Tensor emptyStrided(c10::IntArrayRef size, c10::IntArrayRef stride,
                         std::optional<c10::ScalarType> dtype, std::optional<c10::Layout> layout,
                         std::optional<c10::Device> device, std::optional<bool> pin_memory) {
   const c10::DeviceGuard guard(checkedDevice(device, layout, pin_memory));
-  at::Tensor result = at::detail::empty_strided_generic(size, stride, &deviceAllocator(), kPtoKeys,
+  at::Tensor result = at::detail::empty_strided_generic(size, stride, &currentDeviceAllocator(), kPtoKeys,
                                                         c10::dtype_or_default(dtype));
   if (fillsUninitializedMemory()) at::native::fill_empty_deterministic_(result);
   return result;
@@ -100,7 +100,7 @@ const at::Tensor& resize(const at::Tensor& self, c10::SymIntArrayRef size,
 }
 
 at::Tensor& setEmpty(at::Tensor& self) {
-  c10::Storage storage(c10::Storage::use_byte_size_t(), 0, &deviceAllocator(), true);
+  c10::Storage storage(c10::Storage::use_byte_size_t(), 0, &currentDeviceAllocator(), true);
   return self.set_(storage, 0, {0}, {});
 }
 
@@ -139,7 +139,7 @@ bool hasCompatibleShallowCopyType(const at::Tensor& self, const at::Tensor& from
 }
 
 void recordStream(at::Tensor& self, c10::Stream stream) {
-  deviceAllocator().recordStream(self.storage().data_ptr(), stream);
+  currentDeviceAllocator().recordStream(self.storage().data_ptr(), stream);
 }
 
 }  // namespace pto::torch_glue
