@@ -6,13 +6,15 @@ The models (tests/python/compile_models.py, shared with the tests): the hand-wri
 softmax of the project's origin on a 4096x4096 float32 (with torch.softmax's eager
 time beside it), an MLP, a transformer block, and a small GPT-2 (GPT2LMHeadModel from
 Hugging Face transformers, random weights, batch 8, sequence 128). Every forward runs
-under torch.no_grad(), in float32. Each model runs four ways: eager on the CPU, eager on
+under torch.no_grad(), in float32. Each model runs five ways: eager on the CPU, eager on
 pto, compiled with backend="pypto" on pto tensors, compiled with backend="inductor" on
-the CPU.
+the CPU, and compiled with torch.compile's default backend, Inductor, on pto tensors
+("inductor pto": its kernels PTO programs, pypto_torch/compile/inductor).
 
 Three tables, with a column saying whether the aim is met (✓) or not (✗):
   1. forward time, ms per call: pypto at least 1.3x faster than eager CPU (the softmax:
-     no slower than torch.softmax, eager CPU) and no slower than Inductor;
+     no slower than torch.softmax, eager CPU) and no slower than Inductor; Inductor on pto
+     within 1.1x of backend="pypto" and of Inductor on the CPU;
   2. first-call time, compiling included, of pypto and Inductor: pypto <= 1/10 of Inductor's.
      One throwaway compile per backend goes first, so that neither pays its one-time start
      (imports, Inductor's C++ header) in a model's figure; Inductor's caches point to a
@@ -53,7 +55,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests" / "python")
 from compile_models import MLP, TransformerBlock, handwritten_softmax, on_device, seeded, tiny_gpt2  # noqa: E402
 
 MiB = 2**20
-WAYS = ["eager CPU", "eager pto", "pypto", "inductor"]
+WAYS = ["eager CPU", "eager pto", "pypto", "inductor", "inductor pto"]
+COMPILED_WAYS = ("pypto", "inductor", "inductor pto")  # inductor: on CPU tensors; inductor pto: on pto ones
+ON_PTO = ("eager pto", "pypto", "inductor pto")
 
 
 class Run(Aims):
@@ -91,7 +95,7 @@ class Case:
             device = way.split()[1].lower()
             fn, inputs = self.model[device], self.inputs[device]
         else:
-            device = "pto" if way == "pypto" else "cpu"
+            device = "pto" if way in ON_PTO else "cpu"
             fn, inputs = self.compiled[way], self.inputs[device]
 
         def run():
@@ -103,8 +107,8 @@ class Case:
     def compile(self, way: str) -> None:
         """torch.compile the model for `way`, timing the first call (compiling and one run).
         No torch._dynamo.reset() between compiles: it would drop what was compiled before."""
-        device = "pto" if way == "pypto" else "cpu"
-        compiled = torch.compile(self.model[device], backend=way)
+        device = "pto" if way in ON_PTO else "cpu"
+        compiled = torch.compile(self.model[device], backend=way.split()[0])
         torch.pto.synchronize()
         before = torch.pto.memory_allocated()
         start = time.perf_counter()
@@ -147,7 +151,7 @@ def forward_times(r: Run, case: Case) -> dict[str, float]:
     for way in WAYS:
         fn = case.call(way)
         if fn is not None:
-            runs[way] = calibrated(fn, "pto" if way in ("eager pto", "pypto") else "cpu", r.target)
+            runs[way] = calibrated(fn, "pto" if way in ON_PTO else "cpu", r.target)
     best = {way: float("inf") for way in runs}
     for _ in range(r.reps):
         for way, (run, inner) in runs.items():
@@ -194,7 +198,7 @@ def cases() -> list[Case]:
 
 def warm_up_backends() -> None:
     """One throwaway compile per backend: its one-time start is nobody's first call."""
-    for backend, device in (("pypto", "pto"), ("inductor", "cpu")):
+    for backend, device in (("pypto", "pto"), ("inductor", "cpu"), ("inductor", "pto")):
         try:
             torch.compile(lambda a: (a * 2).sum(dim=-1), backend=backend)(torch.randn(8, 8, device=device))
             synchronize(device)
@@ -222,23 +226,33 @@ def report(r: Run, all_cases: list[Case], softmax_eager: dict[str, float], times
             r.aim(None if vs_inductor is None else round(vs_inductor, 2) <= 1.0,
                   f"{case.name}: pypto/inductor time {vs_inductor and round(vs_inductor, 2)} (aim <= 1)"),
         ])
+        # Inductor on pto beside backend="pypto" and beside Inductor on the CPU.
+        on_pto = t.get("inductor pto")
+        for other, label in ((pypto, "pypto"), (inductor, "inductor CPU")):
+            ratio = None if on_pto is None or other is None else on_pto / other
+            rows[-1] += ["-" if ratio is None else f"{ratio:.2f}",
+                         r.aim(None if ratio is None else round(ratio, 2) <= 1.1,
+                               f"{case.name}: inductor pto/{label} time {ratio and round(ratio, 2)} (aim <= 1.1)")]
+        rows[-1].insert(5, ms(on_pto))
     rows.append(["torch.softmax(x, -1) 4096x4096 (reference)", ms(softmax_eager["eager CPU"]),
-                 ms(softmax_eager["eager pto"]), "", "", "", "", "", ""])
+                 ms(softmax_eager["eager pto"]), "", "", "", "", "", "", "", "", "", "", ""])
     table(f"1. Forward, float32, no_grad, ms per call (best of {r.reps}); pypto: compiled on pto tensors, "
-          f"inductor: compiled on CPU tensors",
-          ["model", "eager CPU", "eager pto", "pypto", "inductor", "speedup of pypto", ">=1.3 (softmax >=1)",
-           "pypto/inductor", "<=1"], rows)
+          f"inductor: compiled on CPU tensors, inductor pto: torch.compile's default backend on pto tensors",
+          ["model", "eager CPU", "eager pto", "pypto", "inductor", "inductor pto", "speedup of pypto",
+           ">=1.3 (softmax >=1)", "pypto/inductor", "<=1", "ind. pto/pypto", "<=1.1", "ind. pto/ind. CPU", "<=1.1"],
+          rows)
 
     rows = []
     for case in all_cases:
         pypto, inductor = case.first_call.get("pypto"), case.first_call.get("inductor")
+        on_pto = case.first_call.get("inductor pto")
         ratio = None if pypto is None or inductor is None else pypto / inductor
         rows.append([case.name, "-" if pypto is None else f"{pypto:.2f}", "-" if inductor is None else f"{inductor:.2f}",
-                     "-" if ratio is None else f"{ratio:.3f}",
+                     "-" if on_pto is None else f"{on_pto:.2f}", "-" if ratio is None else f"{ratio:.3f}",
                      r.aim(None if ratio is None else round(ratio, 3) <= 0.1,
                            f"{case.name}: pypto/inductor first-call time {ratio and round(ratio, 3)} (aim <= 0.1)")])
     table("2. First call of the compiled forward (compiling + one run), s",
-          ["model", "pypto s", "inductor s", "pypto/inductor", "<=0.1"], rows)
+          ["model", "pypto s", "inductor s", "inductor pto s", "pypto/inductor", "<=0.1"], rows)
 
     rows = []
     for case in all_cases:
@@ -337,7 +351,8 @@ def main() -> None:
         return
     pypto_torch.set_fallback_mode("silent")
 
-    context_header("torch.compile benchmark: eager CPU, eager pto, backend=pypto, backend=inductor", args.quick)
+    context_header("torch.compile benchmark: eager CPU, eager pto, backend=pypto, backend=inductor on CPU and on pto",
+                   args.quick)
     r = Run(args.quick)
     start = time.perf_counter()
     whole_run = OtherLoad()
@@ -350,13 +365,13 @@ def main() -> None:
         all_cases = cases()
         warm_up_backends()
         for case in all_cases:
-            for way in ("pypto", "inductor"):
+            for way in COMPILED_WAYS:
                 if r.budget.exhausted():
                     case.errors[way] = r.note(r.budget.skipped(f"{way} on {case.name} not compiled"))
                 else:
                     case.compile(way)
         softmax = Case("torch.softmax", lambda x: torch.softmax(x, -1), all_cases[0].inputs["cpu"])
-        softmax.errors = {"pypto": "not compiled", "inductor": "not compiled"}
+        softmax.errors = {way: "not compiled" for way in COMPILED_WAYS}
         times = {case.name: forward_times(r, case) for case in all_cases}
         report(r, all_cases, forward_times(r, softmax), times)
     compile_times(r)

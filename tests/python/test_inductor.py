@@ -252,3 +252,19 @@ def test_hugging_face_models_in_eval_and_training(name):
     """Each in its own interpreter, so that a crash fails its case only."""
     done = subprocess.run([sys.executable, "-c", HF_SCRIPT, name], capture_output=True, text=True, timeout=900)
     assert done.returncode == 0 and "model ok" in done.stdout, done.stderr[-3000:]
+
+
+def test_what_pto_cannot_express_runs_as_counted_aten_calls():
+    """lgamma has no PTO instruction: its kernel runs its loop body as aten calls on the
+    pto tensors (the eager form), counted with the reason; the values are the CPU's."""
+    from torch._dynamo.utils import counters
+    counters.clear()
+    x = _inputs(5, 6).abs() + 0.5
+
+    def f(x):
+        return torch.lgamma(x) * 2 + 1
+
+    result = torch.compile(f)(x.to("pto"))  # eager pto's lgamma is its CPU fallback
+    assert_close(result.cpu(), f(x))
+    assert counters["pto_inductor"]["eager_kernels"] == 1
+    assert counters["pto_inductor"]["eager: Inductor's ops.lgamma"] == 1

@@ -9,6 +9,7 @@ import torch
 from torch._inductor.utils import sympy_index_symbol
 
 from pypto_torch import _C
+from pypto_torch.compile.inductor.eager import EagerLowerer
 from pypto_torch.compile.inductor.tiles import BufferSet, TileOps
 from pypto_torch.compile.inductor.trace import expression, replay
 from pypto_torch.compile.lowering import Lowerer
@@ -19,13 +20,15 @@ class PTOKernel:
     """One Inductor kernel. `nodes`: per node, its iteration sizes (text), how many of
     them are reduced, and its body's trace; `layouts`: each buffer's dtype name and
     storage size (text); `arguments`: the buffers the call passes, in order; `sizes`:
-    the size symbols the call passes by name."""
+    the size symbols the call passes by name. With an `eager_reason` (what PTO cannot
+    express), each call runs the bodies as aten calls instead (eager.py)."""
 
-    def __init__(self, nodes: list, layouts: dict, arguments: list, sizes: list):
+    def __init__(self, nodes: list, layouts: dict, arguments: list, sizes: list, eager_reason: str | None = None):
         self.nodes = nodes
         self.layouts = layouts
         self.arguments = arguments
         self.sizes = sizes
+        self.eager_reason = eager_reason
         self.programs: dict[tuple, tuple] = {}
 
     def source(self, sizes: dict) -> str:
@@ -33,6 +36,9 @@ class PTOKernel:
         return self._build(sizes)[0]
 
     def __call__(self, *tensors: torch.Tensor, **sizes: int) -> None:
+        if self.eager_reason is not None:
+            self.run_eagerly(tensors, sizes)
+            return
         key = tuple(sizes[name] for name in self.sizes)
         if key not in self.programs:
             source, temporaries = self._build(sizes)
@@ -41,16 +47,31 @@ class PTOKernel:
         device = next((t.device.index for t in tensors if t.device.type == "pto"), None)
         program.run([*tensors, *padding], torch.pto.current_device() if device is None else device)
 
-    def _build(self, sizes: dict) -> tuple[str, int]:
-        layouts = {name: (getattr(torch, dtype), int(expression(numel, sizes)))
-                   for name, (dtype, numel) in self.layouts.items()}
-        buffers = BufferSet(torch.device("pto"), layouts)
-        segment = Segment()
+    def run_eagerly(self, tensors, sizes: dict) -> None:
+        """The bodies as aten calls over `tensors` (meta tensors: a check that they can run)."""
+        device = tensors[0].device if tensors else torch.device("pto")
+        buffers = self._buffers(sizes, device)
+        lowerer = EagerLowerer(device)
+        for name, (dtype, numel) in buffers.layouts.items():
+            given = tensors[self.arguments.index(name)] if name in self.arguments else None
+            lowerer.bind(buffers.storage(name), given if given is not None else
+                         torch.empty(numel, dtype=dtype, device=device))
+        self._replay(lowerer, buffers, sizes)
+
+    def _buffers(self, sizes: dict, device: torch.device) -> BufferSet:
+        return BufferSet(device, {name: (getattr(torch, dtype), int(expression(numel, sizes)))
+                                  for name, (dtype, numel) in self.layouts.items()})
+
+    def _replay(self, lowerer, buffers: BufferSet, sizes: dict) -> None:
         for shape_text, reduced, calls in self.nodes:
             shape = tuple(int(expression(n, sizes)) for n in shape_text)
             variables = [sympy_index_symbol(f"i{d}") for d in range(len(shape))]
-            ops = TileOps(Lowerer(segment, buffers.device), buffers, shape, variables, reduced)
-            replay(calls, ops, sizes)
+            replay(calls, TileOps(lowerer, buffers, shape, variables, reduced), sizes)
+
+    def _build(self, sizes: dict) -> tuple[str, int]:
+        buffers = self._buffers(sizes, torch.device("pto"))
+        segment = Segment()
+        self._replay(Lowerer(segment, buffers.device), buffers, sizes)
         return _program_text(segment, [buffers.storage(name) for name in self.arguments])
 
 

@@ -10,12 +10,15 @@ reads and writes and the size symbols it depends on.
 from __future__ import annotations
 
 import sympy
+import torch
+from torch._dynamo.utils import counters
 from torch._inductor.scheduler import BaseScheduling, FusedSchedulerNode, SchedulerNode
 from torch._inductor.utils import sympy_index_symbol
 from torch._inductor.virtualized import V
 
 from pypto_torch.compile.inductor.launch import PTOKernel
-from pypto_torch.compile.inductor.trace import RecordingOps
+from pypto_torch.compile.inductor.trace import RecordingOps, expression
+from pypto_torch.compile.program_builder import Unsupported
 
 
 class PTOScheduling(BaseScheduling):
@@ -49,13 +52,20 @@ class PTOScheduling(BaseScheduling):
         hints = {s.name: V.graph.sizevars.optimization_hint(s) for s in sorted(symbols, key=str)}
         symbols = list(hints)
         kernel = PTOKernel(recorded, layouts, arguments, symbols)
-        source = kernel.source(hints)  # builds it now: what PTO cannot express fails the compile
         wrapper = V.graph.wrapper_code
         kernel_name = f"pto_kernel_{wrapper.next_kernel_suffix()}"
-        shown = "\n".join(f"# {line}" for line in source.splitlines())
         at = f" at {hints}" if hints else ""
-        wrapper.header.splice(f"\n# {kernel_name}'s PTO program{at}:\n{shown}\n"
-                              f"{kernel_name} = PTOKernel({recorded!r}, {layouts!r}, {arguments!r}, {symbols!r})")
+        try:  # built now, at the size hints: what PTO cannot express is known at compile time
+            shown = f"# {kernel_name}'s PTO program{at}:\n" + "\n".join(f"# {line}" for line in kernel.source(hints).splitlines())
+            eager_reason = None
+        except Unsupported as error:
+            eager_reason = str(error)
+            _check_eagerly(kernel, hints)
+            counters["pto_inductor"]["eager_kernels"] += 1
+            counters["pto_inductor"][f"eager: {eager_reason}"] += 1
+            shown = f"# {kernel_name} runs as aten calls: {eager_reason}"
+        wrapper.header.splice(f"\n{shown}\n{kernel_name} = PTOKernel({recorded!r}, {layouts!r}, {arguments!r}, "
+                              f"{symbols!r}, {eager_reason!r})")
         call = [*arguments, *(f"{name}={name}" for name in symbols)]
         wrapper.writeline(f"{kernel_name}({', '.join(call)})")
         self.free_buffers_in_scheduler()
@@ -71,6 +81,14 @@ class PTOScheduling(BaseScheduling):
 
     def benchmark_fused_nodes(self, nodes):
         raise NotImplementedError("pto's Inductor kernels are not benchmarked one by one")
+
+
+def _check_eagerly(kernel: PTOKernel, hints: dict) -> None:
+    """Replays the kernel's eager form over meta tensors: what it cannot run either fails
+    the compile (with Unsupported's reason), not a call."""
+    meta = [torch.empty(int(expression(kernel.layouts[name][1], hints)), dtype=getattr(torch, kernel.layouts[name][0]),
+                        device="meta") for name in kernel.arguments]
+    kernel.run_eagerly(meta, hints)
 
 
 def _fusible(node) -> bool:

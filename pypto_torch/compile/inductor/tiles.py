@@ -113,12 +113,14 @@ class TileOps(DefaultHandler):
         return self.lw.scalar(value, dtype or (torch.int64 if isinstance(value, int) else torch.float32))
 
     def _default(self, name: str, args: tuple, kwargs: dict):
-        if name not in POINTWISE or kwargs:
-            raise Unsupported(f"Inductor's ops.{name}")
-        op = POINTWISE[name]
         tensors = [a for a in args if isinstance(a, View)]
         reference = tensors[0].dtype if tensors else None
         operands = [self._operand(a, reference) for a in args]
+        if name not in POINTWISE or kwargs:
+            if kwargs or not hasattr(self.lw, "torch_op"):
+                raise Unsupported(f"Inductor's ops.{name}")
+            return self.lw.torch_op(name, operands)  # the eager form (eager.py)
+        op = POINTWISE[name]
         shape = torch.broadcast_shapes(*(v.shape for v in operands))
         dtype = _result_dtype(op, tuple(v.dtype for v in operands))
         arguments = list(zip(_ARGUMENT_NAMES[len(operands)], operands))
