@@ -6,6 +6,7 @@ allocates tensors and launches programs through the runtime."""
 from __future__ import annotations
 
 import torch
+from torch._dynamo.utils import counters
 from torch._inductor.utils import sympy_index_symbol
 
 from pypto_torch import _C
@@ -30,6 +31,9 @@ class PTOKernel:
         self.sizes = sizes
         self.eager_reason = eager_reason
         self.programs: dict[tuple, tuple] = {}
+        if eager_reason is not None:  # counted as the wrapper loads, from a compile or Inductor's cache
+            counters["pto_inductor"]["eager_kernels"] += 1
+            counters["pto_inductor"][f"eager: {eager_reason}"] += 1
 
     def source(self, sizes: dict) -> str:
         """The PTO-AS of the program at `sizes` (symbol name -> int)."""

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import sympy
 import torch
-from torch._dynamo.utils import counters
 from torch._inductor.scheduler import BaseScheduling, FusedSchedulerNode, SchedulerNode
 from torch._inductor.utils import sympy_index_symbol
 from torch._inductor.virtualized import V
@@ -61,8 +60,6 @@ class PTOScheduling(BaseScheduling):
         except Unsupported as error:
             eager_reason = str(error)
             _check_eagerly(kernel, hints)
-            counters["pto_inductor"]["eager_kernels"] += 1
-            counters["pto_inductor"][f"eager: {eager_reason}"] += 1
             shown = f"# {kernel_name} runs as aten calls: {eager_reason}"
         wrapper.header.splice(f"\n{shown}\n{kernel_name} = PTOKernel({recorded!r}, {layouts!r}, {arguments!r}, "
                               f"{symbols!r}, {eager_reason!r})")
