@@ -188,16 +188,14 @@ def test_utilization_follows_the_work():
     assert 0 <= torch.pto.utilization(1) <= 100
 
 
-def test_default_compile_backend_names_pypto():
+def test_the_default_compile_backend_and_pypto_both_run_on_pto():
     torch._dynamo.reset()
     model = torch.nn.Linear(4, 4).to("pto")
-    with pytest.raises(Exception, match=r'cannot generate code for the pto device: use torch.compile\(model, '
-                                        r'backend="pypto"\)') as raised:
-        torch.compile(model)(torch.randn(2, 4, device="pto"))
-    assert not isinstance(raised.value.__cause__ or raised.value, KeyError)
-    torch._dynamo.reset()
-    torch.testing.assert_close(torch.compile(model, backend="pypto")(torch.ones(2, 4, device="pto")).cpu(),
-                               model.cpu()(torch.ones(2, 4)))
+    x = torch.randn(2, 4, generator=torch.Generator().manual_seed(3))
+    expected = torch.nn.functional.linear(x, model.weight.detach().cpu(), model.bias.detach().cpu())
+    for backend in ("inductor", "pypto"):
+        torch._dynamo.reset()
+        torch.testing.assert_close(torch.compile(model, backend=backend)(x.to("pto")).cpu(), expected)
 
 
 @pytest.mark.parametrize("cap, expected", [("avx2", {"avx2", "sse4", "scalar"}), ("scalar", {"scalar"})])
