@@ -66,17 +66,47 @@ class PTOKernel:
         return BufferSet(device, {name: (getattr(torch, dtype), int(expression(numel, sizes)))
                                   for name, (dtype, numel) in self.layouts.items()})
 
-    def _replay(self, lowerer, buffers: BufferSet, sizes: dict) -> None:
+    def _replay(self, lowerer, buffers: BufferSet, sizes: dict, stores: list | None = None) -> None:
         for shape_text, reduced, calls in self.nodes:
             shape = tuple(int(expression(n, sizes)) for n in shape_text)
             variables = [sympy_index_symbol(f"i{d}") for d in range(len(shape))]
-            replay(calls, TileOps(lowerer, buffers, shape, variables, reduced), sizes)
+            replay(calls, TileOps(lowerer, buffers, shape, variables, reduced, stores), sizes)
 
     def _build(self, sizes: dict) -> tuple[str, int]:
         buffers = self._buffers(sizes, torch.device("pto"))
-        segment = Segment()
-        self._replay(Lowerer(segment, buffers.device), buffers, sizes)
-        return _program_text(segment, [buffers.storage(name) for name in self.arguments])
+        segment, stores = Segment(), []
+        self._replay(Lowerer(segment, buffers.device), buffers, sizes, stores)
+        arguments = [buffers.storage(name) for name in self.arguments]
+        forward_stores(segment, stores, {segment.buffers[s] for s in arguments if s in segment.buffers})
+        return _program_text(segment, arguments)
+
+
+def forward_stores(segment: Segment, stores: list, caller_buffers: set) -> None:
+    """A store copies a computed tile into its buffer: where the tile is a temporary
+    that one earlier instruction writes and only the copy reads, and nothing between
+    them touches the destination buffer, that instruction writes the destination
+    itself and the copy goes (one pass over the data less per stored value)."""
+    instructions = segment.instructions
+    uses: dict[int, int] = {}
+    for _, operands, _ in segment.constants + instructions:
+        for operand in operands:
+            uses[operand[0]] = uses.get(operand[0], 0) + 1
+    dropped = set()
+    for at in stores:
+        _, (destination, source), _ = instructions[at]
+        if source[0] in caller_buffers or uses.get(source[0]) != 2 or destination[1] != source[1]:
+            continue
+        producer = next((i for i in range(at - 1, -1, -1) if instructions[i][1][0][0] == source[0]), None)
+        if producer is None:
+            continue
+        retargeted = _retargeted(instructions[producer][1][0], source, destination)
+        between = instructions[producer:at]
+        if retargeted is None or any(operand[0] == destination[0] for _, operands, _ in between for operand in operands):
+            continue
+        mnemonic, operands, immediates = instructions[producer]
+        instructions[producer] = (mnemonic, [retargeted, *operands[1:]], immediates)
+        dropped.add(at)
+    segment.instructions = [step for i, step in enumerate(instructions) if i not in dropped]
 
 
 def _program_text(segment: Segment, arguments: list) -> tuple[str, int]:
@@ -91,6 +121,27 @@ def _program_text(segment: Segment, arguments: list) -> tuple[str, int]:
     kinds = [("input" if i < len(arguments) else "temp", segment.extents.get(s, 0) * s.dtype.itemsize)
              for i, s in enumerate(order)]
     return _C._pto_as(kinds, instructions), len(order) - len(arguments)
+
+
+def _retargeted(written: tuple, source: tuple, destination: tuple):
+    """The producer's output moved onto the destination: `written` is how the producer
+    writes the temporary (the very view the copy reads, or a reduction's view of it with
+    stride 0 along the reduced dims of extent 1 in `source`); None where it is neither."""
+    _, dtype, shape, strides, offset = written
+    _, _, source_shape, source_strides, source_offset = source
+    if dtype != source[1] or offset != source_offset or len(shape) != len(source_shape) or \
+            tuple(destination[2]) != tuple(source_shape):
+        return None
+    moved = []
+    for n, stride, m, source_stride, destination_stride in zip(shape, strides, source_shape, source_strides,
+                                                              destination[3]):
+        if n == m and stride == source_stride:
+            moved.append(destination_stride)
+        elif m == 1 and stride == 0:
+            moved.append(0)  # a reduced dim: the reduction's output repeats along it
+        else:
+            return None
+    return destination[0], destination[1], shape, tuple(moved), destination[4]
 
 
 def current_stream_id(device: int) -> int:

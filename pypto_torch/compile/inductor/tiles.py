@@ -87,8 +87,10 @@ class TileOps(DefaultHandler):
     """The ops handler one node's loop body runs under: `shape` is its iteration space
     (pointwise dims, then reduction dims), `variables` the symbols standing for them."""
 
-    def __init__(self, lowerer: Lowerer, buffers: BufferSet, shape: tuple, variables: list, reduced: int):
+    def __init__(self, lowerer: Lowerer, buffers: BufferSet, shape: tuple, variables: list, reduced: int,
+                 stores: list | None = None):
         self.lw = lowerer
+        self.stores = stores  # where the program's store copies are (launch.forward_stores)
         self.buffers = buffers
         self.shape = shape
         self.variables = variables
@@ -279,7 +281,10 @@ class TileOps(DefaultHandler):
         out = self._view(name, index, shape)
         if out is None:
             raise Unsupported(f"a store to {name} at {index}")
+        first = len(self.lw.segment.instructions) if self.stores is not None else 0
         self.lw.recipe("aten::copy_", [("self", out), ("src", value)], [out])
+        if self.stores is not None and len(self.lw.segment.instructions) == first + 1:
+            self.stores.append(first)
 
     # -- reductions ------------------------------------------------------------------------
     def reduction(self, dtype: torch.dtype, src_dtype: torch.dtype, reduction_type: str, value):
