@@ -59,7 +59,7 @@ def test_the_default_backend_runs_pto_programs_and_matches_the_cpu():
     cpu, pto = _twins(Block)
     x = _inputs(4, 5, 16)
     result, (code,) = run_and_get_code(torch.compile(pto), x.to("pto"))
-    assert "PTOKernel(" in code and "pto_kernel_0(" in code
+    assert "InductorProgram(" in code and "pto_program_0(" in code
     assert result.device.type == "pto"
     assert_close(result.cpu(), cpu(x))
 
@@ -187,8 +187,8 @@ def pytree_cpu(value):
     return tuple(v.cpu() for v in value) if isinstance(value, tuple) else value.cpu()
 
 
-def test_a_second_process_loads_the_kernels_from_inductors_fx_graph_cache(tmp_path):
-    """Inductor's FX graph cache keeps the wrapper, PTO kernels included; its key has the
+def test_a_second_process_loads_the_programs_from_inductors_fx_graph_cache(tmp_path):
+    """Inductor's FX graph cache keeps the wrapper, its Inductor programs included; its key has the
     pto backend's source hash (SourceVersion), so other sources would miss."""
     script = textwrap.dedent("""
         import torch, pypto_torch
@@ -255,7 +255,7 @@ def test_hugging_face_models_in_eval_and_training(name):
 
 
 def test_what_pto_cannot_express_runs_as_counted_aten_calls():
-    """lgamma has no PTO instruction: its kernel runs its loop body as aten calls on the
+    """lgamma has no PTO instruction: its program runs its loop body as aten calls on the
     pto tensors (the eager form), counted with the reason; the values are the CPU's."""
     from torch._dynamo.utils import counters
     counters.clear()
@@ -266,5 +266,5 @@ def test_what_pto_cannot_express_runs_as_counted_aten_calls():
 
     result = torch.compile(f)(x.to("pto"))  # eager pto's lgamma is its CPU fallback
     assert_close(result.cpu(), f(x))
-    assert counters["pto_inductor"]["eager_kernels"] == 1
+    assert counters["pto_inductor"]["eager_programs"] == 1
     assert counters["pto_inductor"]["eager: Inductor's ops.lgamma"] == 1

@@ -1,10 +1,10 @@
-"""The eager form of an Inductor kernel that PTO cannot express (an op no instruction
+"""The eager form of an Inductor program that PTO cannot express (an op no instruction
 computes, a dtype an instruction does not take): the same replay of its loop bodies
 (tiles.py), each step an aten call on the pto tensors instead of a PTO instruction.
 
 It stands in for ``Lowerer``: views over storages are tensors' strided windows, a
 recipe's op is the aten op of the same name called eagerly, and Inductor ops outside
-the recipe table are torch's functions of the same name. The kernel is counted
+the recipe table are torch's functions of the same name. The program is counted
 (``torch._dynamo.utils.counters["pto_inductor"]``).
 """
 from __future__ import annotations

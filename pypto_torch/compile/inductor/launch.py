@@ -1,7 +1,7 @@
-"""What Inductor's generated wrapper calls on pto: a kernel that builds its PTO program
+"""What Inductor's generated wrapper calls on pto: an Inductor program, which builds its PTO program
 from its loop bodies' traces (trace.py) at the sizes of the call, once per set of
 sizes, and launches it on the current stream over the tensors the wrapper passes (the
-buffers the kernel reads and writes). The wrapper never touches device memory: it
+buffers it reads and writes). The wrapper never touches device memory: it
 allocates tensors and launches programs through the runtime."""
 from __future__ import annotations
 
@@ -17,8 +17,8 @@ from pypto_torch.compile.lowering import Lowerer
 from pypto_torch.compile.program_builder import Segment, Unsupported
 
 
-class PTOKernel:
-    """One Inductor kernel. `nodes`: per node, its iteration sizes (text), how many of
+class InductorProgram:
+    """One Inductor program: a fused group of Inductor's nodes. `nodes`: per node, its iteration sizes (text), how many of
     them are reduced, and its body's trace; `layouts`: each buffer's dtype name and
     storage size (text); `arguments`: the buffers the call passes, in order; `sizes`:
     the size symbols the call passes by name. With an `eager_reason` (what PTO cannot
@@ -32,7 +32,7 @@ class PTOKernel:
         self.eager_reason = eager_reason
         self.programs: dict[tuple, tuple] = {}
         if eager_reason is not None:  # counted as the wrapper loads, from a compile or Inductor's cache
-            counters["pto_inductor"]["eager_kernels"] += 1
+            counters["pto_inductor"]["eager_programs"] += 1
             counters["pto_inductor"][f"eager: {eager_reason}"] += 1
 
     def source(self, sizes: dict) -> str:
@@ -117,7 +117,7 @@ def _program_text(segment: Segment, arguments: list) -> tuple[str, int]:
     instructions = [(mnemonic, [(renumber[buffer], *rest) for buffer, *rest in operands], immediates)
                     for mnemonic, operands, immediates in segment.constants + segment.instructions]
     if not instructions:
-        raise Unsupported("a kernel with no instruction")
+        raise Unsupported("a program with no instruction")
     kinds = [("input" if i < len(arguments) else "temp", segment.extents.get(s, 0) * s.dtype.itemsize)
              for i, s in enumerate(order)]
     return _C._pto_as(kinds, instructions), len(order) - len(arguments)

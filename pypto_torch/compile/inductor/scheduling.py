@@ -1,10 +1,10 @@
 """Inductor's scheduling for pto: each fused node group becomes one PTO program.
 
-Inductor decides what to fuse; pto accepts any fusion of its nodes, because a kernel
+Inductor decides what to fuse; pto accepts any fusion of its nodes, because a program
 here is a program of whole-tile instructions (tiles.py) that the pto compiler then
 fuses into tiled stages and memory-plans, as it does for ``backend="pypto"``. A buffer
-that only the kernel's own nodes read stays inside it as a temporary. The wrapper
-defines the kernel from its nodes' traces (trace.py) and calls it with the buffers it
+that only the program's own nodes read stays inside it as a temporary. The wrapper
+defines the program from its nodes' traces (trace.py) and calls it with the buffers it
 reads and writes and the size symbols it depends on.
 """
 from __future__ import annotations
@@ -15,7 +15,7 @@ from torch._inductor.scheduler import BaseScheduling, FusedSchedulerNode, Schedu
 from torch._inductor.utils import sympy_index_symbol
 from torch._inductor.virtualized import V
 
-from pypto_torch.compile.inductor.launch import PTOKernel
+from pypto_torch.compile.inductor.launch import InductorProgram
 from pypto_torch.compile.inductor.trace import RecordingOps, expression
 from pypto_torch.compile.program_builder import Unsupported
 
@@ -50,21 +50,21 @@ class PTOScheduling(BaseScheduling):
         arguments = [name for name in used if name not in inside]
         hints = {s.name: V.graph.sizevars.optimization_hint(s) for s in sorted(symbols, key=str)}
         symbols = list(hints)
-        kernel = PTOKernel(recorded, layouts, arguments, symbols)
+        program = InductorProgram(recorded, layouts, arguments, symbols)
         wrapper = V.graph.wrapper_code
-        kernel_name = f"pto_kernel_{wrapper.next_kernel_suffix()}"
+        program_name = f"pto_program_{wrapper.next_kernel_suffix()}"
         at = f" at {hints}" if hints else ""
         try:  # built now, at the size hints: what PTO cannot express is known at compile time
-            shown = f"# {kernel_name}'s PTO program{at}:\n" + "\n".join(f"# {line}" for line in kernel.source(hints).splitlines())
+            shown = f"# {program_name}'s PTO program{at}:\n" + "\n".join(f"# {line}" for line in program.source(hints).splitlines())
             eager_reason = None
         except Unsupported as error:
             eager_reason = str(error)
-            _check_eagerly(kernel, hints)
-            shown = f"# {kernel_name} runs as aten calls: {eager_reason}"
-        wrapper.header.splice(f"\n{shown}\n{kernel_name} = PTOKernel({recorded!r}, {layouts!r}, {arguments!r}, "
+            _check_eagerly(program, hints)
+            shown = f"# {program_name} runs as aten calls: {eager_reason}"
+        wrapper.header.splice(f"\n{shown}\n{program_name} = InductorProgram({recorded!r}, {layouts!r}, {arguments!r}, "
                               f"{symbols!r}, {eager_reason!r})")
         call = [*arguments, *(f"{name}={name}" for name in symbols)]
-        wrapper.writeline(f"{kernel_name}({', '.join(call)})")
+        wrapper.writeline(f"{program_name}({', '.join(call)})")
         self.free_buffers_in_scheduler()
 
     def codegen_sync(self) -> None:
@@ -77,15 +77,15 @@ class PTOScheduling(BaseScheduling):
         pass
 
     def benchmark_fused_nodes(self, nodes):
-        raise NotImplementedError("pto's Inductor kernels are not benchmarked one by one")
+        raise NotImplementedError("pto's Inductor programs are not benchmarked one by one")
 
 
-def _check_eagerly(kernel: PTOKernel, hints: dict) -> None:
-    """Replays the kernel's eager form over meta tensors: what it cannot run either fails
+def _check_eagerly(program: InductorProgram, hints: dict) -> None:
+    """Replays the program's eager form over meta tensors: what it cannot run either fails
     the compile (with Unsupported's reason), not a call."""
-    meta = [torch.empty(int(expression(kernel.layouts[name][1], hints)), dtype=getattr(torch, kernel.layouts[name][0]),
-                        device="meta") for name in kernel.arguments]
-    kernel.run_eagerly(meta, hints)
+    meta = [torch.empty(int(expression(program.layouts[name][1], hints)), dtype=getattr(torch, program.layouts[name][0]),
+                        device="meta") for name in program.arguments]
+    program.run_eagerly(meta, hints)
 
 
 def _fusible(node) -> bool:

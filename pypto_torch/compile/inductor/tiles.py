@@ -6,7 +6,7 @@ trailing dimensions). Its calls are recorded (trace.py) and replayed here once, 
 concrete sizes, over the whole space: a value is a View spanning the iteration shape, a load whose index is affine in the loop
 variables is a strided view of its buffer (no instruction), any other index is computed
 as an int64 tile and gathered, and each operation is the recipe of the aten op it names
-(csrc/recipes, through ``Lowerer.recipe``), so Inductor's kernels run the instructions
+(csrc/recipes, through ``Lowerer.recipe``), so Inductor's programs run the instructions
 eager pto runs. No PTO instruction is named here.
 """
 from __future__ import annotations
@@ -63,7 +63,7 @@ def _result_dtype(op: str, dtypes: tuple) -> torch.dtype:
 
 
 class BufferSet:
-    """The storages of one kernel, by Inductor buffer name: each buffer's dtype and the
+    """The storages of one program, by Inductor buffer name: each buffer's dtype and the
     elements its storage holds (at the sizes of this build)."""
 
     def __init__(self, device: torch.device, layouts: dict):

@@ -2,7 +2,7 @@
 time, replayed through TileOps (tiles.py) at concrete sizes.
 
 Inductor's sizes may be symbols (dynamic shapes: ``s0`` for a batch), while a PTO
-program has concrete shapes, strides and immediates. So a kernel keeps its bodies as
+program has concrete shapes, strides and immediates. So a program keeps its bodies as
 traces in the generated wrapper (a Python literal: names, sympy expressions as text,
 dtypes as names) and builds its program for each new set of sizes at run time.
 

@@ -1,4 +1,4 @@
-"""Inductor's Python wrapper for pto: torch's own, with the PTO kernel loader imported
+"""Inductor's Python wrapper for pto: torch's own, with the Inductor program loader imported
 and the device's guard and stream calls (the device op overrides)."""
 from __future__ import annotations
 
@@ -15,11 +15,11 @@ class PTOWrapperCodegen(PythonWrapperCodegen):
 
     def write_header(self) -> None:
         super().write_header()
-        self.imports.writeline("from pypto_torch.compile.inductor.launch import PTOKernel")
+        self.imports.writeline("from pypto_torch.compile.inductor.launch import InductorProgram")
 
 
 class RefusedWrapperCodegen:
-    """The C++ and FX wrappers (cpp_wrapper, AOTInductor): pto's kernels are launched
+    """The C++ and FX wrappers (cpp_wrapper, AOTInductor): pto's programs are launched
     from Python."""
     supports_caching = False
 
