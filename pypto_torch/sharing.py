@@ -164,4 +164,5 @@ def register() -> None:
     ForkingPickler.register(torch.Tensor, _reduce_tensor)
     ForkingPickler.register(torch.nn.parameter.Parameter, _reduce_tensor)
     ForkingPickler.register(torch.UntypedStorage, _reduce_storage)
-    multiprocessing.queues.Queue.put = _pickling_put(multiprocessing.queues.Queue.put)
+    for queue in (multiprocessing.queues.Queue, multiprocessing.queues.JoinableQueue):  # each has its put
+        queue.put = _pickling_put(queue.put)

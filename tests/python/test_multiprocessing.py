@@ -168,6 +168,26 @@ def test_a_dataloader_with_two_spawned_workers_yields_pto_tensors(tmp_path):
     assert out.count("allocated here: 0") == 3  # a received batch is the worker's memory
 
 
+def test_dataloader_workers_forked_after_the_device_started_are_refused(tmp_path):
+    out = run_script(tmp_path, """
+        class OnDevice(torch.utils.data.Dataset):
+            def __len__(self):
+                return 2
+
+            def __getitem__(self, index):
+                return torch.ones(2, device="pto")
+
+        if __name__ == "__main__":
+            torch.ones(1, device="pto")
+            loader = torch.utils.data.DataLoader(OnDevice(), num_workers=1, multiprocessing_context="fork")
+            try:
+                next(iter(loader))
+            except RuntimeError as error:
+                print("raised:", error)
+    """)
+    assert "raised: " in out and "forked after the device started" in out and "'spawn'" in out, out
+
+
 def test_a_forked_receiver_is_refused_as_cuda_refuses_one(tmp_path):
     out = run_script(tmp_path, """
         def consumer(inbox, outbox):
@@ -193,17 +213,18 @@ def test_a_forked_receiver_is_refused_as_cuda_refuses_one(tmp_path):
 def test_what_cannot_be_sent_raises_at_the_send(tmp_path):
     out = run_script(tmp_path, """
         from multiprocessing.reduction import ForkingPickler
-        queue = mp.get_context("spawn").Queue()
+        context = mp.get_context("spawn")
         leaf = torch.ones(2, device="pto", requires_grad=True)
         for item in (torch.ones(2, device="pto").untyped_storage(), leaf * 2):
             try:
                 ForkingPickler.dumps(item)
             except RuntimeError as error:
                 print("pickle raised:", error)
-            try:
-                queue.put([item])
-            except RuntimeError as error:
-                print("put raised:", error)
+            for queue in (context.Queue(), context.JoinableQueue()):
+                try:
+                    queue.put([item])
+                except RuntimeError as error:
+                    print("put raised:", error)
     """)
-    assert out.count("raised: Cannot pickle pto storage; try pickling a pto tensor instead") == 2, out
-    assert out.count("raised: Cowardly refusing to serialize non-leaf tensor which requires_grad") == 2, out
+    assert out.count("raised: Cannot pickle pto storage; try pickling a pto tensor instead") == 3, out
+    assert out.count("raised: Cowardly refusing to serialize non-leaf tensor which requires_grad") == 3, out
