@@ -150,6 +150,25 @@ TEST(RuntimeIpc, OpenedMemoryIsClosedNotFreedAndOnlyOnce) {
   EXPECT_PTO_OK(ptoFree(device));
 }
 
+const char* closeOpened(void* opened) {
+  return ptoIpcCloseMemHandle(opened) == PTO_SUCCESS ? nullptr : "ptoIpcCloseMemHandle failed";
+}
+
+// As a collective's keep-alive dropping received memory in a host function.
+TEST(RuntimeIpc, AHostFunctionClosesOpenedMemoryOnItsStream) {
+  void* device = allocate(256);
+  void* opened = nullptr;
+  ASSERT_PTO_OK(ptoIpcOpenMemHandle(&opened, handleOf(device), 0));
+  EXPECT_PTO_OK(ptoMemset(opened, 3, 256));
+  EXPECT_PTO_OK(ptoLaunchHostFunc(nullptr, &closeOpened, opened));
+  EXPECT_PTO_OK(ptoDeviceSynchronize());
+  ptoPointerAttributes attributes{};
+  EXPECT_PTO_OK(ptoPointerGetAttributes(opened, &attributes));
+  EXPECT_EQ(PTO_MEMORY_UNREGISTERED, attributes.type);
+  EXPECT_EQ(std::vector<uint8_t>(256, 3), read(device, 256));
+  EXPECT_PTO_OK(ptoFree(device));
+}
+
 TEST(RuntimeIpc, AFreedAllocationsHandleNoLongerOpens) {
   void* device = allocate(256);
   const ptoIpcMemHandle handle = handleOf(device);

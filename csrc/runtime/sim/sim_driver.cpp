@@ -286,8 +286,13 @@ class SimDriver final : public Driver {
       std::lock_guard<std::mutex> lock(memory_mutex_);
       device = allocations_.at(reinterpret_cast<uintptr_t>(ptr)).device;
     }
-    // As free: the work queued on the device may still use the memory.
-    for (const std::shared_ptr<SimStream>& stream : streamsOf(device)) stream->waitIdle();
+    // As free: the work queued on the device may still use the memory. A host
+    // function dropping the last use of received memory (a collective's keep-alive)
+    // closes it on its stream's worker, whose earlier work has run: waiting for
+    // that stream would wait for itself.
+    for (const std::shared_ptr<SimStream>& stream : streamsOf(device)) {
+      if (!stream->runsOnThisThread()) stream->waitIdle();
+    }
     std::lock_guard<std::mutex> lock(memory_mutex_);
     allocations_.erase(reinterpret_cast<uintptr_t>(ptr));
     memory_.release(ptr);
