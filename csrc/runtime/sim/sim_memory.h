@@ -73,7 +73,7 @@ class DeviceMemory {
   int protection() const;  // what a mapping has now (mutex_ held)
 
   const bool strict_;
-  std::mutex mutex_;  // guards the three below
+  std::mutex mutex_;  // guards open_count_ and mappings_
   std::condition_variable closed_;  // open_count_ fell to 0
   size_t open_count_ = 0;
   std::unordered_map<void*, Mapping> mappings_;
