@@ -52,7 +52,6 @@ REASONS = {
     "StreamContext": "`torch.pto.stream` is the context-manager class itself",
     "GreenContext": "no partitioning of a device's cores",
     "can_device_access_peer": "simulated devices copy between each other through the runtime only",
-    "ipc_collect": "no inter-process memory handles",
     "current_blas_handle": "no cuBLAS: matmul is a PTO instruction",
     "current_solver_handle": "no cuSOLVER: linear algebra falls back to the CPU",
     "default_generators": "`torch.pto.get_rng_state` and `manual_seed` reach the generators",

@@ -155,12 +155,14 @@ void bindMemory(py::module_& m);  // memory.cpp
 void bindMemoryHistory(py::module_& m);  // memory_history.cpp
 void bindGraphs(py::module_& m);  // graphs.cpp
 void bindRecipes(py::module_& m);  // recipes.cpp
+void bindSharing(py::module_& m);  // sharing.cpp
 
 PYBIND11_MODULE(_C, m) {
   bindMemory(m);
   bindMemoryHistory(m);
   bindGraphs(m);
   bindRecipes(m);
+  bindSharing(m);
   m.doc() = "pypto_torch native module: the pto device for PyTorch";
 
   m.def("_init", [] { at::globalContext().lazyInitDevice(c10::DeviceType::PrivateUse1); });

@@ -94,4 +94,29 @@ ptoError ptoPointerGetAttributes(const void* ptr, ptoPointerAttributes* attribut
   return driver->pointerGetAttributes(ptr, attributes);
 }
 
+ptoError ptoIpcGetMemHandle(ptoIpcMemHandle* handle, void* ptr) {
+  PTO_DRIVER_OR_RETURN(driver);
+  PTO_REQUIRE(handle != nullptr, "ptoIpcGetMemHandle: handle is null");
+  ptoPointerAttributes attributes{};
+  PTO_RETURN_IF_ERROR(driver->pointerGetAttributes(ptr, &attributes));
+  PTO_REQUIRE(attributes.type == PTO_MEMORY_DEVICE, "ptoIpcGetMemHandle: ", ptr, " is not device memory");
+  PTO_REQUIRE(attributes.base == ptr, "ptoIpcGetMemHandle: ", ptr, " lies inside the device allocation at ",
+              attributes.base, ": pass the allocation's base");
+  return driver->ipcGetMemHandle(ptr, handle);
+}
+
+ptoError ptoIpcOpenMemHandle(void** ptr, ptoIpcMemHandle handle, unsigned int flags) {
+  PTO_DRIVER_OR_RETURN(driver);
+  PTO_REQUIRE(ptr != nullptr, "ptoIpcOpenMemHandle: ptr is null");
+  *ptr = nullptr;
+  PTO_REQUIRE(flags == 0, "ptoIpcOpenMemHandle: flags must be 0, got ", flags);
+  return driver->ipcOpenMemHandle(tls_current_device, handle, ptr);
+}
+
+ptoError ptoIpcCloseMemHandle(void* ptr) {
+  PTO_DRIVER_OR_RETURN(driver);
+  PTO_REQUIRE(ptr != nullptr, "ptoIpcCloseMemHandle: ptr is null");
+  return driver->ipcCloseMemHandle(ptr);
+}
+
 }  // extern "C"

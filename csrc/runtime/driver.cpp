@@ -132,6 +132,18 @@ ptoError Driver::launchGraph(ptoStream stream, const std::shared_ptr<DeviceGraph
   return PTO_SUCCESS;
 }
 
+ptoError Driver::ipcGetMemHandle(void*, ptoIpcMemHandle*) {
+  return failf(PTO_ERROR_NOT_SUPPORTED, "the ", name(), " driver cannot share device memory with other processes");
+}
+
+ptoError Driver::ipcOpenMemHandle(int32_t, const ptoIpcMemHandle&, void**) {
+  return failf(PTO_ERROR_NOT_SUPPORTED, "the ", name(), " driver cannot share device memory with other processes");
+}
+
+ptoError Driver::ipcCloseMemHandle(void*) {
+  return failf(PTO_ERROR_NOT_SUPPORTED, "the ", name(), " driver cannot share device memory with other processes");
+}
+
 ptoError Driver::eventElapsedTime(float*, ptoEvent, ptoEvent) {
   return failf(PTO_ERROR_NOT_SUPPORTED, "the ", name(), " driver does not time events");
 }

@@ -81,6 +81,13 @@ class Driver {
   // Which device (or pinned host) allocation holds `ptr`: the caching allocators
   // and torch's device-of-pointer queries depend on it.
   virtual ptoError pointerGetAttributes(const void* ptr, ptoPointerAttributes* attributes) = 0;
+  // Memory shared between processes. `ptr` is the base of a device allocation of this
+  // process (the API checked); an opened one is registered on `device`, as device
+  // memory pointerGetAttributes reports, and closed by ipcCloseMemHandle.
+  // Default: PTO_ERROR_NOT_SUPPORTED.
+  virtual ptoError ipcGetMemHandle(void* ptr, ptoIpcMemHandle* handle);
+  virtual ptoError ipcOpenMemHandle(int32_t device, const ptoIpcMemHandle& handle, void** ptr);
+  virtual ptoError ipcCloseMemHandle(void* ptr);
 
   // Copies and fills.
   virtual ptoError memcpyAsync(void* dst, const void* src, size_t count, ptoMemcpyKind kind,

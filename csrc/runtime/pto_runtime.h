@@ -124,6 +124,24 @@ ptoError ptoFreeHost(void* ptr);
 ptoError ptoMemGetInfo(size_t* free_bytes, size_t* total_bytes);
 ptoError ptoPointerGetAttributes(const void* ptr, ptoPointerAttributes* attributes);
 
+// Device memory shared with another process (cudaIpcGetMemHandle, aclrtIpcMemGetExportKey).
+// The handle is plain bytes, sent by any means; the other process opens it onto its
+// current device and works on the same memory, at an address of its own. The
+// process that allocated the memory keeps it allocated, and running, while others
+// have it open: a handle opens only while that process lives, and a freed
+// allocation's handle no longer opens. Each open is its own mapping, released by
+// ptoIpcCloseMemHandle, never by ptoFree; it does not count against the opening
+// device's capacity (the memory is the allocating device's). Only memory allocated
+// by ptoMalloc in the calling process can be shared, by its allocation's base.
+typedef struct ptoIpcMemHandle {
+  char reserved[64];
+} ptoIpcMemHandle;
+
+ptoError ptoIpcGetMemHandle(ptoIpcMemHandle* handle, void* ptr);
+// `flags` must be 0 (all of a process's devices reach each other's memory already).
+ptoError ptoIpcOpenMemHandle(void** ptr, ptoIpcMemHandle handle, unsigned int flags);
+ptoError ptoIpcCloseMemHandle(void* ptr);  // once the work queued on the device has run
+
 // Copies and fills. The synchronous forms block the host until done; the async
 // forms are ordered on `stream`.
 ptoError ptoMemcpy(void* dst, const void* src, size_t count, ptoMemcpyKind kind);

@@ -53,6 +53,7 @@ from pypto_torch.pto.random import (
     set_rng_state_all,
 )
 from pypto_torch.pto.storage import STORAGE_CLASSES
+from pypto_torch.sharing import ipc_collect
 from pypto_torch.pto.streams import (
     Event,
     ExternalStream,
@@ -257,6 +258,7 @@ __all__ = [
     "graph_pool_handle",
     "init",
     "initial_seed",
+    "ipc_collect",
     "is_available",
     "is_bf16_supported",
     "is_current_stream_capturing",

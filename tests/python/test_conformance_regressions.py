@@ -197,31 +197,6 @@ def test_isposinf_isneginf_refuse_a_non_bool_out(op):
             op(torch.tensor([1j], device=device), out=torch.empty(1, dtype=torch.bool, device=device))
 
 
-def test_a_pto_tensor_on_a_spawn_queue_raises_at_put(python):
-    """Until pto memory can be shared between processes, put() refuses at once: the
-    queue's feeder thread would otherwise drop the item and the consumer wait for ever."""
-    result = python("""
-        import torch, torch.multiprocessing as mp
-        queue = mp.get_context("spawn").Queue()
-        for item in (torch.ones(3, device="pto"), [1, {"x": torch.ones(1, device="pto")}]):
-            try:
-                queue.put(item)
-                print("accepted")
-            except RuntimeError as error:
-                print("raised:", error)
-        reader, writer = mp.Pipe()
-        try:
-            writer.send(torch.ones(2, device="pto"))
-        except RuntimeError as error:
-            print("pipe raised:", error)
-        queue.put(torch.ones(2))
-        print("cpu tensor:", queue.get(timeout=60).tolist())
-    """)
-    assert result.returncode == 0, result.stderr
-    assert result.stdout.count("raised: a pto tensor cannot be sent to another process") == 3, result.stdout
-    assert "accepted" not in result.stdout and "cpu tensor: [1.0, 1.0]" in result.stdout
-
-
 @pytest.mark.parametrize("view_dtype", [torch.uint32, torch.int32, torch.uint16, torch.float16, torch.uint8,
                                         torch.uint64, torch.float64, torch.complex64], ids=str)
 @pytest.mark.parametrize("layout", ["contiguous", "permuted", "expanded", "sliced"])

@@ -1,10 +1,16 @@
 // The simulated PTO device: separate memory with a capacity per device, streams
 // on worker threads, events. Device memory is host memory the runtime owns;
 // only runtime calls and kernels launched through it touch it.
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
 #include <algorithm>
 #include <atomic>
+#include <cerrno>
 #include <cstring>
 #include <cstdlib>
+#include <string>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -45,6 +51,7 @@ constexpr bool kParallelGemmTiles = false;
 struct Allocation {
   size_t size = 0;
   int32_t device = -1;  // -1: pinned host memory
+  bool opened = false;  // another process's memory, mapped by ipcOpenMemHandle: not counted in `used`
 };
 
 struct SimDevice {
@@ -61,6 +68,33 @@ struct SimDevice {
 size_t roundUp(size_t value, size_t alignment) {
   if (value > SIZE_MAX - (alignment - 1)) return SIZE_MAX;
   return (value + alignment - 1) / alignment * alignment;
+}
+
+// What a ptoIpcMemHandle holds: where another process finds the allocation's
+// memfd (its pid and descriptor), the file it must find there (so that a reused
+// descriptor number is not taken for it) and the allocation's size.
+struct IpcHandle {
+  uint32_t magic = 0;
+  int32_t pid = 0;
+  int32_t fd = -1;
+  uint64_t file_device = 0;
+  uint64_t inode = 0;
+  uint64_t mapped_bytes = 0;  // the memfd's size
+  uint64_t size = 0;          // the allocation's, as pointerGetAttributes reports it
+};
+static_assert(sizeof(IpcHandle) <= sizeof(ptoIpcMemHandle));
+constexpr uint32_t kIpcMagic = 0x50544f49;  // "PTOI"
+
+ptoIpcMemHandle encode(const IpcHandle& contents) {
+  ptoIpcMemHandle handle{};
+  std::memcpy(handle.reserved, &contents, sizeof contents);
+  return handle;
+}
+
+IpcHandle decode(const ptoIpcMemHandle& handle) {
+  IpcHandle contents;
+  std::memcpy(&contents, handle.reserved, sizeof contents);
+  return contents;
 }
 
 ptoStream toHandle(SimStream* stream) { return reinterpret_cast<ptoStream>(stream); }
@@ -126,6 +160,10 @@ class SimDriver final : public Driver {
     if (device < 0) {
       return failf(PTO_ERROR_INVALID_VALUE, "ptoFree: ", ptr, " is not a device allocation");
     }
+    if (isOpened(ptr)) {
+      return failf(PTO_ERROR_INVALID_VALUE, "ptoFree: ", ptr,
+                   " was opened from another process's handle: close it with ptoIpcCloseMemHandle");
+    }
     // As cudaFree and aclrtFree do: work queued on the device may still read or
     // write this memory, so it goes back only once that work is done.
     for (const std::shared_ptr<SimStream>& stream : streamsOf(device)) stream->waitIdle();
@@ -181,6 +219,83 @@ class SimDriver final : public Driver {
     attributes->device = found->second.device;
     attributes->base = reinterpret_cast<void*>(found->first);
     attributes->size = found->second.size;
+    return PTO_SUCCESS;
+  }
+
+  ptoError ipcGetMemHandle(void* ptr, ptoIpcMemHandle* handle) override {
+    std::lock_guard<std::mutex> lock(memory_mutex_);
+    const Allocation& allocation = allocations_.at(reinterpret_cast<uintptr_t>(ptr));
+    if (allocation.opened) {
+      return failf(PTO_ERROR_INVALID_VALUE, "ptoIpcGetMemHandle: ", ptr,
+                   " was opened from another process's handle; only the process that allocated memory shares it");
+    }
+    const int fd = memory_.share(ptr);
+    struct stat file{};
+    if (fd < 0 || fstat(fd, &file) != 0) {
+      return failf(PTO_ERROR_OUT_OF_MEMORY, "ptoIpcGetMemHandle: cannot back the ", allocation.size,
+                   "-byte allocation at ", ptr, " with shared memory: ", std::strerror(errno));
+    }
+    *handle = encode(IpcHandle{kIpcMagic, getpid(), fd, static_cast<uint64_t>(file.st_dev),
+                               static_cast<uint64_t>(file.st_ino), static_cast<uint64_t>(file.st_size),
+                               allocation.size});
+    return PTO_SUCCESS;
+  }
+
+  ptoError ipcOpenMemHandle(int32_t device, const ptoIpcMemHandle& handle, void** ptr) override {
+    const IpcHandle shared = decode(handle);
+    if (shared.magic != kIpcMagic) {
+      return failf(PTO_ERROR_INVALID_HANDLE, "ptoIpcOpenMemHandle: not a handle ptoIpcGetMemHandle made");
+    }
+    // The other process's descriptor of its memfd, opened anew through /proc: the
+    // same file, as long as that process lives and keeps the allocation.
+    const std::string path = "/proc/" + std::to_string(shared.pid) + "/fd/" + std::to_string(shared.fd);
+    const int fd = ::open(path.c_str(), O_RDWR | O_CLOEXEC);
+    if (fd < 0) {
+      return failf(PTO_ERROR_INVALID_HANDLE, "ptoIpcOpenMemHandle: the memory of process ", shared.pid,
+                   " cannot be opened (", path, ": ", std::strerror(errno),
+                   "): that process has exited or freed it, or it belongs to another user");
+    }
+    struct stat file{};
+    const bool same = fstat(fd, &file) == 0 && static_cast<uint64_t>(file.st_dev) == shared.file_device &&
+                      static_cast<uint64_t>(file.st_ino) == shared.inode &&
+                      static_cast<uint64_t>(file.st_size) == shared.mapped_bytes;
+    void* memory = same ? memory_.map(fd, shared.mapped_bytes) : nullptr;
+    const int error = errno;
+    ::close(fd);
+    if (!same) {
+      return failf(PTO_ERROR_INVALID_HANDLE, "ptoIpcOpenMemHandle: process ", shared.pid,
+                   " has freed the memory of this handle");
+    }
+    if (memory == nullptr) {
+      return failf(PTO_ERROR_OUT_OF_MEMORY, "ptoIpcOpenMemHandle: cannot map ", shared.mapped_bytes,
+                   " bytes of process ", shared.pid, "'s memory: ", std::strerror(error));
+    }
+    std::lock_guard<std::mutex> lock(memory_mutex_);
+    allocations_[reinterpret_cast<uintptr_t>(memory)] = Allocation{shared.size, device, true};
+    *ptr = memory;
+    return PTO_SUCCESS;
+  }
+
+  ptoError ipcCloseMemHandle(void* ptr) override {
+    if (!isOpened(ptr)) {
+      return failf(PTO_ERROR_INVALID_VALUE, "ptoIpcCloseMemHandle: ", ptr,
+                   " is not memory opened by ptoIpcOpenMemHandle");
+    }
+    int32_t device = -1;
+    {
+      std::lock_guard<std::mutex> lock(memory_mutex_);
+      device = allocations_.at(reinterpret_cast<uintptr_t>(ptr)).device;
+    }
+    // As free: the work queued on the device may still use the memory. A host
+    // function dropping the last use of received memory (a collective's keep-alive)
+    // closes it on its stream's worker, whose earlier work has run: waiting for
+    // that stream would wait for itself.
+    for (const std::shared_ptr<SimStream>& stream : streamsOf(device)) {
+      if (!stream->runsOnThisThread()) stream->waitIdle();
+    }
+    std::lock_guard<std::mutex> lock(memory_mutex_);
+    allocations_.erase(reinterpret_cast<uintptr_t>(ptr));
+    memory_.release(ptr);
     return PTO_SUCCESS;
   }
 
@@ -509,6 +624,12 @@ class SimDriver final : public Driver {
     if (it == events_.end()) return failf(PTO_ERROR_INVALID_HANDLE, handle, " is not a live event");
     *event = it->second;
     return PTO_SUCCESS;
+  }
+
+  bool isOpened(const void* ptr) {
+    std::lock_guard<std::mutex> lock(memory_mutex_);
+    auto it = allocations_.find(reinterpret_cast<uintptr_t>(ptr));
+    return it != allocations_.end() && it->second.opened;
   }
 
   const std::pair<const uintptr_t, Allocation>* findLocked(const void* ptr) const {

@@ -128,7 +128,16 @@ void SimStream::adoptFailure(ptoError code, const std::string& message) {
   sticky_message_ = message;
 }
 
+namespace {
+
+constinit thread_local const SimStream* tls_worker_of = nullptr;  // the stream whose worker this thread is
+
+}  // namespace
+
+bool SimStream::runsOnThisThread() const { return tls_worker_of == this; }
+
 void SimStream::workerLoop() {
+  tls_worker_of = this;
   for (;;) {
     Command command;
     spinUntil([&] {

@@ -64,6 +64,8 @@ class SimStream {
   void waitIdle();
   // PTO_ERROR_NOT_READY while busy; otherwise reports (and clears) a sticky error.
   ptoError query();
+  // Whether the calling thread is this stream's worker (running one of its host functions).
+  bool runsOnThisThread() const;
 
  private:
   void workerLoop();
