@@ -77,6 +77,7 @@ struct IpcHandle {
   uint32_t magic = 0;
   int32_t pid = 0;
   int32_t fd = -1;
+  int32_t unused = 0;  // named, so that no byte of a handle is padding: two handles of one allocation compare equal
   uint64_t file_device = 0;
   uint64_t inode = 0;
   uint64_t mapped_bytes = 0;  // the memfd's size
@@ -235,9 +236,10 @@ class SimDriver final : public Driver {
       return failf(PTO_ERROR_OUT_OF_MEMORY, "ptoIpcGetMemHandle: cannot back the ", allocation.size,
                    "-byte allocation at ", ptr, " with shared memory: ", std::strerror(errno));
     }
-    *handle = encode(IpcHandle{kIpcMagic, getpid(), fd, static_cast<uint64_t>(file.st_dev),
-                               static_cast<uint64_t>(file.st_ino), static_cast<uint64_t>(file.st_size),
-                               allocation.size});
+    *handle = encode(IpcHandle{.magic = kIpcMagic, .pid = getpid(), .fd = fd,
+                               .file_device = static_cast<uint64_t>(file.st_dev),
+                               .inode = static_cast<uint64_t>(file.st_ino),
+                               .mapped_bytes = static_cast<uint64_t>(file.st_size), .size = allocation.size});
     return PTO_SUCCESS;
   }
 
