@@ -110,12 +110,15 @@ def forward_stores(segment: Segment, stores: list, caller_buffers: set) -> None:
 
 
 def _program_text(segment: Segment, arguments: list) -> tuple[str, int]:
-    """The segment's PTO-AS with `arguments` as buffers 0..n-1 (in that order), then its
-    temporaries; and how many temporaries there are."""
-    order = arguments + [s for s in segment.storages if s not in arguments]
+    """The segment's PTO-AS with `arguments` as buffers 0..n-1 (in that order), then the
+    temporaries an instruction still names (forward_stores leaves some unread); and how
+    many temporaries there are."""
+    steps = segment.constants + segment.instructions
+    named = {operand[0] for _, operands, _ in steps for operand in operands}
+    order = arguments + [s for s in segment.storages if s not in arguments and segment.buffers[s] in named]
     renumber = {segment.buffers[s]: i for i, s in enumerate(order) if s in segment.buffers}
     instructions = [(mnemonic, [(renumber[buffer], *rest) for buffer, *rest in operands], immediates)
-                    for mnemonic, operands, immediates in segment.constants + segment.instructions]
+                    for mnemonic, operands, immediates in steps]
     if not instructions:
         raise Unsupported("a program with no instruction")
     kinds = [("input" if i < len(arguments) else "temp", segment.extents.get(s, 0) * s.dtype.itemsize)
