@@ -67,6 +67,7 @@ from pypto_torch.pto.streams import (
 from pypto_torch.pto.utilization import utilization
 
 globals().update(STORAGE_CLASSES)  # torch.pto.FloatStorage, ...
+_inductor.keep_whole_on_pto()
 
 def _device_index(device: Any, optional: bool = True) -> int:
     """Index of `device` (a torch.device, 'pto:1', an int, or None for the current one)."""

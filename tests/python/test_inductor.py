@@ -80,6 +80,37 @@ def test_a_training_step_matches_the_cpu():
         assert_close(q.grad.cpu(), p.grad, msg=name)
 
 
+def test_row_ops_stay_whole_on_pto_and_are_decomposed_on_the_cpu():
+    """Softmax, layer norm and GELU (and, in training, their gradients) are extern calls of
+    pto's row kernels in pto's code; Inductor on the CPU still generates them."""
+    cpu, pto = _twins(Block)
+    x = _inputs(4, 5, 16)
+    _, (code,) = run_and_get_code(torch.compile(pto), x.to("pto"))
+    for op in ("aten._softmax", "aten.native_layer_norm", "aten.gelu"):
+        assert f"torch.ops.{op}.default(" in code, op
+    _, (cpu_code,) = run_and_get_code(torch.compile(cpu), x)
+    assert "torch.ops.aten._softmax" not in cpu_code and "torch.ops.aten.native_layer_norm" not in cpu_code
+
+    x.requires_grad_(True)
+    _, codes = run_and_get_code(lambda t: torch.compile(pto)(t).sum().backward(), x.to("pto").detach().requires_grad_())
+    backward = codes[-1]
+    for op in ("aten._softmax_backward_data", "aten.native_layer_norm_backward", "aten.gelu_backward"):
+        assert f"torch.ops.{op}.default(" in backward, op
+
+
+def test_attention_with_a_fully_masked_row_gives_zeros_as_the_cpu_does():
+    """scaled_dot_product_attention's math form guards rows that are all -inf
+    (aten._safe_softmax); on pto the guard reads the row's maximum."""
+    q, k, v = (_inputs(2, 3, 6, 8, seed=s) for s in range(3))
+    mask = torch.rand(6, 6, generator=torch.Generator().manual_seed(3)) > 0.5
+    mask[2] = False  # a query that may attend to nothing
+    attend = lambda q, k, v, mask: F.scaled_dot_product_attention(q, k, v, attn_mask=mask)  # noqa: E731
+    expected = attend(q, k, v, mask)
+    actual = torch.compile(attend)(*(t.to("pto") for t in (q, k, v, mask)))
+    assert expected[:, :, 2].eq(0).all()
+    assert_close(actual.cpu(), expected)
+
+
 @pytest.mark.parametrize("how", ["dynamic=True", "automatic", "reduce-overhead", "max-autotune"])
 def test_varying_batch_sizes_and_modes(how):
     def mlp():
