@@ -146,6 +146,9 @@ void addTransformerRecipes(Table& table) {
                               args.integer("num_head")};
     if (args.integer("embed_dim") != attention.query.shape.back()) throw NotApplicable("embed_dim not the query's");
     const bool need_weights = args.flag("need_weights", true);
+    // Without weights the compiler's graph still has the meta kernel's empty tensor for
+    // them (eager returns none): an empty fill makes it the program's own output.
+    if (!need_weights && args.resultCount() > 1) r.emit(Opcode::kFill, args.result(1), {}, {0.0});
     multiHeadAttention(r, attention, args.result(0), need_weights ? std::optional<View>(args.result(1)) : std::nullopt,
                        args.flag("average_attn_weights", true));
   };
