@@ -9,7 +9,6 @@
 #include <optional>
 #include <string>
 #include <utility>
-#include <string_view>
 #include <vector>
 
 #include "aten_instructions.h"
