@@ -2,7 +2,7 @@
 
     python3 benchmarks/bench_ops.py [--quick]
 
-Seven measurements, each printed as a plain-text table with a column saying whether
+Eight measurements, each printed as a plain-text table with a column saying whether
 the aim is met (✓) or not (✗):
   1. large elementwise ops on 16M float32: time vs CPU (aim <= 1.0) and achieved
      bandwidth vs a STREAM-style copy measured in the same run (aim >= 80%);
@@ -14,7 +14,11 @@ the aim is met (✓) or not (✗):
   6. random draws filling 16M float32 (normal_, uniform_, bernoulli_, dropout, random_):
      time vs CPU (aim <= 1.0; the generators differ, the work is the same);
   7. conv2d (a ResNet-style 3x3 layer), forward and forward + backward: time vs CPU's
-     oneDNN (aim <= 1.0).
+     oneDNN (aim <= 1.0);
+  8. torch's transformer inference fast paths (nn.TransformerEncoderLayer and
+     nn.MultiheadAttention in eval under no_grad: aten::_transformer_encoder_layer_fwd and
+     aten::_native_multi_head_attention), eager and the layer compiled: time vs CPU
+     (aim <= 1.0).
 
 Every figure is the best of several timed repetitions after warm-up. A repetition
 runs the op enough times back to back to last a few tens of milliseconds; pto
@@ -440,6 +444,36 @@ def bench_convolution(b: Bench) -> None:
     torch.pto.empty_cache()
 
 
+# 8. Transformer inference fast paths ------------------------------------------------------
+
+def bench_transformer_fast_paths(b: Bench) -> None:
+    torch.manual_seed(0)
+    d_model, heads, batch, seq = 512, 8, 8, 128
+    layer_cpu = torch.nn.TransformerEncoderLayer(d_model, heads, batch_first=True, dropout=0.0).eval()
+    layer_pto = torch.nn.TransformerEncoderLayer(d_model, heads, batch_first=True, dropout=0.0).eval()
+    layer_pto.load_state_dict(layer_cpu.state_dict())
+    layer_pto.to("pto")
+    mha_cpu = torch.nn.MultiheadAttention(d_model, heads, batch_first=True).eval()
+    mha_pto = torch.nn.MultiheadAttention(d_model, heads, batch_first=True).eval()
+    mha_pto.load_state_dict(mha_cpu.state_dict())
+    mha_pto.to("pto")
+    x_cpu = torch.randn(batch, seq, d_model)
+    x_pto = x_cpu.to("pto")
+    compiled_pto = torch.compile(layer_pto, backend="pypto")
+    cases = [
+        ("TransformerEncoderLayer", lambda layer, mha, compiled, x: layer(x)),
+        ("  compiled (pto: backend=\"pypto\", CPU: eager)", lambda layer, mha, compiled, x: compiled(x)),
+        ("MultiheadAttention, need_weights=False", lambda layer, mha, compiled, x: mha(x, x, x, need_weights=False)),
+        ("  need_weights=True (averaged)", lambda layer, mha, compiled, x: mha(x, x, x)),
+    ]
+    with torch.no_grad():
+        time_ratio_table(b, f"8. Transformer inference fast paths (eval, no_grad), d_model {d_model}, {heads} heads, "
+                            f"batch {batch}, seq {seq}, float32, ms per call (best of {b.reps})", "", cases,
+                         (layer_cpu, mha_cpu, layer_cpu, x_cpu), (layer_pto, mha_pto, compiled_pto, x_pto))
+    del layer_pto, mha_pto, compiled_pto, x_pto
+    torch.pto.empty_cache()
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="shorter run (no 4096 matmul, shorter repetitions)")
@@ -455,7 +489,7 @@ def main() -> None:
     failed = []
     with fresh_inductor_cache():
         for section in (bench_elementwise, bench_reductions, bench_matmul, bench_row_ops, bench_small_ops,
-                        bench_random, bench_convolution):
+                        bench_random, bench_convolution, bench_transformer_fast_paths):
             if bench.budget.exhausted():
                 print("\n" + bench.note(bench.budget.skipped(section.__name__)))
                 continue

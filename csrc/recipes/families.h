@@ -16,5 +16,6 @@ void addCopyRecipes(Table& table);         // copies.cpp: moves, casts, fills, c
 void addReductionRecipes(Table& table);    // reductions.cpp: sums, means, extremes, variances
 void addRowRecipes(Table& table);          // rows.cpp: softmax and the normalisations
 void addProductRecipes(Table& table);      // products.cpp: matrix products, attention, gathers, scatters
+void addTransformerRecipes(Table& table);  // transformers.cpp: the attention and encoder layer fast paths
 
 }  // namespace pto::recipes

@@ -629,7 +629,8 @@ def through_layer_norm(bound_value, h, dims=(-1,), weight=None, eps=1e-5) -> Bou
     return Bound(carried + own.value, f"r|w|(d + mean d + |x^|mean(|x^|d)) + {own.name}")
 
 
-def attention_bound(q, k, v, is_causal=False, scale=None, d_q=0.0, d_k=0.0, d_v=0.0) -> Bound:
+def attention_bound(q, k, v, is_causal=False, scale=None, d_q=0.0, d_k=0.0, d_v=0.0, mask=None,
+                    of_weights=False) -> Bound:
     """F.scaled_dot_product_attention(q, k, v) (no dropout, float32) on two
     implementations, whose q, k, v may already differ by d_q, d_k, d_v. First order:
       scores S = scale q k^T: |dS| <= scale (d_q |k|^T + |q| d_k^T) + 2 gamma_{D+1} scale |q| |k|^T
@@ -639,7 +640,8 @@ def attention_bound(q, k, v, is_causal=False, scale=None, d_q=0.0, d_k=0.0, d_v=
       out = P v: (1 + gamma) (|dP| |v| + P d_v) + 2 gamma_{2L+2} (P |v|), L the keys summed
         over, 2L + 2 roundings leaving room for an online softmax's rescaling of its
         partial sums (the CPU's flash attention does it once per block of keys).
-    Masked (causal) scores are exactly 0 in P on both sides."""
+    Masked (causal, or False in a boolean `mask` broadcast to the scores) scores are
+    exactly 0 in P on both sides. `of_weights`: the bound of P itself (|dP|)."""
     qd, kd, vd = (_as_double(t) for t in (q, k, v))
     head = q.shape[-1]
     keys = k.shape[-2]
@@ -653,11 +655,16 @@ def attention_bound(q, k, v, is_causal=False, scale=None, d_q=0.0, d_k=0.0, d_v=
         mask = torch.ones(s.shape[-2], s.shape[-1], dtype=torch.bool).tril()
         s = s.masked_fill(~mask, float("-inf"))
         ds = ds.masked_fill(~mask, 0.0)
+    if mask is not None:
+        s = s.masked_fill(~mask, float("-inf"))
+        ds = ds.masked_fill(~mask, 0.0)
     p = torch.softmax(s, -1)
     shifted = torch.where(p > 0, (s - s.amax(-1, keepdim=True)).abs(), torch.zeros_like(s))
     term = u * shifted + 4 * u
     own = 2 * p * (term + gamma(keys) + term.amax(-1, keepdim=True) + u)
     dp = p * (ds + ds.amax(-1, keepdim=True)) + own
+    if of_weights:
+        return Bound(dp, "attention weights: P(|dS| + max|dS|) + softmax's own, first order")
     dv = torch.as_tensor(d_v, dtype=torch.float64) * torch.ones_like(vd)
     out = (1 + gamma(2 * keys + 2)) * (dp @ vd.abs() + p @ dv) + 2 * gamma(2 * keys + 2) * (p @ vd.abs())
     return Bound(out, "attention: (1+gamma)(|dP||v| + P d_v) + 2*gamma_{2L+2}*P|v|, first order")
