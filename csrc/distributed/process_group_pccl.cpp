@@ -31,13 +31,19 @@ size_t bufferBytes() {
   return static_cast<size_t>(bytes);
 }
 
+// The host as the ranks see each other: its name and boot, and the network
+// namespace. Ranks in two namespaces of one machine (containers, `ip netns`) may
+// well share /dev/shm, but they meet over the network as separate hosts do, and
+// are treated as such: their bytes move through Gloo.
 std::string hostIdentity() {
   char name[256] = {};
   gethostname(name, sizeof(name) - 1);
   std::ifstream boot("/proc/sys/kernel/random/boot_id");
   std::string boot_id;
   std::getline(boot, boot_id);
-  return std::string(name) + "/" + boot_id;
+  char network[64] = {};
+  const ssize_t length = readlink("/proc/self/ns/net", network, sizeof(network) - 1);
+  return std::string(name) + "/" + boot_id + "/" + (length > 0 ? std::string(network, length) : "");
 }
 
 std::vector<uint8_t> bytesOf(const std::string& text) { return {text.begin(), text.end()}; }
