@@ -22,6 +22,9 @@ constexpr size_t kDefaultBufferBytes = size_t{4} << 20;
 // Below this many gathered bytes an allreduce exchanges once and every rank
 // reduces everything (latency); above it, a reduce-scatter then an allgather.
 constexpr size_t kOneShotBytes = size_t{512} << 10;
+// Above this many bytes per rank an allreduce over the Gloo transport is Gloo's
+// own (reducesOverGloo): its allgather costs more than its ring from here on.
+constexpr size_t kGlooRingBytes = size_t{4} << 10;
 
 size_t bufferBytes() {
   const char* value = std::getenv("PTO_PCCL_BUFFER_BYTES");
@@ -278,8 +281,8 @@ void reduceScatterFlat(Collective& c, const std::vector<at::Tensor>& inputs, con
 
 bool ProcessGroupPCCL::reducesOverGloo(const at::Tensor& flat, const c10d::ReduceOp& op) const {
   if (std::strcmp(channel_->transport().name(), "gloo") != 0) return false;
-  // Small tensors: one exchange and a reduction on every rank is the quicker.
-  if (static_cast<size_t>(flat.numel()) * flat.element_size() * size_ <= kOneShotBytes) return false;
+  // Tiny tensors: one exchange and a reduction on every rank is the quicker.
+  if (static_cast<size_t>(flat.numel()) * flat.element_size() <= kGlooRingBytes) return false;
   const at::ScalarType dtype = flat.scalar_type();
   const c10d::ReduceOp::RedOpType kind = op.op_;
   if (dtype == at::kByte || dtype == at::kChar || dtype == at::kInt || dtype == at::kLong) {
@@ -304,6 +307,9 @@ void ProcessGroupPCCL::allreduceOverGloo(Collective& c, const at::Tensor& flat, 
   }
   const std::shared_ptr<uint8_t[]> staging = gloo_staging_;
   c.keepAlive(staging);
+  // The headers alone first: every rank called this collective with these
+  // shapes, or the error names the one that did not.
+  c.allgather(0);
   c10d::AllreduceOptions options;
   options.reduceOp = op;
   options.timeout = config_.timeout;
@@ -321,9 +327,6 @@ void ProcessGroupPCCL::allreduceOverGloo(Collective& c, const at::Tensor& flat, 
       started->push_back(gloo->allreduce(tensors, options));
     });
   }
-  // The headers alone, while the chunks move (a later tag of Gloo's): every rank
-  // called this collective with these shapes, or the error names the one that did not.
-  c.allgather(0);
   size_t index = 0;
   for (int64_t start = 0; start < flat.numel(); start += chunk, ++index) {
     const int64_t count = std::min(chunk, flat.numel() - start);

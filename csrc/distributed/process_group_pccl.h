@@ -126,7 +126,7 @@ class ProcessGroupPCCL final : public c10d::Backend {
   // Between hosts: after a header-only exchange (every rank called the same
   // collective), the tensor is staged in host memory in chunks and each chunk
   // reduced in place by Gloo's allreduce (its ring, on its own threads), started
-  // as soon as its copy has run, so the copies overlap the transfers.
+  // as soon as its copy has run, so the later chunks' copies overlap the transfers.
   void allreduceOverGloo(Collective& c, const at::Tensor& flat, const c10d::ReduceOp& op);
 
   Config config_;
