@@ -6,7 +6,8 @@
 // buffers, the transfer (a host function: transport.h), host-to-device copies
 // out of them and the reductions, which are pto ops (PTO instructions) on that
 // stream. The returned Work is WorkPCCL (work_pccl.h). The bytes move through
-// shared memory when every rank is on this host, else through Gloo.
+// shared memory when every rank is on this host (and network namespace), else
+// through Gloo, whose own ring then reduces large allreduces.
 #pragma once
 
 #include <torch/csrc/distributed/c10d/Backend.hpp>
