@@ -6,8 +6,9 @@ The script spawns its own ranks (torch.multiprocessing, spawn; MASTER_ADDR 127.0
 and a free MASTER_PORT) and prints three plain-text tables:
   1. all_reduce (SUM, float32), 8 B .. 256 MiB (--quick: .. 16 MiB), on 2 and 4 ranks:
      latency and bus bandwidth of gloo on CPU tensors, pccl over shared memory and
-     pccl over its Gloo TCP transport (PTO_PCCL_TRANSPORT=gloo), as nccl-tests
-     defines them: algbw = bytes / time, busbw = algbw * 2(n-1)/n;
+     pccl over its Gloo TCP transport (PTO_PCCL_TRANSPORT=gloo, the path between hosts), as
+     nccl-tests defines them: algbw = bytes / time, busbw = algbw * 2(n-1)/n; the aim: pccl
+     over TCP at Gloo's time or better (<= 1.0) at 16 KiB, 1 MiB, 16 MiB and 256 MiB;
   2. DistributedDataParallel step time of an MLP (~10 MiB of parameters) on pto, 2 ranks,
      default bucketing, against one process doing the same per-rank work without DDP,
      alone and while a second process does the same work at the same time (on a
@@ -48,13 +49,15 @@ import torch.distributed as dist
 import torch.multiprocessing as mp
 
 import pypto_torch
-from _timing import OtherLoad, context_header, fell_back_since, table
+from _timing import Aims, OtherLoad, context_header, fell_back_since, table
 
 KiB, MiB = 2**10, 2**20
 ALLREDUCE_SIZES = [8, 64, KiB, 16 * KiB, 256 * KiB, MiB, 4 * MiB, 16 * MiB, 64 * MiB, 256 * MiB]
 ALLTOALL_SIZES = [64 * KiB, MiB, 16 * MiB]
 WORLD_SIZES = [2, 4]
 VARIANTS = ["gloo", "pccl-shm", "pccl-gloo"]  # gloo: CPU tensors; pccl-*: pto tensors, by transport
+# Sizes whose pccl-over-TCP time is held to Gloo's own (aim <= 1.0): the path between hosts.
+TCP_AIM_SIZES = [16 * KiB, MiB, 16 * MiB, 256 * MiB]
 RANK_TIMEOUT = timedelta(seconds=180)
 
 
@@ -346,15 +349,22 @@ def _variant_rows(res: dict, kind: str, sizes: list, moved_bytes) -> list:
 
 
 def report_allreduce(results: dict, sizes: list) -> None:
+    aims = Aims("bench_distributed")
     for world, res in results.items():
         factor = 2 * (world - 1) / world
         rows = _variant_rows(res, "allreduce", sizes, lambda nbytes: nbytes * factor)
+        for row, nbytes in zip(rows, sizes):
+            ratio = round(_median(res[("allreduce", "pccl-gloo", nbytes)]) / _median(res[("allreduce", "gloo", nbytes)]), 2)
+            mark = aims.aim(ratio <= 1.0, f"all_reduce {size_name(nbytes)}, {world} ranks: pccl over TCP / gloo time "
+                                          f"{ratio} (aim <= 1.0)") if nbytes in TCP_AIM_SIZES else ""
+            row += [f"{ratio:.2f} {mark}".strip()]
         table(f"1. all_reduce SUM float32, {world} ranks: median time per call, bus bandwidth "
               f"(busbw = bytes/time * 2(n-1)/n)",
               ["size", "gloo us", "pccl-shm us", "pccl-gloo us",
-               "gloo GB/s", "pccl-shm GB/s", "pccl-gloo GB/s", "shm/gloo time"], rows)
+               "gloo GB/s", "pccl-shm GB/s", "pccl-gloo GB/s", "shm/gloo time", "tcp/gloo time"], rows)
     print("gloo: CPU tensors on the gloo backend; pccl-shm / pccl-gloo: pto tensors on pccl over shared memory /\n"
-          "over its Gloo TCP transport. shm/gloo time > 1: pccl over shm is slower than gloo on CPU tensors.")
+          "over its Gloo TCP transport (loopback, as between hosts). shm/gloo, tcp/gloo time > 1: pccl is slower\n"
+          f"than gloo on CPU tensors; tcp/gloo is held to <= 1.0 at {', '.join(map(size_name, TCP_AIM_SIZES))}.")
 
 
 def report_alltoall(results: dict, sizes: list) -> None:

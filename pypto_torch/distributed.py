@@ -9,7 +9,9 @@ Importing pypto_torch registers it for the device ``pto``, so each of these work
 Collectives are queued on the device's communication stream after the caller's
 current stream, and return a Work whose ``wait()`` makes the current stream wait
 (the host does not block). The bytes move through shared memory when every rank
-of the group is on this host, else through Gloo over TCP; ``PTO_PCCL_TRANSPORT``
+of the group is on this host (ranks in two network namespaces count as two hosts),
+else through Gloo over TCP, where an allreduce past 4 KiB per rank is Gloo's own ring
+on host-staged chunks (``GLOO_SOCKET_IFNAME`` picks its network, as for Gloo); ``PTO_PCCL_TRANSPORT``
 (``auto``, ``shm``, ``gloo``) overrides the choice, ``PTO_PCCL_BUFFER_BYTES`` sets
 how many bytes one exchange carries per rank (4 MiB by default).
 

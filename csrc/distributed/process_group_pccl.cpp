@@ -22,6 +22,9 @@ constexpr size_t kDefaultBufferBytes = size_t{4} << 20;
 // Below this many gathered bytes an allreduce exchanges once and every rank
 // reduces everything (latency); above it, a reduce-scatter then an allgather.
 constexpr size_t kOneShotBytes = size_t{512} << 10;
+// Above this many bytes per rank an allreduce over the Gloo transport is Gloo's
+// own (reducesOverGloo): its allgather costs more than its ring from here on.
+constexpr size_t kGlooRingBytes = size_t{4} << 10;
 
 size_t bufferBytes() {
   const char* value = std::getenv("PTO_PCCL_BUFFER_BYTES");
@@ -31,13 +34,19 @@ size_t bufferBytes() {
   return static_cast<size_t>(bytes);
 }
 
+// The host as the ranks see each other: its name and boot, and the network
+// namespace. Ranks in two namespaces of one machine (containers, `ip netns`) may
+// well share /dev/shm, but they meet over the network as separate hosts do, and
+// are treated as such: their bytes move through Gloo.
 std::string hostIdentity() {
   char name[256] = {};
   gethostname(name, sizeof(name) - 1);
   std::ifstream boot("/proc/sys/kernel/random/boot_id");
   std::string boot_id;
   std::getline(boot, boot_id);
-  return std::string(name) + "/" + boot_id;
+  char network[64] = {};
+  const ssize_t length = readlink("/proc/self/ns/net", network, sizeof(network) - 1);
+  return std::string(name) + "/" + boot_id + "/" + (length > 0 ? std::string(network, length) : "");
 }
 
 std::vector<uint8_t> bytesOf(const std::string& text) { return {text.begin(), text.end()}; }
@@ -270,6 +279,62 @@ void reduceScatterFlat(Collective& c, const std::vector<at::Tensor>& inputs, con
 
 }  // namespace
 
+bool ProcessGroupPCCL::reducesOverGloo(const at::Tensor& flat, const c10d::ReduceOp& op) const {
+  if (std::strcmp(channel_->transport().name(), "gloo") != 0) return false;
+  // Tiny tensors: one exchange and a reduction on every rank is the quicker.
+  if (static_cast<size_t>(flat.numel()) * flat.element_size() <= kGlooRingBytes) return false;
+  const at::ScalarType dtype = flat.scalar_type();
+  const c10d::ReduceOp::RedOpType kind = op.op_;
+  if (dtype == at::kByte || dtype == at::kChar || dtype == at::kInt || dtype == at::kLong) {
+    return kind == c10d::ReduceOp::SUM || kind == c10d::ReduceOp::PRODUCT || kind == c10d::ReduceOp::MIN ||
+           kind == c10d::ReduceOp::MAX || kind == c10d::ReduceOp::BAND || kind == c10d::ReduceOp::BOR ||
+           kind == c10d::ReduceOp::BXOR;
+  }
+  // Floating point: Gloo's min and max pass a NaN over where the device's
+  // propagate it; float16 and bfloat16 accumulate in float32 on the device,
+  // which Gloo's one rounded operation matches only between two ranks.
+  const bool same_rounding = dtype == at::kFloat || dtype == at::kDouble ||
+                             ((dtype == at::kHalf || dtype == at::kBFloat16) && size_ == 2);
+  return same_rounding && (kind == c10d::ReduceOp::SUM || kind == c10d::ReduceOp::PRODUCT);
+}
+
+void ProcessGroupPCCL::allreduceOverGloo(Collective& c, const at::Tensor& flat, const c10d::ReduceOp& op) {
+  const size_t es = flat.element_size();
+  const size_t bytes = static_cast<size_t>(flat.numel()) * es;
+  if (bytes > gloo_staging_bytes_) {
+    gloo_staging_ = std::shared_ptr<uint8_t[]>(new uint8_t[bytes]);
+    gloo_staging_bytes_ = bytes;
+  }
+  const std::shared_ptr<uint8_t[]> staging = gloo_staging_;
+  c.keepAlive(staging);
+  // The headers alone first: every rank called this collective with these
+  // shapes, or the error names the one that did not.
+  c.allgather(0);
+  c10d::AllreduceOptions options;
+  options.reduceOp = op;
+  options.timeout = config_.timeout;
+  // Four chunks at most (each a ring of Gloo's), of a round's bytes at least.
+  const int64_t chunk = std::max(roundElements(c, flat, 1), (flat.numel() + 3) / 4);
+  auto started = std::make_shared<std::vector<c10::intrusive_ptr<c10d::Work>>>();
+  for (int64_t start = 0; start < flat.numel(); start += chunk) {
+    const int64_t count = std::min(chunk, flat.numel() - start);
+    c.toHost(staging.get() + start * es, flat, start * es, count * es);
+    // The chunk owns its memory: a Gloo thread may still hold it after a failed collective.
+    const at::Tensor host = at::from_blob(staging.get() + start * es, {count}, [staging](void*) {},
+                                          at::TensorOptions().dtype(flat.scalar_type()));
+    c.hostTransfer([gloo = gloo_, started, host, options](Transport&, TransferStatus&) {
+      std::vector<at::Tensor> tensors{host};
+      started->push_back(gloo->allreduce(tensors, options));
+    });
+  }
+  size_t index = 0;
+  for (int64_t start = 0; start < flat.numel(); start += chunk, ++index) {
+    const int64_t count = std::min(chunk, flat.numel() - start);
+    c.hostTransfer([started, index](Transport&, TransferStatus&) { (*started)[index]->wait(); });
+    c.toDevice(flat, start * es, staging.get() + start * es, count * es);
+  }
+}
+
 c10::intrusive_ptr<c10d::Work> ProcessGroupPCCL::allreduce(std::vector<at::Tensor>& tensors,
                                                            const c10d::AllreduceOptions& opts) {
   const c10::Device device = deviceOf(tensors, "allreduce");
@@ -280,7 +345,11 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupPCCL::allreduce(std::vector<at::Tenso
   c.uses(tensors[0]);
   const at::Tensor flat = outputFlat(tensors[0]);
   if (!tensors[0].is_contiguous()) flat.copy_(tensors[0].reshape(-1));
-  allreduceFlat(c, flat, opts.reduceOp);
+  if (reducesOverGloo(flat, opts.reduceOp)) {
+    allreduceOverGloo(c, flat, opts.reduceOp);
+  } else {
+    allreduceFlat(c, flat, opts.reduceOp);
+  }
   writeBack(tensors[0], flat);
   return c.finish(tensors);
 }
@@ -295,7 +364,11 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupPCCL::allreduce_coalesced(std::vector
     c.uses(tensor);
     const at::Tensor flat = outputFlat(tensor);
     if (!tensor.is_contiguous()) flat.copy_(tensor.reshape(-1));
-    allreduceFlat(c, flat, opts.reduceOp);
+    if (reducesOverGloo(flat, opts.reduceOp)) {
+      allreduceOverGloo(c, flat, opts.reduceOp);
+    } else {
+      allreduceFlat(c, flat, opts.reduceOp);
+    }
     writeBack(tensor, flat);
   }
   return c.finish(tensors);

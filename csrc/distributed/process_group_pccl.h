@@ -6,7 +6,8 @@
 // buffers, the transfer (a host function: transport.h), host-to-device copies
 // out of them and the reductions, which are pto ops (PTO instructions) on that
 // stream. The returned Work is WorkPCCL (work_pccl.h). The bytes move through
-// shared memory when every rank is on this host, else through Gloo.
+// shared memory when every rank is on this host (and network namespace), else
+// through Gloo, whose own ring then reduces large allreduces.
 #pragma once
 
 #include <torch/csrc/distributed/c10d/Backend.hpp>
@@ -120,6 +121,14 @@ class ProcessGroupPCCL final : public c10d::Backend {
                                             std::vector<PendingMessage> messages);
   // A Work that completes once everything queued so far on the communication stream has run.
   c10::intrusive_ptr<WorkPCCL> markerWork();
+  // Whether Gloo's own allreduce gives what pccl's device reduction does on
+  // `flat` (process_group_pccl.cpp), and the tensor is large enough to gain by it.
+  bool reducesOverGloo(const at::Tensor& flat, const c10d::ReduceOp& op) const;
+  // Between hosts: after a header-only exchange (every rank called the same
+  // collective), the tensor is staged in host memory in chunks and each chunk
+  // reduced in place by Gloo's allreduce (its ring, on its own threads), started
+  // as soon as its copy has run, so the later chunks' copies overlap the transfers.
+  void allreduceOverGloo(Collective& c, const at::Tensor& flat, const c10d::ReduceOp& op);
 
   Config config_;
   c10::intrusive_ptr<c10d::Backend> gloo_;
@@ -129,6 +138,10 @@ class ProcessGroupPCCL final : public c10d::Backend {
   std::optional<c10::Device> device_;  // the device this group's collectives run on, once used
   std::optional<c10::Stream> comm_stream_;
   bool device_reads_host_ = false;  // the device's PTO_DEVICE_ATTR_PAGEABLE_MEMORY_ACCESS, once bound
+  // allreduceOverGloo's host memory, kept from call to call (its pages are
+  // touched once); a collective still queued keeps the one it uses alive.
+  std::shared_ptr<uint8_t[]> gloo_staging_;
+  size_t gloo_staging_bytes_ = 0;
   // Point-to-point operations issued between startCoalescing and endCoalescing:
   // their transfers start together, so a batch of sends and receives never waits
   // on its own order (batch_isend_irecv).

@@ -1,7 +1,9 @@
 // How the bytes of a collective move between the ranks of a group: host memory
 // to host memory. The pccl backend (process_group_pccl.h) stages pto tensors
-// through a transport's buffers and does every reduction on the device, so a
-// transport only moves bytes: it never interprets them.
+// through a transport's buffers and does the reductions on the device, so a
+// transport only moves bytes: it never interprets them. (Between hosts, an
+// allreduce Gloo reduces as the device does is Gloo's own, on staged host
+// memory, beside the transport: ProcessGroupPCCL::allreduceOverGloo.)
 //
 // Two transports: Gloo from the installed torch (TCP, any hosts; gloo_transport.h)
 // and POSIX shared memory for ranks on one host (shm_transport.h).
