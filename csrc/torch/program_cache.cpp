@@ -22,10 +22,22 @@ struct Key {
   isa::Instruction instruction;
 };
 
+// A key by reference: a lookup that hits copies no instruction (an allocation).
+struct KeyRef {
+  c10::DeviceIndex device;
+  const isa::Instruction& instruction;
+};
+
+KeyRef refOf(const Key& key) { return {key.device, key.instruction}; }
+KeyRef refOf(const KeyRef& key) { return key; }
+
 void mix(size_t& seed, uint64_t value) { seed ^= value + 0x9e3779b97f4a7c15ULL + (seed << 6) + (seed >> 2); }
 
 struct KeyHash {
-  size_t operator()(const Key& key) const {
+  using is_transparent = void;
+
+  size_t operator()(const auto& any_key) const {
+    const KeyRef key = refOf(any_key);
     size_t seed = static_cast<size_t>(key.instruction.opcode) * 131 + static_cast<size_t>(key.device);
     for (double immediate : key.instruction.immediates) {
       uint64_t bits;
@@ -47,7 +59,10 @@ struct KeyHash {
 
 // Immediates compare by their bits, so that a NaN fill value finds its program.
 struct KeyEqual {
-  bool operator()(const Key& a, const Key& b) const {
+  using is_transparent = void;
+
+  bool operator()(const auto& any_a, const auto& any_b) const {
+    const KeyRef a = refOf(any_a), b = refOf(any_b);
     return a.device == b.device && a.instruction.opcode == b.instruction.opcode &&
            std::memcmp(a.instruction.immediates.data(), b.instruction.immediates.data(),
                        sizeof a.instruction.immediates) == 0 &&
@@ -63,13 +78,12 @@ class ProgramCache {
   }
 
   ptoProgram get(const isa::Instruction& instruction, c10::DeviceIndex device) {
-    Key key{device, instruction};
-    if (auto hit = index_.find(key); hit != index_.end()) {
+    if (auto hit = index_.find(KeyRef{device, instruction}); hit != index_.end()) {
       order_.splice(order_.begin(), order_, hit->second);
       return hit->second->second;
     }
     ptoProgram program = load(instruction, device);
-    order_.emplace_front(std::move(key), program);
+    order_.emplace_front(Key{device, instruction}, program);
     index_.emplace(order_.front().first, order_.begin());
     if (order_.size() > kCapacity) {
       index_.erase(order_.back().first);

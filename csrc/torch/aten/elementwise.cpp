@@ -11,6 +11,7 @@
 
 #include "../dtype_map.h"
 #include "composite.h"
+#include "host_scalars.h"
 #include "instruction_launch.h"
 
 namespace pto::torch_glue {
@@ -19,7 +20,7 @@ namespace pto::torch_glue {
 // where they disagree, dense): inputs with their default strides (0-dim ones aside)
 // give a contiguous result; any other layout asks TensorIterator itself, which
 // allocates the result (through empty_strided, on pto) without running anything.
-at::Tensor elementwiseResult(std::initializer_list<at::Tensor> inputs, c10::IntArrayRef shape,
+at::Tensor elementwiseResult(TensorRefs inputs, c10::IntArrayRef shape,
                              at::ScalarType result, const c10::Device& device) {
   const auto options = at::TensorOptions().dtype(result).device(device);
   const bool default_strides = std::all_of(inputs.begin(), inputs.end(), [&](const at::Tensor& t) {
@@ -41,7 +42,7 @@ using isa::Opcode;
 bool isPto(const at::Tensor& t) { return t.device().type() == c10::kPrivateUse1; }
 
 // The pto device of an op's tensors; CPU tensors may only join as 0-dim scalars.
-c10::Device commonDevice(std::initializer_list<at::Tensor> tensors, std::string_view op) {
+c10::Device commonDevice(TensorRefs tensors, std::string_view op) {
   std::optional<c10::Device> device;
   for (const at::Tensor& t : tensors) {
     if (t.defined() && isPto(t)) {
@@ -62,18 +63,20 @@ c10::Device commonDevice(std::initializer_list<at::Tensor> tensors, std::string_
 // `t` as a pto tensor of `dtype` on `device`: CPU scalars are filled in, other
 // dtypes converted on the device.
 at::Tensor onDevice(const at::Tensor& t, at::ScalarType dtype, const c10::Device& device) {
-  if (!isPto(t)) {
-    at::Tensor scalar = at::empty({}, t.options().dtype(dtype).device(device));
-    fill(scalar, t.item());
-    return scalar;
-  }
+  if (!isPto(t)) return deviceScalar(t.item(), dtype, device);
   return t.scalar_type() == dtype ? t : t.to(dtype);
+}
+
+// onDevice(t) broadcast to `shape`: a view only where t has another shape.
+at::Tensor onDevice(const at::Tensor& t, at::ScalarType dtype, const c10::Device& device, c10::IntArrayRef shape) {
+  at::Tensor operand = onDevice(t, dtype, device);
+  return operand.sizes() == shape ? operand : operand.expand(shape);
 }
 
 // The output tensor of an op: a new one, `self` (in-place) or `out`, checked as torch checks.
 // An out of another shape is resized and laid out as a new result would be, as
 // TensorIterator restrides the CPU's.
-at::Tensor outputFor(const at::Tensor& out, std::initializer_list<at::Tensor> inputs, c10::IntArrayRef shape,
+at::Tensor outputFor(const at::Tensor& out, TensorRefs inputs, c10::IntArrayRef shape,
                      at::ScalarType result, const c10::Device& device) {
   if (!out.defined()) return elementwiseResult(inputs, shape, result, device);
   TORCH_CHECK(at::canCast(result, out.scalar_type()), "result type ", result,
@@ -90,7 +93,7 @@ at::Tensor outputFor(const at::Tensor& out, std::initializer_list<at::Tensor> in
 // TensorIterator's overlap checks, made before an op decides between its instruction
 // and the CPU fallback (whose copies no longer overlap): "unsupported operation" for
 // an out whose elements repeat or that partly overlaps an input.
-void checkOutputOverlap(const at::Tensor& out, std::initializer_list<at::Tensor> inputs) {
+void checkOutputOverlap(const at::Tensor& out, TensorRefs inputs) {
   if (!out.defined()) return;
   at::assert_no_internal_overlap(out);
   for (const at::Tensor& input : inputs) at::assert_no_partial_overlap(out, input);
@@ -181,8 +184,8 @@ at::Tensor binaryOp(Opcode opcode, Promotion promotion, const at::Tensor& self, 
   checkIntegerDivisor(opcode, compute, other);
   const at::Tensor output = outputFor(out, {self, other}, shape, result, device);
   const at::ScalarType launched = scalarInFloat(opcode, compute, other) ? at::kFloat : compute;
-  const at::Tensor a = onDevice(self, launched, device).expand(shape);
-  const at::Tensor b = onDevice(other, launched, device).expand(shape);
+  const at::Tensor a = onDevice(self, launched, device, shape);
+  const at::Tensor b = onDevice(other, launched, device, shape);
   launchInto(opcode, output, promotion == Promotion::kCompare ? at::kBool : launched, {a, b}, {alpha, 0.0});
   return output;
 }
@@ -210,9 +213,8 @@ at::Tensor whereOp(const at::Tensor& condition, const at::Tensor& self, const at
       at::infer_size(at::infer_size(condition.sizes(), self.sizes()), other.sizes());
   const at::Tensor output = outputFor(out, {condition, self, other}, shape, compute, device);
   launchInto(row.opcode, output, compute,
-             {onDevice(condition, at::kBool, device).expand(shape),
-              onDevice(self, compute, device).expand(shape),
-              onDevice(other, compute, device).expand(shape)}, {});
+             {onDevice(condition, at::kBool, device, shape), onDevice(self, compute, device, shape),
+              onDevice(other, compute, device, shape)}, {});
   return output;
 }
 
@@ -227,8 +229,8 @@ at::Tensor ternaryOp(Opcode opcode, const at::Tensor& self, const at::Tensor& te
   const std::vector<int64_t> shape = at::infer_size(at::infer_size(self.sizes(), tensor1.sizes()), tensor2.sizes());
   const at::Tensor output = outputFor(out, {self, tensor1, tensor2}, shape, compute, device);
   launchInto(opcode, output, compute,
-             {onDevice(self, compute, device).expand(shape), onDevice(tensor1, compute, device).expand(shape),
-              onDevice(tensor2, compute, device).expand(shape)},
+             {onDevice(self, compute, device, shape), onDevice(tensor1, compute, device, shape),
+              onDevice(tensor2, compute, device, shape)},
              {value.toDouble(), 0.0});
   return output;
 }

@@ -6,6 +6,9 @@
 #include <ATen/ATen.h>
 #include <ATen/native/BinaryOps.h>
 
+#include <functional>
+#include <initializer_list>
+
 #include "recipes/aten_instructions.h"
 #include "fallback.h"
 
@@ -15,6 +18,10 @@ namespace pto::torch_glue {
 using recipes::AtenInstruction;
 using recipes::atenInstruction;
 using recipes::Promotion;
+
+// The tensors of an op, by reference: a copy of a tensor Python holds takes the GIL
+// (its refcount leaving 1 increments the Python object's), which the op runs without.
+using TensorRefs = std::initializer_list<std::reference_wrapper<const at::Tensor>>;
 
 // out == undefined: functional (returns a new tensor); out == self: in-place.
 // Returns an undefined tensor when PTO cannot run it (the caller falls back).
@@ -36,7 +43,7 @@ bool copyOnDevice(const at::Tensor& dst, const at::Tensor& src);
 // A new result of an elementwise op over `inputs` (broadcast to `shape`), laid out as
 // TensorIterator lays out the CPU's: channels_last stays channels_last, a permuted
 // input gives a permuted result, an ambiguous one (N, C, 1, 1) keeps its strides.
-at::Tensor elementwiseResult(std::initializer_list<at::Tensor> inputs, c10::IntArrayRef shape,
+at::Tensor elementwiseResult(TensorRefs inputs, c10::IntArrayRef shape,
                              at::ScalarType result, const c10::Device& device);
 
 at::Tensor& fill(at::Tensor& self, const at::Scalar& value);  // falls back itself if needed

@@ -1,5 +1,7 @@
 #include "instruction_launch.h"
 
+#include <c10/util/SmallVector.h>
+
 #include <algorithm>
 #include <vector>
 
@@ -32,12 +34,13 @@ isa::Operand operandOf(const at::Tensor& tensor, int32_t buffer) {
 // An instruction under construction: its operands and the buffers behind them.
 struct Launch {
   isa::Instruction instruction;
-  std::vector<void*> buffers;
-  std::vector<uint64_t> sizes;
+  c10::SmallVector<void*, 4> buffers;
+  c10::SmallVector<uint64_t, 4> sizes;
 
-  Launch(isa::Opcode opcode, std::array<double, isa::kMaxImmediates> immediates) {
+  Launch(isa::Opcode opcode, std::array<double, isa::kMaxImmediates> immediates, size_t operands) {
     instruction.opcode = opcode;
     instruction.immediates = immediates;
+    instruction.operands.reserve(operands);
   }
 
   isa::Operand& bind(const at::Tensor& tensor, const at::Tensor& out) {
@@ -61,7 +64,7 @@ struct Launch {
 
 void launchOnce(isa::Opcode opcode, const std::vector<at::Tensor>& operands,
                 std::array<double, isa::kMaxImmediates> immediates) {
-  Launch launch(opcode, immediates);
+  Launch launch(opcode, immediates, operands.size());
   for (const at::Tensor& operand : operands) launch.bind(operand, operands.front());
   launch.onStreamOf(operands.front());
 }
@@ -188,7 +191,7 @@ void launchInstruction(isa::Opcode opcode, const std::vector<at::Tensor>& operan
 }
 
 void launchReversedMove(const at::Tensor& out, const at::Tensor& in, std::bitset<isa::kMaxRank> reversed) {
-  Launch launch(isa::Opcode::kMove, {});
+  Launch launch(isa::Opcode::kMove, {}, 2);
   launch.bind(out, out);
   isa::Operand& source = launch.bind(in, out);
   for (int d = 0; d < source.rank; ++d) {
