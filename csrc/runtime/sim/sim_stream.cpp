@@ -158,8 +158,12 @@ void SimStream::workerLoop() {
     busy_ns_.fetch_add(std::chrono::duration_cast<std::chrono::nanoseconds>(
         std::chrono::steady_clock::now() - start).count());
     completed_.fetch_add(1);
-    std::unique_lock<std::mutex> lock(mutex_);
-    if (waiters_ > 0) done_cv_.notify_all();
+    // Locking before the notify orders it after a waiter's predicate check (made under
+    // the lock), so the wake-up cannot fall between that check and its wait.
+    if (waiters_.load() > 0) {
+      const std::lock_guard<std::mutex> lock(mutex_);
+      done_cv_.notify_all();
+    }
   }
 }
 

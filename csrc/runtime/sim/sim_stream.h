@@ -97,7 +97,10 @@ class SimStream {
   uint64_t submitted_ = 0;                    // guarded by mutex_
   std::atomic<uint64_t> submitted_count_{0};  // the same, readable without the lock
   std::atomic<uint64_t> completed_{0};
-  int waiters_ = 0;
+  // Threads waiting on done_cv_, changed under mutex_; the worker reads it without the
+  // lock after each command. Both sides' accesses are sequentially consistent, so a
+  // waiter that counted itself before reading completed_ is seen, or sees the completion.
+  std::atomic<int> waiters_{0};
   ptoError sticky_code_ = PTO_SUCCESS;
   std::string sticky_message_;
   std::thread worker_;
