@@ -3,6 +3,7 @@ benchmark runs on, time budgets, and the record of aims that `make bench` sums u
 
 import contextlib
 import ctypes
+import importlib.metadata
 import os
 import platform
 import re
@@ -92,8 +93,9 @@ def pto_vector_isa() -> str:
 
 
 def _gemm_libraries() -> str:
-    """torch's BLAS (from its build configuration) and the GEMM and vector-math libraries
-    this process has loaded (pto's), OpenBLAS with the core type it chose."""
+    """torch's BLAS (from its build configuration), pto's MKL (linked into pypto_torch._C:
+    mkl-static's version, cmake/mkl.cmake) and the GEMM and vector-math libraries this
+    process has loaded, OpenBLAS with the core type it chose."""
     config = torch.__config__.show()
     torch_side = []
     for name, pattern in (("MKL", r"Math Kernel Library Version ([\d.]+)"), ("oneDNN", r"MKL-DNN (v[\d.]+)")):
@@ -113,7 +115,12 @@ def _gemm_libraries() -> str:
             library.openblas_get_corename.restype = ctypes.c_char_p
             name += f" (core {library.openblas_get_corename().decode()})"
         loaded.append(name)
-    return f"torch: {', '.join(torch_side) or 'its own'}; loaded: {', '.join(loaded) or 'none of these'}"
+    try:
+        pto_mkl = f"MKL {importlib.metadata.version('mkl-static')} (static, sequential, its symbols local)"
+    except importlib.metadata.PackageNotFoundError:
+        pto_mkl = "MKL (static; mkl-static's version unknown)"
+    return (f"torch: {', '.join(torch_side) or 'its own'}; pto: {pto_mkl}; "
+            f"loaded: {', '.join(loaded) or 'none of these'}")
 
 
 def cpu_gemm_slow_path(dtype: torch.dtype) -> str | None:

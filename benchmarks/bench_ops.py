@@ -284,17 +284,10 @@ SLOW_GEMM_LARGEST = 1024
 
 
 def pto_gemm_library(dtype: torch.dtype) -> str:
-    """The library tmatmul runs `dtype` in on this host (csrc/runtime/sim/kernels/matmul.cpp):
-    float32 in OpenBLAS; bfloat16 in oneDNN's brgemm kernels, which need AVX-512 (AMX where
-    the CPU has it), else widened to float32."""
-    if dtype == torch.float32:
-        return "OpenBLAS"
-    flags = set(open("/proc/cpuinfo").read().split()) if sys.platform == "linux" else set()
-    onednn = os.environ.get("ONEDNN_MAX_CPU_ISA", "ALL").upper()
-    if "avx512f" not in flags or not onednn.startswith(("ALL", "AVX512", "AVX10")):
-        return "OpenBLAS, widened"
-    amx = dtype == torch.bfloat16 and "amx_bf16" in flags and (onednn == "ALL" or "AMX" in onednn)
-    return "oneDNN" + (" AMX" if amx else "")
+    """The library tmatmul runs `dtype` in (csrc/runtime/sim/kernels/matmul.cpp): MKL for
+    every dtype and shape, bfloat16 through its bfloat16 GEMM (AMX, AVX512-BF16 or AVX2
+    kernels, as MKL picks for the host), float16 widened to float32."""
+    return "MKL, widened" if dtype == torch.float16 else "MKL"
 
 
 def bench_matmul(b: Bench) -> None:
