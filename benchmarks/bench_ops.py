@@ -284,10 +284,17 @@ SLOW_GEMM_LARGEST = 1024
 
 
 def pto_gemm_library(dtype: torch.dtype) -> str:
-    """The library tmatmul runs `dtype` in (csrc/runtime/sim/kernels/matmul.cpp): MKL for
-    every dtype and shape, bfloat16 through its bfloat16 GEMM (AMX, AVX512-BF16 or AVX2
-    kernels, as MKL picks for the host), float16 widened to float32."""
-    return "MKL, widened" if dtype == torch.float16 else "MKL"
+    """The library tmatmul runs `dtype` in on this host (csrc/runtime/sim/kernels/matmul.cpp):
+    float32 in MKL, float16 widened to float32; bfloat16 in oneDNN's brgemm kernels, which
+    need AVX-512 (AMX where the CPU has it), else in MKL's bfloat16 GEMM."""
+    if dtype != torch.bfloat16:
+        return "MKL, widened" if dtype == torch.float16 else "MKL"
+    flags = set(open("/proc/cpuinfo").read().split()) if sys.platform == "linux" else set()
+    onednn = os.environ.get("ONEDNN_MAX_CPU_ISA", "ALL").upper()
+    if "avx512f" not in flags or not onednn.startswith(("ALL", "AVX512", "AVX10")):
+        return "MKL"
+    amx = "amx_bf16" in flags and (onednn == "ALL" or "AMX" in onednn)
+    return "oneDNN" + (" AMX" if amx else "")
 
 
 def bench_matmul(b: Bench) -> None:

@@ -781,6 +781,19 @@ TEST(Matmul, EmptyDimensions) {
   runMatmul<Half>({{0}, 4, 3, 4, Mat::kRowMajor, Mat::kRowMajor, Mat::kRowMajor}, 1.0, 0.0, 8);
 }
 
+TEST(Matmul, MoreShapesThanThePrimitiveCacheHolds) {
+  // oneDNN's primitives are cached per shape (128 kept): shapes past that evict the
+  // least recently used, and a shape seen again after its eviction is created anew.
+  uint64_t seed = 3000;
+  for (int round = 0; round < 2; ++round) {
+    for (int64_t m = 1; m <= 140; ++m) {
+      runMatmul<float>({{}, m, 3, 5, Mat::kRowMajor, Mat::kRowMajor, Mat::kRowMajor}, 1.0, 0.0, seed++);
+      runMatmul<BFloat16>({{}, m, 3, 5, Mat::kRowMajor, Mat::kTransposed, Mat::kRowMajor}, 1.0, 0.5, seed++);
+      if (::testing::Test::HasFailure()) return;
+    }
+  }
+}
+
 TEST(Matmul, KnownValues) {
   // [[1, 2], [3, 4]] @ [[5, 6], [7, 8]] = [[19, 22], [43, 50]]; then 2 * that + 1 * out.
   std::vector<float> a = {1, 2, 3, 4}, b = {5, 6, 7, 8}, out(4, kNaNF);

@@ -1,4 +1,5 @@
-// tmatmul's GEMMs through Intel's MKL, which picks its kernels for the CPU it runs on
+// tmatmul's GEMMs through Intel's MKL (all but bfloat16's where oneDNN has a brgemm
+// kernel for them: matmul.cpp), which picks its kernels for the CPU it runs on
 // (AVX2, AVX-512, AMX; MKL_ENABLE_INSTRUCTIONS caps them). The sequential library,
 // linked in with its symbols kept apart from PyTorch's own MKL (cmake/mkl.cmake): every
 // call runs on the calling thread only.

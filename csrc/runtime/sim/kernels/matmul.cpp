@@ -1,24 +1,27 @@
 // tmatmul on the sim device, one GEMM per batch entry and band of output rows, each
-// on one of the device's cores, all in Intel's MKL (gemm_mkl.h): float32 and float64
-// as they are, bfloat16 through cblas_gemm_bf16bf16f32 (products summed in float32,
-// rounded once), float16 widened to float32. MKL against the libraries the sim used
-// before, GFLOP/s of one core on the band of a 2-core device, thread CPU time (so the
-// figures hold on a shared host), Xeon with AMX, 2026-12 (benchmarks/bench_ops.py,
-// section 3, has the whole GEMMs against torch's):
+// on one of the device's cores. The library per element type, chosen by measurement
+// (Intel(R) Xeon(R) Processor with AMX, 2026-12-03): float32 and float64 in Intel's MKL
+// (gemm_mkl.h), float16 widened to float32; float32 there reached 1.01-1.05x torch's
+// GFLOP/s on squares of 256-4096 in an unloaded run (benchmarks/bench_ops.py, section 3).
+// bfloat16 in oneDNN's brgemm kernels (gemm_onednn.h: AVX-512, AVX512-BF16, AMX) where
+// it has them, else in MKL's bfloat16 GEMM, products summed in float32 and rounded once.
+// GFLOP/s of one band on one thread (thread CPU time, two runs):
 //
-//   band m x k x n      float32 OpenBLAS / MKL   bfloat16 oneDNN 2.6* / MKL   float64 OpenBLAS / MKL
-//   128 x 256 x 256         140 / 162                     - / 468                 66 / 79
-//   512 x 1024 x 1024       150 / 166                     - / 656                 71 / 80
-//   1024 x 2048 x 2048      172 / 187                     - / 801                 83 / 94
-//   1024 x 768 x 3072       157 / 178                     - / 620                 77 / 90
-//   32 x 64 x 64            162 / 161      (widened: 58)  - / 148                 76 / 81
-//   same, capped to AVX2 (MKL_ENABLE_INSTRUCTIONS=AVX2, OPENBLAS_CORETYPE=Haswell):
-//   512 x 1024 x 1024        98 / 101      (widened: 86)    / 91                  48 / 50
+//   bfloat16 band m x k x n   oneDNN 2.6   MKL
+//   128 x 256 x 256            680-720     350
+//   512 x 256 x 1024           850-880     310-330
+//   512 x 1024 x 1024          600-610     480-490
+//   1024 x 768 x 3072          610         420-430
+//   1024 x 2048 x 2048         400-440     480-500
+//   2048 x 4096 x 4096         390-420     430-460
 //
-// (* oneDNN 2.6's brgemm reached 0.40-0.63 of torch's GFLOP/s at >= 2048, MKL's 1.0.)
-// MKL won every dtype and shape measured, so it runs them all. Operands whose strides
-// describe a row-major or a transposed matrix go to the library as they are; anything
-// else (broadcast rows, odd strides) is packed first.
+// oneDNN wins or ties on all but the largest squares (MKL by up to 25% there), so it
+// takes every bfloat16 GEMM it has a kernel for. Where it has none (below AVX-512), MKL's bfloat16 GEMM is as fast as
+// widening to float32 for its sgemm, or faster: capped to AVX2, 64 against 47-48 GFLOP/s
+// at 32 x 64 x 64, 86-91 against 78-81 at 128 x 256 x 256, within 3% from
+// 512 x 1024 x 1024. Operands whose strides describe a row-major or a transposed matrix
+// go to the library as they are; anything else (broadcast rows, odd strides) is packed
+// first.
 #include <algorithm>
 #include <type_traits>
 #include <vector>
@@ -26,6 +29,7 @@
 #include "element_types.h"
 #include "execute.h"
 #include "gemm_mkl.h"
+#include "gemm_onednn.h"
 #include "opcode_dispatch.h"
 #include "runtime/sim/sim_parallel.h"
 
@@ -64,14 +68,33 @@ void pack(const char* base, int64_t rows, int64_t cols, int64_t row_stride, int6
   }
 }
 
-// One batch entry, C[m, n] = alpha * A[m, k] @ B[k, n] + beta * C, with T's values
-// held as S for the library (T itself where S is T: no copies of library layouts) and
-// summed into Acc, the library's output type (float32 for bfloat16's), which is then
-// rounded to T once.
-template <typename S, typename T>
-void matmulAs(const char* a, const int64_t a_strides[2], const char* b, const int64_t b_strides[2], char* c,
+// The GEMM libraries tmatmul runs in (chosen per dtype in matmulOne).
+enum class Library { kMkl, kOneDnn };
+
+// C = alpha * A @ B + beta * C, row-major C of Acc, in `library`; false, having written
+// nothing, where the library declined the GEMM (oneDNN without a brgemm kernel for it).
+template <Library library, typename S, typename Acc>
+bool gemm(GemmMatrix<S> a, GemmMatrix<S> b, int64_t m, int64_t n, int64_t k, double alpha, double beta, Acc* c,
+          int64_t ldc) {
+  if constexpr (library == Library::kOneDnn) {
+    static_assert(std::is_same_v<S, BFloat16> && std::is_same_v<Acc, BFloat16>, "oneDNN runs bfloat16 only");
+    return onednnBf16Gemm(m, n, k, {a.data, a.ld, a.transposed}, {b.data, b.ld, b.transposed},
+                          static_cast<float>(alpha), static_cast<float>(beta), c, ldc);
+  } else {
+    mklGemm(a, b, m, n, k, static_cast<Acc>(alpha), static_cast<Acc>(beta), c, ldc);
+    return true;
+  }
+}
+
+// One batch entry, C[m, n] = alpha * A[m, k] @ B[k, n] + beta * C, in `library`, with
+// T's values held as S for it (T itself where S is T: no copies of library layouts) and
+// summed into Acc, its output type (float32 for MKL's bfloat16 GEMM; oneDNN's rounds
+// its float32 sums to bfloat16 itself), which is then rounded to T once. False, having
+// written nothing, where the library declined.
+template <Library library, typename S, typename T>
+bool matmulAs(const char* a, const int64_t a_strides[2], const char* b, const int64_t b_strides[2], char* c,
               const int64_t c_strides[2], int64_t m, int64_t n, int64_t k, double alpha, double beta) {
-  using Acc = std::conditional_t<std::is_same_v<S, BFloat16>, float, S>;
+  using Acc = std::conditional_t<library == Library::kMkl && std::is_same_v<S, BFloat16>, float, S>;
   constexpr bool native = std::is_same_v<S, T>;
   std::vector<S> a_packed, b_packed;
   GemmMatrix<S> A, B;
@@ -87,34 +110,34 @@ void matmulAs(const char* a, const int64_t a_strides[2], const char* b, const in
     pack<S, T>(b, k, n, b_strides[0], b_strides[1], b_packed);
     B = {b_packed.data(), std::max<int64_t>(1, n), false};
   }
-  const auto alpha_acc = static_cast<Acc>(alpha), beta_acc = static_cast<Acc>(beta);
   if constexpr (std::is_same_v<Acc, T>) {
     int64_t ldc = 1;
     bool c_transposed = false;
     if (libraryLayout(m, n, c_strides[0], c_strides[1], &ldc, &c_transposed)) {
       T* c_direct = reinterpret_cast<T*>(c);
-      if (!c_transposed) return mklGemm(A, B, m, n, k, alpha_acc, beta_acc, c_direct, ldc);
+      if (!c_transposed) return gemm<library>(A, B, m, n, k, alpha, beta, c_direct, ldc);
       // C stored transposed: C^T = B^T @ A^T
       const GemmMatrix<S> a_transposed{A.data, A.ld, !A.transposed}, b_transposed{B.data, B.ld, !B.transposed};
-      return mklGemm(b_transposed, a_transposed, n, m, k, alpha_acc, beta_acc, c_direct, ldc);
+      return gemm<library>(b_transposed, a_transposed, n, m, k, alpha, beta, c_direct, ldc);
     }
   }
-  // The sums in a buffer of this thread's, kept between calls: bfloat16's GEMMs pass
-  // through it every time, and fresh pages cost as much as a small GEMM.
+  // The sums in a buffer of this thread's, kept between calls: MKL's bfloat16 GEMMs
+  // pass through it every time, and fresh pages cost as much as a small GEMM.
   thread_local std::vector<Acc> c_packed;
   if (beta != 0) pack<Acc, T>(c, m, n, c_strides[0], c_strides[1], c_packed);
   else if (c_packed.size() < static_cast<size_t>(m * n)) c_packed.resize(static_cast<size_t>(m * n));
-  mklGemm(A, B, m, n, k, alpha_acc, beta_acc, c_packed.data(), std::max<int64_t>(1, n));
+  if (!gemm<library>(A, B, m, n, k, alpha, beta, c_packed.data(), std::max<int64_t>(1, n))) return false;
   const auto size = static_cast<int64_t>(sizeof(T));
   for (int64_t i = 0; i < m; ++i) {
     const Acc* sums = c_packed.data() + i * n;
     if (c_strides[1] == 1) {  // a row of C in one run: a loop the compiler vectorises
       T* row = reinterpret_cast<T*>(c + i * c_strides[0] * size);
-      for (int64_t j = 0; j < n; ++j) row[j] = castTo<T>(sums[j]);
+      for (int64_t j = 0; j < n; ++j) row[j] = castTo<T>(widen(sums[j]));
     } else {
       for (int64_t j = 0; j < n; ++j) store<T>(c + (i * c_strides[0] + j * c_strides[1]) * size, widen(sums[j]));
     }
   }
+  return true;
 }
 
 // An empty sum (k = 0): C = beta * C, and zeros where beta is 0 (C's old values unread).
@@ -128,13 +151,20 @@ void scaleOutput(char* c, const int64_t c_strides[2], int64_t m, int64_t n, doub
   }
 }
 
-// One batch entry in the type MKL takes T in.
+// One batch entry in the library chosen for T on this CPU: bfloat16 in oneDNN where it
+// has a brgemm kernel, else in MKL's bfloat16 GEMM; the rest in MKL, float16 widened.
 template <typename T>
 void matmulOne(const char* a, const int64_t a_strides[2], const char* b, const int64_t b_strides[2], char* c,
                const int64_t c_strides[2], int64_t m, int64_t n, int64_t k, double alpha, double beta) {
   if (k == 0) return scaleOutput<T>(c, c_strides, m, n, beta);
+  if constexpr (std::is_same_v<T, BFloat16>) {
+    if (onednnBf16GemmIsFast() &&
+        matmulAs<Library::kOneDnn, T, T>(a, a_strides, b, b_strides, c, c_strides, m, n, k, alpha, beta)) {
+      return;
+    }
+  }
   using S = std::conditional_t<std::is_same_v<T, Half>, float, T>;
-  matmulAs<S, T>(a, a_strides, b, b_strides, c, c_strides, m, n, k, alpha, beta);
+  matmulAs<Library::kMkl, S, T>(a, a_strides, b, b_strides, c, c_strides, m, n, k, alpha, beta);
 }
 
 }  // namespace
@@ -150,7 +180,7 @@ void executeMatmul(const isa::Instruction& instruction, std::span<void* const> b
   int64_t batches = 1;
   for (int d = 0; d < r - 2; ++d) batches *= out.shape[d];
   if (m == 0 || n == 0 || batches == 0) return;
-  // The device's cores take bands of output rows of every batch entry: one MKL call
+  // The device's cores take bands of output rows of every batch entry: one library call
   // each, on one thread (small batched GEMMs, as attention's, then run side by side).
   const auto cores = static_cast<int64_t>(rt::sim::parallelism());
   const int64_t bands = batches >= cores ? 1 : std::clamp<int64_t>(m / kMinBandRows, 1, (cores + batches - 1) / batches);
