@@ -20,8 +20,8 @@ Every figure is the best of several timed repetitions after warm-up. A repetitio
 runs the op enough times back to back to last a few tens of milliseconds; pto
 repetitions end with torch.pto.synchronize() inside the timed region; CPU and pto
 repetitions alternate, each after the threads of the other have stopped spinning
-(torch's OpenMP workers spin ~8 ms after each op, OpenBLAS's ~100 ms after a GEMM
-on pto, taking a core from whatever runs next). A figure measured through the CPU fallback is marked
+(torch's OpenMP workers spin ~8 ms after each op, taking a core from whatever runs
+next). A figure measured through the CPU fallback is marked
 "(CPU fallback)". Tables 1, 2 and 4 time the same calls compiled by Inductor for CPU tensors
 beside them (pto/Ind: pto's time over Inductor's), each compiled once, at most
 Bench.INDUCTOR_COMPILING seconds of compiling a run, in a fresh Inductor cache.
