@@ -1,8 +1,8 @@
 // tmatmul on the sim device, one GEMM per batch entry and band of output rows, each
 // on one of the device's cores. The library per element type, chosen by measurement
 // (Intel(R) Xeon(R) Processor with AMX, 2026-12-03): float32 and float64 in Intel's MKL
-// (gemm_mkl.h), float16 widened to float32; float32 there reached 1.01-1.05x torch's
-// GFLOP/s on squares of 256-4096 in an unloaded run (benchmarks/bench_ops.py, section 3).
+// (gemm_mkl.h), float16 widened to float32; float32 there reached 1.01-1.02x torch's
+// GFLOP/s on squares of 256-2048 with no other load (benchmarks/bench_ops.py, section 3).
 // bfloat16 in oneDNN's brgemm kernels (gemm_onednn.h: AVX-512, AVX512-BF16, AMX) where
 // it has them, else in MKL's bfloat16 GEMM, products summed in float32 and rounded once.
 // GFLOP/s of one band on one thread (thread CPU time, two runs):
