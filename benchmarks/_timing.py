@@ -2,7 +2,7 @@
 benchmark runs on, time budgets, and the record of aims that `make bench` sums up."""
 
 import contextlib
-import ctypes
+import importlib.metadata
 import os
 import platform
 import re
@@ -50,16 +50,16 @@ VECTOR_FEATURES = ("sse4_2", "avx2", "fma", "f16c", "avx512f", "avx512bw", "avx5
                    "amx_tile", "amx_bf16", "asimd", "sve", "sve2", "bf16")
 
 # What caps every side of a benchmark to one vector level on a host that has more: torch's
-# own kernels, the oneDNN and MKL inside torch, OpenBLAS, and the pto kernels. The host's
+# own kernels, the oneDNN and MKL inside torch, and the pto kernels (oneDNN, MKL, Highway). The host's
 # caches, memory and clock stay its own, so a capped run is an emulation of such a host.
 ISA_CAPS = {
-    "avx2": {"ATEN_CPU_CAPABILITY": "avx2", "ONEDNN_MAX_CPU_ISA": "AVX2", "OPENBLAS_CORETYPE": "Haswell",
-             "MKL_ENABLE_INSTRUCTIONS": "AVX2", "PTO_SIM_VECTOR_ISA": "avx2"},
+    "avx2": {"ATEN_CPU_CAPABILITY": "avx2", "ONEDNN_MAX_CPU_ISA": "AVX2", "MKL_ENABLE_INSTRUCTIONS": "AVX2",
+             "PTO_SIM_VECTOR_ISA": "avx2"},
 }
 
 # GEMM and vector-math libraries worth naming when loaded into this process (torch links
 # its MKL and oneDNN statically: torch.__config__ names those).
-_LIBRARIES = re.compile(r"lib(openblas|blis|dnnl|sleef|hwy)[^/]*\.so[.0-9]*$")
+_LIBRARIES = re.compile(r"lib(blis|dnnl|sleef|hwy)[^/]*\.so[.0-9]*$")
 
 
 def _cpuinfo() -> tuple[str, set[str]]:
@@ -92,28 +92,27 @@ def pto_vector_isa() -> str:
 
 
 def _gemm_libraries() -> str:
-    """torch's BLAS (from its build configuration) and the GEMM and vector-math libraries
-    this process has loaded (pto's), OpenBLAS with the core type it chose."""
+    """torch's BLAS (from its build configuration), pto's MKL (linked into pypto_torch._C:
+    mkl-static's version, cmake/mkl.cmake) and the GEMM and vector-math libraries this
+    process has loaded (pto's oneDNN among them)."""
     config = torch.__config__.show()
     torch_side = []
     for name, pattern in (("MKL", r"Math Kernel Library Version ([\d.]+)"), ("oneDNN", r"MKL-DNN (v[\d.]+)")):
         found = re.search(pattern, config)
         if found:
             torch_side.append(f"{name} {found.group(1)}")
-    loaded = []
     try:
         with open("/proc/self/maps") as maps:
             paths = {line.split()[-1] for line in maps if _LIBRARIES.search(line.strip())}
     except OSError:
         paths = set()
-    for path in sorted(paths):
-        name = os.path.basename(path)
-        if name.startswith("libopenblas"):
-            library = ctypes.CDLL(path)
-            library.openblas_get_corename.restype = ctypes.c_char_p
-            name += f" (core {library.openblas_get_corename().decode()})"
-        loaded.append(name)
-    return f"torch: {', '.join(torch_side) or 'its own'}; loaded: {', '.join(loaded) or 'none of these'}"
+    loaded = [os.path.basename(path) for path in sorted(paths)]
+    try:
+        pto_mkl = f"MKL {importlib.metadata.version('mkl-static')} (static, sequential, its symbols local)"
+    except importlib.metadata.PackageNotFoundError:
+        pto_mkl = "MKL (static; mkl-static's version unknown)"
+    return (f"torch: {', '.join(torch_side) or 'its own'}; pto: {pto_mkl}; "
+            f"loaded: {', '.join(loaded) or 'none of these'}")
 
 
 def cpu_gemm_slow_path(dtype: torch.dtype) -> str | None:
@@ -203,7 +202,7 @@ class OtherLoad:
 def settle(max_wait: float = 0.3, step: float = 0.005) -> None:
     """Wait (at most max_wait seconds) until this process's own threads stop spinning, so
     they take no core from the next measurement: after a parallel region torch's OpenMP
-    workers spin for ~8 ms, OpenBLAS's workers after a GEMM for ~100 ms."""
+    workers spin for ~8 ms."""
     deadline = time.perf_counter() + max_wait
     while time.perf_counter() < deadline:
         cpu = time.process_time()

@@ -24,8 +24,8 @@ Every figure is the best of several timed repetitions after warm-up. A repetitio
 runs the op enough times back to back to last a few tens of milliseconds; pto
 repetitions end with torch.pto.synchronize() inside the timed region; CPU and pto
 repetitions alternate, each after the threads of the other have stopped spinning
-(torch's OpenMP workers spin ~8 ms after each op, OpenBLAS's ~100 ms after a GEMM
-on pto, taking a core from whatever runs next). A figure measured through the CPU fallback is marked
+(torch's OpenMP workers spin ~8 ms after each op, taking a core from whatever runs
+next). A figure measured through the CPU fallback is marked
 "(CPU fallback)". Tables 1, 2 and 4 time the same calls compiled by Inductor for CPU tensors
 beside them (pto/Ind: pto's time over Inductor's), each compiled once, at most
 Bench.INDUCTOR_COMPILING seconds of compiling a run, in a fresh Inductor cache.
@@ -289,15 +289,15 @@ SLOW_GEMM_LARGEST = 1024
 
 def pto_gemm_library(dtype: torch.dtype) -> str:
     """The library tmatmul runs `dtype` in on this host (csrc/runtime/sim/kernels/matmul.cpp):
-    float32 in OpenBLAS; bfloat16 in oneDNN's brgemm kernels, which need AVX-512 (AMX where
-    the CPU has it), else widened to float32."""
-    if dtype == torch.float32:
-        return "OpenBLAS"
+    float32 in MKL, float16 widened to float32; bfloat16 in oneDNN's brgemm kernels, which
+    need AVX-512 (AMX where the CPU has it), else in MKL's bfloat16 GEMM."""
+    if dtype != torch.bfloat16:
+        return "MKL, widened" if dtype == torch.float16 else "MKL"
     flags = set(open("/proc/cpuinfo").read().split()) if sys.platform == "linux" else set()
     onednn = os.environ.get("ONEDNN_MAX_CPU_ISA", "ALL").upper()
     if "avx512f" not in flags or not onednn.startswith(("ALL", "AVX512", "AVX10")):
-        return "OpenBLAS, widened"
-    amx = dtype == torch.bfloat16 and "amx_bf16" in flags and (onednn == "ALL" or "AMX" in onednn)
+        return "MKL"
+    amx = "amx_bf16" in flags and (onednn == "ALL" or "AMX" in onednn)
     return "oneDNN" + (" AMX" if amx else "")
 
 

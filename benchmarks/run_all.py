@@ -11,7 +11,7 @@ after it are not run, and the summary says so). Each script appends the aims it 
 PTO_BENCH_AIMS names, for the summary.
 
 --isa avx2 caps every side to AVX2 on a host that has AVX-512 (torch's kernels, its oneDNN
-and MKL, OpenBLAS, the pto kernels: _timing.ISA_CAPS), to measure what an AVX2-only host
+and MKL, the pto kernels with theirs: _timing.ISA_CAPS), to measure what an AVX2-only host
 gets. It is an emulation: the caches, memory bandwidth and clock stay this host's.
 """
 

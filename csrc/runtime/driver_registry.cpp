@@ -64,7 +64,7 @@ Driver* startDriver(const char* requested, std::string* why) {
 }
 
 // Exiting with work queued is clean, as with CUDA: before the host libraries the
-// kernels call (OpenBLAS) run their destructors, every device finishes its
+// kernels call (oneDNN, MKL) run their destructors, every device finishes its
 // queued work. Registered once the driver exists, so it runs before the
 // destructors of everything constructed earlier. Errors are dropped: no one is
 // left to report them to.

@@ -51,7 +51,7 @@ std::set<std::string> threadIds() {
 }
 
 // CPU seconds the threads `ids` have used (user + system, in clock ticks). Only the
-// pool's own threads count: libraries' threads (OpenBLAS's busy-wait after it starts)
+// pool's own threads count: libraries' threads (OpenMP workers busy-waiting after a call)
 // are not the pool's doing.
 double cpuSecondsOf(const std::set<std::string>& ids) {
   long ticks = 0;

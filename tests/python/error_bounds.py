@@ -1,5 +1,5 @@
 """Per-element error bounds for comparing two implementations of an op that each compute
-in floating point, in an order neither test nor library promises: pto (oneDNN, OpenBLAS,
+in floating point, in an order neither test nor library promises: pto (oneDNN, MKL,
 the simulator's kernels) against PyTorch's CPU kernels (MKL, oneDNN, cpublas). A
 tolerance here is a bound that holds on every host, whatever blocking, vector width,
 FMA use or thread split a library picks there, never what one machine happened to give.
@@ -47,7 +47,7 @@ implementations differ from the exact s by (*) each: their difference by twice (
 
 float16 and bfloat16 (the assumption). Both sides accumulate in float32 and round the
 result to float16/bfloat16 once, at the end -- as oneDNN's brgemm (AVX512-BF16, AMX,
-AVX512-FP16 hosts), MKL, OpenBLAS's sbgemm and PyTorch's own cpublas (opmath float32)
+AVX512-FP16 hosts), MKL's bfloat16 GEMM and PyTorch's own cpublas (opmath float32)
 do, and pto's tmatmul and reductions; their inputs are the same float16/bfloat16
 values, exact in float32. Let c~ be a side's float32 value and c^ = round(c~) its
 result. Round to nearest puts c^ within half an ulp of c~, and half an ulp of c~ is at

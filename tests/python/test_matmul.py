@@ -1,4 +1,4 @@
-"""Matrix products run natively on pto (tmatmul over oneDNN and OpenBLAS), matching CPU on
+"""Matrix products run natively on pto (tmatmul over MKL and oneDNN), matching CPU on
 PyTorch's OpInfo samples, forward and backward, transposed operands included.
 
 The GEMM libraries sum in another order than torch's CPU kernels (MKL, oneDNN, cpublas),
@@ -9,6 +9,8 @@ u_out (|C_pto| + |C_cpu|) where float16/bfloat16 results are rounded once after 
 accumulation, which holds on every host."""
 
 import os
+import re
+import subprocess
 
 import pytest
 import torch
@@ -155,8 +157,9 @@ def test_empty_inner_dimension_gives_zeros_or_beta_times_input(dtype):
 
 
 def test_products_match_cpu_with_the_libraries_capped_at_avx2(python):
-    """On AVX2-only hosts oneDNN has no bfloat16 GEMM: bfloat16 is widened to float32 there.
-    The caps emulate such a host for oneDNN, OpenBLAS and PyTorch alike."""
+    """On AVX2-only hosts oneDNN has no bfloat16 GEMM: bfloat16 runs in MKL's bfloat16 GEMM
+    there, which like torch's takes other kernels (no AMX, no AVX512-BF16). The caps
+    emulate such a host for MKL, oneDNN and PyTorch alike."""
     result = python(f"""
         import sys
         sys.path.insert(0, {os.path.dirname(__file__)!r})
@@ -170,7 +173,56 @@ def test_products_match_cpu_with_the_libraries_capped_at_avx2(python):
                 got, expected = (a.to("pto") @ b.to("pto")).cpu(), a @ b
                 assert_within_bound(got, expected, matmul_bound(a, b, got, expected), f"{{dtype}} {{m}}x{{k}}x{{n}}")
         print("ok")
-    """, ONEDNN_MAX_CPU_ISA="AVX2", OPENBLAS_CORETYPE="Haswell", ATEN_CPU_CAPABILITY="avx2",
-        MKL_ENABLE_INSTRUCTIONS="AVX2")
+    """, ONEDNN_MAX_CPU_ISA="AVX2", ATEN_CPU_CAPABILITY="avx2", MKL_ENABLE_INSTRUCTIONS="AVX2")
     assert result.returncode == 0, result.stderr
     assert result.stdout.strip() == "ok"
+
+
+def _dynamic_symbols(library: str, *options: str) -> set[str]:
+    nm = subprocess.run(["nm", "-D", *options, library], capture_output=True, text=True, check=True)
+    return {line.split()[-1] for line in nm.stdout.splitlines() if line.strip()}
+
+
+def test_pto_and_torch_gemm_libraries_run_side_by_side(python):
+    """torch's CPU build links MKL and oneDNN (3.x) into libtorch_cpu.so and exports MKL's
+    names. pto's MKL is a second copy (cmake/mkl.cmake): its names must stay out of pto's
+    dynamic symbol table, defined or wanted, as a call bound by name would reach torch's
+    copy. pto's oneDNN is Debian's libdnnl.so.2 (2.6), loaded dynamically: pto wants its C
+    API (dnnl_*) by name, which is safe because libtorch_cpu.so exports no dnnl_* name at
+    all (its oneDNN is linked in with only a few C++ template instances visible, which is
+    why gemm_onednn.cpp uses brgemm kernels only), so those calls bind to libdnnl.so.2;
+    pto itself must define no dnnl_* name, and the C++ API's inline instances it exports
+    (dnnl::handle_traits, ...) must be no names torch defines. Then both run in one process, in either order,
+    each within the bound of float64's result rounded to the dtype (itself an
+    implementation of the product that rounds once)."""
+    pto_symbols = _dynamic_symbols(pypto_torch._C.__file__)
+    leaked = sorted(name for name in pto_symbols if re.match(r"(cblas_|mkl_|MKL_|[sdh]gemm_?$)", name))
+    assert leaked == [], leaked
+    defined_dnnl = sorted(name for name in _dynamic_symbols(pypto_torch._C.__file__, "--defined-only")
+                          if name.startswith("dnnl_"))
+    assert defined_dnnl == [], defined_dnnl
+    pto_dnnl = {name for name in pto_symbols if "dnnl" in name}
+    libtorch_cpu = os.path.join(os.path.dirname(torch.__file__), "lib", "libtorch_cpu.so")
+    shadowed = sorted(pto_dnnl & _dynamic_symbols(libtorch_cpu, "--defined-only"))
+    assert shadowed == [], shadowed
+    for first in ("pto", "cpu"):
+        result = python(f"""
+            import sys
+            sys.path.insert(0, {os.path.dirname(__file__)!r})
+            import torch
+            import pypto_torch
+            from error_bounds import assert_within_bound, matmul_bound
+            torch.manual_seed(0)
+            for dtype in (torch.float32, torch.bfloat16):
+                for m, k, n in [(64, 96, 80), (300, 256, 200)]:
+                    a, b = torch.randn(m, k).to(dtype), torch.randn(k, n).to(dtype)
+                    exact = (a.double() @ b.double()).to(dtype)  # float64's product, rounded once
+                    sides = {{"pto": lambda: (a.to("pto") @ b.to("pto")).cpu(), "cpu": lambda: a @ b}}
+                    order = ["{first}", "cpu" if "{first}" == "pto" else "pto"]
+                    got = {{side: sides[side]() for side in order + order}}
+                    for side, value in got.items():
+                        assert_within_bound(value, exact, matmul_bound(a, b, value, exact), f"{{side}} {{dtype}} {{m}}x{{k}}x{{n}}")
+            print("ok")
+        """)
+        assert result.returncode == 0, result.stderr
+        assert result.stdout.strip() == "ok"

@@ -1,21 +1,34 @@
 // tmatmul on the sim device, one GEMM per batch entry and band of output rows, each
 // on one of the device's cores. The library per element type, chosen by measurement
-// (benchmarks/bench_ops.py, section 3): bfloat16 through oneDNN, whose brgemm kernels
-// (AVX-512, AVX512-BF16, AMX) it picks for the CPU at run time; float32 and float64
-// through OpenBLAS (single-threaded, OpenBLAS beat oneDNN 2.6's float32 brgemm: 180
-// against 165 GFLOP/s at 1024x768x768, 180 against 63 at 1024x768x3072); float16
-// widened to float32 (oneDNN 2.6 has no float16 GEMM for CPUs), as is bfloat16 where
-// oneDNN has no kernel for it (below AVX-512). Operands whose strides describe a
-// row-major or a transposed matrix go to the library as they are; anything else
-// (broadcast rows, odd strides) is packed first.
-#include <cblas.h>
-
+// (Intel(R) Xeon(R) Processor with AMX, 2026-12-03): float32 and float64 in Intel's MKL
+// (gemm_mkl.h), float16 widened to float32; float32 there reached 1.01-1.02x torch's
+// GFLOP/s on squares of 256-2048 with no other load (benchmarks/bench_ops.py, section 3).
+// bfloat16 in oneDNN's brgemm kernels (gemm_onednn.h: AVX-512, AVX512-BF16, AMX) where
+// it has them, else in MKL's bfloat16 GEMM, products summed in float32 and rounded once.
+// GFLOP/s of one band on one thread (thread CPU time, two runs):
+//
+//   bfloat16 band m x k x n   oneDNN 2.6   MKL
+//   128 x 256 x 256            680-720     350
+//   512 x 256 x 1024           850-880     310-330
+//   512 x 1024 x 1024          600-610     480-490
+//   1024 x 768 x 3072          610         420-430
+//   1024 x 2048 x 2048         400-440     480-500
+//   2048 x 4096 x 4096         390-420     430-460
+//
+// oneDNN wins or ties on all but the largest squares (MKL by up to 25% there), so it
+// takes every bfloat16 GEMM it has a kernel for. Where it has none (below AVX-512), MKL's bfloat16 GEMM is as fast as
+// widening to float32 for its sgemm, or faster: capped to AVX2, 64 against 47-48 GFLOP/s
+// at 32 x 64 x 64, 86-91 against 78-81 at 128 x 256 x 256, within 3% from
+// 512 x 1024 x 1024. Operands whose strides describe a row-major or a transposed matrix
+// go to the library as they are; anything else (broadcast rows, odd strides) is packed
+// first.
 #include <algorithm>
 #include <type_traits>
 #include <vector>
 
 #include "element_types.h"
 #include "execute.h"
+#include "gemm_mkl.h"
 #include "gemm_onednn.h"
 #include "opcode_dispatch.h"
 #include "runtime/sim/sim_parallel.h"
@@ -25,26 +38,6 @@ namespace {
 
 // Rows of C below which a band is not worth a core of its own.
 constexpr int64_t kMinBandRows = 32;
-
-// BLAS runs on the calling thread only: the device's cores split the GEMMs among
-// themselves (parallelFor), and BLAS threads spinning after a call would take those
-// cores from the kernels that follow.
-void singleThreadedBlas() {
-  static const bool once = [] {
-    openblas_set_num_threads(1);
-    return true;
-  }();
-  (void)once;
-}
-
-// A matrix as the GEMM libraries take it: a base pointer, a leading dimension and
-// whether it is stored transposed (row-major throughout).
-template <typename S>
-struct GemmMatrix {
-  const S* data = nullptr;
-  int64_t ld = 1;
-  bool transposed = false;
-};
 
 // Element strides of the last two dimensions describe a matrix the libraries can read.
 bool libraryLayout(int64_t rows, int64_t cols, int64_t row_stride, int64_t col_stride, int64_t* ld,
@@ -75,35 +68,35 @@ void pack(const char* base, int64_t rows, int64_t cols, int64_t row_stride, int6
   }
 }
 
-// C = alpha * A @ B + beta * C, row-major C, in the library chosen for S; false where
-// that library declined the shape (oneDNN's bfloat16: the caller widens to float32).
-bool gemm(GemmMatrix<float> a, GemmMatrix<float> b, int64_t m, int64_t n, int64_t k, double alpha, double beta,
-          float* c, int64_t ldc) {
-  cblas_sgemm(CblasRowMajor, a.transposed ? CblasTrans : CblasNoTrans, b.transposed ? CblasTrans : CblasNoTrans, m,
-              n, k, static_cast<float>(alpha), a.data, a.ld, b.data, b.ld, static_cast<float>(beta), c, ldc);
-  return true;
+// The GEMM libraries tmatmul runs in (chosen per dtype in matmulOne).
+enum class Library { kMkl, kOneDnn };
+
+// C = alpha * A @ B + beta * C, row-major C of Acc, in `library`; false, having written
+// nothing, where the library declined the GEMM (oneDNN without a brgemm kernel for it).
+template <Library library, typename S, typename Acc>
+bool gemm(GemmMatrix<S> a, GemmMatrix<S> b, int64_t m, int64_t n, int64_t k, double alpha, double beta, Acc* c,
+          int64_t ldc) {
+  if constexpr (library == Library::kOneDnn) {
+    static_assert(std::is_same_v<S, BFloat16> && std::is_same_v<Acc, BFloat16>, "oneDNN runs bfloat16 only");
+    return onednnBf16Gemm(m, n, k, {a.data, a.ld, a.transposed}, {b.data, b.ld, b.transposed},
+                          static_cast<float>(alpha), static_cast<float>(beta), c, ldc);
+  } else {
+    mklGemm(a, b, m, n, k, static_cast<Acc>(alpha), static_cast<Acc>(beta), c, ldc);
+    return true;
+  }
 }
 
-bool gemm(GemmMatrix<double> a, GemmMatrix<double> b, int64_t m, int64_t n, int64_t k, double alpha, double beta,
-          double* c, int64_t ldc) {
-  cblas_dgemm(CblasRowMajor, a.transposed ? CblasTrans : CblasNoTrans, b.transposed ? CblasTrans : CblasNoTrans, m,
-              n, k, alpha, a.data, a.ld, b.data, b.ld, beta, c, ldc);
-  return true;
-}
-
-bool gemm(GemmMatrix<BFloat16> a, GemmMatrix<BFloat16> b, int64_t m, int64_t n, int64_t k, double alpha,
-          double beta, BFloat16* c, int64_t ldc) {
-  return onednnBf16Gemm(m, n, k, {a.data, a.ld, a.transposed}, {b.data, b.ld, b.transposed},
-                        static_cast<float>(alpha), static_cast<float>(beta), c, ldc);
-}
-
-// One batch entry, C[m, n] = alpha * A[m, k] @ B[k, n] + beta * C, with T's values
-// held as S for the library (T itself where S is T: no copies of library layouts).
-template <typename S, typename T>
+// One batch entry, C[m, n] = alpha * A[m, k] @ B[k, n] + beta * C, in `library`, with
+// T's values held as S for it (T itself where S is T: no copies of library layouts) and
+// summed into Acc, its output type (float32 for MKL's bfloat16 GEMM; oneDNN's rounds
+// its float32 sums to bfloat16 itself), which is then rounded to T once. False, having
+// written nothing, where the library declined.
+template <Library library, typename S, typename T>
 bool matmulAs(const char* a, const int64_t a_strides[2], const char* b, const int64_t b_strides[2], char* c,
               const int64_t c_strides[2], int64_t m, int64_t n, int64_t k, double alpha, double beta) {
+  using Acc = std::conditional_t<library == Library::kMkl && std::is_same_v<S, BFloat16>, float, S>;
   constexpr bool native = std::is_same_v<S, T>;
-  std::vector<S> a_packed, b_packed, c_packed;
+  std::vector<S> a_packed, b_packed;
   GemmMatrix<S> A, B;
   if (native && libraryLayout(m, k, a_strides[0], a_strides[1], &A.ld, &A.transposed)) {
     A.data = reinterpret_cast<const S*>(a);
@@ -117,20 +110,31 @@ bool matmulAs(const char* a, const int64_t a_strides[2], const char* b, const in
     pack<S, T>(b, k, n, b_strides[0], b_strides[1], b_packed);
     B = {b_packed.data(), std::max<int64_t>(1, n), false};
   }
-  int64_t ldc = 1;
-  bool c_transposed = false;
-  const bool c_direct = native && libraryLayout(m, n, c_strides[0], c_strides[1], &ldc, &c_transposed);
-  if (c_direct && !c_transposed) return gemm(A, B, m, n, k, alpha, beta, reinterpret_cast<S*>(c), ldc);
-  if (c_direct) {  // C stored transposed: C^T = B^T @ A^T
-    const GemmMatrix<S> a_transposed{A.data, A.ld, !A.transposed}, b_transposed{B.data, B.ld, !B.transposed};
-    return gemm(b_transposed, a_transposed, n, m, k, alpha, beta, reinterpret_cast<S*>(c), ldc);
+  if constexpr (std::is_same_v<Acc, T>) {
+    int64_t ldc = 1;
+    bool c_transposed = false;
+    if (libraryLayout(m, n, c_strides[0], c_strides[1], &ldc, &c_transposed)) {
+      T* c_direct = reinterpret_cast<T*>(c);
+      if (!c_transposed) return gemm<library>(A, B, m, n, k, alpha, beta, c_direct, ldc);
+      // C stored transposed: C^T = B^T @ A^T
+      const GemmMatrix<S> a_transposed{A.data, A.ld, !A.transposed}, b_transposed{B.data, B.ld, !B.transposed};
+      return gemm<library>(b_transposed, a_transposed, n, m, k, alpha, beta, c_direct, ldc);
+    }
   }
-  if (beta != 0) pack<S, T>(c, m, n, c_strides[0], c_strides[1], c_packed);
-  else c_packed.resize(static_cast<size_t>(m * n));
-  if (!gemm(A, B, m, n, k, alpha, beta, c_packed.data(), std::max<int64_t>(1, n))) return false;
+  // The sums in a buffer of this thread's, kept between calls: MKL's bfloat16 GEMMs
+  // pass through it every time, and fresh pages cost as much as a small GEMM.
+  thread_local std::vector<Acc> c_packed;
+  if (beta != 0) pack<Acc, T>(c, m, n, c_strides[0], c_strides[1], c_packed);
+  else if (c_packed.size() < static_cast<size_t>(m * n)) c_packed.resize(static_cast<size_t>(m * n));
+  if (!gemm<library>(A, B, m, n, k, alpha, beta, c_packed.data(), std::max<int64_t>(1, n))) return false;
+  const auto size = static_cast<int64_t>(sizeof(T));
   for (int64_t i = 0; i < m; ++i) {
-    for (int64_t j = 0; j < n; ++j) {
-      store<T>(c + (i * c_strides[0] + j * c_strides[1]) * static_cast<int64_t>(sizeof(T)), widen(c_packed[i * n + j]));
+    const Acc* sums = c_packed.data() + i * n;
+    if (c_strides[1] == 1) {  // a row of C in one run: a loop the compiler vectorises
+      T* row = reinterpret_cast<T*>(c + i * c_strides[0] * size);
+      for (int64_t j = 0; j < n; ++j) row[j] = castTo<T>(widen(sums[j]));
+    } else {
+      for (int64_t j = 0; j < n; ++j) store<T>(c + (i * c_strides[0] + j * c_strides[1]) * size, widen(sums[j]));
     }
   }
   return true;
@@ -147,19 +151,20 @@ void scaleOutput(char* c, const int64_t c_strides[2], int64_t m, int64_t n, doub
   }
 }
 
-// One batch entry in the library chosen for T on this CPU.
+// One batch entry in the library chosen for T on this CPU: bfloat16 in oneDNN where it
+// has a brgemm kernel, else in MKL's bfloat16 GEMM; the rest in MKL, float16 widened.
 template <typename T>
 void matmulOne(const char* a, const int64_t a_strides[2], const char* b, const int64_t b_strides[2], char* c,
                const int64_t c_strides[2], int64_t m, int64_t n, int64_t k, double alpha, double beta) {
   if (k == 0) return scaleOutput<T>(c, c_strides, m, n, beta);
   if constexpr (std::is_same_v<T, BFloat16>) {
     if (onednnBf16GemmIsFast() &&
-        matmulAs<BFloat16, T>(a, a_strides, b, b_strides, c, c_strides, m, n, k, alpha, beta)) {
+        matmulAs<Library::kOneDnn, T, T>(a, a_strides, b, b_strides, c, c_strides, m, n, k, alpha, beta)) {
       return;
     }
   }
-  using S = std::conditional_t<std::is_same_v<T, double>, double, float>;
-  matmulAs<S, T>(a, a_strides, b, b_strides, c, c_strides, m, n, k, alpha, beta);
+  using S = std::conditional_t<std::is_same_v<T, Half>, float, T>;
+  matmulAs<Library::kMkl, S, T>(a, a_strides, b, b_strides, c, c_strides, m, n, k, alpha, beta);
 }
 
 }  // namespace
@@ -175,8 +180,7 @@ void executeMatmul(const isa::Instruction& instruction, std::span<void* const> b
   int64_t batches = 1;
   for (int d = 0; d < r - 2; ++d) batches *= out.shape[d];
   if (m == 0 || n == 0 || batches == 0) return;
-  singleThreadedBlas();
-  // The device's cores take bands of output rows of every batch entry: one BLAS call
+  // The device's cores take bands of output rows of every batch entry: one library call
   // each, on one thread (small batched GEMMs, as attention's, then run side by side).
   const auto cores = static_cast<int64_t>(rt::sim::parallelism());
   const int64_t bands = batches >= cores ? 1 : std::clamp<int64_t>(m / kMinBandRows, 1, (cores + batches - 1) / batches);
