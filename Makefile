@@ -56,12 +56,12 @@ test-cpp: build
 
 # The torch-free suites again, under ThreadSanitizer.
 test-tsan: deps
-	cmake -S . -B $(TSAN_BUILD) -G Ninja -DPTO_TSAN=ON -DPTO_BUILD_TORCH=OFF >/dev/null
+	cmake -S . -B $(TSAN_BUILD) -G Ninja -DPTO_TSAN=ON -DPTO_BUILD_TORCH=OFF -DPython3_EXECUTABLE=$$(command -v $(PYTHON)) >/dev/null
 	cmake --build $(TSAN_BUILD)
 	for suite in $(CPP_SUITES); do $(TSAN_BUILD)/tests/cpp/$$suite --gtest_brief=1 || exit 1; done
 
 $(ASAN_BUILD)/build.ninja: | deps
-	cmake -S . -B $(ASAN_BUILD) -G Ninja -DPTO_ASAN=ON -DPTO_PYTHON_OUTPUT_DIR=$(CURDIR)/$(ASAN_PYTHON)/pypto_torch >/dev/null
+	cmake -S . -B $(ASAN_BUILD) -G Ninja -DPTO_ASAN=ON -DPython3_EXECUTABLE=$$(command -v $(PYTHON)) -DPTO_PYTHON_OUTPUT_DIR=$(CURDIR)/$(ASAN_PYTHON)/pypto_torch >/dev/null
 
 # The torch-free suites under ASan+UBSan, leaks included.
 test-asan: $(ASAN_BUILD)/build.ninja
