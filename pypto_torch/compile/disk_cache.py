@@ -48,7 +48,7 @@ import torch.fx
 from torch._dynamo.utils import compilation_time_metrics, counters
 
 from pypto_torch import _C
-from pypto_torch.compile.graph_runner import CompiledGraph, Plan, _signature
+from pypto_torch.compile.graph_runner import CompiledGraph, Plan, _signature, native_runner
 from pypto_torch.compile.program_builder import ProgramStep
 
 FORMAT = 1   # bump when an entry's layout changes: older entries then miss
@@ -213,11 +213,14 @@ class StoredGraph:
         self.signature = signature
         self.plan = plan
         self.returns_list = returns_list
+        self.runner = native_runner(plan, signature)
 
     def __call__(self, *args):
-        if _signature(args) != self.signature:
-            return self.gm(*args)
-        outputs = self.plan.run(args)
+        outputs = None if self.runner is None else self.runner.run(args)
+        if outputs is None:
+            if _signature(args) != self.signature:
+                return self.gm(*args)
+            outputs = self.plan.run(args)
         return outputs if self.returns_list else tuple(outputs)
 
 

@@ -18,6 +18,7 @@ import torch
 import torch.fx
 import torch.utils._pytree as pytree
 
+from pypto_torch import _C
 from pypto_torch.compile import lowering
 from pypto_torch.compile.patterns import rewrite_rms_norm, rewrite_softmax, rewrite_tanh_gelu
 from pypto_torch.compile.program_builder import ProgramStep, Segment, Storage, Unsupported, View
@@ -122,6 +123,21 @@ def _materialise(value, slots):
     return torch.as_strided(base, value.shape, value.strides, base.storage_offset() + value.offset)
 
 
+def native_runner(plan: Plan | None, signature: tuple):
+    """The plan as one native call (csrc/torch/plan_runner.h), which also checks that its
+    inputs have `signature`'s layouts; None for a plan it cannot run: one with eager
+    steps or host memory, non-tensor inputs, or results that are not views of its slots."""
+    if (plan is None or plan.host_bound or not all(isinstance(step, ProgramStep) for step in plan.steps)
+            or not all(isinstance(value, SlotView) for value in plan.outputs)
+            or not all(isinstance(entry[0], tuple) for entry in signature)):
+        return None
+    steps = [(step.program, [None if binding is None else (binding.slot, binding.allocate)
+                             for binding in step.bindings]) for step in plan.steps]
+    return _C._PlanRunner([(list(shape), list(strides), dtype, device) for shape, strides, dtype, device in signature],
+                          plan.slot_count, list(plan.constants.items()), steps,
+                          [(value.slot, list(value.shape), list(value.strides), value.offset) for value in plan.outputs])
+
+
 def _signature(args) -> tuple:
     return tuple((tuple(a.shape), tuple(a.stride()), a.dtype, a.device) if isinstance(a, torch.Tensor)
                  else (type(a), a) for a in args)
@@ -135,6 +151,7 @@ class CompiledGraph:
         self.fuse = fuse
         self.plans: dict = {}
         self.unplanned: dict = {}  # signature -> (node, why) of graphs that run eagerly as a whole
+        self.runner = None  # native_runner of the plan of the last call's signature
         self.debug = os.environ.get("PTO_COMPILE_DEBUG", "0") not in ("", "0")
 
     def plan_for(self, args) -> Plan | None:
@@ -150,7 +167,13 @@ class CompiledGraph:
         return self.plans[key]
 
     def __call__(self, *args):
+        # The last signature's plan runs natively; its runner refuses other layouts.
+        if self.runner is not None:
+            results = self.runner.run(args)
+            if results is not None:
+                return results
         plan = self.plan_for(args)
+        self.runner = native_runner(plan, _signature(args))
         return self.gm(*args) if plan is None else plan.run(args)
 
 

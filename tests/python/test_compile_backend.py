@@ -284,3 +284,29 @@ def test_cross_entropy_gradient_with_an_ignored_target_is_lowered():
     F.cross_entropy(logits, target).backward()
     assert_close(dut.grad.cpu(), logits.grad)
     assert len(graphs) == 2 and all(plan.fallback_nodes == [] for graph in graphs for plan in graph.plans.values())
+
+
+def test_a_plan_of_programs_runs_natively_and_refuses_other_layouts(monkeypatch):
+    """The last signature's plan runs as one native call (graph_runner.native_runner); a
+    call with other strides, or with a non-tensor where a tensor was, plans anew."""
+    from torch.fx.experimental.proxy_tensor import make_fx
+
+    from pypto_torch.compile.graph_runner import CompiledGraph, Plan
+
+    python_runs = []
+    original = Plan.run
+    monkeypatch.setattr(Plan, "run", lambda self, args: python_runs.append(1) or original(self, args))
+    torch.manual_seed(0)
+    x, y = torch.randn(4, 6), torch.randn(4, 6)
+    graph = CompiledGraph(make_fx(lambda x, y: (x * 2 + y, (x - y).t()))(x.to("pto"), y.to("pto")))
+    for call in range(3):
+        got = graph(x.to("pto"), y.to("pto"))
+        assert_close(got[0].cpu(), x * 2 + y, rtol=0, atol=0)
+        assert_close(got[1].cpu(), (x - y).t(), rtol=0, atol=0)
+        assert got[1].stride() == (1, 6)
+    assert len(python_runs) == 1, "only the first call, which plans, runs the plan in Python"
+    transposed = torch.randn(6, 4)
+    got = graph(transposed.to("pto").t(), y.to("pto"))  # other strides: a plan of its own
+    assert_close(got[0].cpu(), transposed.t() * 2 + y, rtol=0, atol=0)
+    assert len(python_runs) == 2
+    assert graph.runner.run((x.to("pto"), 1.0)) is None
