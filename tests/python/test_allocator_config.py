@@ -51,14 +51,15 @@ def test_expandable_segments_give_back_what_cannot_grow(python):
     expandable = run(python, "expandable_segments:True", SEGMENT_REUSE)
     for out in (default, expandable):
         assert "first: True" in out and "second: True" in out
-    # 30 cached + 40 (b's copy on pto) + 40 (y) + 2 (a small segment)
-    assert "reserved MiB: 112 allocated MiB: 40" in default
-    assert "reserved MiB: 82 allocated MiB: 40" in expandable  # the 30 MiB segment went back
+    # 30 cached + 40 (b's copy on pto) + 40 (y); the 2 lives in device constants of its own
+    # (csrc/torch/aten/host_scalars.h), not in a segment
+    assert "reserved MiB: 110 allocated MiB: 40" in default
+    assert "reserved MiB: 80 allocated MiB: 40" in expandable  # the 30 MiB segment went back
 
 
 def test_the_older_cuda_variable_is_read_too(python):
     out = run(python, "expandable_segments:True", SEGMENT_REUSE, variable="PYTORCH_CUDA_ALLOC_CONF")
-    assert "reserved MiB: 82 allocated MiB: 40" in out
+    assert "reserved MiB: 80 allocated MiB: 40" in out
 
 
 def test_max_split_size_keeps_large_blocks_whole(python):
