@@ -63,7 +63,7 @@ def bench_launch(quick: bool) -> None:
             ["pto   a.copy_(cpu) (reference)", f"{pto_iters:,}", f"{1 / h2d:,.0f}", f"{h2d * 1e6:.2f}"]]
     table(f"1. Per-op launch overhead, 1-element float32 tensor (best of {reps})",
           ["op", "iterations", "ops/s", "us/op"], rows)
-    how = ("native: the scalar is filled on the device, then tadd is launched on the stream"
+    how = ("native: one tadd on the stream, the scalar read from this thread's device constants for it"
            if native else "through the CPU fallback: a is copied to the host and back")
     print(f"pto/CPU per-op cost: {pto / cpu:.1f}x  (add_ {how})")
 
