@@ -1,9 +1,9 @@
 // Transformer recipes: torch's inference fast paths, what nn.MultiheadAttention
 // (aten::_native_multi_head_attention) and nn.TransformerEncoderLayer
 // (aten::_transformer_encoder_layer_fwd) call in eval under no_grad, computed as the
-// CPU computes them: the in-projection as one GEMM, the heads' scores, the mask as the
-// CPU's masked softmax reads it (any nonzero element masks), the weights' product
-// written in (batch, token, head) order so the out-projection reads it as rows.
+// CPU computes them: the in-projection as one GEMM, q scaled, the heads' scores, the
+// mask as the CPU's masked softmax reads it (any nonzero element masks), the weights'
+// product written in (batch, token, head) order so the out-projection reads it as rows.
 #include <cmath>
 #include <limits>
 #include <optional>
@@ -105,10 +105,17 @@ void multiHeadAttention(Recipe& r, const Attention& a, const View& out, const st
     return View{qkv.buffer, dtype, {batch, heads, tokens, head_dim}, {tokens * 3 * embed, head_dim, 3 * embed, 1},
                 qkv.offset + part * embed};
   };
+  // q scaled by sqrt(1 / head_dim) before the scores' product, as the CPU's
+  // transform_bias_rescale_qkv and F.multi_head_attention_forward (the slow path) scale
+  // it: scaling the product instead rounds otherwise wherever the factor is not a power
+  // of two (head_dim 50: 1 ulp off the slow path, which a fast path matches bit for bit).
+  const std::vector<int64_t> head_shape{batch, heads, tokens, head_dim};
+  const View scaled_query =
+      r.emit(atenInstruction("mul").opcode, r.temporary(dtype, head_shape),
+             {heads_of(0), r.operand(std::sqrt(1.0 / static_cast<double>(head_dim)), dtype, head_shape)});
   const std::vector<int64_t> shape{batch, heads, tokens, tokens};
   View scores = r.temporary(dtype, shape);
-  r.emit(Opcode::kMatmul, scores, {heads_of(0), permute(heads_of(1), {0, 1, 3, 2})},
-         {1.0 / std::sqrt(static_cast<double>(head_dim)), 0.0});
+  r.emit(Opcode::kMatmul, scores, {scaled_query, permute(heads_of(1), {0, 1, 3, 2})}, {1.0, 0.0});
   scores = r.cast(scores, compute);
   if (a.mask) {
     if (!a.mask_type) throw NotApplicable("a mask without its type");
