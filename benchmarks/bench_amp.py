@@ -11,6 +11,7 @@ after two untimed steps each. pto's autocast applies CUDA's cast policy, CPU's i
 lists (both put linear and attention's matmuls in bf16, layer norm and the loss in
 float32). The float32 step of each device is beside it, for what autocast changes on
 that device. The CPU flags that matter for bf16 (avx512_bf16, amx_bf16) are in the header.
+Aim: pto's bf16 step no slower than CPU autocast's (pto/CPU time <= 1.0), at every size.
 """
 
 import sys
@@ -74,11 +75,12 @@ def main() -> None:
     quick = "--quick" in sys.argv
     pypto_torch.set_fallback_mode("silent")
     context_header("Mixed precision: bf16 autocast training step, pto vs CPU", quick)
+    aims = Aims("bench_amp")
     # Without a fast CPU bf16 GEMM a CPU bf16 step of the largest block takes seconds.
     slow_path = cpu_gemm_slow_path(torch.bfloat16)
     reps = 2 if slow_path else 3 if quick else 10
     if slow_path:
-        print("  " + Aims("bench_amp").note(f"capped: {slow_path}: best of {reps} rounds, not 10"))
+        print("  " + aims.note(f"capped: {slow_path}: best of {reps} rounds, not 10"))
     load = OtherLoad()
     start = time.perf_counter()
     fallbacks_before = pypto_torch.fallback_ops()
@@ -88,12 +90,13 @@ def main() -> None:
         steps = {(device, autocast): training_step(device, size, autocast)
                  for device in ("pto", "cpu") for autocast in (True, False)}
         ms = {way: seconds * 1e3 for way, seconds in best_times(steps, reps).items()}
-        rows.append([f"{batch}x{seq}x{dim}, {heads} heads, ff {hidden}",
-                     f"{ms['pto', True]:.2f}", f"{ms['cpu', True]:.2f}", f"{ms['pto', True] / ms['cpu', True]:.2f}",
+        name, ratio = f"{batch}x{seq}x{dim}, {heads} heads, ff {hidden}", ms['pto', True] / ms['cpu', True]
+        rows.append([name, f"{ms['pto', True]:.2f}", f"{ms['cpu', True]:.2f}", f"{ratio:.2f}",
+                     aims.aim(round(ratio, 2) <= 1.0, f"bf16 autocast step {name}: pto/CPU time {ratio:.2f} (aim <= 1)"),
                      f"{ms['pto', False]:.2f}", f"{ms['cpu', False]:.2f}",
                      f"{ms['pto', True] / ms['pto', False]:.2f}", f"{ms['cpu', True] / ms['cpu', False]:.2f}"])
     table(f"Time per training step, ms (best of {reps}; pto steps waited for)",
-          ["transformer block", "pto bf16", "CPU bf16", "pto/CPU time", "pto fp32", "CPU fp32",
+          ["transformer block", "pto bf16", "CPU bf16", "pto/CPU time", "<=1", "pto fp32", "CPU fp32",
            "pto bf16/fp32", "CPU bf16/fp32"], rows)
     print(f"\nops that went through the CPU fallback: {fell_back_since(fallbacks_before) or 'none'}")
     print(f"total time {time.perf_counter() - start:.1f} s; {load.describe()}")
