@@ -12,8 +12,16 @@
 
 namespace pto::rt::sim::kernels {
 
+// float16 and bfloat16: stored in 16 bits, computed in float.
 template <typename T>
-using ComputeType = std::conditional_t<std::is_same_v<T, Half> || std::is_same_v<T, BFloat16>, float, T>;
+constexpr bool kIsHalfFloat = std::is_same_v<T, Half> || std::is_same_v<T, BFloat16>;
+
+template <typename T>
+using ComputeType = std::conditional_t<kIsHalfFloat<T>, float, T>;
+
+// float16/bfloat16 runs are widened to float this many elements at a time (in L1)
+// where a float kernel then does the work.
+constexpr int64_t kBlockElements = 512;
 
 template <typename T>
 constexpr isa::DType dtypeOf() {
@@ -49,8 +57,14 @@ decltype(auto) dispatchDType(isa::DType dtype, Fn&& fn) {
 
 template <typename T>
 inline ComputeType<T> widen(T value) {
-  if constexpr (std::is_same_v<T, Half> || std::is_same_v<T, BFloat16>) return toFloat(value);
+  if constexpr (kIsHalfFloat<T>) return toFloat(value);
   else return value;
+}
+
+// out[i] = in[i] widened to float, for i in [0, count).
+template <typename T>
+inline void widenRun(float* out, const T* in, int64_t count) {
+  for (int64_t i = 0; i < count; ++i) out[i] = widen(in[i]);
 }
 
 template <typename T>
@@ -76,6 +90,12 @@ inline To castTo(From value) {
   } else {
     return static_cast<To>(value);
   }
+}
+
+// out[i] = in[i] rounded to T, for i in [0, count).
+template <typename T>
+inline void narrowRun(T* out, const float* in, int64_t count) {
+  for (int64_t i = 0; i < count; ++i) out[i] = castTo<T>(in[i]);
 }
 
 template <typename T, typename C>

@@ -15,6 +15,7 @@
 #include "execute.h"
 #include "strided_loop.h"
 #include "elementwise_dispatch-inl.h"
+#include "vector_widen-inl.h"
 #include "vector_math-inl.h"
 
 HWY_BEFORE_NAMESPACE();
@@ -124,7 +125,7 @@ void ternaryRows(const StridedLoop& loop, double value_immediate) {
             for (int64_t i = 0; i < count; ++i) block[k][i] = widen(in[k][(start + i) * step[k]]);
           }
           ternaryVectorRow<op, float>(block[0], {block[0], block[1], block[2]}, {1, 1, 1}, count, value);
-          for (int64_t i = 0; i < count; ++i) out[start + i] = castTo<T>(block[0][i]);
+          roundFromFloat(out + start, block[0], count);
         }
         return;
       } else if (step[0] == 1 && step[1] == 1 && step[2] == 1) {

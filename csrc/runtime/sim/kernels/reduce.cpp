@@ -4,9 +4,10 @@
 //    a run of memory, with several independent accumulators (vectorisable);
 //  - columns: the innermost dimension is kept: a vector of accumulators, one per
 //    output element of that dimension, folds whole input rows at a time.
-// float32 sums of contiguous runs accumulate in float32 vectors, cascaded as
-// PyTorch's CPU sums are: blocks of partial sums are added one level up (in double)
-// once per block, so the rounding error grows with the block, not the whole count.
+// float32 (and widened float16/bfloat16) sums of contiguous runs accumulate in
+// float32 vectors, cascaded as PyTorch's CPU sums are: blocks of partial sums are
+// added one level up (in double) once per block, so the rounding error grows with
+// the block, not the whole count.
 // Compiled once per vector target, chosen at run time (vector_target.h).
 #undef HWY_TARGET_INCLUDE
 #define HWY_TARGET_INCLUDE "runtime/sim/kernels/reduce.cpp"
@@ -26,6 +27,7 @@
 #include "runtime/sim/host_caches.h"
 #include "runtime/sim/sim_parallel.h"
 #include "vector_extrema.h"
+#include "vector_widen-inl.h"
 
 HWY_BEFORE_NAMESPACE();
 namespace pto::rt::sim::kernels::HWY_NAMESPACE {
@@ -40,23 +42,48 @@ constexpr int64_t kSerialElements = 1 << 19;
 // Input rows a column block folds into its float partial sums before they move up.
 constexpr int64_t kColumnBlockRows = 64;
 
-// Column sums of float32 rows, cascaded: `rows` input rows (row r at rowAt(r),
-// `count` contiguous values) are folded kColumnBlockRows at a time into float
-// partial sums over a tile of columns sized so the partial sums and the double
-// totals share half the L1 cache, then added into `acc`.
-template <typename RowAt>
+// Column sums of float32 (or float16/bfloat16, widened) rows, cascaded: `rows`
+// input rows (row r at rowAt(r), `count` contiguous values of T) are folded
+// kColumnBlockRows at a time into float partial sums over a tile of columns sized
+// so the partial sums and the double totals share half the L1 cache, then added
+// into `acc`.
+template <typename T, typename RowAt>
 void cascadeColumnSums(double* acc, int64_t count, int64_t rows, RowAt rowAt) {
   const int64_t tile =
       std::max<int64_t>(64, hostCaches().l1_data_bytes / 2 / static_cast<int64_t>(sizeof(float) + sizeof(double)));
   std::vector<float> partial(static_cast<size_t>(std::min(tile, count)));
+  constexpr bool kWidenFirst = kIsHalfFloat<T> && !kVectorConverts<T>;  // else widened as addRow loads
+  std::vector<float> widened(kWidenFirst ? partial.size() : 0);
   for (int64_t column = 0; column < count; column += tile) {
     const int64_t width = std::min(tile, count - column);
     for (int64_t first = 0; first < rows; first += kColumnBlockRows) {
       std::fill_n(partial.begin(), width, 0.0f);
       for (int64_t r = first; r < std::min(rows, first + kColumnBlockRows); ++r) {
-        addRow(partial.data(), rowAt(r) + column, width);
+        if constexpr (kWidenFirst) {
+          widenToFloat(widened.data(), rowAt(r) + column, width);
+          addRow(partial.data(), widened.data(), width);
+        } else {
+          addRow(partial.data(), rowAt(r) + column, width);
+        }
       }
       for (int64_t i = 0; i < width; ++i) acc[column + i] += partial[i];
+    }
+  }
+}
+
+// fold(run, count) over a contiguous run of T: float32 and the 16-bit floats this
+// target widens as it loads (kVectorConverts) directly, other 16-bit floats widened
+// into a float block at a time first.
+template <typename T, typename Fold>
+void foldContiguous(const T* values, int64_t n, Fold fold) {
+  if constexpr (std::is_same_v<T, float> || kVectorConverts<T>) {
+    fold(values, n);
+  } else {
+    float block[kBlockElements];
+    for (int64_t start = 0; start < n; start += kBlockElements) {
+      const int64_t count = std::min<int64_t>(kBlockElements, n - start);
+      widenToFloat(block, values + start, count);
+      fold(static_cast<const float*>(block), count);
     }
   }
 }
@@ -156,7 +183,11 @@ void reduceValues(const isa::Operand& out_op, const isa::Operand& in_op, std::sp
   using C = ComputeType<T>;
   using F = Fold<op, C>;
   using Acc = typename F::Acc;
-  constexpr bool kFloatSum = op == Opcode::kSum && std::is_same_v<T, float>;  // cascaded (Acc: double)
+  // float32 sums cascade (Acc: double); float16/bfloat16 sums too, widened. Their sums,
+  // maxima and minima over contiguous runs take the vector folds.
+  constexpr bool kFloat = std::is_same_v<T, float> || kIsHalfFloat<T>;
+  constexpr bool kFloatSum = op == Opcode::kSum && kFloat;
+  constexpr bool kVectorFold = kFloat && (op == Opcode::kSum || op == Opcode::kAmax || op == Opcode::kAmin);
   const Plan plan = makePlan(out_op, in_op);
   const char* in = static_cast<const char*>(buffers[in_op.buffer]) + in_op.offset * sizeof(T);
   char* out = static_cast<char*>(buffers[out_op.buffer]) + out_op.offset * sizeof(T);
@@ -190,17 +221,17 @@ void reduceValues(const isa::Operand& out_op, const isa::Operand& in_op, std::sp
         const char* run = base + offsetOf(outer_reduced, r, false) * static_cast<int64_t>(sizeof(T));
         const int64_t stride = inner.in_stride * static_cast<int64_t>(sizeof(T));
         int64_t i = 0;
-        if constexpr (std::is_same_v<T, float> && (op == Opcode::kAmax || op == Opcode::kAmin)) {
-          if (stride == sizeof(T)) {  // vector max/min over the run, NaNs flagged alongside
-            bool nan = false;
-            const float extreme = runExtreme<op == Opcode::kAmax>(reinterpret_cast<const float*>(run), inner.size, &nan);
-            lanes[0] = F::step(lanes[0], nan ? std::numeric_limits<float>::quiet_NaN() : extreme);
-            continue;
-          }
-        }
-        if constexpr (kFloatSum) {
+        if constexpr (kVectorFold) {
           if (stride == sizeof(T)) {
-            lanes[0] += runSum(reinterpret_cast<const float*>(run), inner.size);
+            foldContiguous(reinterpret_cast<const T*>(run), inner.size, [&](const auto* values, int64_t count) {
+              if constexpr (op == Opcode::kSum) {
+                lanes[0] += runSum(values, count);
+              } else {  // vector max/min over the run, NaNs flagged alongside
+                bool nan = false;
+                const float extreme = runExtreme<op == Opcode::kAmax>(values, count, &nan);
+                lanes[0] = F::step(lanes[0], nan ? std::numeric_limits<float>::quiet_NaN() : extreme);
+              }
+            });
             continue;
           }
         }
@@ -232,6 +263,7 @@ void reduceValues(const isa::Operand& out_op, const isa::Operand& in_op, std::sp
       static_cast<size_t>(std::max<int64_t>(64, kSerialElements / std::max<int64_t>(1, plan.reduced_count)));
   rt::sim::parallelFor(static_cast<size_t>(outer_count * inner.size), column_grain, [&](size_t begin, size_t end) {
     std::vector<Acc> acc;
+    std::vector<float> widened;
     for (size_t flat = begin; flat < end;) {
       const int64_t o = static_cast<int64_t>(flat) / inner.size;
       const int64_t first = static_cast<int64_t>(flat) % inner.size;
@@ -245,8 +277,8 @@ void reduceValues(const isa::Operand& out_op, const isa::Operand& in_op, std::sp
       bool folded = false;
       if constexpr (kFloatSum) {
         if (stride == sizeof(T)) {
-          cascadeColumnSums(acc.data(), count, plan.reduced_count,
-                            [&](int64_t r) { return reinterpret_cast<const float*>(rowAt(r)); });
+          cascadeColumnSums<T>(acc.data(), count, plan.reduced_count,
+                               [&](int64_t r) { return reinterpret_cast<const T*>(rowAt(r)); });
           folded = true;
         }
       }
@@ -254,7 +286,13 @@ void reduceValues(const isa::Operand& out_op, const isa::Operand& in_op, std::sp
         const char* row = rowAt(r);
         if (stride == sizeof(T)) {
           const T* values = reinterpret_cast<const T*>(row);
-          for (int64_t i = 0; i < count; ++i) acc[i] = F::step(acc[i], widen(values[i]));
+          if constexpr (kIsHalfFloat<T>) {  // widened a vector at a time where the target can
+            widened.resize(static_cast<size_t>(count));
+            widenToFloat(widened.data(), values, count);
+            for (int64_t i = 0; i < count; ++i) acc[i] = F::step(acc[i], widened[i]);
+          } else {
+            for (int64_t i = 0; i < count; ++i) acc[i] = F::step(acc[i], widen(values[i]));
+          }
         } else {
           for (int64_t i = 0; i < count; ++i) acc[i] = F::step(acc[i], load<T>(row + i * stride));
         }

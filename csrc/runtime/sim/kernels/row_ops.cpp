@@ -11,6 +11,7 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <vector>
 
 #include "element_types.h"
 #include "elementwise_ops.h"
@@ -87,6 +88,23 @@ void softmaxRow(float* HWY_RESTRICT out, const float* HWY_RESTRICT in, int64_t l
   }
 }
 
+// Longest float16/bfloat16 row widened whole for softmaxRow (two float copies of
+// it, 8 MiB); longer rows take the scalar loop, which needs no copy.
+constexpr int64_t kWidenedRowElements = 1 << 20;
+
+// A contiguous float16/bfloat16 row: widened into float, softmaxRow's passes, each
+// result rounded once, as PyTorch's CPU kernel computes these rows in float.
+// `scratch` holds the two float copies.
+template <bool kLog, typename T>
+void halfSoftmaxRow(T* out, const T* in, int64_t length, std::vector<float>& scratch) {
+  scratch.resize(static_cast<size_t>(2 * length));
+  float* wide = scratch.data();
+  float* result = wide + length;
+  widenToFloat(wide, in, length);
+  softmaxRow<kLog>(result, wide, length);
+  roundFromFloat(out, result, length);
+}
+
 template <Opcode op, typename T>
 void rowKernel(const isa::Instruction& instruction, std::span<void* const> buffers) {
   using C = ComputeType<T>;
@@ -96,15 +114,23 @@ void rowKernel(const isa::Instruction& instruction, std::span<void* const> buffe
   constexpr size_t N = op == Opcode::kSoftmax || op == Opcode::kLogSoftmax ? 2 : 3;
   const std::array<int64_t, N> step = rowSteps<N>(instruction);
   const size_t grain = static_cast<size_t>(std::max<int64_t>(1, kRowSerialElements / std::max<int64_t>(1, length)));
+  constexpr bool kSoftmaxFamily = op == Opcode::kSoftmax || op == Opcode::kLogSoftmax;
   rt::sim::parallelFor(static_cast<size_t>(rows), grain, [&](size_t begin, size_t end) {
+    std::vector<float> scratch;
     for (size_t row = begin; row < end; ++row) {
       const auto p = rowStarts<N>(instruction, buffers, static_cast<int64_t>(row));
       auto at = [&](size_t k, int64_t i) { return load<T>(p[k] + i * step[k]); };
-      if constexpr (std::is_same_v<T, float> && (op == Opcode::kSoftmax || op == Opcode::kLogSoftmax)) {
-        if (step[0] == sizeof(float) && step[1] == sizeof(float)) {
-          softmaxRow<op == Opcode::kLogSoftmax>(reinterpret_cast<float*>(p[0]), reinterpret_cast<const float*>(p[1]),
-                                                length);
-          continue;
+      if constexpr (kSoftmaxFamily && (std::is_same_v<T, float> || kIsHalfFloat<T>)) {
+        if (step[0] == sizeof(T) && step[1] == sizeof(T)) {
+          T* out_row = reinterpret_cast<T*>(p[0]);
+          const T* in_row = reinterpret_cast<const T*>(p[1]);
+          if constexpr (std::is_same_v<T, float>) {
+            softmaxRow<op == Opcode::kLogSoftmax>(out_row, in_row, length);
+            continue;
+          } else if (length <= kWidenedRowElements) {
+            halfSoftmaxRow<op == Opcode::kLogSoftmax>(out_row, in_row, length, scratch);
+            continue;
+          }
         }
       }
       if constexpr (op == Opcode::kSoftmax || op == Opcode::kLogSoftmax) {

@@ -1,7 +1,8 @@
 // Vector folds of a contiguous float32 run that compilers do not vectorise on
 // their own: the maximum or minimum with a NaN flag (a NaN-aware max is a select
-// per element), and the float sum of one cascade block. Softmax's passes and the
-// amax/amin/sum reductions over rows use them.
+// per element), and the float sum of one cascade block (of float16/bfloat16 runs
+// too, widened as they load). Softmax's passes and the amax/amin/sum reductions use
+// them.
 //
 // Compiled once per Highway target: include it after <hwy/highway.h> in a kernel
 // file that follows vector_target.h's pattern; the guard below lets each target's
@@ -19,6 +20,9 @@
 #include <cstdint>
 #include <limits>
 
+#include "element_types.h"
+#include "vector_widen-inl.h"
+
 HWY_BEFORE_NAMESPACE();
 namespace pto::rt::sim::kernels::HWY_NAMESPACE {
 
@@ -26,8 +30,9 @@ namespace hn = hwy::HWY_NAMESPACE;
 
 // The maximum (kMax) or minimum of in[0, length), and in *nan whether any is NaN.
 // A run of -inf, or an empty run, gives -inf (+inf for the minimum).
-template <bool kMax>
-inline float runExtreme(const float* HWY_RESTRICT in, int64_t length, bool* nan) {
+// (T as for runSum.)
+template <bool kMax, typename T>
+inline float runExtreme(const T* HWY_RESTRICT in, int64_t length, bool* nan) {
   const hn::ScalableTag<float> d;
   const auto lanes = static_cast<int64_t>(hn::Lanes(d));
   const float start = kMax ? -std::numeric_limits<float>::infinity() : std::numeric_limits<float>::infinity();
@@ -37,7 +42,7 @@ inline float runExtreme(const float* HWY_RESTRICT in, int64_t length, bool* nan)
   auto nans = hn::FirstN(d, 0);  // no lane set
   int64_t i = 0;
   for (; i + 2 * lanes <= length; i += 2 * lanes) {
-    const auto v0 = hn::LoadU(d, in + i), v1 = hn::LoadU(d, in + i + lanes);
+    const auto v0 = loadAsFloat(d, in + i), v1 = loadAsFloat(d, in + i + lanes);
     nans = hn::Or(nans, hn::Or(hn::IsNaN(v0), hn::IsNaN(v1)));
     extrema0 = kMax ? hn::Max(extrema0, v0) : hn::Min(extrema0, v0);
     extrema1 = kMax ? hn::Max(extrema1, v1) : hn::Min(extrema1, v1);
@@ -46,8 +51,9 @@ inline float runExtreme(const float* HWY_RESTRICT in, int64_t length, bool* nan)
   float extreme = hn::GetLane(kMax ? hn::MaxOfLanes(d, extrema) : hn::MinOfLanes(d, extrema));
   bool unordered = !hn::AllFalse(d, nans);
   for (; i < length; ++i) {
-    unordered |= in[i] != in[i];
-    extreme = (kMax ? in[i] > extreme : in[i] < extreme) ? in[i] : extreme;
+    const float x = widen(in[i]);
+    unordered |= x != x;
+    extreme = (kMax ? x > extreme : x < extreme) ? x : extreme;
   }
   *nan = unordered;
   return extreme;
@@ -58,7 +64,10 @@ inline float runExtreme(const float* HWY_RESTRICT in, int64_t length, bool* nan)
 // a double, so that float partial sums stay small (a float sum's error grows with its
 // partials) on every target, 4 lanes wide or 16. A million 0.1f summed with 512 adds
 // per lane (4-lane targets, 8192-element blocks) was 1.6 off; this keeps it near 0.01.
-inline double runSum(const float* HWY_RESTRICT in, int64_t length) {
+// float16/bfloat16 runs are widened as they are loaded (T: float, or a type
+// vector_widen-inl.h's kVectorConverts names for this target).
+template <typename T>
+inline double runSum(const T* HWY_RESTRICT in, int64_t length) {
   const hn::ScalableTag<float> d;
   const auto lanes = static_cast<int64_t>(hn::Lanes(d));
   const int64_t step = 4 * lanes, chunk = 16 * step;
@@ -67,24 +76,26 @@ inline double runSum(const float* HWY_RESTRICT in, int64_t length) {
   while (i + step <= length) {
     auto sum0 = hn::Zero(d), sum1 = hn::Zero(d), sum2 = hn::Zero(d), sum3 = hn::Zero(d);
     for (const int64_t end = std::min(length, i + chunk); i + step <= end; i += step) {
-      sum0 = hn::Add(sum0, hn::LoadU(d, in + i));
-      sum1 = hn::Add(sum1, hn::LoadU(d, in + i + lanes));
-      sum2 = hn::Add(sum2, hn::LoadU(d, in + i + 2 * lanes));
-      sum3 = hn::Add(sum3, hn::LoadU(d, in + i + 3 * lanes));
+      sum0 = hn::Add(sum0, loadAsFloat(d, in + i));
+      sum1 = hn::Add(sum1, loadAsFloat(d, in + i + lanes));
+      sum2 = hn::Add(sum2, loadAsFloat(d, in + i + 2 * lanes));
+      sum3 = hn::Add(sum3, loadAsFloat(d, in + i + 3 * lanes));
     }
     total += hn::GetLane(hn::SumOfLanes(d, hn::Add(hn::Add(sum0, sum1), hn::Add(sum2, sum3))));
   }
-  for (; i < length; ++i) total += in[i];
+  for (; i < length; ++i) total += widen(in[i]);
   return total;
 }
 
-// sums[i] += in[i] for i in [0, length): one input row folded into column sums.
-inline void addRow(float* HWY_RESTRICT sums, const float* HWY_RESTRICT in, int64_t length) {
+// sums[i] += in[i] for i in [0, length): one input row folded into column sums
+// (T as for runSum).
+template <typename T>
+inline void addRow(float* HWY_RESTRICT sums, const T* HWY_RESTRICT in, int64_t length) {
   const hn::ScalableTag<float> d;
   const auto lanes = static_cast<int64_t>(hn::Lanes(d));
   int64_t i = 0;
-  for (; i + lanes <= length; i += lanes) hn::StoreU(hn::Add(hn::LoadU(d, sums + i), hn::LoadU(d, in + i)), d, sums + i);
-  for (; i < length; ++i) sums[i] += in[i];
+  for (; i + lanes <= length; i += lanes) hn::StoreU(hn::Add(hn::LoadU(d, sums + i), loadAsFloat(d, in + i)), d, sums + i);
+  for (; i < length; ++i) sums[i] += widen(in[i]);
 }
 
 }  // namespace pto::rt::sim::kernels::HWY_NAMESPACE

@@ -20,6 +20,7 @@
 #include "element_types.h"
 #include "isa/instructions.h"
 #include "sleef_functions.h"
+#include "vector_widen-inl.h"
 
 // Sleef's name for `function` on a whole vector of this target, if it has one.
 #undef PTO_SLEEF_F32
@@ -227,9 +228,6 @@ V binaryMath(D d, V a, V b) {
 // 12.1 -> 6.6 ms, tanh 7.5 -> 4.2 ms); a prefetch past the end of a row is harmless.
 constexpr int64_t kPrefetchElements = 1024;
 
-// float16/bfloat16 rows are widened to float this many elements at a time (in L1).
-constexpr int64_t kBlockElements = 512;
-
 // out[i] = op(in[i]) for contiguous rows, a vector at a time; the last partial
 // vector goes through a zero-padded copy.
 template <Opcode op, typename T>
@@ -252,9 +250,9 @@ void unaryMathRow(T* out, const T* in, int64_t n) {
     float block[kBlockElements];
     for (int64_t start = 0; start < n; start += kBlockElements) {
       const int64_t count = std::min<int64_t>(kBlockElements, n - start);
-      for (int64_t i = 0; i < count; ++i) block[i] = widen(in[start + i]);
+      widenToFloat(block, in + start, count);
       unaryMathRow<op, float>(block, block, count);
-      for (int64_t i = 0; i < count; ++i) out[start + i] = castTo<T>(block[i]);
+      roundFromFloat(out + start, block, count);
     }
   }
 }
@@ -291,7 +289,7 @@ void binaryMathRow(T* out, const T* a, int64_t a_step, const T* b, int64_t b_ste
         block_b[i] = widen(b[(start + i) * b_step]);
       }
       binaryMathRow<op, float>(block_a, block_a, 1, block_b, 1, count);
-      for (int64_t i = 0; i < count; ++i) out[start + i] = castTo<T>(block_a[i]);
+      roundFromFloat(out + start, block_a, count);
     }
   }
 }
