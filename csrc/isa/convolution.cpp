@@ -25,29 +25,29 @@ ConvGeometry convGeometry(const Instruction& instruction) {
   }
   g.spatial = out.rank - 2;
   const auto& imm = instruction.immediates;
-  g.groups = static_cast<int64_t>(imm[0]);
+  g.groups = static_cast<int64_t>(imm[kConvGroups]);
   for (int i = 0; i < kMaxConvSpatial; ++i) {
-    g.stride[i] = static_cast<int64_t>(imm[1 + i]);
-    g.pad[i] = static_cast<int64_t>(imm[4 + i]);
-    g.dilation[i] = static_cast<int64_t>(imm[7 + i]);
+    g.stride[i] = static_cast<int64_t>(imm[kConvStride + i]);
+    g.pad[i] = static_cast<int64_t>(imm[kConvPad + i]);
+    g.dilation[i] = static_cast<int64_t>(imm[kConvDilation + i]);
   }
+  g.beta = instruction.opcode == Opcode::kConv ? imm[kConvBeta] : 0.0;
   return g;
 }
 
 std::string checkConvolution(const Instruction& instruction) {
   std::ostringstream error;
   const InstructionInfo& entry = info(instruction.opcode);
-  for (int i = 0; i < 1 + 3 * kMaxConvSpatial; ++i) {
+  for (int i = kConvGroups; i < kConvBeta; ++i) {
     const double value = instruction.immediates[i];
-    const bool is_pad = i > kMaxConvSpatial && i <= 2 * kMaxConvSpatial;  // groups, strides and dilations are >= 1
-    const double lowest = is_pad ? 0 : 1;
+    const double lowest = i >= kConvPad && i < kConvDilation ? 0 : 1;  // groups, strides and dilations are >= 1
     if (!isWhole(value) || value < lowest || value > 1e9) {
       error << entry.immediates[i] << "=" << value << " is not a whole number in [" << lowest << ", 1e9]";
       return error.str();
     }
   }
-  if (instruction.opcode == Opcode::kConv && !std::isfinite(instruction.immediates[10])) {
-    error << "beta=" << instruction.immediates[10] << " is not finite";
+  if (instruction.opcode == Opcode::kConv && !std::isfinite(instruction.immediates[kConvBeta])) {
+    error << "beta=" << instruction.immediates[kConvBeta] << " is not finite";
     return error.str();
   }
   const ConvGeometry g = convGeometry(instruction);

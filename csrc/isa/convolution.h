@@ -14,6 +14,14 @@ namespace pto::isa {
 
 inline constexpr int kMaxConvSpatial = 3;
 
+// Where the Conv instructions' immediates are (instructions.def): groups, then stride,
+// pad and dilation of each spatial dimension, then tconv's beta.
+inline constexpr int kConvGroups = 0;
+inline constexpr int kConvStride = 1;
+inline constexpr int kConvPad = kConvStride + kMaxConvSpatial;
+inline constexpr int kConvDilation = kConvPad + kMaxConvSpatial;
+inline constexpr int kConvBeta = kConvDilation + kMaxConvSpatial;
+
 struct ConvGeometry {
   const Operand* x;  // [N, C, S...]
   const Operand* w;  // [O, C / groups, K...]
@@ -21,6 +29,7 @@ struct ConvGeometry {
   int spatial;       // 1 to 3 where the operands' ranks agree, else their rank - 2
   int64_t groups;
   std::array<int64_t, kMaxConvSpatial> stride, pad, dilation;
+  double beta;  // tconv's; 0 for the gradients
 };
 
 ConvGeometry convGeometry(const Instruction& instruction);

@@ -7,6 +7,7 @@
 #include <algorithm>
 
 #include "families.h"
+#include "isa/convolution.h"
 
 namespace pto::recipes {
 namespace {
@@ -23,12 +24,13 @@ std::array<double, isa::kMaxImmediates> convImmediates(const Arguments& args, in
       static_cast<int64_t>(dilation.size()) != spatial) {
     throw NotApplicable("a convolution's stride, padding and dilation need one value per spatial dimension");
   }
-  std::array<double, isa::kMaxImmediates> immediates{static_cast<double>(args.integer("groups"))};
-  for (int64_t i = 0; i < 3; ++i) {
+  std::array<double, isa::kMaxImmediates> immediates{};
+  immediates[isa::kConvGroups] = static_cast<double>(args.integer("groups"));
+  for (int64_t i = 0; i < isa::kMaxConvSpatial; ++i) {
     const bool used = i < spatial;
-    immediates[1 + i] = used ? static_cast<double>(stride[i]) : 1.0;
-    immediates[4 + i] = used ? static_cast<double>(padding[i]) : 0.0;
-    immediates[7 + i] = used ? static_cast<double>(dilation[i]) : 1.0;
+    immediates[isa::kConvStride + i] = used ? static_cast<double>(stride[i]) : 1.0;
+    immediates[isa::kConvPad + i] = used ? static_cast<double>(padding[i]) : 0.0;
+    immediates[isa::kConvDilation + i] = used ? static_cast<double>(dilation[i]) : 1.0;
   }
   return immediates;
 }
@@ -80,7 +82,7 @@ void convolution(Recipe& r, const Arguments& args) {
   } else {
     if (bias) {
       r.copy(sum, alongChannels(*bias, sum.shape));
-      immediates[10] = 1.0;  // beta: the products summed onto the bias
+      immediates[isa::kConvBeta] = 1.0;  // the products summed onto the bias
     }
     r.emit(Opcode::kConv, sum, {x_wide, w_wide}, immediates);
   }

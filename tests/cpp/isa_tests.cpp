@@ -15,6 +15,7 @@
 #include <string_view>
 #include <vector>
 
+#include "isa/convolution.h"
 #include "isa/program.h"
 
 namespace {
@@ -202,8 +203,12 @@ TEST(InstructionTable, GroupsHaveTheirArityAndOutputRule) {
       case Group::Conv:  // an image and a weight, or an output gradient and one of them
         EXPECT_EQ(entry.inputs, 2);
         EXPECT_EQ(entry.output, OutputDType::Same);
-        EXPECT_EQ(entry.immediates[0], "groups");
-        EXPECT_GE(entry.immediateCount(), 10);
+        EXPECT_EQ(entry.immediates[kConvGroups], "groups");  // where isa/convolution.h reads them
+        EXPECT_EQ(entry.immediates[kConvStride], "stride0");
+        EXPECT_EQ(entry.immediates[kConvPad], "pad0");
+        EXPECT_EQ(entry.immediates[kConvDilation + kMaxConvSpatial - 1], "dilation2");
+        EXPECT_EQ(entry.immediateCount(), entry.opcode == Opcode::kConv ? kConvBeta + 1 : kConvBeta);
+        if (entry.opcode == Opcode::kConv) EXPECT_EQ(entry.immediates[kConvBeta], "beta");
         break;
       case Group::Row:  // the softmaxes, and their gradients' forward output
         EXPECT_TRUE(entry.inputs == 1 || entry.inputs == 2);

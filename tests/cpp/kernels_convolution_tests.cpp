@@ -92,12 +92,12 @@ Problem problemOf(const Case& c, Opcode opcode, std::mt19937& rng) {
     for (float& value : p.buffers.back()) value = normal(rng);
   }
   auto& imm = p.instruction.immediates;
-  imm[0] = static_cast<double>(c.groups);
-  for (int i = 0; i < 3; ++i) {
+  imm[pto::isa::kConvGroups] = static_cast<double>(c.groups);
+  for (int i = 0; i < pto::isa::kMaxConvSpatial; ++i) {
     const bool used = i < c.spatial();
-    imm[1 + i] = used ? static_cast<double>(c.stride[i]) : 1;
-    imm[4 + i] = used ? static_cast<double>(c.pad[i]) : 0;
-    imm[7 + i] = used ? static_cast<double>(c.dilation[i]) : 1;
+    imm[pto::isa::kConvStride + i] = used ? static_cast<double>(c.stride[i]) : 1;
+    imm[pto::isa::kConvPad + i] = used ? static_cast<double>(c.pad[i]) : 0;
+    imm[pto::isa::kConvDilation + i] = used ? static_cast<double>(c.dilation[i]) : 1;
   }
   return p;
 }
@@ -107,7 +107,7 @@ Problem problemOf(const Case& c, Opcode opcode, std::mt19937& rng) {
 void expectAgrees(const Case& c, Opcode opcode, double beta) {
   std::mt19937 rng(7);
   Problem fast = problemOf(c, opcode, rng);
-  if (opcode == Opcode::kConv) fast.instruction.immediates[10] = beta;
+  if (opcode == Opcode::kConv) fast.instruction.immediates[pto::isa::kConvBeta] = beta;
   Problem reference = fast;
   Problem magnitudes = fast;  // the same sums over |values|: each element's error scale
   for (auto& buffer : magnitudes.buffers) {

@@ -69,10 +69,10 @@ ConvProblem sliceOf(const ConvProblem& whole, int64_t begin, int64_t end) {
 // written nothing, where oneDNN has no direct kernel for a slice.
 bool convolveOnCores(const isa::Instruction& instruction, const isa::ConvGeometry& g, std::span<void* const> buffers) {
   const int rank = g.spatial + 2;
-  ConvProblem whole{passOf(instruction.opcode), g.spatial, g.groups, g.stride, g.pad, g.dilation, 0.0f,
+  ConvProblem whole{passOf(instruction.opcode), g.spatial, g.groups, g.stride, g.pad, g.dilation,
+                    static_cast<float>(g.beta),
                     convTensor(tensor5(*g.x, buffers), rank), convTensor(tensor5(*g.w, buffers), rank),
                     convTensor(tensor5(*g.y, buffers), rank)};
-  if (whole.pass == ConvPass::kForward) whole.beta = static_cast<float>(instruction.immediates[10]);
   const int64_t batch = g.x->shape[0];
   const int64_t slices = std::min<int64_t>(batch, static_cast<int64_t>(rt::sim::parallelism()));
   const auto bounds = [&](int64_t slice) { return slice * batch / slices; };
@@ -168,14 +168,13 @@ void convolutionReference(const isa::Instruction& instruction, std::span<void* c
       }
     }
   }
-  const double beta = opcode == isa::Opcode::kConv ? instruction.immediates[10] : 0.0;
   for (int64_t a = 0; a < out.shape[0]; ++a) {
     for (int64_t b = 0; b < out.shape[1]; ++b) {
       for (int64_t i = 0; i < out.shape[2]; ++i) {
         for (int64_t j = 0; j < out.shape[3]; ++j) {
           for (int64_t k = 0; k < out.shape[4]; ++k) {
             float& element = out.at(a, b, i, j, k);
-            const double old = beta != 0 ? beta * element : 0.0;
+            const double old = g.beta != 0 ? g.beta * element : 0.0;
             element = static_cast<float>(sumOf(a, b, i, j, k) + old);
           }
         }
