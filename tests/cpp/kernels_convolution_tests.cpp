@@ -15,6 +15,7 @@
 
 #include "isa/convolution.h"
 #include "isa/program.h"
+#include "runtime/sim/kernels/conv_onednn.h"
 #include "runtime/sim/kernels/convolution.h"
 #include "runtime/sim/kernels/execute.h"
 
@@ -170,6 +171,31 @@ TEST(ConvKernels, InputGradientAgreesWithTheReference) {
 
 TEST(ConvKernels, WeightGradientAgreesWithTheReference) {
   for (const Case& c : cases()) expectAgrees(c, Opcode::kConvBackwardWeight, 0.0);
+}
+
+// The comparisons above hold whichever path ran; this checks that the fast one does
+// run for the common layouts: oneDNN has direct kernels for float32 NCHW (reordered)
+// and channels_last images on every x86-64 CPU (SSE4.1 up), for each pass.
+TEST(ConvKernels, DirectKernelsTakeNchwAndChannelsLast) {
+  using pto::rt::sim::kernels::ConvPass;
+  using pto::rt::sim::kernels::ConvProblem;
+  using pto::rt::sim::kernels::ConvTensor;
+  std::vector<float> x(2 * 16 * 8 * 8), w(32 * 16 * 3 * 3), y(2 * 32 * 8 * 8);
+  const auto tensor = [](std::vector<float>& data, std::array<int64_t, 5> dims, bool channels_last) {
+    const Operand operand = operandOf(0, {dims[0], dims[1], dims[2], dims[3]}, channels_last);
+    ConvTensor t{data.data(), dims, {}};
+    for (int d = 0; d < 4; ++d) t.strides[d] = operand.strides[d];
+    return t;
+  };
+  for (bool channels_last : {false, true}) {
+    for (ConvPass pass : {ConvPass::kForward, ConvPass::kBackwardData, ConvPass::kBackwardWeight}) {
+      const ConvProblem problem{pass, 2, 1, {1, 1, 1}, {1, 1, 0}, {1, 1, 1}, 0.0f,
+                                tensor(x, {2, 16, 8, 8, 1}, channels_last), tensor(w, {32, 16, 3, 3, 1}, false),
+                                tensor(y, {2, 32, 8, 8, 1}, channels_last)};
+      EXPECT_TRUE(pto::rt::sim::kernels::onednnConvolutionAvailable(problem))
+          << (channels_last ? "channels_last" : "NCHW") << " pass " << static_cast<int>(pass);
+    }
+  }
 }
 
 // The reference's sums, written out for one small case: x [1, 1, 3], w [1, 1, 2],
