@@ -1,6 +1,6 @@
 // The Conv group's kernels: execute() (oneDNN's direct kernels, the batch split over
-// the device's cores) against the plain loops of convolutionReference, which define
-// the instructions, over 1 to 3 spatial dimensions, NCHW and channels_last layouts,
+// the device's cores) and the GEMM form it falls back on (convolutionGemmForm) against
+// the plain loops of convolutionReference, which define the instructions, over 1 to 3 spatial dimensions, NCHW and channels_last layouts,
 // groups, strides, padding, dilation, tconv's beta and a transposed convolution's
 // output_padding; and the reference itself against sums written out by hand.
 #include <gtest/gtest.h>
@@ -105,7 +105,9 @@ Problem problemOf(const Case& c, Opcode opcode, std::mt19937& rng) {
 
 // The largest |fast - reference| over the output, relative to the sum of the products'
 // magnitudes: a float32 sum of n products is off by at most about n * 2^-24 of it.
-void expectAgrees(const Case& c, Opcode opcode, double beta) {
+enum class Path { kExecute, kGemmForm };
+
+void expectAgrees(const Case& c, Opcode opcode, double beta, Path path = Path::kExecute) {
   std::mt19937 rng(7);
   Problem fast = problemOf(c, opcode, rng);
   if (opcode == Opcode::kConv) fast.instruction.immediates[pto::isa::kConvBeta] = beta;
@@ -114,7 +116,7 @@ void expectAgrees(const Case& c, Opcode opcode, double beta) {
   for (auto& buffer : magnitudes.buffers) {
     for (float& value : buffer) value = std::fabs(value);
   }
-  const auto run = [](Problem& p, bool reference_loops) {
+  const auto run = [path](Problem& p, bool reference_loops) {
     std::vector<void*> bases;
     for (auto& buffer : p.buffers) bases.push_back(buffer.data());
     const std::string error = pto::isa::verifyInstruction(
@@ -122,6 +124,8 @@ void expectAgrees(const Case& c, Opcode opcode, double beta) {
     ASSERT_EQ(error, "");
     if (reference_loops) {
       pto::rt::sim::kernels::convolutionReference(p.instruction, bases);
+    } else if (path == Path::kGemmForm) {
+      pto::rt::sim::kernels::convolutionGemmForm(p.instruction, bases);
     } else {
       pto::rt::sim::kernels::execute(p.instruction, bases);
     }
@@ -137,7 +141,7 @@ void expectAgrees(const Case& c, Opcode opcode, double beta) {
   for (size_t i = 0; i < fast.buffers[0].size(); ++i) {
     const double scale = magnitudes.buffers[0][i] + 1e-30;
     ASSERT_LE(std::fabs(fast.buffers[0][i] - reference.buffers[0][i]), tolerance * scale)
-        << c.name << " " << pto::isa::info(opcode).name << " element " << i << ": " << fast.buffers[0][i] << " vs "
+        << c.name << " " << pto::isa::info(opcode).name << (path == Path::kGemmForm ? " (GEMM form)" : "") << " element " << i << ": " << fast.buffers[0][i] << " vs "
         << reference.buffers[0][i];
   }
 }
@@ -153,6 +157,8 @@ const std::vector<Case>& cases() {
       {"1d", 3, 4, 8, 2, {17}, {5}, {2}, {2}, {1}, {}, false},
       {"3d", 2, 4, 8, 1, {5, 6, 7}, {3, 2, 3}, {1, 2, 1}, {1, 0, 1}, {1, 1, 2}, {}, false},
       {"3d channels_last", 2, 8, 8, 1, {5, 6, 7}, {3, 3, 3}, {1, 1, 1}, {1, 1, 1}, {1, 1, 1}, {}, true},
+      {"2d 3 channels, 7x7 stride 2 (a stem)", 3, 3, 16, 1, {15, 15}, {7, 7}, {2, 2}, {3, 3}, {1, 1}, {}, false},
+      {"2d dilated channels_last", 3, 16, 16, 1, {12, 12}, {3, 3}, {1, 1}, {2, 2}, {2, 2}, {}, true},
   };
   return all;
 }
@@ -171,6 +177,17 @@ TEST(ConvKernels, InputGradientAgreesWithTheReference) {
 
 TEST(ConvKernels, WeightGradientAgreesWithTheReference) {
   for (const Case& c : cases()) expectAgrees(c, Opcode::kConvBackwardWeight, 0.0);
+}
+
+TEST(ConvKernels, GemmFormAgreesWithTheReference) {
+  for (const Case& c : cases()) {
+    if (c.extra.empty()) {
+      expectAgrees(c, Opcode::kConv, 0.0, Path::kGemmForm);
+      expectAgrees(c, Opcode::kConv, 1.0, Path::kGemmForm);
+    }
+    expectAgrees(c, Opcode::kConvBackwardData, 0.0, Path::kGemmForm);
+    expectAgrees(c, Opcode::kConvBackwardWeight, 0.0, Path::kGemmForm);
+  }
 }
 
 // The comparisons above hold whichever path ran; this checks that the fast one does

@@ -10,7 +10,7 @@
 //
 // Kernels not taken: the reference loops ("ref:", 100-1000x slower), and the GEMM-based
 // ones ("gemm:jit"), which fail in a process that has loaded PyTorch (gemm_onednn.cpp
-// says why); a problem with neither left runs in convolution.cpp's reference loops.
+// says why); a problem with neither left runs in convolution.cpp's GEMM form.
 #include "conv_onednn.h"
 
 #include <cstring>

@@ -3,15 +3,20 @@
 // gradient: one partial sum per slice, added up after). One call using several OpenMP
 // threads would need a second team of threads beside the device's, which spin after
 // each call; slices keep every core on one thread, as matmul.cpp's row bands do.
-// Where oneDNN has no direct kernel for a problem, the plain loops below run it.
+// Where oneDNN has no direct kernel for a problem (on AVX2: weight gradients with
+// dilation or 3 input channels, 3-D gradients), each slice runs its GEMM form instead:
+// im2col columns per image and MKL's sgemm. The plain loops of convolutionReference
+// define the instructions and run the empty ones.
 #include "convolution.h"
 
 #include <algorithm>
 #include <array>
+#include <optional>
 #include <vector>
 
 #include "conv_onednn.h"
 #include "execute.h"
+#include "gemm_mkl.h"
 #include "isa/convolution.h"
 #include "opcode_dispatch.h"
 #include "runtime/sim/sim_parallel.h"
@@ -65,9 +70,138 @@ ConvProblem sliceOf(const ConvProblem& whole, int64_t begin, int64_t end) {
   return slice;
 }
 
-// The whole instruction in oneDNN, batch slices on the device's cores; false, having
-// written nothing, where oneDNN has no direct kernel for a slice.
-bool convolveOnCores(const isa::Instruction& instruction, const isa::ConvGeometry& g, std::span<void* const> buffers) {
+// The GEMM form of a convolution, for problems oneDNN has no direct kernel for (its
+// GEMM-based ones cannot run here: conv_onednn.cpp): per image and group, the image's
+// windows as im2col columns [C / g * |K|, |Y|] in a buffer of the thread's, and one MKL
+// sgemm with the weight [O / g, C / g * |K|] on the calling thread.
+class GemmForm {
+ public:
+  GemmForm(ConvPass pass, const isa::ConvGeometry& g, std::span<void* const> buffers)
+      : pass_(pass), g_(g), x_(tensor5(*g.x, buffers)), w_(tensor5(*g.w, buffers)), y_(tensor5(*g.y, buffers)) {
+    group_in_ = w_.shape[1];
+    group_out_ = w_.shape[0] / g.groups;
+    window_ = group_in_ * w_.shape[2] * w_.shape[3] * w_.shape[4];
+    positions_ = y_.shape[2] * y_.shape[3] * y_.shape[4];
+    if (pass != ConvPass::kBackwardWeight) packWeight();
+  }
+
+  // Images [begin, end); a weight gradient is summed into `partial`, plain [O, C / g, K...].
+  void run(int64_t begin, int64_t end, float* partial) const {
+    thread_local std::vector<float> columns, products;
+    columns.resize(static_cast<size_t>(window_ * positions_));
+    products.resize(static_cast<size_t>(group_out_ * positions_));
+    for (int64_t n = begin; n < end; ++n) {
+      if (pass_ == ConvPass::kBackwardData) clearImage(n);
+      for (int64_t group = 0; group < g_.groups; ++group) {
+        const float* weight = weight_.data() + group * group_out_ * window_;
+        if (pass_ == ConvPass::kBackwardData) {
+          gatherOutput(n, group, products.data());
+          mklGemm(GemmMatrix<float>{weight, window_, true}, GemmMatrix<float>{products.data(), positions_, false},
+                  window_, positions_, group_out_, 1.0f, 0.0f, columns.data(), positions_);
+          windows(n, group, columns.data(), true);
+        } else if (pass_ == ConvPass::kBackwardWeight) {
+          windows(n, group, columns.data(), false);
+          gatherOutput(n, group, products.data());
+          mklGemm(GemmMatrix<float>{products.data(), positions_, false},
+                  GemmMatrix<float>{columns.data(), positions_, true}, group_out_, window_, positions_, 1.0f, 1.0f,
+                  partial + group * group_out_ * window_, window_);
+        } else {
+          windows(n, group, columns.data(), false);
+          mklGemm(GemmMatrix<float>{weight, window_, false}, GemmMatrix<float>{columns.data(), positions_, false},
+                  group_out_, positions_, window_, 1.0f, 0.0f, products.data(), positions_);
+          scatterOutput(n, group, products.data());
+        }
+      }
+    }
+  }
+
+ private:
+  void packWeight() {
+    weight_.resize(static_cast<size_t>(w_.shape[0] * window_));
+    int64_t at = 0;
+    for (int64_t o = 0; o < w_.shape[0]; ++o) {
+      for (int64_t c = 0; c < w_.shape[1]; ++c) {
+        for (int64_t i = 0; i < w_.shape[2]; ++i) {
+          for (int64_t j = 0; j < w_.shape[3]; ++j) {
+            for (int64_t k = 0; k < w_.shape[4]; ++k) weight_[at++] = w_.at(o, c, i, j, k);
+          }
+        }
+      }
+    }
+  }
+
+  void clearImage(int64_t n) const {
+    for (int64_t c = 0; c < x_.shape[1]; ++c) {
+      for (int64_t i = 0; i < x_.shape[2]; ++i) {
+        for (int64_t j = 0; j < x_.shape[3]; ++j) {
+          for (int64_t k = 0; k < x_.shape[4]; ++k) x_.at(n, c, i, j, k) = 0;
+        }
+      }
+    }
+  }
+
+  // Each (channel, kernel tap) of the group: a row of columns over y's positions, read
+  // from x (0 in the padding), or added back into x (`add`: col2im).
+  void windows(int64_t n, int64_t group, float* columns, bool add) const {
+    for (int64_t c = 0; c < group_in_; ++c) {
+      const int64_t channel = group * group_in_ + c;
+      for (int64_t ki = 0; ki < w_.shape[2]; ++ki) {
+        for (int64_t kj = 0; kj < w_.shape[3]; ++kj) {
+          for (int64_t kk = 0; kk < w_.shape[4]; ++kk) {
+            float* row = columns + (((c * w_.shape[2] + ki) * w_.shape[3] + kj) * w_.shape[4] + kk) * positions_;
+            for (int64_t yi = 0; yi < y_.shape[2]; ++yi) {
+              const int64_t xi = yi * g_.stride[0] - g_.pad[0] + ki * g_.dilation[0];
+              for (int64_t yj = 0; yj < y_.shape[3]; ++yj) {
+                const int64_t xj = yj * g_.stride[1] - g_.pad[1] + kj * g_.dilation[1];
+                for (int64_t yk = 0; yk < y_.shape[4]; ++yk, ++row) {
+                  const int64_t xk = yk * g_.stride[2] - g_.pad[2] + kk * g_.dilation[2];
+                  const bool inside = xi >= 0 && xi < x_.shape[2] && xj >= 0 && xj < x_.shape[3] && xk >= 0 &&
+                                      xk < x_.shape[4];
+                  if (add) {
+                    if (inside) x_.at(n, channel, xi, xj, xk) += *row;
+                  } else {
+                    *row = inside ? x_.at(n, channel, xi, xj, xk) : 0.0f;
+                  }
+                }
+              }
+            }
+          }
+        }
+      }
+    }
+  }
+
+  // The group's output channels of image n, [O / g, |Y|], out of y or into it (+ beta * y).
+  void gatherOutput(int64_t n, int64_t group, float* into) const { moveOutput(n, group, into, false); }
+  void scatterOutput(int64_t n, int64_t group, float* from) const { moveOutput(n, group, from, true); }
+  void moveOutput(int64_t n, int64_t group, float* matrix, bool store) const {
+    for (int64_t o = 0; o < group_out_; ++o) {
+      for (int64_t i = 0; i < y_.shape[2]; ++i) {
+        for (int64_t j = 0; j < y_.shape[3]; ++j) {
+          for (int64_t k = 0; k < y_.shape[4]; ++k, ++matrix) {
+            float& element = y_.at(n, group * group_out_ + o, i, j, k);
+            if (!store) {
+              *matrix = element;
+            } else {
+              element = g_.beta != 0 ? *matrix + static_cast<float>(g_.beta) * element : *matrix;
+            }
+          }
+        }
+      }
+    }
+  }
+
+  ConvPass pass_;
+  isa::ConvGeometry g_;
+  Tensor5 x_, w_, y_;
+  int64_t group_in_, group_out_, window_, positions_;
+  std::vector<float> weight_;
+};
+
+// The whole instruction, batch slices on the device's cores: in oneDNN's direct kernels
+// where `direct_if_any` and it has them, else in its GEMM form.
+void convolveOnCores(const isa::Instruction& instruction, const isa::ConvGeometry& g, std::span<void* const> buffers,
+                     bool direct_if_any) {
   const int rank = g.spatial + 2;
   ConvProblem whole{passOf(instruction.opcode), g.spatial, g.groups, g.stride, g.pad, g.dilation,
                     static_cast<float>(g.beta),
@@ -93,10 +227,17 @@ bool convolveOnCores(const isa::Instruction& instruction, const isa::ConvGeometr
     return p;
   };
   // The slices have at most two sizes: both must have a direct kernel.
-  if (!onednnConvolutionAvailable(problem(0)) || !onednnConvolutionAvailable(problem(slices - 1))) return false;
+  const bool direct = direct_if_any && onednnConvolutionAvailable(problem(0)) &&
+                      onednnConvolutionAvailable(problem(slices - 1));
+  const std::optional<GemmForm> gemm_form =
+      direct ? std::nullopt : std::optional<GemmForm>(std::in_place, whole.pass, g, buffers);
   rt::sim::parallelFor(static_cast<size_t>(slices), 1, [&](size_t begin, size_t end) {
     for (auto slice = static_cast<int64_t>(begin); slice < static_cast<int64_t>(end); ++slice) {
-      onednnConvolution(problem(slice));
+      if (direct) {
+        onednnConvolution(problem(slice));
+      } else {
+        gemm_form->run(bounds(slice), bounds(slice + 1), partials.data() + slice * plain[0] * whole.w.dims[0]);
+      }
     }
   });
   if (whole.pass == ConvPass::kBackwardWeight) {
@@ -117,7 +258,6 @@ bool convolveOnCores(const isa::Instruction& instruction, const isa::ConvGeometr
       }
     }
   }
-  return true;
 }
 
 }  // namespace
@@ -190,7 +330,15 @@ static_assert(coversGroup<isa::Group::Conv, isa::Opcode::kConv, isa::Opcode::kCo
 void executeConv(const isa::Instruction& instruction, std::span<void* const> buffers) {
   const isa::ConvGeometry g = isa::convGeometry(instruction);
   if (instruction.operands[0].numel() == 0) return;
-  if (isEmpty(g) || !convolveOnCores(instruction, g, buffers)) convolutionReference(instruction, buffers);
+  if (isEmpty(g)) return convolutionReference(instruction, buffers);  // zeros, or nothing to sum
+  convolveOnCores(instruction, g, buffers, true);
+}
+
+void convolutionGemmForm(const isa::Instruction& instruction, std::span<void* const> buffers) {
+  const isa::ConvGeometry g = isa::convGeometry(instruction);
+  if (instruction.operands[0].numel() == 0) return;
+  if (isEmpty(g)) return convolutionReference(instruction, buffers);
+  convolveOnCores(instruction, g, buffers, false);
 }
 
 }  // namespace pto::rt::sim::kernels
