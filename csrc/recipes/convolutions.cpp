@@ -41,11 +41,10 @@ DType computeType(DType dtype) {
   return DType::kFloat32;
 }
 
-// `view` itself where its elements are distinct and packed in some order of its
-// dimensions (NCHW, channels_last, a permutation or a slice of one), else a row-major
-// copy: oneDNN's memory descriptors take no repeated elements (a gradient of sum() is
-// one value broadcast by stride 0).
-View dense(Recipe& r, const View& view) {
+// Whether `view`'s elements are distinct and packed in some order of its dimensions
+// (NCHW, channels_last, a permutation or a slice of one): oneDNN's memory descriptors
+// take no repeated elements (a gradient of sum() is one value broadcast by stride 0).
+bool isDense(const View& view) {
   std::vector<int64_t> dims;
   for (int64_t d = 0; d < view.rank(); ++d) {
     if (view.shape[d] != 1) dims.push_back(d);
@@ -53,10 +52,39 @@ View dense(Recipe& r, const View& view) {
   std::ranges::sort(dims, [&](int64_t a, int64_t b) { return view.strides[a] < view.strides[b]; });
   int64_t reach = 1;
   for (int64_t d : dims) {
-    if (view.strides[d] < reach) return r.contiguous(view);
+    if (view.strides[d] < reach) return false;
     reach = view.strides[d] * view.shape[d];
   }
-  return view;
+  return true;
+}
+
+// A new buffer of `dtype` at `view`'s shape, its dimensions packed in the stride order
+// of `layout` (of view's rank): a channels_last operand's copy stays channels_last,
+// which oneDNN's direct kernels read in place beside the other channels_last operands.
+View temporaryLike(Recipe& r, DType dtype, const View& view, const View& layout) {
+  std::vector<int64_t> order(static_cast<size_t>(view.rank()));
+  for (int64_t d = 0; d < view.rank(); ++d) order[d] = d;
+  std::ranges::stable_sort(order, [&](int64_t a, int64_t b) { return layout.strides[a] > layout.strides[b]; });
+  std::vector<int64_t> shape, inverse(order.size());
+  for (size_t i = 0; i < order.size(); ++i) {
+    shape.push_back(view.shape[order[i]]);
+    inverse[order[i]] = static_cast<int64_t>(i);
+  }
+  return permute(r.temporary(dtype, shape), inverse);
+}
+
+// An operand as the Conv instructions take it: `view` itself where it is dense and of
+// `dtype`, else a copy of dtype laid out as view (if dense) or `layout`.
+View prepared(Recipe& r, const View& view, DType dtype, const View& layout) {
+  const bool dense = isDense(view);
+  if (dense && view.dtype == dtype) return view;
+  return r.copy(temporaryLike(r, dtype, view, dense ? view : layout), view);
+}
+
+// Where the sum meant for `result` is computed: the result itself, or a temporary of
+// dtype laid out as it, which Recipe::settle then rounds into it.
+View sumFor(Recipe& r, const View& result, DType dtype) {
+  return result.dtype == dtype ? result : temporaryLike(r, dtype, result, result);
 }
 
 // A bias [C] along dimension 1 of `shape`.
@@ -73,8 +101,8 @@ void convolution(Recipe& r, const Arguments& args) {
   const View& out = args.result();
   const DType compute = computeType(out.dtype);
   std::array<double, isa::kMaxImmediates> immediates = convImmediates(args, x.rank() - 2);
-  const View sum = r.resultIn(out, compute);
-  const View x_wide = r.cast(dense(r, x), compute), w_wide = r.cast(dense(r, w), compute);
+  const View sum = sumFor(r, out, compute);
+  const View x_wide = prepared(r, x, compute, x), w_wide = prepared(r, w, compute, w);
   const std::optional<View> bias = args.optionalTensor("bias");
   if (args.flag("transposed")) {
     r.emit(Opcode::kConvBackwardData, sum, {x_wide, w_wide}, immediates);
@@ -97,19 +125,19 @@ void convolutionBackward(Recipe& r, const Arguments& args) {
   const std::array<double, isa::kMaxImmediates> immediates = convImmediates(args, x.rank() - 2);
   const std::vector<int64_t> mask = *args.dims("output_mask");
   const bool transposed = args.flag("transposed");
-  const View grad_wide = r.cast(dense(r, grad), compute);
+  const View grad_wide = prepared(r, grad, compute, x);
   size_t next = 0;
   if (mask.at(0)) {
     const View& grad_input = args.result(next++);
-    const View sum = r.resultIn(grad_input, compute);
-    r.emit(transposed ? Opcode::kConv : Opcode::kConvBackwardData, sum, {grad_wide, r.cast(dense(r, w), compute)},
+    const View sum = sumFor(r, grad_input, compute);
+    r.emit(transposed ? Opcode::kConv : Opcode::kConvBackwardData, sum, {grad_wide, prepared(r, w, compute, w)},
            immediates);
     r.settle(grad_input, sum);
   }
   if (mask.at(1)) {
     const View& grad_weight = args.result(next++);
-    const View sum = r.resultIn(grad_weight, compute);
-    const View x_wide = r.cast(dense(r, x), compute);
+    const View sum = sumFor(r, grad_weight, compute);
+    const View x_wide = prepared(r, x, compute, x);
     // tconvbwdw takes (dL/dy, x): a transposed convolution's input plays dL/dy.
     r.emit(Opcode::kConvBackwardWeight, sum, transposed ? std::vector<View>{x_wide, grad_wide}
                                                         : std::vector<View>{grad_wide, x_wide}, immediates);
