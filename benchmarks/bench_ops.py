@@ -14,8 +14,8 @@ the aim is met (✓) or not (✗):
   5. eager overhead of small ops on 64-element tensors: us/op vs CPU (aim <= 3);
   6. random draws filling 16M float32 (normal_, uniform_, bernoulli_, dropout, random_):
      time vs CPU (aim <= 1.0; the generators differ, the work is the same);
-  7. conv2d (a ResNet-style 3x3 layer), forward and forward + backward: time vs CPU's
-     oneDNN (aim <= 1.0);
+  7. conv2d (a ResNet-style 3x3 layer), float32 and bfloat16, NCHW and channels_last,
+     forward and forward + backward: time vs CPU's oneDNN (aim <= 1.0);
   8. torch's transformer inference fast paths (nn.TransformerEncoderLayer and
      nn.MultiheadAttention in eval under no_grad: aten::_transformer_encoder_layer_fwd and
      aten::_native_multi_head_attention), eager and the layer compiled: time vs CPU
@@ -438,17 +438,32 @@ def bench_random(b: Bench) -> None:
 
 def bench_convolution(b: Bench) -> None:
     torch.manual_seed(0)
-    x_cpu, w_cpu = torch.randn(32, 64, 32, 32), torch.randn(64, 64, 3, 3)
-    x_pto, w_pto = x_cpu.to("pto").requires_grad_(), w_cpu.to("pto").requires_grad_()
-    x_cpu.requires_grad_()
-    w_cpu.requires_grad_()
-    cases = [
-        ("conv2d 32x64x32x32, 3x3, pad 1", lambda x, w: F.conv2d(x.detach(), w.detach(), padding=1)),
-        ("  forward + backward", lambda x, w: F.conv2d(x, w, padding=1).sum().backward()),
-    ]
-    time_ratio_table(b, f"7. Convolution, ms per call (best of {b.reps}); pto: im2col + GEMM, CPU: oneDNN", "",
-                     cases, (x_cpu, w_cpu), (x_pto, w_pto))
-    del x_pto, w_pto
+    x, w = torch.randn(32, 64, 32, 32), torch.randn(64, 64, 3, 3)
+    layouts = {"NCHW": torch.contiguous_format, "channels_last": torch.channels_last}
+    # (dtype, layout) -> (x, w) on each side, both requiring grad
+    cpu_args, pto_args = {}, {}
+    for dtype in (torch.float32, torch.bfloat16):
+        for layout, memory_format in layouts.items():
+            xd, wd = x.to(dtype).contiguous(memory_format=memory_format), w.to(dtype).contiguous(memory_format=memory_format)
+            cpu_args[dtype, layout] = (xd.clone().requires_grad_(), wd.clone().requires_grad_())
+            pto_args[dtype, layout] = (xd.to("pto").requires_grad_(), wd.to("pto").requires_grad_())
+    cases = []
+    for (dtype, layout) in cpu_args:
+        name = f"conv2d 32x64x32x32, 3x3, pad 1, {str(dtype).removeprefix('torch.')} {layout}"
+
+        def forward(args, key=(dtype, layout)):
+            xk, wk = args[key]
+            return F.conv2d(xk.detach(), wk.detach(), padding=1)
+
+        def forward_backward(args, key=(dtype, layout)):
+            xk, wk = args[key]
+            F.conv2d(xk, wk, padding=1).sum().backward()
+
+        cases += [(name, forward), ("  forward + backward", forward_backward)]
+    time_ratio_table(b, f"7. Convolution, ms per call (best of {b.reps}); pto: tconv/tconvbwdd/tconvbwdw (oneDNN "
+                        f"direct kernels, the batch split over the cores; bfloat16 widened to float32), CPU: oneDNN",
+                     "", cases, (cpu_args,), (pto_args,))
+    del pto_args
     torch.pto.empty_cache()
 
 

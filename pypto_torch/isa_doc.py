@@ -81,6 +81,13 @@ GROUPS = {
     "Matmul": "Matrix multiply: `out[..., M, N] = alpha * in1[..., M, K] @ in2[..., K, N] + "
               "beta * out` over equal batch dimensions (broadcast by stride 0); "
               "`beta == 0` ignores out's old values.",
+    "Conv": "Convolutions over 1 to 3 spatial dimensions, channels first, any strided layout "
+            "(NCHW and channels_last): an image is `[N, C, S...]`, the weight `[O, C / groups, K...]`; "
+            "`stride0..2`, `pad0..2`, `dilation0..2` per spatial dimension (unused ones 1, 0, 1). "
+            "`tconv out, x, w` is the convolution (`+ beta * out`: a bias moved in first), "
+            "`tconvbwdd out, dy, w` its input gradient (x's sizes from out: a transposed convolution), "
+            "`tconvbwdw out, dy, x` its weight gradient. float32 only (recipes widen float16 and bfloat16 "
+            "and round once after); the batch split over the cores.",
     "Row": "Fused row ops over the last dimension, one pass per row; the gradients "
            "take the forward's output `y` as their second input.",
     "Norm": "Normalisation over the last dimension, one row at a time (statistics in float32, "

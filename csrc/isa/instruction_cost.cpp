@@ -1,5 +1,7 @@
 #include "instruction_cost.h"
 
+#include "convolution.h"
+
 namespace pto::isa {
 namespace {
 
@@ -30,6 +32,8 @@ InstructionCost costOf(const Instruction& instruction) {
   if (entry.has(Property::Gemm)) {
     const Operand& a = instruction.operands[1];
     cost.flops = 2.0 * static_cast<double>(out.numel()) * static_cast<double>(a.shape[a.rank - 1]);
+  } else if (entry.group == Group::Conv) {
+    cost.flops = 2.0 * convMultiplyAdds(convGeometry(instruction));
   } else if (entry.has(Property::Reduction) || entry.has(Property::RowOp)) {
     cost.flops = static_cast<double>(instruction.operands[1].numel()) * (entry.has(Property::RowOp) ? 4.0 : 1.0);
   } else {

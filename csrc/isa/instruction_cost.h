@@ -11,7 +11,7 @@ namespace pto::isa {
 
 struct InstructionCost {
   uint64_t bytes = 0;  // distinct elements of every operand (a broadcast one counts once)
-  double flops = 0;    // 2*M*N*K per GEMM; about one per element for the rest
+  double flops = 0;    // 2*M*N*K per GEMM, two per multiply-add of a convolution; about one per element for the rest
 };
 
 InstructionCost costOf(const Instruction& instruction);

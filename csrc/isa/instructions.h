@@ -51,7 +51,7 @@ constexpr size_t kOpcodeCount = 0
 #include "instructions.def"
     ;
 
-constexpr int kMaxImmediates = 5;  // the random draws' parameters, key and counter
+constexpr int kMaxImmediates = 11;  // a convolution's groups, strides, padding, dilation and beta
 
 struct InstructionInfo {
   Opcode opcode;

@@ -3,6 +3,7 @@
 #include <cstdint>
 #include <sstream>
 
+#include "convolution.h"
 #include "program.h"
 
 namespace pto::isa {
@@ -400,6 +401,9 @@ std::string verifyInstruction(const Instruction& instruction, std::span<const ui
     if (std::string error = checkMatmulShapes(instruction); !error.empty()) {
       return describe(entry.name, ": ", error);
     }
+  }
+  if (entry.group == Group::Conv) {
+    if (std::string error = checkConvolution(instruction); !error.empty()) return describe(entry.name, ": ", error);
   }
   if (entry.group == Group::Gather) {
     if (std::string error = checkGather(instruction); !error.empty()) return describe(entry.name, ": ", error);

@@ -15,6 +15,7 @@ void addElementwiseRecipes(Table& table);  // elementwise.cpp: the aten_instruct
 void addCopyRecipes(Table& table);         // copies.cpp: moves, casts, fills, concatenation, padding
 void addReductionRecipes(Table& table);    // reductions.cpp: sums, means, extremes, variances
 void addRowRecipes(Table& table);          // rows.cpp: softmax and the normalisations
+void addConvolutionRecipes(Table& table);  // convolutions.cpp: convolutions and their gradients
 void addProductRecipes(Table& table);      // products.cpp: matrix products, attention, gathers, scatters
 void addTransformerRecipes(Table& table);  // transformers.cpp: the attention and encoder layer fast paths
 

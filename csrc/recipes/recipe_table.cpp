@@ -12,6 +12,7 @@ const Table& table() {
     addReductionRecipes(t);
     addRowRecipes(t);
     addProductRecipes(t);
+    addConvolutionRecipes(t);
     addTransformerRecipes(t);
     return t;
   }();

@@ -15,6 +15,7 @@
 #include <string_view>
 #include <vector>
 
+#include "isa/convolution.h"
 #include "isa/program.h"
 
 namespace {
@@ -198,6 +199,16 @@ TEST(InstructionTable, GroupsHaveTheirArityAndOutputRule) {
       case Group::Matmul:
         EXPECT_EQ(entry.inputs, 2);
         EXPECT_EQ(entry.output, OutputDType::Same);
+        break;
+      case Group::Conv:  // an image and a weight, or an output gradient and one of them
+        EXPECT_EQ(entry.inputs, 2);
+        EXPECT_EQ(entry.output, OutputDType::Same);
+        EXPECT_EQ(entry.immediates[kConvGroups], "groups");  // where isa/convolution.h reads them
+        EXPECT_EQ(entry.immediates[kConvStride], "stride0");
+        EXPECT_EQ(entry.immediates[kConvPad], "pad0");
+        EXPECT_EQ(entry.immediates[kConvDilation + kMaxConvSpatial - 1], "dilation2");
+        EXPECT_EQ(entry.immediateCount(), entry.opcode == Opcode::kConv ? kConvBeta + 1 : kConvBeta);
+        if (entry.opcode == Opcode::kConv) EXPECT_EQ(entry.immediates[kConvBeta], "beta");
         break;
       case Group::Row:  // the softmaxes, and their gradients' forward output
         EXPECT_TRUE(entry.inputs == 1 || entry.inputs == 2);
@@ -432,6 +443,12 @@ std::vector<std::vector<int64_t>> operandShapes(Opcode op, std::vector<int64_t> 
     for (int64_t size : out) count *= size;
     return {{count}};
   }
+  if (groupOf(op) == Group::Conv) {  // x [2,4,5,6] * w [6,4,3,3] = y [2,6,5,6] (convImmediates), whatever `out`
+    const std::vector<int64_t> x{2, 4, 5, 6}, w{6, 4, 3, 3}, y{2, 6, 5, 6};
+    if (op == Opcode::kConvBackwardData) return {x, y, w};
+    if (op == Opcode::kConvBackwardWeight) return {w, y, x};
+    return {y, x, w};
+  }
   std::vector<std::vector<int64_t>> shapes(operands, out);
   if (groupOf(op) == Group::Matmul && out.size() >= 2) {
     shapes[1].back() = k;
@@ -455,6 +472,12 @@ Operand contiguousOf(int32_t buffer, DType dtype, const std::vector<int64_t>& sh
     stride *= shape[d];
   }
   return operand;
+}
+
+// The immediates of operandShapes' convolution: one group, stride 1, padding 1 over two
+// spatial dimensions, dilation 1, and tconv's beta 1.
+std::array<double, kMaxImmediates> convImmediates(Opcode op) {
+  return {1, 1, 1, 1, 1, 1, 0, 1, 1, 1, op == Opcode::kConv ? 1.0 : 0.0};
 }
 
 // A valid [4,16] instruction of `op` over one buffer per operand; the last input
@@ -485,6 +508,7 @@ Program validProgram(Opcode op, DType dtype) {
     bytes.push_back(elements * dtypeSize(dtypes[k]));
   }
   Instruction instruction = makeInstruction(op, operands, 1.0);
+  if (groupOf(op) == Group::Conv) instruction.immediates = convImmediates(op);
   if (groupOf(op) == Group::Random) {
     std::mt19937 rng(1);
     instruction.immediates = validRandomImmediates(op, rng);
@@ -581,6 +605,43 @@ void expectRejected(const Program& program, std::string_view mnemonic, std::stri
               startsWith(error, "instruction " + std::to_string(index) + " (" + std::string(mnemonic) + " "))
       << error;
   EXPECT_TRUE(contains(error, detail)) << error << "\nshould mention: " << detail;
+}
+
+TEST(Verifier, ConvolutionGeometry) {
+  const auto conv = [](Opcode op, std::vector<int64_t> out, std::vector<int64_t> a, std::vector<int64_t> b,
+                       std::array<double, kMaxImmediates> immediates) {
+    const Operand operands[3] = {contiguousOf(0, DType::kFloat32, out), contiguousOf(1, DType::kFloat32, a),
+                                 contiguousOf(2, DType::kFloat32, b)};
+    Instruction instruction = makeInstruction(op, {operands[0], operands[1], operands[2]});
+    instruction.immediates = immediates;
+    std::vector<uint64_t> bytes;
+    for (const Operand& operand : operands) bytes.push_back(static_cast<uint64_t>(operand.numel()) * 4);
+    return makeProgram(bytes, {instruction});
+  };
+  const auto same = convImmediates(Opcode::kConv);
+  EXPECT_EQ(verify(conv(Opcode::kConv, {2, 6, 5, 6}, {2, 4, 5, 6}, {6, 4, 3, 3}, same)), "");
+  // Stride 2 over 5: windows at 0, 2, 4 (padded); two groups of 2 input channels.
+  auto strided = same;
+  strided[0] = 2, strided[1] = 2;
+  EXPECT_EQ(verify(conv(Opcode::kConv, {2, 6, 3, 6}, {2, 4, 5, 6}, {6, 2, 3, 3}, strided)), "");
+  expectRejected(conv(Opcode::kConv, {2, 6, 4, 6}, {2, 4, 5, 6}, {6, 2, 3, 3}, strided), "tconv", "windows");
+  // A transposed convolution's output_padding: x one wider than y's windows reach.
+  auto unpadded = convImmediates(Opcode::kConvBackwardData);
+  unpadded[1] = 2, unpadded[4] = 0, unpadded[5] = 0;
+  EXPECT_EQ(verify(conv(Opcode::kConvBackwardData, {1, 4, 8, 3}, {1, 6, 3, 1}, {6, 4, 3, 3}, unpadded)), "");
+  expectRejected(conv(Opcode::kConvBackwardData, {1, 4, 9, 3}, {1, 6, 3, 1}, {6, 4, 3, 3}, unpadded), "tconvbwdd",
+                 "windows");
+  expectRejected(conv(Opcode::kConv, {2, 6, 5, 6}, {2, 5, 5, 6}, {6, 4, 3, 3}, same), "tconv", "channels");
+  expectRejected(conv(Opcode::kConvBackwardWeight, {6, 4, 3}, {2, 6, 5}, {2, 4, 5}, same), "tconvbwdw",
+                 "unused");
+  expectRejected(conv(Opcode::kConv, {2, 6}, {2, 4}, {6, 4}, same), "tconv", "rank");
+  auto zero_stride = same;
+  zero_stride[2] = 0;
+  expectRejected(conv(Opcode::kConv, {2, 6, 5, 6}, {2, 4, 5, 6}, {6, 4, 3, 3}, zero_stride), "tconv", "stride1=0");
+  auto fractional_groups = same;
+  fractional_groups[0] = 1.5;
+  expectRejected(conv(Opcode::kConv, {2, 6, 5, 6}, {2, 4, 5, 6}, {6, 4, 3, 3}, fractional_groups), "tconv",
+                 "groups=1.5");
 }
 
 TEST(Verifier, RejectsAWrongOperandCount) {
@@ -1337,6 +1398,7 @@ Program randomValidProgram(std::mt19937& rng) {
     if (entry.group == Group::Sort) instruction.immediates[1] = static_cast<double>(rng() % 2);  // a 0/1 flag
     if (entry.group == Group::Gather || entry.group == Group::ScatterElements) instruction.immediates[1] = rng() % 2;
     if (entry.group == Group::WrapIndex) instruction.immediates = {static_cast<double>(rng() % 4), 1.0};
+    if (entry.group == Group::Conv) instruction.immediates = convImmediates(entry.opcode);
     program.instructions.push_back(instruction);
   }
   return program;

@@ -1,8 +1,10 @@
 """Convolutions on pto: plain and transposed ones (1 to 3 spatial dims, stride,
-padding, dilation, groups, output padding) run natively as im2col (one tmov from an
-overlapping strided view of the padded input) and tmatmul, backward included.
+padding, dilation, groups, output padding), NCHW and channels_last, run natively as the
+Conv group's instructions (tconv, tconvbwdd, tconvbwdw: oneDNN's direct kernels on the
+sim device), float16 and bfloat16 widened to float32 and rounded once; float64 runs as
+im2col (one tmov from an overlapping strided view of the padded input) and tmatmul.
 
-pto's GEMMs sum each output's C_in/groups * prod(kernel_size) products (and the bias) in
+pto sums each output's C_in/groups * prod(kernel_size) products (and the bias) in
 another order than the CPU's convolutions: every comparison is within
 error_bounds.conv_bound (2 gamma_m times the convolution of |input| with |weight|, plus
 |bias|, m each output's term count; plus each side's final rounding for float16/bfloat16),
@@ -16,6 +18,7 @@ from torch.testing import assert_close
 from torch.testing._internal.common_methods_invocations import op_db
 
 import pypto_torch
+from pypto_torch import Profiler
 from error_bounds import (assert_within_bound, bounded_opinfo_tests, check_forward_within_bound, conv_bound,
                           multilinear_bound, multilinear_gradient_bounds, sequential_bound)
 
@@ -133,4 +136,118 @@ def test_transposed_convolution_trains_natively(stride, padding, output_padding,
 def test_a_channel_mismatch_raises_pytorchs_message():
     with pytest.raises(RuntimeError, match="expected input.* to have 3 channels, but got 2 channels"):
         F.conv2d(torch.randn(1, 2, 5, 5, device="pto"), torch.randn(4, 3, 3, 3, device="pto"))
+    assert F.conv2d(torch.ones(1, 1, 3, 3, device="pto"), torch.ones(1, 1, 3, 3, device="pto")).item() == 9.0
+
+
+def _instructions(fn) -> set:
+    with Profiler() as profiler:
+        fn()
+        torch.pto.synchronize()
+    return {a.name for a in profiler.activities if a.kind == "instruction"}
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.float64])
+def test_convolutions_run_as_conv_instructions_but_float64(dtype):
+    torch.manual_seed(0)
+    x = torch.randn(2, 4, 8, 8, dtype=dtype, device="pto", requires_grad=True)
+    w = torch.randn(6, 4, 3, 3, dtype=dtype, device="pto", requires_grad=True)
+    names = _instructions(lambda: F.conv2d(x, w, padding=1).backward(torch.ones(2, 6, 8, 8, dtype=dtype, device="pto")))
+    if dtype == torch.float64:  # no Conv instruction takes it: im2col and GEMMs
+        assert "tmatmul" in names and "tconv" not in names, names
+    else:
+        assert {"tconv", "tconvbwdd", "tconvbwdw"} <= names and "tmatmul" not in names, names
+
+
+_CONVOLUTIONS = {(1, False): F.conv1d, (2, False): F.conv2d, (3, False): F.conv3d,
+                 (1, True): F.conv_transpose1d, (2, True): F.conv_transpose2d, (3, True): F.conv_transpose3d}
+_CHANNELS_LAST = {2: torch.channels_last, 3: torch.channels_last_3d}
+
+# spatial dims, channels_last input, channels_last weight, stride, padding, dilation, groups
+LAYOUTS = [(1, False, False, 2, 1, 1, 2), (2, False, False, 1, 1, 1, 1), (2, True, False, 2, 0, 1, 1),
+           (2, False, True, 1, 2, 2, 3), (2, True, True, 1, 1, 1, 6), (3, False, False, 1, 1, 1, 1),
+           (3, True, False, 2, 1, 2, 2)]
+
+
+@pytest.mark.parametrize("transposed", [False, True], ids=["conv", "transposed"])
+@pytest.mark.parametrize("spatial,input_last,weight_last,stride,padding,dilation,groups", LAYOUTS)
+def test_layouts_train_and_match_cpu(spatial, input_last, weight_last, stride, padding, dilation, groups, transposed):
+    """NCHW and channels_last inputs and weights: the CPU's results and result layouts,
+    gradients included, within the bounds."""
+    torch.manual_seed(spatial * 1000 + stride * 100 + groups)
+    x = torch.randn(3, 6, *[7 + d for d in range(spatial)])
+    w = torch.randn(6, 6 // groups, *[3] * spatial)
+    b = torch.randn(6)
+    if input_last:
+        x = x.contiguous(memory_format=_CHANNELS_LAST[spatial])
+    if weight_last:
+        w = w.contiguous(memory_format=_CHANNELS_LAST[spatial])
+    kwargs = dict(stride=stride, padding=padding, dilation=dilation, groups=groups)
+    if transposed:  # an output_padding below max(stride, dilation) where there is room
+        kwargs["output_padding"] = max(stride, dilation) - 1
+    fn = _CONVOLUTIONS[spatial, transposed]
+    x.requires_grad_(), w.requires_grad_(), b.requires_grad_()
+    xp, wp, bp = (t.detach().to("pto").requires_grad_() for t in (x, w, b))
+    before = pypto_torch.fallback_ops()
+    out = fn(xp, wp, bp, **kwargs)
+    grad = torch.randn(out.shape)
+    out.backward(grad.to("pto"))
+    assert pypto_torch.fallback_ops() == before
+    expected = fn(x, w, b, **kwargs)
+    expected.backward(grad)
+    assert out.stride() == expected.stride()
+    assert_within_bound(out.detach().cpu(), expected.detach(), conv_bound(x, w, b, transposed=transposed, **kwargs),
+                        fn.__name__)
+    bounds = multilinear_gradient_bounds(fn, (x, w, b), kwargs, grad)
+    for (got, want), bound, name in zip(((xp, x), (wp, w), (bp, b)), bounds, ("input", "weight", "bias")):
+        assert_within_bound(got.grad.cpu(), want.grad, bound, f"gradient of the {name}")
+
+
+@pytest.mark.parametrize("channels_last", [False, True], ids=["nchw", "channels_last"])
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
+def test_half_precision_sums_in_float32_and_rounds_once(dtype, channels_last):
+    """The reference is the CPU's float32 convolution of the same values, rounded once:
+    what pto computes, up to the order of the float32 sums (the CPU's own result at these
+    dtypes depends on its oneDNN: see reference_dtype)."""
+    torch.manual_seed(1)
+    x = torch.randn(4, 16, 12, 12).to(dtype)
+    w = torch.randn(8, 16, 3, 3).to(dtype)
+    b = torch.randn(8).to(dtype)
+    if channels_last:
+        x = x.contiguous(memory_format=torch.channels_last)
+    kwargs = dict(stride=2, padding=1)
+    got = F.conv2d(x.to("pto"), w.to("pto"), b.to("pto"), **kwargs).cpu()
+    expected = F.conv2d(x.float(), w.float(), b.float(), **kwargs).to(dtype)
+    assert got.dtype == dtype and got.stride() == F.conv2d(x, w, b, **kwargs).stride()
+    assert_within_bound(got, expected, conv_bound(x, w, b, got=got, expected=expected, **kwargs), "conv2d")
+
+
+def test_a_gradient_broadcast_from_a_sum_is_read_as_it_is():
+    """sum()'s gradient is one value repeated by stride 0: copied dense for the kernels."""
+    x = torch.randn(2, 3, 6, 6, requires_grad=True)
+    w = torch.randn(4, 3, 3, 3, requires_grad=True)
+    xp, wp = (t.detach().to("pto").requires_grad_() for t in (x, w))
+    F.conv2d(xp, wp, padding=1).sum().backward()
+    F.conv2d(x, w, padding=1).sum().backward()
+    ones = torch.ones(2, 4, 6, 6)
+    bounds = multilinear_gradient_bounds(F.conv2d, (x, w), dict(padding=1), ones)
+    assert_within_bound(xp.grad.cpu(), x.grad, bounds[0], "gradient of the input")
+    assert_within_bound(wp.grad.cpu(), w.grad, bounds[1], "gradient of the weight")
+
+
+@pytest.mark.parametrize("bad", ["bias dtype", "weight dtype", "groups", "stride"])
+def test_bad_arguments_raise_the_cpus_exception_type(bad):
+    x, w, b = torch.randn(1, 4, 5, 5), torch.randn(3, 4, 3, 3), torch.randn(3)
+    kwargs = {}
+    if bad == "bias dtype":
+        b = b.double()
+    elif bad == "weight dtype":
+        w = w.double()
+    elif bad == "groups":
+        kwargs["groups"] = 3
+    else:
+        kwargs["stride"] = 0
+    with pytest.raises(Exception) as on_cpu:
+        F.conv2d(x, w, b, **kwargs)
+    with pytest.raises(type(on_cpu.value)):
+        F.conv2d(x.to("pto"), w.to("pto"), b.to("pto"), **kwargs)
     assert F.conv2d(torch.ones(1, 1, 3, 3, device="pto"), torch.ones(1, 1, 3, 3, device="pto")).item() == 9.0

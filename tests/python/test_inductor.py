@@ -20,7 +20,8 @@ import torch.nn.functional as F
 from torch._inductor.utils import run_and_get_code
 from torch.testing import assert_close
 
-import pypto_torch  # noqa: F401  (registers the pto device)
+import pypto_torch
+from error_bounds import chain_tolerance
 
 
 @pytest.fixture(autouse=True)
@@ -78,6 +79,41 @@ def test_a_training_step_matches_the_cpu():
     assert_close(actual.cpu(), expected)
     for (name, p), q in zip(cpu.named_parameters(), pto.parameters()):
         assert_close(q.grad.cpu(), p.grad, msg=name)
+
+
+class ConvNet(torch.nn.Module):
+    """Two convolutions, a ReLU between them and a spatial sum."""
+
+    def __init__(self):
+        super().__init__()
+        self.first = torch.nn.Conv2d(3, 8, 3, padding=1)
+        self.second = torch.nn.Conv2d(8, 4, 3, stride=2)
+
+    def forward(self, x):
+        return self.second(F.relu(self.first(x))).sum(dim=(2, 3))
+
+
+def test_convolutions_are_extern_calls_and_a_training_step_matches_the_cpu():
+    """Inductor calls aten.convolution and its backward as extern kernels, the Conv
+    instructions on pto. Tolerance: the chain of accumulations a value went through,
+    forward (27 + bias, 72 + bias, the 16-position sum) and backward (those and the
+    weight gradients' batch x positions: 2 x 81, 2 x 16), from error_bounds."""
+    cpu, pto = _twins(ConvNet)
+    x = _inputs(2, 3, 9, 9)
+
+    def step(model, x):
+        loss = model(x).square().sum()
+        loss.backward()
+        return loss
+
+    expected = step(cpu, x)
+    before = pypto_torch.fallback_ops()
+    actual = torch.compile(step)(pto, x.to("pto"))
+    assert pypto_torch.fallback_ops() == before
+    tolerance = chain_tolerance([28, 73, 16, 162, 32, 16])
+    assert_close(actual.cpu(), expected, **tolerance)
+    for (name, p), q in zip(cpu.named_parameters(), pto.parameters()):
+        assert_close(q.grad.cpu(), p.grad, msg=name, **tolerance)
 
 
 def test_row_ops_stay_whole_on_pto_and_are_decomposed_on_the_cpu():

@@ -1,9 +1,13 @@
 #include "convolution.h"
 
+#include <ATen/Operators.h>
+
+#include <utility>
 #include <vector>
 
 #include "composite.h"
 #include "fallback.h"
+#include "recipe_launch.h"
 
 namespace pto::torch_glue {
 namespace {
@@ -203,6 +207,45 @@ c10::MemoryFormat convolutionFormat(const at::Tensor& input, const at::Tensor& w
   return channels_last ? last : c10::MemoryFormat::Contiguous;
 }
 
+// The im2col and GEMM convolution, for what the Conv instructions do not take (float64).
+at::Tensor im2colConvolution(const at::Tensor& input, const at::Tensor& weight, const std::optional<at::Tensor>& bias,
+                             c10::IntArrayRef stride, c10::IntArrayRef padding, c10::IntArrayRef dilation,
+                             bool transposed, c10::IntArrayRef output_padding, int64_t groups) {
+  if (transposed) {  // the bias added in float32 too: one rounding, as oneDNN's kernel does
+    std::vector<int64_t> shape;
+    const Geometry g = transposedGeometry(input, weight, stride, padding, dilation, output_padding, groups, &shape);
+    at::Tensor sum = wideInputGradient(input, weight, g, c10::IntArrayRef(shape).slice(2));
+    return addBias(sum, widened(bias.value_or(at::Tensor()))).to(input.scalar_type())
+        .contiguous(convolutionFormat(input, weight));
+  }
+  at::Tensor out = convolve(input, weight, geometryOf(input.sizes(), weight.sizes().slice(2), stride, padding, dilation, groups));
+  return addBias(out, bias).contiguous(convolutionFormat(input, weight));
+}
+
+// The input and weight gradients of im2colConvolution.
+std::pair<at::Tensor, at::Tensor> im2colConvolutionBackward(
+    const at::Tensor& grad_output, const at::Tensor& input, const at::Tensor& weight, c10::IntArrayRef stride,
+    c10::IntArrayRef padding, c10::IntArrayRef dilation, bool transposed, c10::IntArrayRef output_padding,
+    int64_t groups, std::array<bool, 3> output_mask) {
+  at::Tensor grad_input, grad_weight;
+  if (transposed) {  // the plain convolution's roles swapped: its input is grad_output's shape
+    std::vector<int64_t> shape;
+    const Geometry g = transposedGeometry(input, weight, stride, padding, dilation, output_padding, groups, &shape);
+    if (output_mask[0]) grad_input = convolve(grad_output, weight, g);
+    if (output_mask[1]) grad_weight = weightGradient(input, grad_output, g, weight.sizes());
+  } else {
+    const Geometry g = geometryOf(input.sizes(), weight.sizes().slice(2), stride, padding, dilation, groups);
+    if (output_mask[0]) {
+      grad_input = wideInputGradient(grad_output, weight, g, input.sizes().slice(2)).to(grad_output.scalar_type());
+    }
+    if (output_mask[1]) grad_weight = weightGradient(grad_output, input, g, weight.sizes());
+  }
+  const c10::MemoryFormat format = convolutionFormat(input, weight);
+  if (grad_input.defined()) grad_input = grad_input.contiguous(format);
+  if (grad_weight.defined()) grad_weight = grad_weight.contiguous(weight.suggest_memory_format());
+  return {grad_input, grad_weight};
+}
+
 }  // namespace
 
 at::Tensor convolutionOverrideable(const at::Tensor& input, const at::Tensor& weight,
@@ -216,15 +259,22 @@ at::Tensor convolutionOverrideable(const at::Tensor& input, const at::Tensor& we
     return at::convolution(input.cpu(), weight.cpu(), bias_cpu, stride, padding, dilation, transposed,
                            output_padding, groups).to(input.device());
   }
-  if (transposed) {  // the bias added in float32 too: one rounding, as oneDNN's kernel does
-    std::vector<int64_t> shape;
-    const Geometry g = transposedGeometry(input, weight, stride, padding, dilation, output_padding, groups, &shape);
-    at::Tensor sum = wideInputGradient(input, weight, g, c10::IntArrayRef(shape).slice(2));
-    return addBias(sum, widened(bias.value_or(at::Tensor()))).to(input.scalar_type())
-        .contiguous(convolutionFormat(input, weight));
+  std::vector<int64_t> shape;
+  if (transposed) {
+    transposedGeometry(input, weight, stride, padding, dilation, output_padding, groups, &shape);
+  } else {
+    const Geometry g = geometryOf(input.sizes(), weight.sizes().slice(2), stride, padding, dilation, groups);
+    shape = {input.size(0), weight.size(0)};
+    shape.insert(shape.end(), g.output.begin(), g.output.end());
   }
-  at::Tensor out = convolve(input, weight, geometryOf(input.sizes(), weight.sizes().slice(2), stride, padding, dilation, groups));
-  return addBias(out, bias).contiguous(convolutionFormat(input, weight));
+  at::Tensor out = at::empty(shape, input.options().memory_format(convolutionFormat(input, weight)));
+  if (out.numel() == 0) return out;
+  RecipeCall call(atenName<ATEN_OP(convolution_overrideable)>());
+  call.tensor("input", input).tensor("weight", weight).tensor("bias", bias);
+  call.value("stride", stride.vec()).value("padding", padding.vec()).value("dilation", dilation.vec());
+  call.value("transposed", transposed).value("output_padding", output_padding.vec()).value("groups", groups);
+  if (call.result(out).launch()) return out;
+  return im2colConvolution(input, weight, bias, stride, padding, dilation, transposed, output_padding, groups);
 }
 
 std::tuple<at::Tensor, at::Tensor, at::Tensor> convolutionBackwardOverrideable(
@@ -249,22 +299,25 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> convolutionBackwardOverrideable(
     for (int64_t d = 2; d < grad_output.dim(); ++d) dims.push_back(d);
     grad_bias = grad_output.sum(dims);
   }
-  if (transposed) {  // the plain convolution's roles swapped: its input is grad_output's shape
-    std::vector<int64_t> shape;
-    const Geometry g = transposedGeometry(input, weight, stride, padding, dilation, output_padding, groups, &shape);
-    if (output_mask[0]) grad_input = convolve(grad_output, weight, g);
-    if (output_mask[1]) grad_weight = weightGradient(input, grad_output, g, weight.sizes());
-  } else {
-    const Geometry g = geometryOf(input.sizes(), weight.sizes().slice(2), stride, padding, dilation, groups);
-    if (output_mask[0]) {
-      grad_input = wideInputGradient(grad_output, weight, g, input.sizes().slice(2)).to(grad_output.scalar_type());
-    }
-    if (output_mask[1]) grad_weight = weightGradient(grad_output, input, g, weight.sizes());
+  if (output_mask[0]) grad_input = at::empty(input.sizes(), input.options().memory_format(convolutionFormat(input, weight)));
+  if (output_mask[1]) grad_weight = at::empty(weight.sizes(), weight.options().memory_format(weight.suggest_memory_format()));
+  if (!output_mask[0] && !output_mask[1]) return {grad_input, grad_weight, grad_bias};
+  if (grad_output.numel() == 0) {  // nothing summed: zeros, as the CPU's
+    if (grad_input.defined()) grad_input.zero_();
+    if (grad_weight.defined()) grad_weight.zero_();
+    return {grad_input, grad_weight, grad_bias};
   }
-  const c10::MemoryFormat format = convolutionFormat(input, weight);
-  if (grad_input.defined()) grad_input = grad_input.contiguous(format);
-  if (grad_weight.defined()) grad_weight = grad_weight.contiguous(weight.suggest_memory_format());
-  return {grad_input, grad_weight, grad_bias};
+  RecipeCall call(atenName<ATEN_OP(convolution_backward_overrideable)>());
+  call.tensor("grad_output", grad_output).tensor("input", input).tensor("weight", weight);
+  call.value("stride", stride.vec()).value("padding", padding.vec()).value("dilation", dilation.vec());
+  call.value("transposed", transposed).value("output_padding", output_padding.vec()).value("groups", groups);
+  call.value("output_mask", std::vector<int64_t>{output_mask[0], output_mask[1], output_mask[2]});
+  if (grad_input.defined()) call.result(grad_input);
+  if (grad_weight.defined()) call.result(grad_weight);
+  if (call.launch()) return {grad_input, grad_weight, grad_bias};
+  auto [im2col_input, im2col_weight] = im2colConvolutionBackward(grad_output, input, weight, stride, padding, dilation,
+                                                                 transposed, output_padding, groups, output_mask);
+  return {im2col_input, im2col_weight, grad_bias};
 }
 
 // torch.nn.functional.unfold: the windows of a batch of images as columns

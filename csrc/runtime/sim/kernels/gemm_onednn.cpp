@@ -4,17 +4,12 @@
 // small one microseconds.
 #include "gemm_onednn.h"
 
-#include <omp.h>
-
 #include <cstring>
-#include <oneapi/dnnl/dnnl.hpp>
-#include <list>
 #include <memory>
-#include <mutex>
 #include <string_view>
-#include <unordered_map>
-#include <utility>
 #include <vector>
+
+#include "onednn_common.h"
 
 namespace pto::rt::sim::kernels {
 namespace {
@@ -24,32 +19,6 @@ using dnnl::memory;
 // Primitives kept: the distinct GEMMs of a model's step (its layers' shapes, the
 // row bands the device's cores split them into) fit with room to spare.
 constexpr size_t kCachedPrimitives = 128;
-
-// Debian's oneDNN threads with OpenMP, sizing its work (when a primitive is created)
-// and its team (when it runs) by omp_get_max_threads(). The device's cores already
-// split every GEMM into row bands (matmul.cpp), so each call runs on its own thread
-// only: a team per core would oversubscribe the cores, and its threads spin after
-// each call. The setting is the calling thread's own and is restored afterwards, so
-// PyTorch's CPU ops on that thread keep their threads.
-class SingleOpenMpThread {
- public:
-  SingleOpenMpThread() : previous_(omp_get_max_threads()) {
-    if (previous_ != 1) omp_set_num_threads(1);
-  }
-  ~SingleOpenMpThread() {
-    if (previous_ != 1) omp_set_num_threads(previous_);
-  }
-  SingleOpenMpThread(const SingleOpenMpThread&) = delete;
-  SingleOpenMpThread& operator=(const SingleOpenMpThread&) = delete;
-
- private:
-  int previous_;
-};
-
-dnnl::engine& cpuEngine() {
-  static dnnl::engine engine(dnnl::engine::kind::cpu, 0);
-  return engine;
-}
 
 struct GemmKey {
   int64_t m, n, k, lda, ldb, ldc;
@@ -108,7 +77,7 @@ std::shared_ptr<const GemmPrimitive> createPrimitive(const GemmKey& key) {
   }
   try {
     dnnl::matmul::primitive_desc description(dnnl::matmul::desc(primitive->a, primitive->b, primitive->c),
-                                             attributes, cpuEngine());
+                                             attributes, onednnEngine());
     while (!std::string_view(description.impl_info_str()).starts_with("brg")) {
       if (!description.next_impl()) return primitive;
     }
@@ -120,49 +89,17 @@ std::shared_ptr<const GemmPrimitive> createPrimitive(const GemmKey& key) {
   return primitive;
 }
 
-class PrimitiveCache {
- public:
-  std::shared_ptr<const GemmPrimitive> get(const GemmKey& key) {
-    {
-      std::lock_guard lock(mutex_);
-      if (auto found = index_.find(key); found != index_.end()) {
-        entries_.splice(entries_.begin(), entries_, found->second);
-        return found->second->second;
-      }
-    }
-    // Created outside the cache's lock, so that other threads' GEMMs on cached shapes
-    // need not wait, but one at a time: two threads wanting the same new shape build
-    // it once, and oneDNN's code generation is never entered twice at once.
-    std::lock_guard creating(creation_mutex_);
-    {
-      std::lock_guard lock(mutex_);
-      if (auto found = index_.find(key); found != index_.end()) return found->second->second;
-    }
-    std::shared_ptr<const GemmPrimitive> created = createPrimitive(key);
-    std::lock_guard lock(mutex_);
-    entries_.emplace_front(key, created);
-    index_.emplace(key, entries_.begin());
-    if (entries_.size() > kCachedPrimitives) {
-      index_.erase(entries_.back().first);
-      entries_.pop_back();
-    }
-    return created;
-  }
-
- private:
-  using Entry = std::pair<GemmKey, std::shared_ptr<const GemmPrimitive>>;
-  std::mutex creation_mutex_;  // taken before mutex_, never after it
-  std::mutex mutex_;
-  std::list<Entry> entries_;
-  std::unordered_map<GemmKey, std::list<Entry>::iterator, GemmKeyHash> index_;
-};
-
-PrimitiveCache& primitives() {
-  static PrimitiveCache cache;
+PrimitiveCache<GemmKey, GemmPrimitive, GemmKeyHash>& primitives() {
+  static PrimitiveCache<GemmKey, GemmPrimitive, GemmKeyHash> cache(kCachedPrimitives);
   return cache;
 }
 
 }  // namespace
+
+dnnl::engine& onednnEngine() {
+  static dnnl::engine engine(dnnl::engine::kind::cpu, 0);
+  return engine;
+}
 
 bool onednnBf16GemmIsFast() {
   static const bool fast = [] {
@@ -176,12 +113,12 @@ bool onednnBf16Gemm(int64_t m, int64_t n, int64_t k, GemmOperand a, GemmOperand 
                     int64_t ldc) {
   SingleOpenMpThread single;
   const std::shared_ptr<const GemmPrimitive> primitive =
-      primitives().get({m, n, k, a.ld, b.ld, ldc, a.transposed, b.transposed, alpha, beta});
+      primitives().get({m, n, k, a.ld, b.ld, ldc, a.transposed, b.transposed, alpha, beta}, createPrimitive);
   if (!primitive->matmul) return false;
-  thread_local dnnl::stream stream(cpuEngine());
+  thread_local dnnl::stream stream(onednnEngine());
   thread_local std::vector<char> scratchpad;
   if (scratchpad.size() < primitive->scratchpad.get_size()) scratchpad.resize(primitive->scratchpad.get_size());
-  dnnl::engine& engine = cpuEngine();
+  dnnl::engine& engine = onednnEngine();
   primitive->matmul->execute(
       stream, {{DNNL_ARG_SRC, memory(primitive->a, engine, const_cast<void*>(a.data))},
                {DNNL_ARG_WEIGHTS, memory(primitive->b, engine, const_cast<void*>(b.data))},

@@ -1,0 +1,37 @@
+// The Conv group's float32 convolutions through oneDNN's direct (jit) kernels, one
+// call on the calling thread: convolution.cpp splits the batch over the device's cores.
+#pragma once
+
+#include <array>
+#include <cstdint>
+
+namespace pto::rt::sim::kernels {
+
+enum class ConvPass : uint8_t { kForward, kBackwardData, kBackwardWeight };
+
+// A float32 tensor of rank 2 + spatial, in any strided layout (element strides).
+struct ConvTensor {
+  float* data;
+  std::array<int64_t, 5> dims;
+  std::array<int64_t, 5> strides;
+};
+
+// y = x * w as the Conv instructions define it (x [N, C, S...], w [O, C / groups, K...],
+// y [N, O, Y...]); the pass writes y (forward: + beta * y), x or w from the other two.
+struct ConvProblem {
+  ConvPass pass;
+  int spatial;
+  int64_t groups;
+  std::array<int64_t, 3> stride, pad, dilation;
+  float beta;  // the forward's; 0 for the others
+  ConvTensor x, w, y;
+};
+
+// Whether oneDNN has a direct kernel for the problem's shapes and layouts on this CPU
+// (its reference loops and its GEMM-based kernels are not taken: see conv_onednn.cpp).
+bool onednnConvolutionAvailable(const ConvProblem& problem);
+
+// Runs the problem's pass; false, having written nothing, where no direct kernel applies.
+bool onednnConvolution(const ConvProblem& problem);
+
+}  // namespace pto::rt::sim::kernels
