@@ -325,18 +325,19 @@ def test_nested_input_is_not_implemented_on_pto():
         layer(nested)
 
 
-@pytest.mark.parametrize("device", ["cpu", "pto"])
 @pytest.mark.parametrize("embed, heads", [(100, 2), (96, 2), (64, 4)])
-def test_fast_path_matches_the_slow_path_bit_for_bit(device, embed, heads):
+def test_fast_path_matches_the_slow_path_bit_for_bit(embed, heads):
     """PyTorch's test_multihead_attention_fastpath_for_all_batchfirst (test_native_mha.py):
     the fast path (batch_first=True) and the slow path (batch_first=False, the same
-    tensors transposed) give equal bits on the CPU, since both scale q by sqrt(1 /
-    head_dim) before the scores' product and then run the same products and softmax.
-    pto's recipe scaled the product instead: 1 ulp apart wherever the factor is not a
-    power of two (head_dim 50 and 48; 16 gives 1/4, exact either way)."""
+    tensors transposed) give equal bits, since both scale q by sqrt(1 / head_dim) before
+    the scores' product and then run the same products and softmax. pto's recipe scaled
+    the product instead: 1 ulp apart wherever the factor is not a power of two (head_dim
+    50 and 48; 16 gives 1/4, exact either way). Asserted of pto only: on the CPU it holds
+    only where torch's MKL sums a product and its transposed layout in one order (an
+    AVX-512 Xeon), not on every host (an AVX2-only EPYC differs in the last bits)."""
     torch.manual_seed(0)
-    mha = torch.nn.MultiheadAttention(embed, heads, batch_first=True).to(device).eval()
-    x = torch.randn(5, 2, embed).to(device)
+    mha = torch.nn.MultiheadAttention(embed, heads, batch_first=True).to("pto").eval()
+    x = torch.randn(5, 2, embed).to("pto")
     with torch.no_grad():
         fast, fast_weights = mha(x, x, x)
         mha.batch_first = False
