@@ -905,6 +905,41 @@ void checkGroup(Group group) {
   EXPECT_GT(combinations, 0);
 }
 
+// float32 exp is computed inline (vector_math-inl.h) along two paths: one for |x| <= 87,
+// one for the rest (subnormal results, overflow, NaN). Its bound, kExpUlps, on every
+// 251st float of [-105, 105] and on every float within 4096 of where a path or the kind
+// of result changes: 87, the overflow threshold, the smallest normal, the underflow to 0.
+TEST(ElementwiseReference, ExpFloat32Sweep) {
+  std::vector<float> inputs;
+  for (float start : {0.0f, -0.0f}) {
+    for (uint32_t bits = std::bit_cast<uint32_t>(start); std::fabs(std::bit_cast<float>(bits)) <= 105; bits += 251) {
+      inputs.push_back(std::bit_cast<float>(bits));
+    }
+  }
+  for (float edge : {87.0f, -87.0f, 88.7228394f, -87.3365479f, -103.972084f}) {
+    for (int32_t k = -4096; k <= 4096; ++k) inputs.push_back(std::bit_cast<float>(std::bit_cast<int32_t>(edge) + k));
+  }
+  const auto n = static_cast<int64_t>(inputs.size());
+  std::vector<float> outputs(inputs.size());
+  isa::Instruction instruction;
+  instruction.opcode = Opcode::kExp;
+  instruction.operands = {isa::contiguousOperand(0, DType::kFloat32, {n}), isa::contiguousOperand(1, DType::kFloat32, {n})};
+  kernels::execute(instruction, std::vector<void*>{outputs.data(), inputs.data()});
+  int failures = 0;
+  for (int64_t i = 0; i < n && failures < 5; ++i) {
+    const Real expected = std::exp(static_cast<Real>(inputs[i]));
+    const Real got = outputs[i];
+    const Real tolerance = kExpUlps * kFloatFormat.ulp(expected) + 16 * kLongDoubleFormat.unitRoundoff() * expected;
+    // Within the tolerance of the overflow threshold a result may round either way.
+    const bool ok = std::isinf(got) ? got > 0 && expected + tolerance >= kFloatFormat.overflowThreshold()
+                                    : std::fabs(got - expected) <= tolerance;
+    if (!ok) {
+      ++failures;
+      ADD_FAILURE() << "exp(" << realText(inputs[i]) << "): expected " << realText(expected) << ", got " << realText(got);
+    }
+  }
+}
+
 TEST(ElementwiseReference, Unary) { checkGroup(Group::Unary); }
 TEST(ElementwiseReference, Binary) { checkGroup(Group::Binary); }
 TEST(ElementwiseReference, Ternary) { checkGroup(Group::Ternary); }
