@@ -28,6 +28,7 @@
 #include "runtime/sim/kernels/element_types.h"
 #include "runtime/sim/kernels/elementwise_ops.h"
 #include "runtime/sim/kernels/execute.h"
+#include "runtime/sim/kernels/stream_copy.h"
 #include "runtime/sim/kernels/half.h"
 #include "runtime/sim/kernels/strided_loop.h"
 #include "kernels_test_support.h"
@@ -1078,6 +1079,26 @@ TEST(Kernels, RmsNormAndLayerNormRows) {
     const double rstd = 1.0 / std::sqrt(deviations / kLength + 1e-6);
     for (int64_t i = 0; i < kLength; ++i) {
       EXPECT_NEAR(out[row * kLength + i], (x[i] - mean) * rstd * weight[i], 1e-5) << row;
+    }
+  }
+}
+
+// Every length up to five vectors of the widest target and beyond, from and to every
+// offset within a vector: the memcpy'd head and tail around the streamed vectors meet.
+TEST(Kernels, StreamCopyCopiesEveryLengthAtEveryAlignment) {
+  std::vector<uint8_t> source(600), target(600);
+  for (size_t i = 0; i < source.size(); ++i) source[i] = static_cast<uint8_t>(i * 131 + 7);
+  for (size_t length : {size_t{0}, size_t{1}, size_t{63}, size_t{64}, size_t{65}, size_t{255}, size_t{256},
+                        size_t{257}, size_t{320}, size_t{333}, size_t{500}}) {
+    for (size_t from = 0; from < 64; from += 7) {
+      for (size_t to = 0; to < 64; to += 5) {
+        std::fill(target.begin(), target.end(), uint8_t{0xee});
+        pto::rt::sim::kernels::streamCopy(target.data() + to, source.data() + from, length);
+        for (size_t i = 0; i < target.size(); ++i) {
+          const uint8_t expected = i >= to && i < to + length ? source[from + i - to] : uint8_t{0xee};
+          ASSERT_EQ(target[i], expected) << "length " << length << ", from " << from << ", to " << to << ", byte " << i;
+        }
+      }
     }
   }
 }

@@ -12,11 +12,13 @@
 #include <cstdlib>
 #include <cstring>
 #include <numeric>
+#include <random>
 #include <string>
 #include <thread>
 #include <vector>
 
 #include "runtime/pto_runtime.h"
+#include "runtime/sim/host_caches.h"
 #include "runtime/sim/sim_memory.h"
 #include "runtime_test_support.h"
 
@@ -319,6 +321,25 @@ TEST(RuntimeMemory, MemcpyOfAllFourKindsRoundTripsData) {
 
   EXPECT_EQ(source, host_copy);
   EXPECT_EQ(source, result);
+}
+
+// Copies larger than half the host's last-level cache stream (non-temporal stores
+// from each chunk's first aligned byte): every kind, at offsets that leave a head and
+// a tail to copy around the vectors, arrives whole.
+TEST(RuntimeMemory, LargeMemcpyOfAllFourKindsAtOddOffsetsRoundTripsData) {
+  const size_t bytes = static_cast<size_t>(pto::rt::sim::hostCaches().last_level_bytes) / 2 + 4099;
+  std::vector<uint8_t> source(bytes + 3);
+  std::mt19937 random(23);
+  for (uint8_t& byte : source) byte = static_cast<uint8_t>(random());  // no period a misplaced block could match
+  std::vector<uint8_t> result(bytes + 5, 0);
+  DeviceBuffer first(bytes + 7), second(bytes + 9);
+  ASSERT_PTO_OK(ptoMemcpy(first.bytes() + 7, source.data() + 3, bytes, PTO_MEMCPY_HOST_TO_DEVICE));
+  ASSERT_PTO_OK(ptoMemcpy(second.bytes() + 1, first.bytes() + 7, bytes, PTO_MEMCPY_DEVICE_TO_DEVICE));
+  ASSERT_PTO_OK(ptoMemcpy(result.data() + 5, second.bytes() + 1, bytes, PTO_MEMCPY_DEVICE_TO_HOST));
+  EXPECT_TRUE(std::equal(source.begin() + 3, source.end(), result.begin() + 5));
+  std::vector<uint8_t> host_copy(bytes + 1, 0);
+  ASSERT_PTO_OK(ptoMemcpy(host_copy.data() + 1, source.data() + 3, bytes, PTO_MEMCPY_HOST_TO_HOST));
+  EXPECT_TRUE(std::equal(source.begin() + 3, source.end(), host_copy.begin() + 1));
 }
 
 TEST(RuntimeMemory, MemcpyThroughPinnedHostMemory) {

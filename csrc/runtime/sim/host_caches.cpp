@@ -2,6 +2,7 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <fstream>
 #include <string>
 
@@ -33,10 +34,15 @@ int64_t cacheBytes(int sysconf_name, int level, const std::string& type, int64_t
 }  // namespace
 
 const HostCaches& hostCaches() {
-  static const HostCaches caches{
-      .l1_data_bytes = cacheBytes(_SC_LEVEL1_DCACHE_SIZE, 1, "Data", 32 * 1024),
-      .l2_bytes = cacheBytes(_SC_LEVEL2_CACHE_SIZE, 2, "Unified", 1024 * 1024),
-  };
+  static const HostCaches caches = [] {
+    HostCaches found{
+        .l1_data_bytes = cacheBytes(_SC_LEVEL1_DCACHE_SIZE, 1, "Data", 32 * 1024),
+        .l2_bytes = cacheBytes(_SC_LEVEL2_CACHE_SIZE, 2, "Unified", 1024 * 1024),
+        .last_level_bytes = 0,
+    };
+    found.last_level_bytes = std::max(found.l2_bytes, cacheBytes(_SC_LEVEL3_CACHE_SIZE, 3, "Unified", 0));
+    return found;
+  }();
   return caches;
 }
 

@@ -13,6 +13,7 @@ namespace pto::rt::sim {
 struct HostCaches {
   int64_t l1_data_bytes;
   int64_t l2_bytes;
+  int64_t last_level_bytes;  // L3 where the host has one, else L2
 };
 const HostCaches& hostCaches();
 

@@ -8,6 +8,8 @@
 
 #include "../error.h"
 #include "../profiler.h"
+#include "host_caches.h"
+#include "kernels/stream_copy.h"
 #include "sim_faults.h"
 #include "sim_parallel.h"
 
@@ -28,9 +30,16 @@ constexpr uint64_t kMaxPending = 1024;
 // with several channels would; smaller ones are not worth waking a thread for.
 constexpr size_t kParallelBytes = size_t{4} << 20;
 
+// A copy of more than half the host's last-level cache cannot leave its destination
+// there: it streams (kernels/stream_copy.h), saving the read that write-allocation
+// makes of each destination line (64 MiB on an AVX2 EPYC, 2 cores: 7.6 -> 5.0 ms).
 void copyBytes(void* dst, const void* src, size_t bytes) {
+  const bool streams = bytes > static_cast<size_t>(hostCaches().last_level_bytes) / 2;
   parallelFor(bytes, kParallelBytes / 2, [&](size_t begin, size_t end) {
-    std::memcpy(static_cast<char*>(dst) + begin, static_cast<const char*>(src) + begin, end - begin);
+    char* to = static_cast<char*>(dst) + begin;
+    const char* from = static_cast<const char*>(src) + begin;
+    if (streams) kernels::streamCopy(to, from, end - begin);
+    else std::memcpy(to, from, end - begin);
   });
 }
 
