@@ -1078,6 +1078,9 @@ def gloo_transport_cases(world, phase="gloo") -> list:
         all_reduce_case(f"{p}all_reduce/SUM/float32", "SUM", torch.float32, **kw),
         all_reduce_case(f"{p}all_reduce/MAX/int64", "MAX", torch.int64, **kw),
         all_reduce_case(f"{p}all_reduce/SUM/bfloat16/rounds", "SUM", torch.bfloat16, shape=70_001, **kw),
+        # past the one exchange of everything (kOneShotBytes gathered): Gloo's ring, in chunks
+        all_reduce_case(f"{p}all_reduce/SUM/float32/ring", "SUM", torch.float32, shape=70_001, **kw),
+        all_reduce_case(f"{p}all_reduce/MAX/int64/ring", "MAX", torch.int64, shape=40_001, **kw),
         all_gather_into_tensor_case(f"{p}all_gather_into_tensor", torch.float32, **kw),
         all_gather_into_tensor_case(f"{p}all_gather_into_tensor/rounds", torch.float32, shape=(30_001,), **kw),
         reduce_scatter_tensor_case(f"{p}reduce_scatter_tensor/SUM/float32", "SUM", torch.float32, **kw),
