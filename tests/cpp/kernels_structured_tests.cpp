@@ -531,6 +531,19 @@ TEST(Reduce, NaNPropagatesAndTheFirstNaNIsTheExtreme) {
   EXPECT_EQ(columns[0], 1.0);
   EXPECT_TRUE(std::isnan(columns[1]));
   EXPECT_EQ((reduce<int64_t>(Opcode::kArgmax, wide, {10, 4}, {0})), (std::vector<int64_t>{0, 3, 0, 0}));
+  // float32 columns fold a row of accumulators at a time, vectors then a tail: NaNs
+  // in a vector's lanes and in the tail, each first met in a later row.
+  std::vector<float> grid(6 * 21, 2.0f);
+  grid[4 * 21 + 3] = kNaNF;
+  grid[1 * 21 + 19] = kNaNF;
+  grid[5 * 21 + 7] = -kInfF;
+  for (Opcode op : {Opcode::kAmax, Opcode::kAmin}) {
+    const auto folded = reduce<float>(op, grid, {6, 21}, {0});
+    for (int c = 0; c < 21; ++c) {
+      if (c == 3 || c == 19) EXPECT_TRUE(std::isnan(folded[c])) << isa::info(op).name << " column " << c;
+      else EXPECT_EQ(folded[c], op == Opcode::kAmin && c == 7 ? -kInfF : 2.0f) << isa::info(op).name << " column " << c;
+    }
+  }
   // Infinities are ordinary extremes: a row of -inf has the maximum -inf (and +inf the minimum +inf).
   EXPECT_EQ((reduce<float>(Opcode::kAmax, std::vector<float>{-kInfF, -kInfF, -kInfF}, {3}, {0})),
             (std::vector<float>{-kInfF}));

@@ -282,6 +282,14 @@ void reduceValues(const isa::Operand& out_op, const isa::Operand& in_op, std::sp
           folded = true;
         }
       }
+      if constexpr (kVectorFold && op != Opcode::kSum && (std::is_same_v<T, float> || kVectorConverts<T>)) {
+        if (stride == sizeof(T)) {
+          for (int64_t r = 0; r < plan.reduced_count; ++r) {
+            foldExtremeRow<op == Opcode::kAmax>(acc.data(), reinterpret_cast<const T*>(rowAt(r)), count);
+          }
+          folded = true;
+        }
+      }
       for (int64_t r = 0; !folded && r < plan.reduced_count; ++r) {
         const char* row = rowAt(r);
         if (stride == sizeof(T)) {

@@ -59,6 +59,25 @@ inline float runExtreme(const T* HWY_RESTRICT in, int64_t length, bool* nan) {
   return extreme;
 }
 
+// acc[i] = the maximum (kMax) or minimum of acc[i] and in[i], i in [0, n), a NaN in
+// either kept: one input row folded into the accumulators of an amax/amin over
+// columns. (T as for runSum.)
+template <bool kMax, typename T>
+inline void foldExtremeRow(float* HWY_RESTRICT acc, const T* HWY_RESTRICT in, int64_t n) {
+  const hn::ScalableTag<float> d;
+  const auto lanes = static_cast<int64_t>(hn::Lanes(d));
+  int64_t i = 0;
+  for (; i + lanes <= n; i += lanes) {
+    const auto x = loadAsFloat(d, in + i), a = hn::LoadU(d, acc + i);
+    const auto takes = hn::Or(kMax ? hn::Gt(x, a) : hn::Lt(x, a), hn::IsNaN(x));
+    hn::StoreU(hn::IfThenElse(takes, x, a), d, acc + i);
+  }
+  for (; i < n; ++i) {
+    const float x = widen(in[i]);
+    if ((kMax ? x > acc[i] : x < acc[i]) || x != x) acc[i] = x;
+  }
+}
+
 // The sum of a contiguous float32 run, cascaded as PyTorch's CPU sum is: each lane
 // of four vector accumulators adds at most 16 values before their total moves up into
 // a double, so that float partial sums stay small (a float sum's error grows with its
