@@ -286,8 +286,7 @@ void geluGrads(D d, const V* g, const V* x, V* out) {
   normalCdfs<K>(d, x, out);
   for (size_t j = 0; j < K; ++j) {
     const V exponent = hn::Mul(hn::Mul(hn::Set(d, -0.5), x[j]), x[j]);
-    const V density = hn::Mul(vectorExp(d, exponent),
-                              hn::Set(d, 0.39894228040143267794));
+    const V density = hn::Mul(vectorExp(d, exponent), hn::Set(d, 0.39894228040143267794));
     out[j] = hn::Mul(g[j], hn::MulAdd(x[j], density, out[j]));
   }
 }
