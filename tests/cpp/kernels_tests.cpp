@@ -25,6 +25,7 @@
 #include <vector>
 
 #include "isa/program.h"
+#include "runtime/sim/host_caches.h"
 #include "runtime/sim/kernels/element_types.h"
 #include "runtime/sim/kernels/elementwise_ops.h"
 #include "runtime/sim/kernels/execute.h"
@@ -1101,4 +1102,19 @@ TEST(Kernels, StreamCopyCopiesEveryLengthAtEveryAlignment) {
       }
     }
   }
+}
+
+// Outputs larger than half the host's last-level cache are computed a block at a time
+// and streamed out (kernels/stream_store-inl.h): rows whose starts fall at every
+// alignment (padded), one long row split over the cores, and a broadcast scalar per
+// row, against the reference. double: the fewest elements past the threshold.
+TEST(Kernels, StreamedOutputsMatchTheReference) {
+  constexpr int64_t kColumns = 100003;  // not a multiple of a block or a vector
+  const int64_t rows = rt::sim::hostCaches().last_level_bytes / 2 / (kColumns * 8) + 1;
+  ASSERT_TRUE(kernels::streamsOutput(rows * kColumns * 8));
+  runCases(binaryHarness<Opcode::kAdd, double>(0.5), {{{rows, kColumns}, {L::kPadded, L::kContiguous, L::kBroadcastAll}}},
+           51);
+  runCases(unaryHarness<Opcode::kExp, double>(), {{{rows * kColumns}, {L::kContiguous, L::kContiguous}}}, 52);
+  runCases(ternaryHarness<Opcode::kAddcmul, double>(0.25),
+           {{{rows, kColumns}, {L::kContiguous, L::kPadded, L::kBroadcastInner, L::kContiguous}}}, 53);
 }

@@ -139,3 +139,27 @@ def test_shifts_past_the_width_match_cpu(dtype):
     x <<= 1
     assert torch.equal(x.cpu(), a << 1)
     assert pypto_torch.fallback_ops() == before
+
+
+def test_outputs_past_the_last_level_cache_match_cpu_and_small_pieces():
+    # 80 MiB outputs, more than half of any host's last-level cache: the kernels stream
+    # them out with non-temporal stores (csrc/runtime/sim/kernels/stream_copy.h). Sums are
+    # exact IEEE operations, so equal to the CPU's; exp, addcmul and sigmoid must equal
+    # the same kernels run on pieces too small to stream. The views start one element
+    # in, so their rows start off the vector boundaries.
+    n = 20 * 2**20
+    g = torch.Generator().manual_seed(0)
+    a, b = torch.randn(n + 1, generator=g), torch.randn(n + 1, generator=g)
+    a_pto, b_pto = a.to("pto")[1:], b.to("pto")[1:]
+    assert torch.equal(torch.add(a_pto, b_pto, alpha=0.5).cpu(), torch.add(a[1:], b[1:], alpha=0.5))
+    rows = torch.randn(n // 4096, 4097, generator=g)  # rows of 4096 from a padded input: streamed row by row
+    assert torch.equal((rows.to("pto")[:, 1:] * 3).cpu(), rows[:, 1:] * 3)
+    pieces = 2**18  # 1 MiB of output
+    for name, op in [("exp", torch.exp), ("addcmul", lambda x: torch.addcmul(x, x, b_pto, value=0.25)),
+                     ("sigmoid", torch.sigmoid)]:
+        whole = op(a_pto).cpu()
+        parts = torch.cat([op(a_pto[start:start + pieces]).cpu() if name != "addcmul" else
+                           torch.addcmul(a_pto[start:start + pieces], a_pto[start:start + pieces],
+                                         b_pto[start:start + pieces], value=0.25).cpu()
+                           for start in range(0, n, pieces)])
+        assert torch.equal(whole, parts), name

@@ -13,8 +13,10 @@
 #include "element_types.h"
 #include "elementwise_ops.h"
 #include "execute.h"
+#include "stream_copy.h"
 #include "strided_loop.h"
 #include "elementwise_dispatch-inl.h"
+#include "stream_store-inl.h"
 #include "vector_widen-inl.h"
 #include "vector_math-inl.h"
 
@@ -34,37 +36,52 @@ inline ComputeType<T> scaledOperand(ComputeType<T> b, ComputeType<T> alpha) {
   }
 }
 
+// out[i] = a[i * a_step] op b[i * b_step] for a step of 1 (contiguous) or 0 (a
+// broadcast scalar), in loops the compiler vectorises. Scalars arrive by value: by
+// reference the compiler must assume a store through `out` may change them, reloads
+// them per element and cannot vectorise.
+template <Opcode op, typename T, typename Operand>
+void binaryRunRow(T* out, const T* a, int64_t a_step, const T* b, int64_t b_step, int64_t n, ComputeType<T> alpha,
+                  Operand operand) {
+  using C = ComputeType<T>;
+  if (a_step == 1 && b_step == 1) {
+    for (int64_t i = 0; i < n; ++i) out[i] = castTo<T>(binaryOp<op, C, T>(widen(a[i]), operand(widen(b[i])), alpha));
+  } else if (a_step == 1) {
+    const C scalar = operand(widen(*b));
+    for (int64_t i = 0; i < n; ++i) out[i] = castTo<T>(binaryOp<op, C, T>(widen(a[i]), scalar, alpha));
+  } else if (b_step == 1) {
+    const C scalar = widen(*a);
+    for (int64_t i = 0; i < n; ++i) out[i] = castTo<T>(binaryOp<op, C, T>(scalar, operand(widen(b[i])), alpha));
+  } else {
+    const T result = castTo<T>(binaryOp<op, C, T>(widen(*a), operand(widen(*b)), alpha));
+    std::fill(out, out + n, result);
+  }
+}
+
 template <Opcode op, typename T>
 void binaryRows(const StridedLoop& loop, double alpha_value) {
   using C = ComputeType<T>;
   constexpr bool prescaled = !std::is_same_v<C, T> && (op == Opcode::kAdd || op == Opcode::kSub);
   const C given_alpha = castTo<C>(alpha_value);  // verified to fit; u8 takes negatives (wrapping)
   const C alpha = prescaled ? C(1) : given_alpha;
-  // Scalars are captured by value: by reference the compiler must assume a store
-  // through `out` may change them, reloads them per element and cannot vectorise.
   auto operand = [given_alpha](C b) { return scaledOperand<op, T>(b, given_alpha); };
-  forEachRow(loop, [&loop, alpha, operand](const std::array<char*, kMaxOperands>& p, int64_t n) {
+  const bool streamed = streamsOutput(loop.numel() * static_cast<int64_t>(sizeof(T)));
+  forEachRow(loop, [&loop, alpha, operand, streamed](const std::array<char*, kMaxOperands>& p, int64_t n) {
     const int64_t so = loop.innerStride(0), sa = loop.innerStride(1), sb = loop.innerStride(2);
     T* out = reinterpret_cast<T*>(p[0]);
     const T* a = reinterpret_cast<const T*>(p[1]);
     const T* b = reinterpret_cast<const T*>(p[2]);
-    if constexpr (hasVectorMath<op, T>()) {
-      const bool a_runs = sa == sizeof(T) || sa == 0, b_runs = sb == sizeof(T) || sb == 0;
-      if (so == sizeof(T) && a_runs && b_runs) return binaryMathRow<op>(out, a, sa == 0 ? 0 : 1, b, sb == 0 ? 0 : 1, n);
+    if (so == sizeof(T) && (sa == sizeof(T) || sa == 0) && (sb == sizeof(T) || sb == 0)) {
+      const int64_t a_step = sa == 0 ? 0 : 1, b_step = sb == 0 ? 0 : 1;
+      return writeRow(out, n, streamed, [=](T* dst, int64_t start, int64_t count) {
+        const T* a_at = a + start * a_step;
+        const T* b_at = b + start * b_step;
+        if constexpr (hasVectorMath<op, T>()) return binaryMathRow<op>(dst, a_at, a_step, b_at, b_step, count);
+        else return binaryRunRow<op>(dst, a_at, a_step, b_at, b_step, count, alpha, operand);
+      });
     }
-    if (so == sizeof(T) && sa == sizeof(T) && sb == sizeof(T)) {
-      for (int64_t i = 0; i < n; ++i) out[i] = castTo<T>(binaryOp<op, C, T>(widen(a[i]), operand(widen(b[i])), alpha));
-    } else if (so == sizeof(T) && sa == sizeof(T) && sb == 0) {
-      const C scalar = operand(widen(*b));
-      for (int64_t i = 0; i < n; ++i) out[i] = castTo<T>(binaryOp<op, C, T>(widen(a[i]), scalar, alpha));
-    } else if (so == sizeof(T) && sa == 0 && sb == sizeof(T)) {
-      const C scalar = widen(*a);
-      for (int64_t i = 0; i < n; ++i) out[i] = castTo<T>(binaryOp<op, C, T>(scalar, operand(widen(b[i])), alpha));
-    } else {
-      for (int64_t i = 0; i < n; ++i) {
-        store<T>(p[0] + i * so,
-                 binaryOp<op, C, T>(load<T>(p[1] + i * sa), operand(load<T>(p[2] + i * sb)), alpha));
-      }
+    for (int64_t i = 0; i < n; ++i) {
+      store<T>(p[0] + i * so, binaryOp<op, C, T>(load<T>(p[1] + i * sa), operand(load<T>(p[2] + i * sb)), alpha));
     }
   });
 }
@@ -97,43 +114,55 @@ void ternaryVectorRow(T* out, std::array<const T*, 3> in, std::array<int64_t, 3>
   }
 }
 
+// out[i] = op(in[0][i * step[0]], in[1][...], in[2][...]) for steps of 1 or 0.
+template <Opcode op, typename T>
+void ternaryRunRow(T* out, std::array<const T*, 3> in, std::array<int64_t, 3> step, int64_t n, ComputeType<T> value) {
+  using C = ComputeType<T>;
+  // taddcmul's multiply-add is fused: vectors on targets with FMA only, the scalar
+  // loop (std::fma) on the others.
+  constexpr bool vectors = op == Opcode::kAddcdiv || HWY_NATIVE_FMA;
+  if constexpr ((std::is_same_v<T, float> || std::is_same_v<T, double>) && vectors) {
+    ternaryVectorRow<op>(out, in, step, n, value);
+  } else if constexpr (std::is_floating_point_v<C> && !std::is_same_v<C, T> && vectors) {
+    // float16/bfloat16: widened to float a block at a time, rounded once at the end.
+    float block[3][kBlockElements];
+    for (int64_t start = 0; start < n; start += kBlockElements) {
+      const int64_t count = std::min<int64_t>(kBlockElements, n - start);
+      for (int k = 0; k < 3; ++k) {
+        for (int64_t i = 0; i < count; ++i) block[k][i] = widen(in[k][(start + i) * step[k]]);
+      }
+      ternaryVectorRow<op, float>(block[0], {block[0], block[1], block[2]}, {1, 1, 1}, count, value);
+      roundFromFloat(out + start, block[0], count);
+    }
+  } else if (step[0] == 1 && step[1] == 1 && step[2] == 1) {
+    for (int64_t i = 0; i < n; ++i) {
+      out[i] = castTo<T>(ternaryOp<op, C>(widen(in[0][i]), widen(in[1][i]), widen(in[2][i]), value));
+    }
+  } else {
+    for (int64_t i = 0; i < n; ++i) {
+      out[i] = castTo<T>(ternaryOp<op, C>(widen(in[0][i * step[0]]), widen(in[1][i * step[1]]),
+                                          widen(in[2][i * step[2]]), value));
+    }
+  }
+}
+
 template <Opcode op, typename T>
 void ternaryRows(const StridedLoop& loop, double value_immediate) {
   using C = ComputeType<T>;
   const C value = castTo<C>(value_immediate);  // verified to fit the dtype
-  forEachRow(loop, [&loop, value](const std::array<char*, kMaxOperands>& p, int64_t n) {
+  const bool streamed = streamsOutput(loop.numel() * static_cast<int64_t>(sizeof(T)));
+  forEachRow(loop, [&loop, value, streamed](const std::array<char*, kMaxOperands>& p, int64_t n) {
     const std::array<int64_t, 3> stride = {loop.innerStride(1), loop.innerStride(2), loop.innerStride(3)};
     constexpr auto size = static_cast<int64_t>(sizeof(T));
     bool runs = loop.innerStride(0) == size;
     for (int64_t s : stride) runs = runs && (s == size || s == 0);
     if (runs) {
-      T* out = reinterpret_cast<T*>(p[0]);
-      const std::array<const T*, 3> in = {reinterpret_cast<const T*>(p[1]), reinterpret_cast<const T*>(p[2]),
-                                          reinterpret_cast<const T*>(p[3])};
       const std::array<int64_t, 3> step = {stride[0] / size, stride[1] / size, stride[2] / size};
-      // taddcmul's multiply-add is fused: vectors on targets with FMA only, the
-      // scalar loop (std::fma) on the others.
-      constexpr bool vectors = op == Opcode::kAddcdiv || HWY_NATIVE_FMA;
-      if constexpr ((std::is_same_v<T, float> || std::is_same_v<T, double>) && vectors) {
-        return ternaryVectorRow<op>(out, in, step, n, value);
-      } else if constexpr (std::is_floating_point_v<C> && !std::is_same_v<C, T> && vectors) {
-        // float16/bfloat16: widened to float a block at a time, rounded once at the end.
-        float block[3][kBlockElements];
-        for (int64_t start = 0; start < n; start += kBlockElements) {
-          const int64_t count = std::min<int64_t>(kBlockElements, n - start);
-          for (int k = 0; k < 3; ++k) {
-            for (int64_t i = 0; i < count; ++i) block[k][i] = widen(in[k][(start + i) * step[k]]);
-          }
-          ternaryVectorRow<op, float>(block[0], {block[0], block[1], block[2]}, {1, 1, 1}, count, value);
-          roundFromFloat(out + start, block[0], count);
-        }
-        return;
-      } else if (step[0] == 1 && step[1] == 1 && step[2] == 1) {
-        for (int64_t i = 0; i < n; ++i) {
-          out[i] = castTo<T>(ternaryOp<op, C>(widen(in[0][i]), widen(in[1][i]), widen(in[2][i]), value));
-        }
-        return;
-      }
+      return writeRow(reinterpret_cast<T*>(p[0]), n, streamed, [&](T* dst, int64_t start, int64_t count) {
+        std::array<const T*, 3> in{};
+        for (int k = 0; k < 3; ++k) in[k] = reinterpret_cast<const T*>(p[k + 1]) + start * step[k];
+        ternaryRunRow<op>(dst, in, step, count, value);
+      });
     }
     for (int64_t i = 0; i < n; ++i) {
       store<T>(p[0] + i * loop.innerStride(0),

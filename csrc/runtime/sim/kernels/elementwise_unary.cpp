@@ -11,8 +11,10 @@
 #include "element_types.h"
 #include "elementwise_ops.h"
 #include "execute.h"
+#include "stream_copy.h"
 #include "strided_loop.h"
 #include "elementwise_dispatch-inl.h"
+#include "stream_store-inl.h"
 #include "vector_math-inl.h"
 
 HWY_BEFORE_NAMESPACE();
@@ -22,19 +24,19 @@ namespace {
 template <Opcode op, typename T>
 void unaryRows(const StridedLoop& loop) {
   using C = ComputeType<T>;
+  const bool streamed = streamsOutput(loop.numel() * static_cast<int64_t>(sizeof(T)));
   forEachRow(loop, [&](const std::array<char*, kMaxOperands>& p, int64_t n) {
     const int64_t so = loop.innerStride(0), si = loop.innerStride(1);
     if (so == sizeof(T) && si == sizeof(T)) {
-      T* out = reinterpret_cast<T*>(p[0]);
       const T* in = reinterpret_cast<const T*>(p[1]);
-      if constexpr (hasVectorMath<op, T>()) return unaryMathRow<op>(out, in, n);
-      for (int64_t i = 0; i < n; ++i) out[i] = castTo<T>(unaryOp<op, C>(widen(in[i])));
-      return;
+      return writeRow(reinterpret_cast<T*>(p[0]), n, streamed, [in](T* out, int64_t start, int64_t count) {
+        if constexpr (hasVectorMath<op, T>()) return unaryMathRow<op>(out, in + start, count);
+        for (int64_t i = 0; i < count; ++i) out[i] = castTo<T>(unaryOp<op, C>(widen(in[start + i])));
+      });
     }
     for (int64_t i = 0; i < n; ++i) store<T>(p[0] + i * so, unaryOp<op, C>(load<T>(p[1] + i * si)));
   });
 }
-
 
 }  // namespace
 
