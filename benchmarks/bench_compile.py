@@ -11,7 +11,7 @@ pto, compiled with backend="pypto" on pto tensors, compiled with backend="induct
 the CPU, and compiled with torch.compile's default backend, Inductor, on pto tensors
 ("inductor pto": its kernels PTO programs, pypto_torch/compile/inductor).
 
-Five tables, with a column saying whether the aim is met (✓) or not (✗):
+Six tables; where a table has an aim, a column says whether it is met (✓) or not (✗):
   1. forward time, ms per call: pypto at least 1.3x faster than eager CPU (the softmax:
      no slower than torch.softmax, eager CPU) and at most 0.9 of Inductor's time; Inductor
      on pto within 1.1x of backend="pypto" and of Inductor on the CPU;
@@ -21,13 +21,16 @@ Five tables, with a column saying whether the aim is met (✓) or not (✗):
      fresh folder, so that it compiles everything anew;
   3. peak pto memory of one forward above the parameters and inputs
      (torch.pto.max_memory_allocated): compiled lower than eager;
-  4. compile time, cold and warm: the MLP, the transformer block and GPT-2 compiled in a
+  4. where one compiled forward's time goes, per kind of stage (matmul, softmax and norms,
+     other kernels, outside any kernel), pypto's program stages beside Inductor's kernels
+     (benchmarks/stage_times.py);
+  5. compile time, cold and warm: the MLP, the transformer block and GPT-2 compiled in a
      first process, then in a second one that finds the first one's entry in the compile
      cache on disk (pypto_torch/compile/disk_cache.py); Dynamo's own time apart from the
      backend's (AOTAutograd and the lowering; the lowering runs at the first call). Aim:
      the second process's backend time <= 1/10 of the first's. `--compile-time` prints
      this table alone. The other tables compile with the cache in a fresh folder: cold;
-  5. the fixed cost of one call of a tiny compiled graph (x * 2 + 1 on 16 floats), back to
+  6. the fixed cost of one call of a tiny compiled graph (x * 2 + 1 on 16 floats), back to
      back: the whole call (aim <= 5 us), pypto's compiled callable alone (the native plan
      runner: its checks and one launch) and Dynamo's part (the rest: its guards and frame
      handling), beside Dynamo with a backend that returns the graph's own forward.
@@ -53,6 +56,7 @@ import torch._dynamo
 
 import pypto_torch
 from pypto_torch.compile.backend import pypto_backend
+from stage_times import KINDS, inductor_stages, pypto_stages  # noqa: E402 -- beside this file
 from _timing import (Aims, Budget, OtherLoad, best_time, context_header, fresh_cache, fresh_inductor_cache,
                      print_closing_summary, settle, table)
 
@@ -277,7 +281,36 @@ def report(r: Run, all_cases: list[Case], softmax_eager: dict[str, dict[str, flo
         print("\nfailed:\n" + "\n".join(failed))
 
 
-# -- 4. Compile time, cold and warm (the compile cache on disk) --------------------------------
+# -- 4. Where the time goes ------------------------------------------------------------------
+
+def stage_breakdown(r: Run, all_cases: list[Case]) -> None:
+    """Table 4: each model's compiled forward split into kinds of stage, pypto beside Inductor.
+    Inductor compiles each model anew, its kernels recording themselves: after a Dynamo
+    reset, or Dynamo would run what it compiled for table 1."""
+    measured = {}
+    for case in all_cases:
+        run = case.call("pypto")
+        if run is None or r.budget.exhausted():
+            r.note(r.budget.skipped(f"stage times of {case.name}") if run else f"{case.name}: pypto failed")
+            continue
+        measured[case.name] = {"pypto": pypto_stages(run)}
+    torch._dynamo.reset()
+    for case in all_cases:
+        if case.name in measured and not r.budget.exhausted():
+            measured[case.name]["inductor"] = inductor_stages(case.model["cpu"], case.inputs["cpu"])
+    rows = []
+    for name, ways in measured.items():
+        for way, seconds in ways.items():
+            rows.append([name if way == "pypto" else "", way, *(ms(seconds[kind]) for kind in KINDS),
+                         ms(seconds["wall"])])
+    table("4. Where one compiled forward's time goes, ms: pypto's program stages (pypto.Profiler) beside Inductor's "
+          "kernels and extern calls on the CPU (torch.profiler, kernels compiled to record themselves); outside "
+          "kernels = the call's wall time no stage covers (Python, guards, launches, waking threads); one profiled "
+          "call, the fastest of 5",
+          ["model", "way", *KINDS, "wall"], rows)
+
+
+# -- 5. Compile time, cold and warm (the compile cache on disk) --------------------------------
 COMPILE_TIME_CASES = {"MLP": len(SOFTMAX_SIZES), "transformer block": len(SOFTMAX_SIZES) + 1,
                       "GPT-2": len(SOFTMAX_SIZES) + 2}  # name -> index in cases()
 
@@ -312,7 +345,7 @@ def compile_time_child(index: int) -> None:
 
 
 def compile_times(r: Run) -> None:
-    """Table 4: each model compiled by two processes in turn over one fresh cache folder."""
+    """Table 5: each model compiled by two processes in turn over one fresh cache folder."""
     rows = []
     for name, index in COMPILE_TIME_CASES.items():
         if r.budget.exhausted():
@@ -342,17 +375,17 @@ def compile_times(r: Run) -> None:
         ratio = backend_totals[1] / max(backend_totals[0], 1e-9)
         rows[-1][-2:] = [f"{ratio:.3f}", r.aim(round(ratio, 3) <= 0.1,
                                                f"{name}: warm/cold backend compile time {ratio:.3f} > 0.1")]
-    table("4. Compile time of a first process and of a second one using the first one's compile cache, s "
+    table("5. Compile time of a first process and of a second one using the first one's compile cache, s "
           "(no_grad forward; backend = the backend call (AOTAutograd, or the cache's load) + the lowering at "
           "the first call; first-run extra: the first call's time past Dynamo, the lowering and a later call)",
           ["model", "process", "Dynamo", "backend call", "lowering", "backend total", "first-run extra", "cache",
            "warm/cold backend", "<=0.1"], rows)
 
 
-# -- 5. The fixed cost of a compiled call ------------------------------------------------------
+# -- 6. The fixed cost of a compiled call ------------------------------------------------------
 
 def fixed_cost(r: Run) -> None:
-    """Table 5: microseconds per call of x * 2 + 1 on 16 floats, calls back to back."""
+    """Table 6: microseconds per call of x * 2 + 1 on 16 floats, calls back to back."""
     def tiny(x):
         return x * 2 + 1
 
@@ -382,7 +415,7 @@ def fixed_cost(r: Run) -> None:
     rows[0][2] = r.aim(round(whole, 1) <= 5.0, f"tiny compiled graph: {whole:.1f} us per call (aim <= 5 us)")
     rows[3][2] = r.aim(round(ours, 1) <= 5.0, f"tiny compiled graph, pypto's callable: {ours:.1f} us (aim <= 5 us)")
     rows.append(["Dynamo's part (compiled call less pypto's callable)", f"{whole - ours:.2f}", ""])
-    table(f"5. Fixed cost of a compiled call: x * 2 + 1 on 16 floats, us per call, back to back (best of {r.reps})",
+    table(f"6. Fixed cost of a compiled call: x * 2 + 1 on 16 floats, us per call, back to back (best of {r.reps})",
           ["call", "us", "<=5"], rows)
     torch._dynamo.reset()
 
@@ -390,7 +423,7 @@ def fixed_cost(r: Run) -> None:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="shorter repetitions")
-    parser.add_argument("--compile-time", action="store_true", help="table 4 alone: cold and warm compile times")
+    parser.add_argument("--compile-time", action="store_true", help="table 5 alone: cold and warm compile times")
     parser.add_argument("--compile-time-child", type=int, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.compile_time_child is not None:
@@ -424,6 +457,7 @@ def main() -> None:
             softmax_eager[case.name] = forward_times(r, reference)
         times = {case.name: forward_times(r, case) for case in all_cases}
         report(r, all_cases, softmax_eager, times)
+        stage_breakdown(r, all_cases)
     compile_times(r)
     fixed_cost(r)
     print_closing_summary(fallbacks_before, r, start, whole_run,
