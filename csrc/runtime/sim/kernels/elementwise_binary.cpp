@@ -65,7 +65,8 @@ void binaryRows(const StridedLoop& loop, double alpha_value) {
   const C given_alpha = castTo<C>(alpha_value);  // verified to fit; u8 takes negatives (wrapping)
   const C alpha = prescaled ? C(1) : given_alpha;
   auto operand = [given_alpha](C b) { return scaledOperand<op, T>(b, given_alpha); };
-  const bool streamed = streamsOutput(loop.numel() * static_cast<int64_t>(sizeof(T)));
+  // As in unaryRows, the math rows are bound by their arithmetic and write in place.
+  const bool streamed = !hasVectorMath<op, T>() && streamsOutput(loop.numel() * static_cast<int64_t>(sizeof(T)));
   forEachRow(loop, [&loop, alpha, operand, streamed](const std::array<char*, kMaxOperands>& p, int64_t n) {
     const int64_t so = loop.innerStride(0), sa = loop.innerStride(1), sb = loop.innerStride(2);
     T* out = reinterpret_cast<T*>(p[0]);

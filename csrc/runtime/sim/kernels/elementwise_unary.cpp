@@ -24,7 +24,9 @@ namespace {
 template <Opcode op, typename T>
 void unaryRows(const StridedLoop& loop) {
   using C = ComputeType<T>;
-  const bool streamed = streamsOutput(loop.numel() * static_cast<int64_t>(sizeof(T)));
+  // The math rows are bound by their arithmetic, not memory: streaming their output
+  // through a block only adds work (16M float32 exp on the AVX2 EPYC: 8.2 -> 10.7 ms).
+  const bool streamed = !hasVectorMath<op, T>() && streamsOutput(loop.numel() * static_cast<int64_t>(sizeof(T)));
   forEachRow(loop, [&](const std::array<char*, kMaxOperands>& p, int64_t n) {
     const int64_t so = loop.innerStride(0), si = loop.innerStride(1);
     if (so == sizeof(T) && si == sizeof(T)) {
