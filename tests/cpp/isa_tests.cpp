@@ -208,7 +208,7 @@ TEST(InstructionTable, GroupsHaveTheirArityAndOutputRule) {
         EXPECT_EQ(entry.immediates[kConvPad], "pad0");
         EXPECT_EQ(entry.immediates[kConvDilation + kMaxConvSpatial - 1], "dilation2");
         EXPECT_EQ(entry.immediateCount(), entry.opcode == Opcode::kConv ? kConvBeta + 1 : kConvBeta);
-        if (entry.opcode == Opcode::kConv) EXPECT_EQ(entry.immediates[kConvBeta], "beta");
+        if (entry.opcode == Opcode::kConv) { EXPECT_EQ(entry.immediates[kConvBeta], "beta"); }
         break;
       case Group::Row:  // the softmaxes, and their gradients' forward output
         EXPECT_TRUE(entry.inputs == 1 || entry.inputs == 2);
@@ -333,13 +333,13 @@ TEST(InstructionTable, PropertiesAgreeWithEachOther) {
     // A tiled kernel splits an instruction by one rule: the one its properties name.
     const int tile_rules = entry.has(Elementwise) + entry.has(Reduction) + entry.has(RowOp) + entry.has(Gemm);
     EXPECT_LE(tile_rules, 1);
-    if (entry.has(Tileable)) EXPECT_EQ(tile_rules, 1);
+    if (entry.has(Tileable)) { EXPECT_EQ(tile_rules, 1); }
     // Tiles slice every operand alike, a GEMM's aside.
-    if (entry.has(Tileable) && !entry.has(Gemm)) EXPECT_TRUE(entry.has(SameShape));
-    if (entry.has(Gemm)) EXPECT_FALSE(entry.has(SameShape));
-    if (entry.has(Copy)) EXPECT_TRUE(entry.has(Elementwise) && entry.inputs == 1);
-    if (entry.has(IndexInput)) EXPECT_GE(entry.inputs, 2);
-    if (entry.has(TypedImmediates)) EXPECT_GT(entry.immediateCount(), 0);
+    if (entry.has(Tileable) && !entry.has(Gemm)) { EXPECT_TRUE(entry.has(SameShape)); }
+    if (entry.has(Gemm)) { EXPECT_FALSE(entry.has(SameShape)); }
+    if (entry.has(Copy)) { EXPECT_TRUE(entry.has(Elementwise) && entry.inputs == 1); }
+    if (entry.has(IndexInput)) { EXPECT_GE(entry.inputs, 2); }
+    if (entry.has(TypedImmediates)) { EXPECT_GT(entry.immediateCount(), 0); }
   }
 }
 
@@ -943,7 +943,7 @@ TEST(Verifier, RejectsABadGather) {
   for (double wrap : {1.0, 2.0, -1.0, 0.5, kNaN}) {
     Program program = gather(out, in, index, 0);
     program.instructions[0].immediates[1] = wrap;
-    if (wrap == 1.0) EXPECT_EQ(verify(program), "");
+    if (wrap == 1.0) { EXPECT_EQ(verify(program), ""); }
     else expectRejected(program, "tgather", "is neither 0 nor 1");
   }
 }

@@ -540,7 +540,7 @@ TEST(Reduce, NaNPropagatesAndTheFirstNaNIsTheExtreme) {
   for (Opcode op : {Opcode::kAmax, Opcode::kAmin}) {
     const auto folded = reduce<float>(op, grid, {6, 21}, {0});
     for (int c = 0; c < 21; ++c) {
-      if (c == 3 || c == 19) EXPECT_TRUE(std::isnan(folded[c])) << isa::info(op).name << " column " << c;
+      if (c == 3 || c == 19) { EXPECT_TRUE(std::isnan(folded[c])) << isa::info(op).name << " column " << c; }
       else EXPECT_EQ(folded[c], op == Opcode::kAmin && c == 7 ? -kInfF : 2.0f) << isa::info(op).name << " column " << c;
     }
   }

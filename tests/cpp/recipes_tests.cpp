@@ -68,7 +68,7 @@ std::vector<Opcode> opcodesOf(const recipes::Recipe& recipe) {
 TEST(Recipes, EveryLoweredRowOfTheAtenTableHasItsRecipe) {
   for (const recipes::AtenInstruction& row : recipes::kAtenInstructions) {
     const std::string op = "aten::" + std::string(row.op);
-    if (row.form == "Unary" || row.form == "Gradient") EXPECT_NE(recipes::find(op), nullptr) << op;
+    if (row.form == "Unary" || row.form == "Gradient") { EXPECT_NE(recipes::find(op), nullptr) << op; }
     if (row.form == "Binary" || row.form == "Compare") {
       EXPECT_NE(recipes::find(op + ".Tensor"), nullptr) << op;
       EXPECT_NE(recipes::find(op + ".Scalar"), nullptr) << op;
