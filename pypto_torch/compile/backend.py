@@ -143,7 +143,7 @@ def make_backend(fuse: bool = True, on_graph=None):
             graphs = recording
         finally:
             recording = None
-        return disk_cache.StoringOnFirstCall(compiled, key, graphs, _mutates_input_metadata(), gm)
+        return disk_cache.StoringOnFirstCall(compiled, key, graphs, _mutates_input_metadata())
 
     def replaying(gm: torch.fx.GraphModule, example_inputs, **kwargs):
         kept: set[int] = set()   # addresses a backward may take from a graphed forward

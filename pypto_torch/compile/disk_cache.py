@@ -204,12 +204,13 @@ def _program_step(source: str, bindings: list) -> ProgramStep:
 
 
 class StoredGraph:
-    """A compiled graph loaded from disk: its plan for the one input signature it was
-    stored with. Dynamo's guards keep other signatures away; should one come, the graph
-    runs eagerly."""
+    """A compiled graph's plan for the one input signature it was stored with. Dynamo's
+    guards keep other signatures away; should one come, it goes to `other_signatures`:
+    Dynamo's graph, run eagerly, after a load from disk; AOTAutograd's function, which
+    plans it, in the process that compiled the graph."""
 
-    def __init__(self, gm: torch.fx.GraphModule, signature: tuple, plan: Plan, returns_list: bool):
-        self.gm = gm
+    def __init__(self, other_signatures, signature: tuple, plan: Plan, returns_list: bool):
+        self.other_signatures = other_signatures
         self.signature = signature
         self.plan = plan
         self.returns_list = returns_list
@@ -219,7 +220,7 @@ class StoredGraph:
         outputs = None if self.runner is None else self.runner.run(args)
         if outputs is None:
             if _signature(args) != self.signature:
-                return self.gm(*args)
+                return self.other_signatures(*args)
             outputs = self.plan.run(args)
         return outputs if self.returns_list else tuple(outputs)
 
@@ -298,11 +299,10 @@ class StoringOnFirstCall:
     second process would after a hit, without it (a 16-float graph: 16.5 -> 6.7 us a
     call on the AVX2 EPYC)."""
 
-    def __init__(self, compiled, key: str, graphs: list, metadata_mutations: bool, gm: torch.fx.GraphModule):
+    def __init__(self, compiled, key: str, graphs: list, metadata_mutations: bool):
         self.compiled = compiled
         self.key = key
         self.graphs = graphs
-        self.gm = gm
         self.pending = not metadata_mutations
         if not self.pending:
             self._stop_recording()
@@ -333,5 +333,5 @@ class StoringOnFirstCall:
             counters["pypto"]["cache_bypass"] += 1
             return
         store(self.key, _signature(args), plan, isinstance(result, list))
-        stored = StoredGraph(self.gm, _signature(args), plan, isinstance(result, list))
-        self.compiled, self.graphs = stored, []
+        self.compiled = StoredGraph(self.compiled, _signature(args), plan, isinstance(result, list))
+        self.graphs = []

@@ -196,7 +196,8 @@ def test_processes_storing_the_same_entry_at_once(python, tmp_path):
 def test_a_cold_compile_runs_its_stored_plan_after_the_first_call(monkeypatch, tmp_path):
     """The first call goes through AOTAutograd's function and stores the plan; the later
     calls run that plan as a second process would, without the wrapper, and compute the
-    same as the first call and the CPU."""
+    same as the first call and the CPU, as does an input at another storage offset
+    (which Dynamo's guards let through)."""
     import torch._dynamo
     from pypto_torch.compile import disk_cache
     from pypto_torch.compile.backend import pypto_backend
@@ -221,7 +222,11 @@ def test_a_cold_compile_runs_its_stored_plan_after_the_first_call(monkeypatch, t
         assert isinstance(callable_, disk_cache.StoringOnFirstCall)
         assert isinstance(callable_.compiled, disk_cache.StoredGraph)
         later = [compiled(x.to("pto")).cpu() for _ in range(2)]
+        y = torch.randn(4, 16)
+        at_offset = compiled(torch.cat([torch.zeros(1), y.flatten()]).to("pto")[1:].view(4, 16)).cpu()
     torch._dynamo.reset()
+    assert len(returned) == 1   # no recompile
+    torch.testing.assert_close(at_offset, tiny(y))
     assert len(entries(tmp_path)) == 1
     for out in later:
         assert torch.equal(out, first)
