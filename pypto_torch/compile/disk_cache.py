@@ -296,8 +296,8 @@ class StoringOnFirstCall:
     """What the backend returns on a miss: runs AOTAutograd's function and, on the first
     call, stores the plan if that function passed inputs and results straight through.
     Then its wrapper does nothing a later call needs: those calls run the plan as a
-    second process would after a hit, without it (a 16-float graph: 16.5 -> 6.7 us a
-    call on the AVX2 EPYC)."""
+    second process would after a hit, without it (a 16-float graph: 16-21 -> 7-10 us a
+    call on the slow AVX2 EPYC)."""
 
     def __init__(self, compiled, key: str, graphs: list, metadata_mutations: bool):
         self.compiled = compiled
