@@ -175,6 +175,7 @@ PYBIND11_MODULE(_C, m) {
         {"core_count", PTO_DEVICE_ATTR_CORE_COUNT},
         {"unified_buffer_bytes", PTO_DEVICE_ATTR_UNIFIED_BUFFER_BYTES},
         {"pageable_memory_access", PTO_DEVICE_ATTR_PAGEABLE_MEMORY_ACCESS},
+        {"host_access_to_device_memory", PTO_DEVICE_ATTR_HOST_ACCESS_TO_DEVICE_MEMORY},
         {"bfloat16", PTO_DEVICE_ATTR_BFLOAT16},
         {"float64", PTO_DEVICE_ATTR_FLOAT64},
         {"total_memory_bytes", PTO_DEVICE_ATTR_TOTAL_MEMORY_BYTES},

@@ -23,6 +23,7 @@ ptoError Driver::deviceAttribute(int32_t device, ptoDeviceAttribute attribute, i
     case PTO_DEVICE_ATTR_CORE_COUNT: *value = 1; return PTO_SUCCESS;
     case PTO_DEVICE_ATTR_UNIFIED_BUFFER_BYTES: *value = isa::reference_core::kUnifiedBufferBytes; return PTO_SUCCESS;
     case PTO_DEVICE_ATTR_PAGEABLE_MEMORY_ACCESS: *value = 0; return PTO_SUCCESS;
+    case PTO_DEVICE_ATTR_HOST_ACCESS_TO_DEVICE_MEMORY: *value = 0; return PTO_SUCCESS;
     case PTO_DEVICE_ATTR_BFLOAT16: *value = 0; return PTO_SUCCESS;
     case PTO_DEVICE_ATTR_FLOAT64: *value = 1; return PTO_SUCCESS;
     case PTO_DEVICE_ATTR_ISA_VERSION_MAJOR: *value = kIsaVersionMajor; return PTO_SUCCESS;

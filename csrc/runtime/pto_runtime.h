@@ -92,6 +92,11 @@ typedef enum ptoDeviceAttribute {
   PTO_DEVICE_ATTR_PARALLEL_GEMM_TILES = 12,    // 1: such a stage's tiles run on the cores in
                                               // parallel; 0: one after another (the device's
                                               // GEMM spreads each tile over the cores itself)
+  PTO_DEVICE_ATTR_HOST_ACCESS_TO_DEVICE_MEMORY = 13,  // 1: host code may read and write device
+                                              // memory by its address (unified memory, as
+                                              // cudaDevAttrDirectManagedMemAccessFromHost): a host
+                                              // thread or a NIC moves it with no staging copy,
+                                              // as GPUDirect RDMA; 0: only copies reach it
 } ptoDeviceAttribute;
 
 // What PTO_DEVICE_ATTR_VECTOR_ISA reports (the sim driver's kernels: chosen at run

@@ -156,6 +156,7 @@ class DeviceProperties:
     multi_processor_count: int     # cores that run a program's tiles in parallel
     unified_buffer_bytes: int      # each core's on-chip tile memory (the ISA's tiles live there)
     pageable_memory_access: bool   # programs reach plain host memory by its address
+    host_access_to_device_memory: bool  # host code reaches device memory by its address
     bfloat16: bool
     float64: bool
     # The host vector ISA the device's kernels compute with ("avx512", "avx2", "sse4",
@@ -188,6 +189,7 @@ def get_device_properties(device: Any = None) -> DeviceProperties:
         multi_processor_count=attribute("core_count"),
         unified_buffer_bytes=attribute("unified_buffer_bytes"),
         pageable_memory_access=bool(attribute("pageable_memory_access")),
+        host_access_to_device_memory=bool(attribute("host_access_to_device_memory")),
         bfloat16=bool(attribute("bfloat16")),
         float64=bool(attribute("float64")),
         vector_isa=_vector_isa(index),

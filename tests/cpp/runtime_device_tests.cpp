@@ -118,12 +118,14 @@ int64_t attribute(ptoDeviceAttribute which, int32_t device = 0) {
 }
 
 // What the simulated device says it is: the host's cores, the PTO ISA's 192 KiB
-// Unified Buffer, host memory that programs can address, both wide types.
+// Unified Buffer, host memory that programs can address, device memory that host
+// code can (outside strict mode: runtime_memory_tests.cpp), both wide types.
 TEST(RuntimeDevice, TheSimulatedDeviceDescribesItself) {
   for (int32_t device = 0; device < deviceCount(); ++device) {
     EXPECT_GE(attribute(PTO_DEVICE_ATTR_CORE_COUNT, device), 1) << device;
     EXPECT_EQ(196608, attribute(PTO_DEVICE_ATTR_UNIFIED_BUFFER_BYTES, device)) << device;
     EXPECT_EQ(1, attribute(PTO_DEVICE_ATTR_PAGEABLE_MEMORY_ACCESS, device)) << device;
+    EXPECT_EQ(1, attribute(PTO_DEVICE_ATTR_HOST_ACCESS_TO_DEVICE_MEMORY, device)) << device;
     EXPECT_EQ(1, attribute(PTO_DEVICE_ATTR_BFLOAT16, device)) << device;
     EXPECT_EQ(1, attribute(PTO_DEVICE_ATTR_FLOAT64, device)) << device;
   }

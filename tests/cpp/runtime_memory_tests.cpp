@@ -702,6 +702,20 @@ TEST(RuntimeStrictMode, LaunchesReturnOnceRunAndErrorsStaySticky) {
       "again: PTO_SUCCESS\n$");
 }
 
+// What code above the runtime asks before it touches device memory from the host.
+TEST(RuntimeStrictMode, TheDeviceSaysHostCodeCannotReachItsMemory) {
+  useFreshProcesses();
+  EXPECT_EXIT(
+      {
+        startStrictDriver();
+        int64_t access = -1;
+        const ptoError status = ptoDeviceGetAttribute(&access, PTO_DEVICE_ATTR_HOST_ACCESS_TO_DEVICE_MEMORY, 0);
+        std::fprintf(stderr, "%s %lld\n", ptoGetErrorName(status), static_cast<long long>(access));
+        std::exit(0);
+      },
+      ExitedWithCode(0), "PTO_SUCCESS 0\n$");
+}
+
 TEST(RuntimeStrictMode, AValueOtherThan0Or1IsRefusedNamingTheVariable) {
   useFreshProcesses();
   EXPECT_EXIT(

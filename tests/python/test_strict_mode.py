@@ -15,6 +15,7 @@ USE_THEN_READ = """
     pinned.copy_(x.detach(), non_blocking=True)
     torch.pto.synchronize()
     print("ops", y.item(), x.grad.cpu().tolist(), x.detach().cpu()[1].tolist(), pinned.sum().item())
+    print("host access", torch.pto.get_device_properties(0).host_access_to_device_memory)
     print(x)
     print("host read", ctypes.c_float.from_address(x.data_ptr() + 4).value, flush=True)
 """
@@ -25,12 +26,14 @@ def test_a_host_read_of_pto_memory_crashes_while_torch_works(python):
     assert result.returncode == -signal.SIGSEGV, result.stdout + result.stderr
     assert "ops 36.0 [[2.0, 2.0, 2.0], [2.0, 2.0, 2.0]] [3.0, 4.0, 5.0] 15.0" in result.stdout
     assert "device='pto:0'" in result.stdout
+    assert "host access False" in result.stdout  # what code above the runtime asks instead
     assert "host read" not in result.stdout
 
 
 def test_without_strict_mode_the_same_read_goes_unnoticed(python):
     result = python(USE_THEN_READ, PTO_SIM_STRICT="0", PTO_FALLBACK="silent")
     assert result.returncode == 0, result.stderr
+    assert "host access True" in result.stdout
     assert "host read 1.0" in result.stdout
 
 

@@ -557,6 +557,8 @@ class SimDriver final : public Driver {
       // Device memory is host memory, so programs reach plain host memory as well
       // (the compiled path binds CPU tensors in place).
       case PTO_DEVICE_ATTR_PAGEABLE_MEMORY_ACCESS: *value = 1; return PTO_SUCCESS;
+      // ... and host code reaches device memory, unless strict mode closes it.
+      case PTO_DEVICE_ATTR_HOST_ACCESS_TO_DEVICE_MEMORY: *value = memory_.strict() ? 0 : 1; return PTO_SUCCESS;
       case PTO_DEVICE_ATTR_BFLOAT16: *value = 1; return PTO_SUCCESS;
       case PTO_DEVICE_ATTR_TOTAL_MEMORY_BYTES: *value = static_cast<int64_t>(devices_[device].capacity); return PTO_SUCCESS;
       case PTO_DEVICE_ATTR_BUSY_NANOSECONDS: *value = static_cast<int64_t>(devices_[device].busy_ns.load()); return PTO_SUCCESS;
