@@ -10,8 +10,9 @@ Collectives are queued on the device's communication stream after the caller's
 current stream, and return a Work whose ``wait()`` makes the current stream wait
 (the host does not block). The bytes move through shared memory when every rank
 of the group is on this host (ranks in two network namespaces count as two hosts),
-else through Gloo over TCP, where an allreduce past 4 KiB per rank is Gloo's own ring
-on host-staged chunks (``GLOO_SOCKET_IFNAME`` picks its network, as for Gloo); ``PTO_PCCL_TRANSPORT``
+else as messages of Gloo over TCP, where an allreduce past one exchange is a
+reduce-scatter and an allgather of messages straight between ranks, chunk by chunk
+(``GLOO_SOCKET_IFNAME`` picks the network, as for Gloo); ``PTO_PCCL_TRANSPORT``
 (``auto``, ``shm``, ``gloo``) overrides the choice, ``PTO_PCCL_BUFFER_BYTES`` sets
 how many bytes one exchange carries per rank (4 MiB by default).
 
@@ -33,12 +34,16 @@ BACKEND = "pccl"
 def _create_backend(options, backend_options) -> dist.Backend:
     """The c10d creator (extended API): a pccl backend over the group's store."""
     _C._init_distributed()
-    # A Gloo backend of the same ranks carries point-to-point messages and, between
-    # hosts, the collectives' bytes. Its own key space keeps it off pccl's keys.
-    gloo = dist.ProcessGroupGloo(dist.PrefixStore("pccl-gloo/", options.store), options.group_rank,
-                                 options.group_size, options.timeout)
+    # Gloo backends of the same ranks: one carries point-to-point messages; between
+    # hosts, another (made only then) the collectives' bytes, so that their tags
+    # never meet. Each key space keeps its rendezvous off pccl's keys.
+    def gloo(prefix: str) -> dist.ProcessGroupGloo:
+        return dist.ProcessGroupGloo(dist.PrefixStore(prefix, options.store), options.group_rank,
+                                     options.group_size, options.timeout)
+
     return _C._ProcessGroupPCCL(
-        options.store, options.group_rank, options.group_size, gloo,
+        options.store, options.group_rank, options.group_size, gloo("pccl-gloo/"),
+        transport_gloo=lambda: gloo("pccl-transport/"),
         timeout_ms=int(options.timeout.total_seconds() * 1000),
         group_name=str(options.group_id),
         transport=os.environ.get("PTO_PCCL_TRANSPORT", "auto"),

@@ -25,23 +25,24 @@ void writeHeader(void* at, uint64_t sequence, const std::string& signature) {
   std::memcpy(at, &header, sizeof(header));
 }
 
-// Throws naming the first rank whose header differs from this rank's.
-void checkHeaders(Transport& transport, uint64_t exchange, const std::vector<int>& ranks, uint64_t sequence,
-                  const std::string& signature) {
+void checkHeader(const void* header, int rank, uint64_t sequence, const std::string& signature) {
   Header mine{};
   writeHeader(&mine, sequence, signature);
-  for (int rank : ranks) {
-    Header theirs;
-    std::memcpy(&theirs, transport.received(exchange, rank), sizeof(theirs));
-    theirs.signature[sizeof(theirs.signature) - 1] = '\0';
-    if (theirs.sequence != mine.sequence || std::strcmp(theirs.signature, mine.signature) != 0) {
-      throw TransportError("rank " + std::to_string(rank) + " called " + theirs.signature + " as collective #" +
-                           std::to_string(theirs.sequence) + " of the group, this rank called " + mine.signature +
-                           " as collective #" + std::to_string(mine.sequence) +
-                           ": every rank must call the same collectives in the same order, with the same shapes "
-                           "and dtypes");
-    }
+  Header theirs;
+  std::memcpy(&theirs, header, sizeof(theirs));
+  theirs.signature[sizeof(theirs.signature) - 1] = '\0';
+  if (theirs.sequence != mine.sequence || std::strcmp(theirs.signature, mine.signature) != 0) {
+    throw TransportError("rank " + std::to_string(rank) + " called " + theirs.signature + " as collective #" +
+                         std::to_string(theirs.sequence) + " of the group, this rank called " + mine.signature +
+                         " as collective #" + std::to_string(mine.sequence) +
+                         ": every rank must call the same collectives in the same order, with the same shapes "
+                         "and dtypes");
   }
+}
+
+void checkHeaders(Transport& transport, uint64_t exchange, const std::vector<int>& ranks, uint64_t sequence,
+                  const std::string& signature) {
+  for (int rank : ranks) checkHeader(transport.received(exchange, rank), rank, sequence, signature);
 }
 
 namespace {
@@ -102,7 +103,7 @@ std::string GroupChannel::run(const std::string& collective, const std::function
 }
 
 Collective::Collective(std::shared_ptr<GroupChannel> channel, uint64_t* next_exchange, uint64_t sequence,
-                       const char* name, c10d::OpType type, c10::Stream comm_stream, bool device_reads_host,
+                       const char* name, c10d::OpType type, c10::Stream comm_stream, MemoryAccess access,
                        std::string signature)
     : channel_(std::move(channel)),
       next_exchange_(next_exchange),
@@ -112,7 +113,7 @@ Collective::Collective(std::shared_ptr<GroupChannel> channel, uint64_t* next_exc
       comm_stream_(comm_stream),
       stream_(torch_glue::nativeStream(comm_stream)),
       signature_(std::move(signature)),
-      device_reads_host_(device_reads_host),
+      access_(access),
       status_(std::make_shared<TransferStatus>()) {
   const c10::DeviceIndex device = comm_stream.device_index();
   ptoStream caller = torch_glue::nativeStream(torch_glue::currentStream(device));
@@ -142,7 +143,7 @@ const uint8_t* Collective::receivedPayload(int rank) const {
 }
 
 at::Tensor Collective::hostTensor(const void* data, int64_t count, const at::TensorOptions& options) const {
-  TORCH_INTERNAL_ASSERT(device_reads_host_, "pccl: the device does not read host memory");
+  TORCH_INTERNAL_ASSERT(access_.device_reads_host, "pccl: the device does not read host memory");
   // The device named outright: from_blob would ask the allocator which device owns the pointer.
   return at::for_blob(const_cast<void*>(data), {count})
       .options(options.device(comm_stream_.device()))

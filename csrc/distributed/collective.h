@@ -47,6 +47,9 @@ class GroupChannel {
 // error instead of exchanging garbage.
 constexpr size_t kHeaderBytes = 64;
 void writeHeader(void* at, uint64_t sequence, const std::string& signature);
+// Throws TransportError naming `rank` when the header it sent (at `header`)
+// differs from this rank's.
+void checkHeader(const void* header, int rank, uint64_t sequence, const std::string& signature);
 // Throws TransportError naming the first of `ranks` whose header (in exchange
 // `exchange`) differs from this rank's.
 void checkHeaders(Transport& transport, uint64_t exchange, const std::vector<int>& ranks, uint64_t sequence,
@@ -56,9 +59,13 @@ class Collective {
  public:
   // Makes the communication stream wait for the caller's current stream and
   // makes it current for the reductions that follow.
-  // `device_reads_host`: the device's PTO_DEVICE_ATTR_PAGEABLE_MEMORY_ACCESS (see deviceReadsHost()).
+  // `access`: what the device and the host reach of each other's memory.
+  struct MemoryAccess {
+    bool device_reads_host;  // PTO_DEVICE_ATTR_PAGEABLE_MEMORY_ACCESS (see deviceReadsHost())
+    bool host_reads_device;  // PTO_DEVICE_ATTR_HOST_ACCESS_TO_DEVICE_MEMORY (see hostReadsDevice())
+  };
   Collective(std::shared_ptr<GroupChannel> channel, uint64_t* next_exchange, uint64_t sequence, const char* name,
-             c10d::OpType type, c10::Stream comm_stream, bool device_reads_host, std::string signature);
+             c10d::OpType type, c10::Stream comm_stream, MemoryAccess access, std::string signature);
   ~Collective();
 
   const char* name() const { return name_; }
@@ -77,7 +84,11 @@ class Collective {
   // Whether device ops may read and write the transport's host buffers in place
   // (PTO_DEVICE_ATTR_PAGEABLE_MEMORY_ACCESS): then reductions read the received
   // contributions where they arrived and write straight into the next send buffer.
-  bool deviceReadsHost() const { return device_reads_host_; }
+  bool deviceReadsHost() const { return access_.device_reads_host; }
+  // Whether host code (a transport's threads) may read and write device memory in
+  // place (PTO_DEVICE_ATTR_HOST_ACCESS_TO_DEVICE_MEMORY): then messages leave from
+  // and arrive in the tensors themselves, with no staging copy.
+  bool hostReadsDevice() const { return access_.host_reads_device; }
   // A tensor of the collective's device over host memory (deviceReadsHost() only).
   at::Tensor hostTensor(const void* data, int64_t count, const at::TensorOptions& options) const;
 
@@ -112,7 +123,7 @@ class Collective {
   c10::Stream comm_stream_;
   ptoStream stream_;
   std::string signature_;
-  bool device_reads_host_;
+  MemoryAccess access_;
   std::shared_ptr<TransferStatus> status_;
   std::vector<std::shared_ptr<void>> keep_alive_;
   std::unique_ptr<c10::StreamGuard> guard_;

@@ -1,9 +1,7 @@
 #include "distributed/gloo_transport.h"
 
-#include <cstring>
 #include <numeric>
 #include <thread>
-#include <vector>
 
 namespace pto::distributed {
 namespace {
@@ -13,121 +11,150 @@ at::Tensor bytesAt(const void* data, size_t bytes) {
   return at::from_blob(const_cast<void*>(data), {static_cast<int64_t>(bytes)}, at::TensorOptions().dtype(at::kByte));
 }
 
-class GlooTransport final : public Transport {
- public:
-  GlooTransport(c10::intrusive_ptr<c10d::Backend> gloo, Rendezvous rendezvous, size_t capacity)
-      : gloo_(std::move(gloo)), rendezvous_(std::move(rendezvous)), capacity_(capacity) {
-    // Left uninitialised: pages are only touched by the exchanges that use them.
-    for (int set = 0; set < 2; ++set) {
-      send_[set].reset(new uint8_t[capacity_]);
-      receive_[set].reset(new uint8_t[capacity_ * static_cast<size_t>(size())]);
-    }
-    alltoall_offsets_.assign(static_cast<size_t>(size()), 0);
-  }
-
-  const char* name() const override { return "gloo"; }
-  int rank() const override { return gloo_->getRank(); }
-  int size() const override { return gloo_->getSize(); }
-  size_t capacity() const override { return capacity_; }
-  uint64_t exchanges() const override { return exchanges_; }
-
-  void* sendBuffer(uint64_t exchange) override { return send_[exchange % 2].get(); }
-
-  const void* received(uint64_t exchange, int rank) const override {
-    return receive_[exchange % 2].get() + static_cast<size_t>(rank) * capacity_;
-  }
-
-  const void* alltoallReceived(int rank) const override {
-    return receive_[(exchanges_ - 1) % 2].get() + alltoall_offsets_[static_cast<size_t>(rank)];
-  }
-
-  void allgather(size_t bytes) override {
-    const uint64_t k = exchanges_++;
-    std::vector<std::vector<at::Tensor>> outputs(1);
-    for (int r = 0; r < size(); ++r) outputs[0].push_back(bytesAt(received(k, r), bytes));
-    std::vector<at::Tensor> inputs{bytesAt(send_[k % 2].get(), bytes)};
-    run("allgather", [&] { return gloo_->allgather(outputs, inputs); });
-  }
-
-  void broadcast(size_t bytes, int root) override {
-    const uint64_t k = exchanges_++;
-    void* delivered = const_cast<void*>(received(k, root));
-    if (rank() == root) std::memcpy(delivered, send_[k % 2].get(), bytes);
-    std::vector<at::Tensor> tensors{bytesAt(delivered, bytes)};
-    c10d::BroadcastOptions options;
-    options.rootRank = root;
-    run("broadcast", [&] { return gloo_->broadcast(tensors, options); });
-  }
-
-  void alltoall(const size_t* send_counts, const size_t* recv_counts) override {
-    const uint64_t k = exchanges_++;
-    const auto n = static_cast<size_t>(size());
-    std::vector<int64_t> send_splits(send_counts, send_counts + n);
-    std::vector<int64_t> recv_splits(recv_counts, recv_counts + n);
-    std::exclusive_scan(recv_counts, recv_counts + n, alltoall_offsets_.begin(), size_t{0});
-    const size_t send_total = std::accumulate(send_counts, send_counts + n, size_t{0});
-    const size_t recv_total = std::accumulate(recv_counts, recv_counts + n, size_t{0});
-    at::Tensor input = bytesAt(send_[k % 2].get(), send_total);
-    at::Tensor output = bytesAt(receive_[k % 2].get(), recv_total);
-    run("alltoall", [&] { return gloo_->alltoall_base(output, input, recv_splits, send_splits); });
-  }
-
-  void barrier() override {
-    ++exchanges_;
-    run("barrier", [&] { return gloo_->barrier(); });
-  }
-
- private:
-  template <typename Start>
-  void run(const char* exchange, Start start) {
-    try {
-      start()->wait();
-    } catch (const std::exception& error) {
-      throw TransportError("gloo transport: exchange " + std::to_string(exchanges_ - 1) + " (" + exchange +
-                           ") failed: " + error.what() + missingRanks());
-    }
-  }
-
-  // "; ranks [..] did not reach exchange k", from the store: every rank whose
-  // exchange k failed says so there; a rank that stays silent for a grace period
-  // never got there (or died).
-  std::string missingRanks() {
-    const uint64_t k = exchanges_ - 1;
-    const std::string prefix = "pccl/failed-exchange/" + std::to_string(k) + "/";
-    std::vector<int> missing;
-    try {
-      rendezvous_.set(prefix + std::to_string(rank()), "1");
-      for (int r = 0; r < size(); ++r) {
-        if (r != rank()) missing.push_back(r);
-      }
-      const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(2);
-      while (!missing.empty() && std::chrono::steady_clock::now() < deadline) {
-        std::erase_if(missing, [&](int r) { return rendezvous_.check(prefix + std::to_string(r)); });
-        std::this_thread::sleep_for(std::chrono::milliseconds(50));
-      }
-    } catch (const std::exception&) {
-      return "";  // the store is gone too: nothing more to say
-    }
-    if (missing.empty()) return "";
-    std::string names;
-    for (int r : missing) names += (names.empty() ? "" : ", ") + std::to_string(r);
-    return "; ranks [" + names + "] did not reach exchange " + std::to_string(k);
-  }
-
-  c10::intrusive_ptr<c10d::Backend> gloo_;
-  Rendezvous rendezvous_;
-  const size_t capacity_;
-  std::unique_ptr<uint8_t[]> send_[2];
-  std::unique_ptr<uint8_t[]> receive_[2];
-  std::vector<size_t> alltoall_offsets_;  // where the last alltoall's blocks arrived
-  uint64_t exchanges_ = 0;
-};
+// Gloo's tags are non-negative ints.
+constexpr uint32_t kTagMask = 0x7fffffff;
 
 }  // namespace
 
-std::unique_ptr<Transport> makeGlooTransport(c10::intrusive_ptr<c10d::Backend> gloo, Rendezvous rendezvous,
-                                             size_t capacity) {
-  return std::make_unique<GlooTransport>(std::move(gloo), std::move(rendezvous), capacity);
+GlooTransport::GlooTransport(c10::intrusive_ptr<c10d::Backend> gloo, Rendezvous rendezvous, size_t capacity)
+    : gloo_(std::move(gloo)), rendezvous_(std::move(rendezvous)), capacity_(capacity) {
+  // Left uninitialised: pages are only touched by the exchanges that use them.
+  for (int set = 0; set < 2; ++set) {
+    send_[set].reset(new uint8_t[capacity_]);
+    receive_[set].reset(new uint8_t[capacity_ * static_cast<size_t>(size())]);
+  }
+  alltoall_blocks_.assign(static_cast<size_t>(size()), nullptr);
+  checkCapacity();
+}
+
+// Every receive makes room for `capacity_` bytes: a rank whose capacity were larger
+// could send past it.
+void GlooTransport::checkCapacity() {
+  rendezvous_.set("pccl/gloo-capacity/" + std::to_string(rank()), std::to_string(capacity_));
+  for (int r = 0; r < size(); ++r) {
+    const std::string theirs = rendezvous_.get("pccl/gloo-capacity/" + std::to_string(r));
+    if (theirs != std::to_string(capacity_)) {
+      throw TransportError("rank " + std::to_string(r) + " carries " + theirs + " bytes per exchange, this rank " +
+                           std::to_string(capacity_) + ": every rank must set the same PTO_PCCL_BUFFER_BYTES");
+    }
+  }
+}
+
+const void* GlooTransport::received(uint64_t exchange, int rank) const {
+  if (rank == this->rank()) return send_[exchange % 2].get();
+  return receive_[exchange % 2].get() + static_cast<size_t>(rank) * capacity_;
+}
+
+uint32_t GlooTransport::reserveTags(uint32_t count) {
+  const uint32_t first = next_tag_;
+  next_tag_ = (next_tag_ + count) & kTagMask;
+  return first;
+}
+
+GlooTransport::Message GlooTransport::startSend(int peer, uint32_t tag, const void* data, size_t bytes) {
+  std::vector<at::Tensor> wire{bytesAt(data, bytes)};
+  return gloo_->send(wire, peer, static_cast<int>(tag & kTagMask));
+}
+
+GlooTransport::Message GlooTransport::startReceive(int peer, uint32_t tag, void* data, size_t room) {
+  std::vector<at::Tensor> wire{bytesAt(data, room)};
+  return gloo_->recv(wire, peer, static_cast<int>(tag & kTagMask));
+}
+
+void GlooTransport::abort(std::vector<Message>& messages) {
+  for (Message& message : messages) message->abort();
+}
+
+void GlooTransport::finish(uint32_t tag, const std::string& what, std::vector<Message>& messages) {
+  size_t waited = 0;
+  try {
+    for (; waited < messages.size(); ++waited) messages[waited]->wait();
+  } catch (const std::exception& error) {
+    for (size_t i = waited + 1; i < messages.size(); ++i) messages[i]->abort();
+    throw TransportError("gloo transport: " + what + " failed: " + error.what() + missingRanks(tag, what));
+  }
+}
+
+// Each exchange: every receive posted, then every send, to the ranks after this
+// one first (so that not every rank sends to rank 0 at once).
+void GlooTransport::allgather(size_t bytes) { exchangeWithEveryPeer(bytes, "allgather"); }
+
+// An exchange of one byte (whatever the send buffer holds), ignored.
+void GlooTransport::barrier() { exchangeWithEveryPeer(1, "barrier"); }
+
+void GlooTransport::exchangeWithEveryPeer(size_t bytes, const char* what) {
+  const uint64_t k = exchanges_++;
+  const uint32_t tag = reserveTags(1);
+  const int n = size(), me = rank();
+  std::vector<Message> messages;
+  for (int i = 1; i < n; ++i) {
+    const int from = (me + n - i) % n;
+    messages.push_back(startReceive(from, tag, const_cast<void*>(received(k, from)), capacity_));
+  }
+  for (int i = 1; i < n; ++i) messages.push_back(startSend((me + i) % n, tag, send_[k % 2].get(), bytes));
+  finish(tag, "exchange " + std::to_string(k) + " (" + what + ")", messages);
+}
+
+void GlooTransport::broadcast(size_t bytes, int root) {
+  const uint64_t k = exchanges_++;
+  const uint32_t tag = reserveTags(1);
+  const int n = size(), me = rank();
+  std::vector<Message> messages;
+  if (me == root) {
+    for (int i = 1; i < n; ++i) messages.push_back(startSend((me + i) % n, tag, send_[k % 2].get(), bytes));
+  } else {
+    messages.push_back(startReceive(root, tag, const_cast<void*>(received(k, root)), capacity_));
+  }
+  finish(tag, "exchange " + std::to_string(k) + " (broadcast)", messages);
+}
+
+// The blocks from every other rank land packed in rank order; this rank's own
+// block is read where it lies in the send buffer. The counts were checked
+// against the senders' before (process_group_pccl_staged.cpp).
+void GlooTransport::alltoall(const size_t* send_counts, const size_t* recv_counts) {
+  const uint64_t k = exchanges_++;
+  const uint32_t tag = reserveTags(1);
+  const int n = size(), me = rank();
+  std::vector<size_t> send_offsets(n), recv_offsets(n);
+  std::exclusive_scan(send_counts, send_counts + n, send_offsets.begin(), size_t{0});
+  std::exclusive_scan(recv_counts, recv_counts + n, recv_offsets.begin(), size_t{0});
+  uint8_t* sending = send_[k % 2].get();
+  uint8_t* arriving = receive_[k % 2].get();
+  std::vector<Message> messages;
+  for (int q = 0; q < n; ++q) {
+    alltoall_blocks_[q] = q == me ? sending + send_offsets[me] : arriving + recv_offsets[q];
+    if (q != me && recv_counts[q] > 0) messages.push_back(startReceive(q, tag, arriving + recv_offsets[q], recv_counts[q]));
+  }
+  for (int i = 1; i < n; ++i) {
+    const int to = (me + i) % n;
+    if (send_counts[to] > 0) messages.push_back(startSend(to, tag, sending + send_offsets[to], send_counts[to]));
+  }
+  finish(tag, "exchange " + std::to_string(k) + " (alltoall)", messages);
+}
+
+// "; ranks [..] did not reach <what>", from the store: every rank whose messages
+// of `tag` failed says so there; a rank that stays silent for a grace period never got
+// there (or died).
+std::string GlooTransport::missingRanks(uint32_t tag, const std::string& what) {
+  const std::string prefix = "pccl/failed/" + std::to_string(tag) + "/";
+  std::vector<int> missing;
+  try {
+    rendezvous_.set(prefix + std::to_string(rank()), "1");
+    for (int r = 0; r < size(); ++r) {
+      if (r != rank()) missing.push_back(r);
+    }
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(2);
+    while (!missing.empty() && std::chrono::steady_clock::now() < deadline) {
+      std::erase_if(missing, [&](int r) { return rendezvous_.check(prefix + std::to_string(r)); });
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    }
+  } catch (const std::exception&) {
+    return "";  // the store is gone too: nothing more to say
+  }
+  if (missing.empty()) return "";
+  std::string names;
+  for (int r : missing) names += (names.empty() ? "" : ", ") + std::to_string(r);
+  return "; ranks [" + names + "] did not reach " + what;
 }
 
 }  // namespace pto::distributed

@@ -8,6 +8,7 @@
 #include <fstream>
 #include <numeric>
 
+#include "distributed/allreduce_by_messages.h"
 #include "distributed/collective.h"
 #include "distributed/gloo_transport.h"
 #include "distributed/reductions.h"
@@ -104,7 +105,8 @@ int64_t roundElements(const Collective& collective, const at::Tensor& tensor, in
 }  // namespace
 
 ProcessGroupPCCL::ProcessGroupPCCL(const c10::intrusive_ptr<c10d::Store>& store, int rank, int size,
-                                   c10::intrusive_ptr<c10d::Backend> gloo, Config config)
+                                   c10::intrusive_ptr<c10d::Backend> gloo, const BackendFactory& make_transport_gloo,
+                                   Config config)
     : c10d::Backend(rank, size), config_(std::move(config)), gloo_(std::move(gloo)) {
   std::string transport = config_.transport;
   TORCH_CHECK(transport == "auto" || transport == "shm" || transport == "gloo",
@@ -128,7 +130,10 @@ ProcessGroupPCCL::ProcessGroupPCCL(const c10::intrusive_ptr<c10d::Store>& store,
         transport = "gloo";
       }
     }
-    if (!chosen) chosen = makeGlooTransport(gloo_, storeRendezvous(store), capacity);
+    if (!chosen) {
+      chosen = std::make_unique<GlooTransport>(make_transport_gloo(), storeRendezvous(store), capacity);
+      between_hosts_ = true;
+    }
   } catch (const TransportError& error) {
     TORCH_CHECK_WITH(DistBackendError, false, "pccl: group '", config_.group_name, "' (rank ", rank, " of ", size,
                      ") could not start its ", transport, " transport: ", error.what());
@@ -187,11 +192,13 @@ Collective ProcessGroupPCCL::begin(const char* name, c10d::OpType type, c10::Dev
   if (!device_) {
     device_ = device;
     comm_stream_ = torch_glue::streamFromPool(device.index());
-    device_reads_host_ = torch_glue::deviceAttribute(device.index(), PTO_DEVICE_ATTR_PAGEABLE_MEMORY_ACCESS) != 0;
+    memory_access_ = {
+        torch_glue::deviceAttribute(device.index(), PTO_DEVICE_ATTR_PAGEABLE_MEMORY_ACCESS) != 0,
+        torch_glue::deviceAttribute(device.index(), PTO_DEVICE_ATTR_HOST_ACCESS_TO_DEVICE_MEMORY) != 0};
   }
   // Point-to-point traffic involves only its peers: it takes no group sequence number.
   const uint64_t sequence = group_wide ? sequence_++ : sequence_;
-  return Collective(channel_, &next_exchange_, sequence, name, type, *comm_stream_, device_reads_host_,
+  return Collective(channel_, &next_exchange_, sequence, name, type, *comm_stream_, memory_access_,
                     std::move(signature));
 }
 
@@ -276,63 +283,14 @@ void reduceScatterFlat(Collective& c, const std::vector<at::Tensor>& inputs, con
 
 }  // namespace
 
-bool ProcessGroupPCCL::reducesOverGloo(const at::Tensor& flat, const c10d::ReduceOp& op) const {
-  if (std::strcmp(channel_->transport().name(), "gloo") != 0) return false;
-  // Where the allreduce is one exchange of everything (kOneShotBytes gathered), that
-  // exchange, header and data together, is the quicker: Gloo's ring takes 2(n - 1)
-  // steps after a header exchange of their own (2 ranks over loopback TCP, 16 KiB:
-  // 4.1 ms through the ring, 1.0 one-shot, Gloo alone 1.9).
+void ProcessGroupPCCL::allreduceTensor(Collective& c, const at::Tensor& flat, const c10d::ReduceOp& op) {
+  // Between hosts, past one exchange of everything (kOneShotBytes gathered): each
+  // rank's share of the bytes goes straight to the rank reducing it.
   const size_t bytes = static_cast<size_t>(flat.numel()) * flat.element_size();
-  if (bytes * static_cast<size_t>(size_) <= kOneShotBytes) return false;
-  const at::ScalarType dtype = flat.scalar_type();
-  const c10d::ReduceOp::RedOpType kind = op.op_;
-  if (dtype == at::kByte || dtype == at::kChar || dtype == at::kInt || dtype == at::kLong) {
-    return kind == c10d::ReduceOp::SUM || kind == c10d::ReduceOp::PRODUCT || kind == c10d::ReduceOp::MIN ||
-           kind == c10d::ReduceOp::MAX || kind == c10d::ReduceOp::BAND || kind == c10d::ReduceOp::BOR ||
-           kind == c10d::ReduceOp::BXOR;
-  }
-  // Floating point: Gloo's min and max pass a NaN over where the device's
-  // propagate it; float16 and bfloat16 accumulate in float32 on the device,
-  // which Gloo's one rounded operation matches only between two ranks.
-  const bool same_rounding = dtype == at::kFloat || dtype == at::kDouble ||
-                             ((dtype == at::kHalf || dtype == at::kBFloat16) && size_ == 2);
-  return same_rounding && (kind == c10d::ReduceOp::SUM || kind == c10d::ReduceOp::PRODUCT);
-}
-
-void ProcessGroupPCCL::allreduceOverGloo(Collective& c, const at::Tensor& flat, const c10d::ReduceOp& op) {
-  const size_t es = flat.element_size();
-  const size_t bytes = static_cast<size_t>(flat.numel()) * es;
-  if (bytes > gloo_staging_bytes_) {
-    gloo_staging_ = std::shared_ptr<uint8_t[]>(new uint8_t[bytes]);
-    gloo_staging_bytes_ = bytes;
-  }
-  const std::shared_ptr<uint8_t[]> staging = gloo_staging_;
-  c.keepAlive(staging);
-  // The headers alone first: every rank called this collective with these
-  // shapes, or the error names the one that did not.
-  c.allgather(0);
-  c10d::AllreduceOptions options;
-  options.reduceOp = op;
-  options.timeout = config_.timeout;
-  // Four chunks at most (each a ring of Gloo's), of a round's bytes at least.
-  const int64_t chunk = std::max(roundElements(c, flat, 1), (flat.numel() + 3) / 4);
-  auto started = std::make_shared<std::vector<c10::intrusive_ptr<c10d::Work>>>();
-  for (int64_t start = 0; start < flat.numel(); start += chunk) {
-    const int64_t count = std::min(chunk, flat.numel() - start);
-    c.toHost(staging.get() + start * es, flat, start * es, count * es);
-    // The chunk owns its memory: a Gloo thread may still hold it after a failed collective.
-    const at::Tensor host = at::from_blob(staging.get() + start * es, {count}, [staging](void*) {},
-                                          at::TensorOptions().dtype(flat.scalar_type()));
-    c.hostTransfer([gloo = gloo_, started, host, options](Transport&, TransferStatus&) {
-      std::vector<at::Tensor> tensors{host};
-      started->push_back(gloo->allreduce(tensors, options));
-    });
-  }
-  size_t index = 0;
-  for (int64_t start = 0; start < flat.numel(); start += chunk, ++index) {
-    const int64_t count = std::min(chunk, flat.numel() - start);
-    c.hostTransfer([started, index](Transport&, TransferStatus&) { (*started)[index]->wait(); });
-    c.toDevice(flat, start * es, staging.get() + start * es, count * es);
+  if (between_hosts_ && bytes * static_cast<size_t>(size_) > kOneShotBytes) {
+    allreduceByMessages(c, flat, op, staging_);
+  } else {
+    allreduceFlat(c, flat, op);
   }
 }
 
@@ -346,11 +304,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupPCCL::allreduce(std::vector<at::Tenso
   c.uses(tensors[0]);
   const at::Tensor flat = outputFlat(tensors[0]);
   if (!tensors[0].is_contiguous()) flat.copy_(tensors[0].reshape(-1));
-  if (reducesOverGloo(flat, opts.reduceOp)) {
-    allreduceOverGloo(c, flat, opts.reduceOp);
-  } else {
-    allreduceFlat(c, flat, opts.reduceOp);
-  }
+  allreduceTensor(c, flat, opts.reduceOp);
   writeBack(tensors[0], flat);
   return c.finish(tensors);
 }
@@ -365,11 +319,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupPCCL::allreduce_coalesced(std::vector
     c.uses(tensor);
     const at::Tensor flat = outputFlat(tensor);
     if (!tensor.is_contiguous()) flat.copy_(tensor.reshape(-1));
-    if (reducesOverGloo(flat, opts.reduceOp)) {
-      allreduceOverGloo(c, flat, opts.reduceOp);
-    } else {
-      allreduceFlat(c, flat, opts.reduceOp);
-    }
+    allreduceTensor(c, flat, opts.reduceOp);
     writeBack(tensor, flat);
   }
   return c.finish(tensors);

@@ -7,17 +7,19 @@
 // out of them and the reductions, which are pto ops (PTO instructions) on that
 // stream. The returned Work is WorkPCCL (work_pccl.h). The bytes move through
 // shared memory when every rank is on this host (and network namespace), else
-// through Gloo, whose own ring then reduces large allreduces.
+// as messages of a Gloo backend (gloo_transport.h).
 #pragma once
 
 #include <torch/csrc/distributed/c10d/Backend.hpp>
 #include <torch/csrc/distributed/c10d/Store.hpp>
 
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
 #include <vector>
 
+#include "distributed/allreduce_by_messages.h"
 #include "distributed/collective.h"
 #include "distributed/transport.h"
 #include "distributed/work_pccl.h"
@@ -49,10 +51,12 @@ class ProcessGroupPCCL final : public c10d::Backend {
     std::optional<c10::DeviceIndex> bound_device;
   };
 
-  // `gloo` is a Gloo backend of the same ranks: the transport between hosts and
-  // of point-to-point messages.
+  // `gloo` is a Gloo backend of the same ranks: it carries point-to-point
+  // messages. `make_transport_gloo` makes another, the transport between hosts,
+  // when the group needs one.
+  using BackendFactory = std::function<c10::intrusive_ptr<c10d::Backend>()>;
   ProcessGroupPCCL(const c10::intrusive_ptr<c10d::Store>& store, int rank, int size,
-                   c10::intrusive_ptr<c10d::Backend> gloo, Config config);
+                   c10::intrusive_ptr<c10d::Backend> gloo, const BackendFactory& make_transport_gloo, Config config);
   ~ProcessGroupPCCL() override;
 
   const std::string getBackendName() const override { return "pccl"; }
@@ -121,14 +125,10 @@ class ProcessGroupPCCL final : public c10d::Backend {
                                             std::vector<PendingMessage> messages);
   // A Work that completes once everything queued so far on the communication stream has run.
   c10::intrusive_ptr<WorkPCCL> markerWork();
-  // Whether Gloo's own allreduce gives what pccl's device reduction does on
-  // `flat` (process_group_pccl.cpp), and the tensor is large enough to gain by it.
-  bool reducesOverGloo(const at::Tensor& flat, const c10d::ReduceOp& op) const;
-  // Between hosts: after a header-only exchange (every rank called the same
-  // collective), the tensor is staged in host memory in chunks and each chunk
-  // reduced in place by Gloo's allreduce (its ring, on its own threads), started
-  // as soon as its copy has run, so the later chunks' copies overlap the transfers.
-  void allreduceOverGloo(Collective& c, const at::Tensor& flat, const c10d::ReduceOp& op);
+  // Queues the allreduce of `flat` (dense): one exchange of everything, or a
+  // reduce-scatter and an allgather (on shared memory, through the exchanges;
+  // between hosts, by messages: allreduce_by_messages.h).
+  void allreduceTensor(Collective& c, const at::Tensor& flat, const c10d::ReduceOp& op);
 
   Config config_;
   c10::intrusive_ptr<c10d::Backend> gloo_;
@@ -137,11 +137,9 @@ class ProcessGroupPCCL final : public c10d::Backend {
   uint64_t next_exchange_ = 0;  // the transport exchange the next queued transfer will be
   std::optional<c10::Device> device_;  // the device this group's collectives run on, once used
   std::optional<c10::Stream> comm_stream_;
-  bool device_reads_host_ = false;  // the device's PTO_DEVICE_ATTR_PAGEABLE_MEMORY_ACCESS, once bound
-  // allreduceOverGloo's host memory, kept from call to call (its pages are
-  // touched once); a collective still queued keeps the one it uses alive.
-  std::shared_ptr<uint8_t[]> gloo_staging_;
-  size_t gloo_staging_bytes_ = 0;
+  Collective::MemoryAccess memory_access_{};  // the device's, once bound
+  bool between_hosts_ = false;  // the transport is Gloo's (TCP)
+  HostStaging staging_;         // allreduceByMessages' host memory
   // Point-to-point operations issued between startCoalescing and endCoalescing:
   // their transfers start together, so a batch of sends and receives never waits
   // on its own order (batch_isend_irecv).

@@ -1,12 +1,12 @@
 // How the bytes of a collective move between the ranks of a group: host memory
 // to host memory. The pccl backend (process_group_pccl.h) stages pto tensors
 // through a transport's buffers and does the reductions on the device, so a
-// transport only moves bytes: it never interprets them. (Between hosts, an
-// allreduce Gloo reduces as the device does is Gloo's own, on staged host
-// memory, beside the transport: ProcessGroupPCCL::allreduceOverGloo.)
+// transport only moves bytes: it never interprets them.
 //
-// Two transports: Gloo from the installed torch (TCP, any hosts; gloo_transport.h)
-// and POSIX shared memory for ranks on one host (shm_transport.h).
+// Two transports: messages of a Gloo backend from the installed torch (TCP, any
+// hosts; gloo_transport.h, which also carries a large allreduce's messages:
+// allreduce_by_messages.h) and POSIX shared memory for ranks on one host
+// (shm_transport.h).
 //
 // Every rank of the group calls the same exchanges in the same order. A call
 // that cannot complete (a rank died, never arrived, or the group was aborted)

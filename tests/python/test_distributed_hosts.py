@@ -39,7 +39,7 @@ RANK_SCRIPT = textwrap.dedent("""
     def contribution(q, numel, dtype=torch.float32):
         return (torch.arange(numel) % 97 + q * 1000).to(dtype)
 
-    # all_reduce: one exchange (small) and Gloo's ring (past the one-shot size)
+    # all_reduce: one exchange (small) and a reduce-scatter and an allgather by messages (past it)
     for numel, dtype, op in ((10, torch.float32, dist.ReduceOp.SUM), (300_001, torch.float32, dist.ReduceOp.SUM),
                              (300_001, torch.int64, dist.ReduceOp.MAX), (200_003, torch.bfloat16, dist.ReduceOp.SUM)):
         x = contribution(rank, numel, dtype).to(device)

@@ -17,9 +17,9 @@ group is created, so one launch covers them all):
   all_reduce) and 100k-600k elements (one exchange, reduce-scatter path);
 * ``rounds``: ``PTO_PCCL_BUFFER_BYTES=65536``, every collective on tensors of a few
   hundred KB, so each one runs many exchanges;
-* ``gloo`` (2 ranks only): ``PTO_PCCL_TRANSPORT=gloo`` (and the 64 KiB buffer) for
-  all_reduce, all_gather_into_tensor, reduce_scatter_tensor, uneven
-  all_to_all_single and broadcast, small and in rounds;
+* ``gloo``: ``PTO_PCCL_TRANSPORT=gloo`` (and the 64 KiB buffer) for all_reduce (every
+  reduce op, one exchange and by messages), all_gather_into_tensor, reduce_scatter_tensor,
+  uneven all_to_all_single and broadcast, small and in rounds;
 * ``sequence+...``: orderings that leave a group unusable when they fail, each on a
   group of its own, last.
 
@@ -1078,9 +1078,16 @@ def gloo_transport_cases(world, phase="gloo") -> list:
         all_reduce_case(f"{p}all_reduce/SUM/float32", "SUM", torch.float32, **kw),
         all_reduce_case(f"{p}all_reduce/MAX/int64", "MAX", torch.int64, **kw),
         all_reduce_case(f"{p}all_reduce/SUM/bfloat16/rounds", "SUM", torch.bfloat16, shape=70_001, **kw),
-        # past the one exchange of everything (kOneShotBytes gathered): Gloo's ring, in chunks
-        all_reduce_case(f"{p}all_reduce/SUM/float32/ring", "SUM", torch.float32, shape=70_001, **kw),
-        all_reduce_case(f"{p}all_reduce/MAX/int64/ring", "MAX", torch.int64, shape=40_001, **kw),
+        # past the one exchange of everything (kOneShotBytes gathered): reduce-scatter and
+        # allgather by messages, in chunks (the last one short, some of its parts empty)
+        all_reduce_case(f"{p}all_reduce/SUM/float32/messages", "SUM", torch.float32, shape=70_001, **kw),
+        all_reduce_case(f"{p}all_reduce/MAX/int64/messages", "MAX", torch.int64, shape=40_001, **kw),
+        all_reduce_case(f"{p}all_reduce/AVG/float16/messages", "AVG", torch.float16, shape=(3, 50_001), **kw),
+        all_reduce_case(f"{p}all_reduce/PREMUL_SUM/bfloat16/messages", "PREMUL_SUM", torch.bfloat16,
+                        shape=140_003, **kw),
+        all_reduce_case(f"{p}all_reduce/MIN/float32/messages", "MIN", torch.float32, shape=98_307, **kw),
+        all_reduce_case(f"{p}all_reduce/BXOR/int32/messages", "BXOR", torch.int32, shape=65_537, **kw),
+        all_reduce_case(f"{p}all_reduce/MAX/bool/messages", "MAX", torch.bool, shape=300_001, **kw),
         all_gather_into_tensor_case(f"{p}all_gather_into_tensor", torch.float32, **kw),
         all_gather_into_tensor_case(f"{p}all_gather_into_tensor/rounds", torch.float32, shape=(30_001,), **kw),
         reduce_scatter_tensor_case(f"{p}reduce_scatter_tensor/SUM/float32", "SUM", torch.float32, **kw),
@@ -1205,8 +1212,7 @@ def cases(world: int) -> tuple:
            all_to_all_case("all_to_all/int64", torch.int64, scale=2000, **W)]
     cs += [c for c in empty_cases(world) if "all_to_all" in c.name]
     cs += rounds_cases(world)
-    if world == 2:
-        cs += gloo_transport_cases(world)
+    cs += gloo_transport_cases(world)
     cs += sequence_cases(world)
     # an all_to_all_single of several rounds (exchanges: 1 + rounds, padded to even) first
     cs += sequence_cases(world, phase="sequence+rounds", lasts=("broadcast",), a2a_numel=12_000)
@@ -1429,7 +1435,7 @@ def test_collective(world, name):
 @pytest.mark.parametrize("world", WORLDS)
 def test_transports(world):
     """Each phase's group runs on the transport it was made for."""
-    expected = {phase: "gloo" if phase == "gloo" else "shm" for phase in PHASES if world == 2 or phase != "gloo"}
+    expected = {phase: "gloo" if phase == "gloo" else "shm" for phase in PHASES}
     for rank, results in enumerate(_ranks(world)):
         meta = results["__meta__"]
         assert meta["transport"] == expected, f"rank {rank}"

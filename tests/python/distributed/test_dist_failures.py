@@ -110,10 +110,10 @@ def _disagree(kind: str) -> dict:
 
     device = harness.init(timeout=timedelta(seconds=20))
     rank = dist.get_rank()
-    if kind == "shape":
-        t = torch.ones(4 if rank == 0 else 6, device=device)
-    else:
+    if kind == "dtype":
         t = torch.ones(4, device=device, dtype=torch.float32 if rank == 0 else torch.int64)
+    else:
+        t = torch.ones(DISAGREEING_NUMEL[kind][rank], device=device)
     try:
         dist.all_reduce(t)
         t.cpu()
@@ -122,14 +122,21 @@ def _disagree(kind: str) -> dict:
         return {"error": str(e), "usable": _still_usable(device)}
 
 
-@pytest.mark.parametrize("kind", ["shape", "dtype"])
-def test_ranks_that_disagree_get_an_error_naming_both_calls(kind):
-    results = harness.run(_disagree, args=(kind,), timeout=120)
+# Each rank's numel. Between hosts, past kOneShotBytes an allreduce is messages of
+# chunks whose sizes follow the shape: both ranks so ("large", the larger one's
+# messages outgrow what the other expects), or one only ("mixed").
+DISAGREEING_NUMEL = {"shape": (4, 6), "large": (100_000, 300_000), "mixed": (4, 300_000)}
+
+
+@pytest.mark.parametrize("transport,kind", [("shm", "shape"), ("shm", "dtype"), ("gloo", "shape"),
+                                            ("gloo", "dtype"), ("gloo", "large"), ("gloo", "mixed")])
+def test_ranks_that_disagree_get_an_error_naming_both_calls(transport, kind):
+    results = harness.run(_disagree, args=(kind,), timeout=120, env={"PTO_PCCL_TRANSPORT": transport})
     for rank, result in enumerate(results):
         error = result["error"]
         assert error is not None, f"rank {rank} did not fail"
         assert "every rank must call the same collectives" in error, error
-        expected = ("Float[4]", "Float[6]") if kind == "shape" else ("Float[4]", "Long[4]")
+        expected = ("Float[4]", "Long[4]") if kind == "dtype" else tuple(f"Float[{n}]" for n in DISAGREEING_NUMEL[kind])
         assert all(text in error for text in expected), error
         assert result["usable"]
 
