@@ -1,12 +1,15 @@
 // The pccl operations whose transfers are decided on the host as they run:
 // alltoall with uneven splits (how many rounds depends on every rank's splits)
 // and point-to-point messages (Gloo's send and receive). Their data is staged
-// whole in host memory; the transfer copies it through the transport in rounds.
+// whole in host memory; the transfer copies it through the transport in rounds,
+// or, between hosts, sends it as one message per peer (from and into the tensors
+// themselves where host code reaches device memory).
 #include <algorithm>
 #include <cstring>
 #include <numeric>
 
 #include "distributed/collective.h"
+#include "distributed/gloo_transport.h"
 #include "distributed/process_group_pccl.h"
 #include "torch/device.h"
 
@@ -21,8 +24,20 @@ at::Tensor hostBytes(const HostBuffer& buffer, size_t bytes) {
   return at::from_blob(buffer.get(), {static_cast<int64_t>(bytes)}, at::TensorOptions().dtype(at::kByte));
 }
 
-// Every rank's counts first (checked against this rank's: what q sends here must
-// be what this rank expects from q), then rounds of at most capacity/size bytes
+// Rank q's counts (after its header, at `at`), checked against this rank's: what q
+// sends here must be what this rank expects from q.
+std::vector<size_t> checkedCounts(const uint8_t* at, int q, int me, const std::vector<size_t>& recv_counts) {
+  std::vector<size_t> theirs(recv_counts.size());
+  std::memcpy(theirs.data(), at, theirs.size() * sizeof(size_t));
+  if (theirs[me] != recv_counts[q]) {
+    throw TransportError("rank " + std::to_string(q) + " sends " + std::to_string(theirs[me]) +
+                         " bytes to this rank, which expects " + std::to_string(recv_counts[q]) +
+                         " from it (output_split_sizes must match the senders' input_split_sizes)");
+  }
+  return theirs;
+}
+
+// Every rank's counts first (checked), then rounds of at most capacity/size bytes
 // per block, then a barrier if needed to keep the exchange count even.
 void alltoallTransfer(Transport& transport, uint64_t sequence, const std::string& signature,
                       const std::vector<size_t>& send_counts, const std::vector<size_t>& recv_counts,
@@ -41,14 +56,8 @@ void alltoallTransfer(Transport& transport, uint64_t sequence, const std::string
   }
   size_t largest = 0;
   for (int q = 0; q < n; ++q) {
-    std::vector<size_t> theirs(n);
-    std::memcpy(theirs.data(), static_cast<const uint8_t*>(transport.received(first, q)) + kHeaderBytes,
-                n * sizeof(size_t));
-    if (theirs[me] != recv_counts[q]) {
-      throw TransportError("rank " + std::to_string(q) + " sends " + std::to_string(theirs[me]) +
-                           " bytes to this rank, which expects " + std::to_string(recv_counts[q]) +
-                           " from it (output_split_sizes must match the senders' input_split_sizes)");
-    }
+    const std::vector<size_t> theirs =
+        checkedCounts(static_cast<const uint8_t*>(transport.received(first, q)) + kHeaderBytes, q, me, recv_counts);
     largest = std::max(largest, *std::max_element(theirs.begin(), theirs.end()));
   }
   std::vector<size_t> send_offsets(n), recv_offsets(n);
@@ -71,6 +80,47 @@ void alltoallTransfer(Transport& transport, uint64_t sequence, const std::string
     }
   }
   if ((transport.exchanges() - first) % 2 != 0) transport.barrier();
+}
+
+// Between hosts: the header and counts to every peer first (each receive with room
+// for the largest message a rank may send, gloo_transport.h), checked; then one
+// message per peer straight from `input` into `output`, which every rank now
+// knows the sizes of.
+void alltoallMessages(GlooTransport& tcp, uint64_t sequence, const std::string& signature,
+                      const std::vector<size_t>& send_counts, const std::vector<size_t>& recv_counts,
+                      const uint8_t* input, uint8_t* output) {
+  const int n = tcp.size(), me = tcp.rank();
+  const size_t room = tcp.capacity();
+  const uint32_t tag = tcp.reserveTags(2);
+  std::vector<uint8_t> mine(kHeaderBytes + n * sizeof(size_t));
+  writeHeader(mine.data(), sequence, signature);
+  std::memcpy(mine.data() + kHeaderBytes, send_counts.data(), n * sizeof(size_t));
+  const std::unique_ptr<uint8_t[]> theirs(new uint8_t[(n - 1) * room]);  // touched only where written
+  auto from = [&](int i) { return (me + n - i) % n; };
+  auto to = [&](int i) { return (me + i) % n; };
+  std::vector<GlooTransport::Message> messages;
+  for (int i = 1; i < n; ++i) messages.push_back(tcp.startReceive(from(i), tag, theirs.get() + (i - 1) * room, room));
+  for (int i = 1; i < n; ++i) messages.push_back(tcp.startSend(to(i), tag, mine.data(), mine.size()));
+  tcp.finish(tag, "all_to_all counts", messages);
+  for (int i = 1; i < n; ++i) {
+    const uint8_t* header = theirs.get() + (i - 1) * room;
+    checkHeader(header, from(i), sequence, signature);
+    checkedCounts(header + kHeaderBytes, from(i), me, recv_counts);
+  }
+  std::vector<size_t> send_offsets(n), recv_offsets(n);
+  std::exclusive_scan(send_counts.begin(), send_counts.end(), send_offsets.begin(), size_t{0});
+  std::exclusive_scan(recv_counts.begin(), recv_counts.end(), recv_offsets.begin(), size_t{0});
+  messages.clear();
+  for (int i = 1; i < n; ++i) {
+    const int q = from(i);
+    if (recv_counts[q] > 0) messages.push_back(tcp.startReceive(q, tag + 1, output + recv_offsets[q], recv_counts[q]));
+  }
+  for (int i = 1; i < n; ++i) {
+    const int q = to(i);
+    if (send_counts[q] > 0) messages.push_back(tcp.startSend(q, tag + 1, input + send_offsets[q], send_counts[q]));
+  }
+  std::memcpy(output + recv_offsets[me], input + send_offsets[me], send_counts[me]);
+  tcp.finish(tag + 1, "all_to_all", messages);
 }
 
 }  // namespace
@@ -105,16 +155,36 @@ void ProcessGroupPCCL::queueAlltoall(Collective& c, const at::Tensor& output, co
                                      std::vector<size_t> send_counts, std::vector<size_t> recv_counts) {
   const size_t send_total = std::accumulate(send_counts.begin(), send_counts.end(), size_t{0});
   const size_t recv_total = std::accumulate(recv_counts.begin(), recv_counts.end(), size_t{0});
-  HostBuffer staged_in = hostBuffer(send_total);
-  HostBuffer staged_out = hostBuffer(recv_total);
-  c.keepAlive(staged_in);
-  c.keepAlive(staged_out);
-  c.toHost(staged_in.get(), input.contiguous(), 0, send_total);
-  c.hostTransfer([=, sequence = c.sequence(), signature = c.signature()](Transport& transport, TransferStatus&) {
-    alltoallTransfer(transport, sequence, signature, send_counts, recv_counts, staged_in.get(), staged_out.get());
-  });
+  const at::Tensor dense = input.contiguous();
   const at::Tensor flat = output.is_contiguous() ? output : at::empty_like(output, at::MemoryFormat::Contiguous);
-  c.toDevice(flat, 0, staged_out.get(), recv_total);
+  // Between hosts, where host code reaches device memory, the messages leave from
+  // and arrive in the tensors themselves.
+  const bool in_place = between_hosts_ && c.hostReadsDevice();
+  HostBuffer staged_in, staged_out;
+  const uint8_t* sending = static_cast<const uint8_t*>(dense.const_data_ptr());
+  uint8_t* arriving = static_cast<uint8_t*>(flat.data_ptr());
+  if (in_place) {
+    c.keepAlive(std::make_shared<at::Tensor>(dense));
+    c.keepAlive(std::make_shared<at::Tensor>(flat));
+  } else {
+    staged_in = hostBuffer(send_total);
+    staged_out = hostBuffer(recv_total);
+    c.keepAlive(staged_in);
+    c.keepAlive(staged_out);
+    c.toHost(staged_in.get(), dense, 0, send_total);
+    sending = staged_in.get();
+    arriving = staged_out.get();
+  }
+  c.hostTransfer([=, between_hosts = between_hosts_, sequence = c.sequence(), signature = c.signature()](
+                     Transport& transport, TransferStatus&) {
+    if (between_hosts) {
+      alltoallMessages(static_cast<GlooTransport&>(transport), sequence, signature, send_counts, recv_counts, sending,
+                       arriving);
+    } else {
+      alltoallTransfer(transport, sequence, signature, send_counts, recv_counts, sending, arriving);
+    }
+  });
+  if (!in_place) c.toDevice(flat, 0, staged_out.get(), recv_total);
   if (!output.is_contiguous()) output.copy_(flat);
 }
 

@@ -5,7 +5,8 @@ device memory (the simulated device), and are staged through host memory where i
 does not (PTO_SIM_STRICT=1): staged on 2 and 4 ranks with a 64 KiB buffer (many
 chunks, the last one short and some of its parts empty), in place with the default
 one, against what every rank's inputs give; the values are chosen so that any order
-of the reduction gives the same bits, and every rank must end with those bits."""
+of the reduction gives the same bits, and every rank must end with those bits. An uneven
+all_to_all_single, also one message per peer between hosts, rides along."""
 
 import zlib
 
@@ -67,8 +68,23 @@ def _allreduce_each_case() -> dict:
         x = _inputs(name, dist.get_rank()).to(device)
         dist.all_reduce(x, op=getattr(dist.ReduceOp, op))
         out[name] = x
+    # all_to_all_single by messages too: rank r sends rank q (r + q + 1) * 1000 elements.
+    rank, world = dist.get_rank(), dist.get_world_size()
+    send = [(rank + q + 1) * 1000 for q in range(world)]
+    recv = [(q + rank + 1) * 1000 for q in range(world)]
+    source = (rank * 1e6 + torch.arange(sum(send), dtype=torch.float32)).to(device)
+    out["all_to_all"] = torch.empty(sum(recv), device=device)
+    dist.all_to_all_single(out["all_to_all"], source, recv, send)
     out["host_access"] = torch.pto.get_device_properties(device).host_access_to_device_memory
     return out
+
+
+def _expected_all_to_all(rank: int, world: int) -> torch.Tensor:
+    blocks = []
+    for q in range(world):
+        start = sum((q + d + 1) * 1000 for d in range(rank))  # where q's block for this rank begins
+        blocks.append(q * 1e6 + torch.arange(start, start + (q + rank + 1) * 1000, dtype=torch.float32))
+    return torch.cat(blocks)
 
 
 # In place with the 64 KiB buffer is test_dist_collectives' gloo phase (every reduce op, 2 and 4 ranks).
@@ -80,6 +96,7 @@ def test_allreduce_by_messages_gives_every_rank_the_exact_result(world, strict, 
     results = harness.run(_allreduce_each_case, world_size=world, env=env, timeout=180)
     for rank, result in enumerate(results):
         assert result.pop("host_access") is (strict == "0")
+        assert torch.equal(result.pop("all_to_all"), _expected_all_to_all(rank, world)), f"rank {rank}: all_to_all"
         for name, got in result.items():
             want = _expected(name, world)
             assert got.dtype == want.dtype and torch.equal(got, want), \

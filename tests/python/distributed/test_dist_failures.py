@@ -112,10 +112,14 @@ def _disagree(kind: str) -> dict:
     rank = dist.get_rank()
     if kind == "dtype":
         t = torch.ones(4, device=device, dtype=torch.float32 if rank == 0 else torch.int64)
-    else:
+    elif kind != "splits":
         t = torch.ones(DISAGREEING_NUMEL[kind][rank], device=device)
     try:
-        dist.all_reduce(t)
+        if kind == "splits":  # each rank expects 3 elements from the other, which sends 2
+            t = torch.empty(5, device=device)
+            dist.all_to_all_single(t, torch.ones(4, device=device), [3, 2] if rank else [2, 3], [2, 2])
+        else:
+            dist.all_reduce(t)
         t.cpu()
         return {"error": None}
     except RuntimeError as e:
@@ -128,13 +132,18 @@ def _disagree(kind: str) -> dict:
 DISAGREEING_NUMEL = {"shape": (4, 6), "large": (100_000, 300_000), "mixed": (4, 300_000)}
 
 
-@pytest.mark.parametrize("transport,kind", [("shm", "shape"), ("shm", "dtype"), ("gloo", "shape"),
-                                            ("gloo", "dtype"), ("gloo", "large"), ("gloo", "mixed")])
+@pytest.mark.parametrize("transport,kind", [("shm", "shape"), ("shm", "dtype"), ("shm", "splits"),
+                                            ("gloo", "shape"), ("gloo", "dtype"), ("gloo", "large"),
+                                            ("gloo", "mixed"), ("gloo", "splits")])
 def test_ranks_that_disagree_get_an_error_naming_both_calls(transport, kind):
     results = harness.run(_disagree, args=(kind,), timeout=120, env={"PTO_PCCL_TRANSPORT": transport})
     for rank, result in enumerate(results):
         error = result["error"]
         assert error is not None, f"rank {rank} did not fail"
+        if kind == "splits":
+            assert f"rank {1 - rank} sends 8 bytes to this rank, which expects 12" in error, error
+            assert result["usable"]
+            continue
         assert "every rank must call the same collectives" in error, error
         expected = ("Float[4]", "Long[4]") if kind == "dtype" else tuple(f"Float[{n}]" for n in DISAGREEING_NUMEL[kind])
         assert all(text in error for text in expected), error
