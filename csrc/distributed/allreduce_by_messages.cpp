@@ -210,7 +210,9 @@ void allreduceByMessages(Collective& c, const at::Tensor& flat, const c10d::Redu
         messages.push_back(tcp.startReceive(q, tag, into, ck.length(q) * es));
       }
       const void* from = staged ? layout.reduced(k) : device_bytes + ck.begin(me) * es;
-      for (int i = 0; i < n - 1 && mine > 0; ++i) messages.push_back(tcp.startSend(layout.peer(i), tag, from, mine * es));
+      for (int i = 0; i < n - 1 && mine > 0; ++i) {
+        messages.push_back(tcp.startSend(layout.peer(i), tag, from, mine * es));
+      }
     }));
   }
 

@@ -123,7 +123,9 @@ void GlooTransport::alltoall(const size_t* send_counts, const size_t* recv_count
   std::vector<Message> messages;
   for (int q = 0; q < n; ++q) {
     alltoall_blocks_[q] = q == me ? sending + send_offsets[me] : arriving + recv_offsets[q];
-    if (q != me && recv_counts[q] > 0) messages.push_back(startReceive(q, tag, arriving + recv_offsets[q], recv_counts[q]));
+    if (q != me && recv_counts[q] > 0) {
+      messages.push_back(startReceive(q, tag, arriving + recv_offsets[q], recv_counts[q]));
+    }
   }
   for (int i = 1; i < n; ++i) {
     const int to = (me + i) % n;
