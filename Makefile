@@ -97,12 +97,13 @@ test-strict: build
 
 # One pytest worker per core (pytest-xdist), each file's tests on one worker: the
 # sweeps run their checks in worker interpreters a file's tests share. The tiers
-# (tests/python/conftest.py, TIERS) run one after the other, each reporting its time.
+# (tests/python/conftest.py, TIERS) run one after the other, each reporting its time;
+# the slow tier also lists its 25 slowest tests, where CI's time goes.
 PYTEST := $(PYTHON) -m pytest -n auto --dist loadfile
 FAST_TIER := -m "not slow and not soak"
 test-python: build
 	$(PYTEST) $(FAST_TIER)
-	$(PYTEST) -m slow
+	$(PYTEST) -m slow --durations=25
 	$(PYTEST) -m soak
 
 # A developer's loop, under 5 minutes on 2 cores: the build, the GoogleTest suites
