@@ -49,6 +49,7 @@ struct Layout {
 
   // The peers in the order this rank sends to them: the ranks after it first.
   int peer(int i) const { return (me + 1 + i) % n; }
+  int index(int peer) const { return (peer - me - 1 + n) % n; }
   size_t peers() const { return static_cast<size_t>(n - 1); }
   uint8_t* headers(int i) const { return base + i * capacity; }
   uint8_t* ownHeader() const { return base + peers() * capacity; }
@@ -147,12 +148,9 @@ void allreduceByMessages(Collective& c, const at::Tensor& flat, const c10d::Redu
       if (k == 0) {
         rounds->tag = tcp.reserveTags(static_cast<uint32_t>(1 + 2 * chunks));
         writeHeader(layout.ownHeader(), sequence, signature);
-        for (int i = 0; i < n - 1; ++i) {
-          rounds->headers.push_back(tcp.startReceive(layout.peer(i), rounds->tag, layout.headers(i), layout.capacity));
-        }
-        for (int i = 0; i < n - 1; ++i) {
-          rounds->headers.push_back(tcp.startSend(layout.peer(i), rounds->tag, layout.ownHeader(), kHeaderBytes));
-        }
+        tcp.startWithEveryPeer(
+            rounds->tag, [&](int peer) { return layout.headers(layout.index(peer)); }, layout.ownHeader(),
+            kHeaderBytes, rounds->headers);
       }
       const uint32_t tag = rounds->tag + static_cast<uint32_t>(1 + 2 * k);
       auto& messages = rounds->reduce_scatter[k];
@@ -189,7 +187,7 @@ void allreduceByMessages(Collective& c, const at::Tensor& flat, const c10d::Redu
       const at::Tensor arrived = c.deviceReadsHost() ? at::Tensor() : at::empty({n - 1, mine}, flat.options());
       for (int r = 0; r < n; ++r) {
         if (r == me) continue;
-        const int i = (r - me - 1 + n) % n;
+        const int i = layout.index(r);
         if (arrived.defined()) {
           c.toDevice(arrived, i * mine * es, layout.arriving(k, i), mine * es);
           rows.push_back(arrived[i]);

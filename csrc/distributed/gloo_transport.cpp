@@ -1,5 +1,6 @@
 #include "distributed/gloo_transport.h"
 
+#include <cstring>
 #include <numeric>
 #include <thread>
 
@@ -23,7 +24,6 @@ GlooTransport::GlooTransport(c10::intrusive_ptr<c10d::Backend> gloo, Rendezvous 
     send_[set].reset(new uint8_t[capacity_]);
     receive_[set].reset(new uint8_t[capacity_ * static_cast<size_t>(size())]);
   }
-  alltoall_blocks_.assign(static_cast<size_t>(size()), nullptr);
   checkCapacity();
 }
 
@@ -75,8 +75,13 @@ void GlooTransport::finish(uint32_t tag, const std::string& what, std::vector<Me
   }
 }
 
-// Each exchange: every receive posted, then every send, to the ranks after this
-// one first (so that not every rank sends to rank 0 at once).
+void GlooTransport::startWithEveryPeer(uint32_t tag, const std::function<void*(int peer)>& into, const void* data,
+                                       size_t bytes, std::vector<Message>& messages) {
+  const int n = size(), me = rank();
+  for (int i = 1; i < n; ++i) messages.push_back(startReceive((me + i) % n, tag, into((me + i) % n), capacity_));
+  for (int i = 1; i < n; ++i) messages.push_back(startSend((me + i) % n, tag, data, bytes));
+}
+
 void GlooTransport::allgather(size_t bytes) { exchangeWithEveryPeer(bytes, "allgather"); }
 
 // An exchange of one byte (whatever the send buffer holds), ignored.
@@ -85,13 +90,9 @@ void GlooTransport::barrier() { exchangeWithEveryPeer(1, "barrier"); }
 void GlooTransport::exchangeWithEveryPeer(size_t bytes, const char* what) {
   const uint64_t k = exchanges_++;
   const uint32_t tag = reserveTags(1);
-  const int n = size(), me = rank();
   std::vector<Message> messages;
-  for (int i = 1; i < n; ++i) {
-    const int from = (me + n - i) % n;
-    messages.push_back(startReceive(from, tag, const_cast<void*>(received(k, from)), capacity_));
-  }
-  for (int i = 1; i < n; ++i) messages.push_back(startSend((me + i) % n, tag, send_[k % 2].get(), bytes));
+  startWithEveryPeer(
+      tag, [&](int peer) { return const_cast<void*>(received(k, peer)); }, send_[k % 2].get(), bytes, messages);
   finish(tag, "exchange " + std::to_string(k) + " (" + what + ")", messages);
 }
 
@@ -108,29 +109,28 @@ void GlooTransport::broadcast(size_t bytes, int root) {
   finish(tag, "exchange " + std::to_string(k) + " (broadcast)", messages);
 }
 
-// The blocks from every other rank land packed in rank order; this rank's own
-// block is read where it lies in the send buffer. The counts were checked
-// against the senders' before (process_group_pccl_staged.cpp).
-void GlooTransport::alltoall(const size_t* send_counts, const size_t* recv_counts) {
+// The receives are sized to the counts: the caller checked them against the
+// senders' before (process_group_pccl_staged.cpp).
+void GlooTransport::alltoall(const size_t* send_counts, const size_t* recv_counts, size_t, const void* input,
+                             void* output) {
   const uint64_t k = exchanges_++;
   const uint32_t tag = reserveTags(1);
   const int n = size(), me = rank();
   std::vector<size_t> send_offsets(n), recv_offsets(n);
   std::exclusive_scan(send_counts, send_counts + n, send_offsets.begin(), size_t{0});
   std::exclusive_scan(recv_counts, recv_counts + n, recv_offsets.begin(), size_t{0});
-  uint8_t* sending = send_[k % 2].get();
-  uint8_t* arriving = receive_[k % 2].get();
+  const auto* sending = static_cast<const uint8_t*>(input);
+  auto* arriving = static_cast<uint8_t*>(output);
   std::vector<Message> messages;
-  for (int q = 0; q < n; ++q) {
-    alltoall_blocks_[q] = q == me ? sending + send_offsets[me] : arriving + recv_offsets[q];
-    if (q != me && recv_counts[q] > 0) {
-      messages.push_back(startReceive(q, tag, arriving + recv_offsets[q], recv_counts[q]));
-    }
+  for (int i = 1; i < n; ++i) {
+    const int q = (me + i) % n;
+    if (recv_counts[q] > 0) messages.push_back(startReceive(q, tag, arriving + recv_offsets[q], recv_counts[q]));
   }
   for (int i = 1; i < n; ++i) {
-    const int to = (me + i) % n;
-    if (send_counts[to] > 0) messages.push_back(startSend(to, tag, sending + send_offsets[to], send_counts[to]));
+    const int q = (me + i) % n;
+    if (send_counts[q] > 0) messages.push_back(startSend(q, tag, sending + send_offsets[q], send_counts[q]));
   }
+  std::memcpy(arriving + recv_offsets[me], sending + send_offsets[me], send_counts[me]);
   finish(tag, "exchange " + std::to_string(k) + " (alltoall)", messages);
 }
 

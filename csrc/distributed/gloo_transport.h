@@ -17,6 +17,7 @@
 
 #include <torch/csrc/distributed/c10d/Backend.hpp>
 
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -43,15 +44,16 @@ class GlooTransport final : public Transport {
   void* sendBuffer(uint64_t exchange) override { return send_[exchange % 2].get(); }
   // This rank's own contribution is read where it was written: its send buffer.
   const void* received(uint64_t exchange, int rank) const override;
-  const void* alltoallReceived(int rank) const override { return alltoall_blocks_[static_cast<size_t>(rank)]; }
 
   void allgather(size_t bytes) override;
   void broadcast(size_t bytes, int root) override;
-  void alltoall(const size_t* send_counts, const size_t* recv_counts) override;
+  // One message per peer, straight from `input` into `output`.
+  void alltoall(const size_t* send_counts, const size_t* recv_counts, size_t largest, const void* input,
+                void* output) override;
   void barrier() override;
 
   // Messages outside the exchanges (the pipelined allreduce of
-  // process_group_pccl_tcp.cpp), on the communication stream's thread. Every rank
+  // allreduce_by_messages.cpp), on the communication stream's thread. Every rank
   // reserves the same tags in the same order; a message from rank a to rank b
   // carries a tag no other message between them in flight has.
   uint32_t reserveTags(uint32_t count);
@@ -65,6 +67,11 @@ class GlooTransport final : public Transport {
   void finish(uint32_t tag, const std::string& what, std::vector<Message>& messages);
   // Aborts messages that will never be waited for (a check failed meanwhile).
   static void abort(std::vector<Message>& messages);
+  // Starts, for every other rank, a receive into `into(peer)` with room for the
+  // capacity and a send of the `bytes` at `data`, the ranks after this one first
+  // (so that not every rank sends to rank 0 at once).
+  void startWithEveryPeer(uint32_t tag, const std::function<void*(int peer)>& into, const void* data, size_t bytes,
+                          std::vector<Message>& messages);
 
  private:
   void checkCapacity();
@@ -78,7 +85,6 @@ class GlooTransport final : public Transport {
   const size_t capacity_;
   std::unique_ptr<uint8_t[]> send_[2];
   std::unique_ptr<uint8_t[]> receive_[2];
-  std::vector<const uint8_t*> alltoall_blocks_;  // where the last alltoall's blocks are
   uint64_t exchanges_ = 0;
   uint32_t next_tag_ = 0;
 };

@@ -1,15 +1,13 @@
 // The pccl operations whose transfers are decided on the host as they run:
 // alltoall with uneven splits (how many rounds depends on every rank's splits)
-// and point-to-point messages (Gloo's send and receive). Their data is staged
-// whole in host memory; the transfer copies it through the transport in rounds,
-// or, between hosts, sends it as one message per peer (from and into the tensors
-// themselves where host code reaches device memory).
+// and point-to-point messages (Gloo's send and receive). The transport moves
+// their data whole, from and into the tensors themselves where host code reaches
+// device memory, else through a staging copy in host memory.
 #include <algorithm>
 #include <cstring>
 #include <numeric>
 
 #include "distributed/collective.h"
-#include "distributed/gloo_transport.h"
 #include "distributed/process_group_pccl.h"
 #include "torch/device.h"
 
@@ -37,90 +35,30 @@ std::vector<size_t> checkedCounts(const uint8_t* at, int q, int me, const std::v
   return theirs;
 }
 
-// Every rank's counts first (checked), then rounds of at most capacity/size bytes
-// per block, then a barrier if needed to keep the exchange count even.
+// Every rank's header and counts first, checked, then the blocks (in rounds
+// through the transport's buffers, or one message per peer between hosts), then
+// a barrier if needed to keep the exchange count even.
 void alltoallTransfer(Transport& transport, uint64_t sequence, const std::string& signature,
                       const std::vector<size_t>& send_counts, const std::vector<size_t>& recv_counts,
                       const uint8_t* input, uint8_t* output) {
   const int n = transport.size();
   const int me = transport.rank();
   const uint64_t first = transport.exchanges();
-  {
-    uint8_t* buffer = static_cast<uint8_t*>(transport.sendBuffer(first));
-    writeHeader(buffer, sequence, signature);
-    std::memcpy(buffer + kHeaderBytes, send_counts.data(), n * sizeof(size_t));
-    transport.allgather(kHeaderBytes + n * sizeof(size_t));
-    std::vector<int> ranks(n);
-    std::iota(ranks.begin(), ranks.end(), 0);
-    checkHeaders(transport, first, ranks, sequence, signature);
-  }
+  uint8_t* buffer = static_cast<uint8_t*>(transport.sendBuffer(first));
+  writeHeader(buffer, sequence, signature);
+  std::memcpy(buffer + kHeaderBytes, send_counts.data(), n * sizeof(size_t));
+  transport.allgather(kHeaderBytes + n * sizeof(size_t));
+  std::vector<int> ranks(n);
+  std::iota(ranks.begin(), ranks.end(), 0);
+  checkHeaders(transport, first, ranks, sequence, signature);
   size_t largest = 0;
   for (int q = 0; q < n; ++q) {
     const std::vector<size_t> theirs =
         checkedCounts(static_cast<const uint8_t*>(transport.received(first, q)) + kHeaderBytes, q, me, recv_counts);
     largest = std::max(largest, *std::max_element(theirs.begin(), theirs.end()));
   }
-  std::vector<size_t> send_offsets(n), recv_offsets(n);
-  std::exclusive_scan(send_counts.begin(), send_counts.end(), send_offsets.begin(), size_t{0});
-  std::exclusive_scan(recv_counts.begin(), recv_counts.end(), recv_offsets.begin(), size_t{0});
-  const size_t block = transport.capacity() / n;
-  std::vector<size_t> sending(n), receiving(n);
-  for (size_t done = 0; done < largest; done += block) {
-    const uint64_t k = transport.exchanges();
-    auto* packed = static_cast<uint8_t*>(transport.sendBuffer(k));
-    for (int q = 0; q < n; ++q) {
-      sending[q] = std::min(block, send_counts[q] - std::min(send_counts[q], done));
-      receiving[q] = std::min(block, recv_counts[q] - std::min(recv_counts[q], done));
-      std::memcpy(packed, input + send_offsets[q] + done, sending[q]);
-      packed += sending[q];
-    }
-    transport.alltoall(sending.data(), receiving.data());
-    for (int q = 0; q < n; ++q) {
-      std::memcpy(output + recv_offsets[q] + done, transport.alltoallReceived(q), receiving[q]);
-    }
-  }
+  transport.alltoall(send_counts.data(), recv_counts.data(), largest, input, output);
   if ((transport.exchanges() - first) % 2 != 0) transport.barrier();
-}
-
-// Between hosts: the header and counts to every peer first (each receive with room
-// for the largest message a rank may send, gloo_transport.h), checked; then one
-// message per peer straight from `input` into `output`, which every rank now
-// knows the sizes of.
-void alltoallMessages(GlooTransport& tcp, uint64_t sequence, const std::string& signature,
-                      const std::vector<size_t>& send_counts, const std::vector<size_t>& recv_counts,
-                      const uint8_t* input, uint8_t* output) {
-  const int n = tcp.size(), me = tcp.rank();
-  const size_t room = tcp.capacity();
-  const uint32_t tag = tcp.reserveTags(2);
-  std::vector<uint8_t> mine(kHeaderBytes + n * sizeof(size_t));
-  writeHeader(mine.data(), sequence, signature);
-  std::memcpy(mine.data() + kHeaderBytes, send_counts.data(), n * sizeof(size_t));
-  const std::unique_ptr<uint8_t[]> theirs(new uint8_t[(n - 1) * room]);  // touched only where written
-  auto from = [&](int i) { return (me + n - i) % n; };
-  auto to = [&](int i) { return (me + i) % n; };
-  std::vector<GlooTransport::Message> messages;
-  for (int i = 1; i < n; ++i) messages.push_back(tcp.startReceive(from(i), tag, theirs.get() + (i - 1) * room, room));
-  for (int i = 1; i < n; ++i) messages.push_back(tcp.startSend(to(i), tag, mine.data(), mine.size()));
-  tcp.finish(tag, "all_to_all counts", messages);
-  for (int i = 1; i < n; ++i) {
-    const uint8_t* header = theirs.get() + (i - 1) * room;
-    checkHeader(header, from(i), sequence, signature);
-    checkedCounts(header + kHeaderBytes, from(i), me, recv_counts);
-  }
-  std::vector<size_t> send_offsets(n), recv_offsets(n);
-  std::exclusive_scan(send_counts.begin(), send_counts.end(), send_offsets.begin(), size_t{0});
-  std::exclusive_scan(recv_counts.begin(), recv_counts.end(), recv_offsets.begin(), size_t{0});
-  messages.clear();
-  for (int i = 1; i < n; ++i) {
-    const int q = from(i);
-    if (recv_counts[q] > 0) messages.push_back(tcp.startReceive(q, tag + 1, output + recv_offsets[q], recv_counts[q]));
-  }
-  for (int i = 1; i < n; ++i) {
-    const int q = to(i);
-    if (send_counts[q] > 0) messages.push_back(tcp.startSend(q, tag + 1, input + send_offsets[q], send_counts[q]));
-  }
-  std::memcpy(output + recv_offsets[me], input + send_offsets[me], send_counts[me]);
-  tcp.finish(tag + 1, "all_to_all", messages);
 }
 
 }  // namespace
@@ -157,9 +95,9 @@ void ProcessGroupPCCL::queueAlltoall(Collective& c, const at::Tensor& output, co
   const size_t recv_total = std::accumulate(recv_counts.begin(), recv_counts.end(), size_t{0});
   const at::Tensor dense = input.contiguous();
   const at::Tensor flat = output.is_contiguous() ? output : at::empty_like(output, at::MemoryFormat::Contiguous);
-  // Between hosts, where host code reaches device memory, the messages leave from
-  // and arrive in the tensors themselves.
-  const bool in_place = between_hosts_ && c.hostReadsDevice();
+  // Where host code reaches device memory, the transport reads the blocks from
+  // and writes them into the tensors themselves.
+  const bool in_place = c.hostReadsDevice();
   HostBuffer staged_in, staged_out;
   const uint8_t* sending = static_cast<const uint8_t*>(dense.const_data_ptr());
   uint8_t* arriving = static_cast<uint8_t*>(flat.data_ptr());
@@ -175,14 +113,8 @@ void ProcessGroupPCCL::queueAlltoall(Collective& c, const at::Tensor& output, co
     sending = staged_in.get();
     arriving = staged_out.get();
   }
-  c.hostTransfer([=, between_hosts = between_hosts_, sequence = c.sequence(), signature = c.signature()](
-                     Transport& transport, TransferStatus&) {
-    if (between_hosts) {
-      alltoallMessages(static_cast<GlooTransport&>(transport), sequence, signature, send_counts, recv_counts, sending,
-                       arriving);
-    } else {
-      alltoallTransfer(transport, sequence, signature, send_counts, recv_counts, sending, arriving);
-    }
+  c.hostTransfer([=, sequence = c.sequence(), signature = c.signature()](Transport& transport, TransferStatus&) {
+    alltoallTransfer(transport, sequence, signature, send_counts, recv_counts, sending, arriving);
   });
   if (!in_place) c.toDevice(flat, 0, staged_out.get(), recv_total);
   if (!output.is_contiguous()) output.copy_(flat);

@@ -13,12 +13,13 @@
 // exchange 0 being the setup's (every rank has mapped the segment). A rank's `arrived`
 // holds 1 + the number of the last exchange it entered. To make exchange k a rank
 //   1. publishes what k carries: its data in its slot of set k % 2 (the caller wrote it
-//      through sendBuffer()), and for alltoall its offsets and counts in its table of
-//      parity k % 2;
+//      through sendBuffer(); an alltoall packs its blocks there itself), and for an
+//      alltoall the blocks' offsets and counts in its table of parity k % 2;
 //   2. stores arrived = k + 1 (release);
 //   3. waits until every rank's arrived is at least k + 1 (acquire).
 // Step 3 is the exchange's only barrier. Past it, everything every rank published for k
-// is visible, and received(q) points straight into q's slot of set k % 2.
+// is visible, and received(q) points straight into q's slot of set k % 2 (an alltoall
+// copies its blocks out of the senders' slots before it returns).
 //
 // Why one barrier is enough: a caller reads what exchange k - 2 delivered only until it
 // calls its next exchange, k - 1 (the Transport contract). A rank writes set k % 2 (slot
@@ -313,8 +314,7 @@ class ShmTransport final : public Transport {
         capacity_(capacity),
         layout_(layout),
         segment_(std::move(segment)),
-        unlink_pending_(std::move(segment_name)),
-        received_(static_cast<size_t>(size), nullptr) {
+        unlink_pending_(std::move(segment_name)) {
     std::byte* base = segment_.get();
     if (rank_ == 0) {
       header_ = new (base) SegmentHeader{};
@@ -372,33 +372,26 @@ class ShmTransport final : public Transport {
     ++exchange_;
   }
 
-  void alltoall(const size_t* send_counts, const size_t* recv_counts) override {
+  // Rounds of one exchange each, at most capacity / size bytes per block, packed into
+  // this rank's slot; each rank copies its blocks out of the senders' slots.
+  void alltoall(const size_t* send_counts, const size_t* recv_counts, size_t largest, const void* input,
+                void* output) override {
     const char* what = "alltoall";
     throwIfAborted(what);
-    uint64_t* published = table(exchange_, rank_);
-    std::vector<size_t> send_offsets(static_cast<size_t>(size_));
-    std::exclusive_scan(send_counts, send_counts + size_, send_offsets.begin(), size_t{0});
-    for (int q = 0; q < size_; ++q) {
-      if (send_counts[q] > capacity_ || send_offsets[q] > capacity_ - send_counts[q]) {
-        fail(what, "the block for rank " + std::to_string(q) + " (" + std::to_string(send_counts[q]) +
-                       " bytes at offset " + std::to_string(send_offsets[q]) + ") exceeds the capacity of " +
-                       std::to_string(capacity_) + " bytes");
+    const size_t n = static_cast<size_t>(size_);
+    std::vector<size_t> send_offsets(n), recv_offsets(n), sending(n), receiving(n);
+    std::exclusive_scan(send_counts, send_counts + n, send_offsets.begin(), size_t{0});
+    std::exclusive_scan(recv_counts, recv_counts + n, recv_offsets.begin(), size_t{0});
+    const size_t block = std::max<size_t>(capacity_ / n, 1);
+    for (size_t done = 0; done < largest; done += block) {
+      for (size_t q = 0; q < n; ++q) {
+        sending[q] = std::min(block, send_counts[q] - std::min(send_counts[q], done));
+        receiving[q] = std::min(block, recv_counts[q] - std::min(recv_counts[q], done));
       }
-      published[2 * q] = send_offsets[q];
-      published[2 * q + 1] = send_counts[q];
+      alltoallRound(
+          sending, receiving, [&](int q) { return static_cast<const std::byte*>(input) + send_offsets[q] + done; },
+          [&](int q) { return static_cast<std::byte*>(output) + recv_offsets[q] + done; });
     }
-    arriveAndWait(what);
-    for (int q = 0; q < size_; ++q) {
-      const uint64_t* theirs = table(exchange_, q);
-      const uint64_t offset = theirs[2 * rank_];
-      const uint64_t count = theirs[2 * rank_ + 1];
-      if (count != recv_counts[q]) {
-        fail(what, "rank " + std::to_string(q) + " sends " + std::to_string(count) + " bytes to rank " +
-                       std::to_string(rank_) + ", which expects " + std::to_string(recv_counts[q]));
-      }
-      received_[q] = slot(exchange_, q) + offset;
-    }
-    ++exchange_;
   }
 
   const void* received(uint64_t exchange, int rank) const override {
@@ -409,14 +402,6 @@ class ShmTransport final : public Transport {
     return slot(exchange + 1, rank);
   }
 
-  const void* alltoallReceived(int rank) const override {
-    if (rank < 0 || rank >= size_) {
-      throw std::out_of_range("shm transport: alltoallReceived(" + std::to_string(rank) + ") of a group of " +
-                              std::to_string(size_) + " ranks");
-    }
-    return received_[rank];
-  }
-
   void barrier() override {
     const char* what = "barrier";
     throwIfAborted(what);
@@ -425,6 +410,34 @@ class ShmTransport final : public Transport {
   }
 
  private:
+  // One exchange of an alltoall: sending[q] bytes from `from(q)` to each rank q,
+  // receiving[q] bytes from each rank q into `into(q)`.
+  template <typename From, typename Into>
+  void alltoallRound(const std::vector<size_t>& sending, const std::vector<size_t>& receiving, From from, Into into) {
+    const char* what = "alltoall";
+    throwIfAborted(what);
+    uint64_t* published = table(exchange_, rank_);
+    std::byte* packed = slot(exchange_, rank_);
+    size_t offset = 0;
+    for (int q = 0; q < size_; ++q) {
+      std::memcpy(packed + offset, from(q), sending[q]);
+      published[2 * q] = offset;
+      published[2 * q + 1] = sending[q];
+      offset += sending[q];
+    }
+    arriveAndWait(what);
+    for (int q = 0; q < size_; ++q) {
+      const uint64_t* theirs = table(exchange_, q);
+      const uint64_t count = theirs[2 * rank_ + 1];
+      if (count != receiving[q]) {
+        fail(what, "rank " + std::to_string(q) + " sends " + std::to_string(count) + " bytes to rank " +
+                       std::to_string(rank_) + ", which expects " + std::to_string(receiving[q]));
+      }
+      std::memcpy(into(q), slot(exchange_, q) + theirs[2 * rank_], count);
+    }
+    ++exchange_;
+  }
+
   std::byte* slot(uint64_t exchange, int rank) const {
     const size_t index = static_cast<size_t>(exchange % 2) * size_ + rank;
     return segment_.get() + layout_.slots_offset + index * layout_.slot_stride;
@@ -547,7 +560,6 @@ class ShmTransport final : public Transport {
   SegmentHeader* header_ = nullptr;
   RankControl* ranks_ = nullptr;
   uint64_t exchange_ = 0;  // the number of the next exchange
-  std::vector<const std::byte*> received_;  // where the last alltoall's blocks arrived
   std::string first_error_;  // why this transport failed; empty while it works
 };
 

@@ -65,14 +65,16 @@ class Transport {
   virtual void allgather(size_t bytes) = 0;
   // Only `root` contributes; afterwards received(k, root) holds its `bytes`.
   virtual void broadcast(size_t bytes, int root) = 0;
-  // Each rank's send buffer holds one block per destination rank q, packed in
-  // rank order, send_counts[q] bytes each (counts may be zero and differ between
-  // ranks); afterwards alltoallReceived(q) holds the block rank q sent to this
-  // rank, recv_counts[q] bytes. Each array has size() entries.
-  virtual void alltoall(const size_t* send_counts, const size_t* recv_counts) = 0;
-  // Where the last alltoall's block from `rank` arrived: it depends on the other
-  // ranks' counts, so it is known only after the exchange (unlike received()).
-  virtual const void* alltoallReceived(int rank) const = 0;
+  // Moves whole blocks, outside the send and receive buffers: `input` holds one
+  // block per destination rank q, packed in rank order, send_counts[q] bytes each
+  // (counts may be zero and differ between ranks); afterwards `output` holds the
+  // block each rank q sent to this one, packed in rank order, recv_counts[q]
+  // bytes each. Each array has size() entries. `largest`, the most bytes any rank
+  // sends to any rank, is the same on every rank (the caller exchanged the counts
+  // first): a transport that carries the blocks through its buffers takes that
+  // many bytes per block in rounds of exchanges, each counted by exchanges().
+  virtual void alltoall(const size_t* send_counts, const size_t* recv_counts, size_t largest, const void* input,
+                        void* output) = 0;
 
   virtual void barrier() = 0;
 };

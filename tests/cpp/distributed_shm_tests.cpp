@@ -159,34 +159,60 @@ size_t firstMismatch(const void* buffer, size_t bytes, int round, int from, int 
 }
 
 // An alltoall's blocks: rank p sends count(p, q) bytes to q, some zero, none alike. The
-// transport takes them packed in rank order, so uneven counts make every block but the
-// first start at an odd place, and a wrong offset on either side shows in the contents.
+// transport takes and gives them packed in rank order, so uneven counts make every
+// block but the first start at an odd place, and a wrong offset on either side shows in
+// the contents. With `largest` past capacity / size a block takes several rounds.
 struct AlltoallPlan {
-  std::vector<size_t> send_offsets, send_counts, recv_counts;
+  std::vector<size_t> send_counts, recv_counts, recv_offsets;
+  size_t largest = 0;  // over every pair of ranks
+  std::vector<std::byte> input, output;
 
-  static size_t count(int round, int from, int to, size_t largest) {
+  static size_t count(int round, int from, int to, size_t most) {
     if ((from + to + round) % 3 == 0) return 0;
-    return (static_cast<size_t>(from * 7 + to * 13 + round * 29) * 97) % largest + 1;
+    return (static_cast<size_t>(from * 7 + to * 13 + round * 29) * 97) % most + 1;
   }
 
-  AlltoallPlan(int round, int rank, int size, size_t capacity)
-      : send_offsets(size), send_counts(size), recv_counts(size) {
-    const size_t largest = capacity / size - 8;
+  AlltoallPlan(int round, int rank, int size, size_t most)
+      : send_counts(size), recv_counts(size), recv_offsets(size) {
+    for (int p = 0; p < size; ++p) {
+      for (int q = 0; q < size; ++q) largest = std::max(largest, count(round, p, q, most));
+    }
+    size_t sent = 0, received = 0;
+    for (int q = 0; q < size; ++q) {
+      send_counts[q] = count(round, rank, q, most);
+      recv_counts[q] = count(round, q, rank, most);
+      recv_offsets[q] = received;
+      received += recv_counts[q];
+      sent += send_counts[q];
+    }
+    input.resize(sent);
+    output.resize(received);
     size_t offset = 0;
     for (int q = 0; q < size; ++q) {
-      send_offsets[q] = offset;
-      send_counts[q] = count(round, rank, q, largest);
-      recv_counts[q] = count(round, q, rank, largest);
+      fill(input.data() + offset, send_counts[q], round, rank, q);
       offset += send_counts[q];
     }
   }
 
-  // Writes this rank's blocks for `round`, packed, into `send`.
-  void fillSend(void* send, int round, int rank) const {
-    auto* bytes = static_cast<std::byte*>(send);
-    for (size_t q = 0; q < send_counts.size(); ++q) {
-      fill(bytes + send_offsets[q], send_counts[q], round, rank, static_cast<int>(q));
+  // Blocks that fit one exchange of a transport of `capacity` bytes.
+  static AlltoallPlan oneRound(int round, int rank, int size, size_t capacity) {
+    return AlltoallPlan(round, rank, size, capacity / size - 8);
+  }
+
+  void run(Transport& transport) {
+    transport.alltoall(send_counts.data(), recv_counts.data(), largest, input.data(), output.data());
+  }
+
+  // Empty when every block arrived intact, else where the first one differs.
+  std::string mismatch(int round, int rank) const {
+    for (size_t q = 0; q < recv_counts.size(); ++q) {
+      const size_t at = firstMismatch(output.data() + recv_offsets[q], recv_counts[q], round, static_cast<int>(q), rank);
+      if (at != recv_counts[q]) {
+        return "round " + std::to_string(round) + ": the block from rank " + std::to_string(q) + " differs at byte " +
+               std::to_string(at) + " of " + std::to_string(recv_counts[q]);
+      }
     }
+    return "";
   }
 };
 
@@ -243,14 +269,29 @@ TEST_P(ShmTransportRanks, AlltoallWithUnevenAndZeroCounts) {
   runRanks(size, [&](int rank) {
     auto transport = group.join(rank, size);
     for (int round = 0; round < 6; ++round) {
-      const AlltoallPlan plan(round, rank, size, transport->capacity());
+      AlltoallPlan plan = AlltoallPlan::oneRound(round, rank, size, transport->capacity());
       const uint64_t k = transport->exchanges();
-      plan.fillSend(transport->sendBuffer(k), round, rank);
-      transport->alltoall(plan.send_counts.data(), plan.recv_counts.data());
-      for (int q = 0; q < size; ++q) {
-        EXPECT_EQ(firstMismatch(transport->alltoallReceived(q), plan.recv_counts[q], round, q, rank), plan.recv_counts[q])
-            << "round " << round << " from rank " << q;
-      }
+      plan.run(*transport);
+      EXPECT_EQ(transport->exchanges(), k + 1) << "round " << round;
+      EXPECT_EQ(plan.mismatch(round, rank), "");
+    }
+  });
+}
+
+// Blocks up to three times what one exchange carries per block go in rounds, each an
+// exchange, as many on every rank.
+TEST_P(ShmTransportRanks, AlltoallPastTheCapacityGoesInRounds) {
+  const int size = GetParam();
+  const Group group;
+  runRanks(size, [&](int rank) {
+    auto transport = group.join(rank, size);
+    const size_t block = transport->capacity() / size;
+    for (int round = 0; round < 4; ++round) {
+      AlltoallPlan plan(round, rank, size, 3 * block);
+      const uint64_t k = transport->exchanges();
+      plan.run(*transport);
+      EXPECT_EQ(transport->exchanges(), k + (plan.largest + block - 1) / block) << "round " << round;
+      EXPECT_EQ(plan.mismatch(round, rank), "");
     }
   });
 }
@@ -275,7 +316,6 @@ TEST_P(ShmTransportRanks, ManyConsecutiveExchangesKeepTheirContents) {
         case 1:
           if (rank == round % size) fill(send, bytesOf(round), round, rank, 0);
           break;
-        case 2: AlltoallPlan(round, rank, size, kCapacity).fillSend(send, round, rank); break;
         default: break;
       }
     };
@@ -284,11 +324,11 @@ TEST_P(ShmTransportRanks, ManyConsecutiveExchangesKeepTheirContents) {
       if (round % 7 == 0 && rank == (round / 7) % size) std::this_thread::sleep_for(200us);
       const uint64_t k = k0 + round;
       ASSERT_EQ(transport->exchanges(), k);
-      const AlltoallPlan plan(round, rank, size, kCapacity);
+      AlltoallPlan plan = AlltoallPlan::oneRound(round, rank, size, kCapacity);
       switch (round % 4) {
         case 0: transport->allgather(bytesOf(round)); break;
         case 1: transport->broadcast(bytesOf(round), round % size); break;
-        case 2: transport->alltoall(plan.send_counts.data(), plan.recv_counts.data()); break;
+        case 2: plan.run(*transport); break;
         default: transport->barrier(); break;
       }
       if (round + 1 < kRounds) fillRound(round + 1);
@@ -304,13 +344,7 @@ TEST_P(ShmTransportRanks, ManyConsecutiveExchangesKeepTheirContents) {
                     bytesOf(round))
               << "round " << round;
           break;
-        case 2:
-          for (int q = 0; q < size; ++q) {
-            ASSERT_EQ(firstMismatch(transport->alltoallReceived(q), plan.recv_counts[q], round, q, rank),
-                      plan.recv_counts[q])
-                << "round " << round << " from rank " << q;
-          }
-          break;
+        case 2: ASSERT_EQ(plan.mismatch(round, rank), ""); break;
         default: break;
       }
     }
@@ -322,8 +356,8 @@ TEST_P(ShmTransportRanks, ManyConsecutiveExchangesKeepTheirContents) {
 // and after it writes round k + 1's data through the former before reading round k's
 // through the latter. The pointers taken ahead must be the ones the exchange uses, stay
 // the same when asked again afterwards, and keep their contents while the next round's
-// data goes in; an alltoall now and then (its alltoallReceived() only readable afterwards) must
-// not disturb the exchanges around it. Some rank lags now and then.
+// data goes in; an alltoall now and then (through memory of its own) must not disturb the
+// exchanges around it. Some rank lags now and then.
 TEST_P(ShmTransportRanks, PointersTakenAheadOfTheExchange) {
   const int size = GetParam();
   const Group group;
@@ -345,7 +379,7 @@ TEST_P(ShmTransportRanks, PointersTakenAheadOfTheExchange) {
         case kBroadcast:
           if (rank == rootOf(round)) fill(send, bytesOf(round), round, rank, 0);
           break;
-        case kAlltoall: AlltoallPlan(round, rank, size, kCapacity).fillSend(send, round, rank); break;
+        case kAlltoall:
         case kBarrier: break;
       }
     };
@@ -364,18 +398,16 @@ TEST_P(ShmTransportRanks, PointersTakenAheadOfTheExchange) {
       }
       if (round % 5 == 0 && rank == (round / 5) % size) std::this_thread::sleep_for(300us);
 
-      const AlltoallPlan plan(round, rank, size, kCapacity);
+      AlltoallPlan plan = AlltoallPlan::oneRound(round, rank, size, kCapacity);
       switch (kindOf(round)) {
         case kAllgather: transport->allgather(bytesOf(round)); break;
         case kBroadcast: transport->broadcast(bytesOf(round), rootOf(round)); break;
-        case kAlltoall: transport->alltoall(plan.send_counts.data(), plan.recv_counts.data()); break;
+        case kAlltoall: plan.run(*transport); break;
         case kBarrier: transport->barrier(); break;
       }
       ASSERT_EQ(transport->exchanges(), k + 1) << "round " << round;
       ASSERT_EQ(transport->sendBuffer(k + 1), next_send) << "round " << round;
-      if (kindOf(round) == kAlltoall) {
-        for (int r = 0; r < size; ++r) received[r] = transport->alltoallReceived(r);
-      } else {
+      if (kindOf(round) != kAlltoall) {
         for (int r = 0; r < size; ++r) {
           ASSERT_EQ(transport->received(k, r), received[r]) << "round " << round << " rank " << r;
         }
@@ -394,12 +426,7 @@ TEST_P(ShmTransportRanks, PointersTakenAheadOfTheExchange) {
           ASSERT_EQ(firstMismatch(received[rootOf(round)], bytesOf(round), round, rootOf(round), 0), bytesOf(round))
               << "round " << round << " (broadcast) from root " << rootOf(round);
           break;
-        case kAlltoall:
-          for (int q = 0; q < size; ++q) {
-            ASSERT_EQ(firstMismatch(received[q], plan.recv_counts[q], round, q, rank), plan.recv_counts[q])
-                << "round " << round << " (alltoall) from rank " << q;
-          }
-          break;
+        case kAlltoall: ASSERT_EQ(plan.mismatch(round, rank), ""); break;
         case kBarrier: break;
       }
     }
@@ -423,16 +450,17 @@ TEST_P(ShmTransportRanks, CapacitySizedExchanges) {
     transport->broadcast(kCapacity, size - 1);
     EXPECT_EQ(firstMismatch(transport->received(k, size - 1), kCapacity, 2, size - 1, 0), kCapacity);
 
-    // Everything to the next rank, nothing to the others.
+    // Everything to the next rank, nothing to the others: a block of the whole
+    // capacity, in rounds of capacity / size.
     const int next = (rank + 1) % size;
     const int previous = (rank + size - 1) % size;
     std::vector<size_t> send_counts(size, 0), recv_counts(size, 0);
     send_counts[next] = kCapacity;
     recv_counts[previous] += kCapacity;
-    k = transport->exchanges();
-    fill(transport->sendBuffer(k), kCapacity, 3, rank, next);
-    transport->alltoall(send_counts.data(), recv_counts.data());
-    EXPECT_EQ(firstMismatch(transport->alltoallReceived(previous), kCapacity, 3, previous, rank), kCapacity);
+    std::vector<std::byte> input(kCapacity), output(kCapacity);
+    fill(input.data(), kCapacity, 3, rank, next);
+    transport->alltoall(send_counts.data(), recv_counts.data(), kCapacity, input.data(), output.data());
+    EXPECT_EQ(firstMismatch(output.data(), kCapacity, 3, previous, rank), kCapacity);
   });
 }
 
@@ -474,7 +502,7 @@ void expectEveryCallThrows(Transport& transport, const std::string& why) {
   const std::vector<std::function<void()>> calls = {
       [&] { transport.allgather(8); },
       [&] { transport.broadcast(8, 0); },
-      [&] { transport.alltoall(zeros.data(), zeros.data()); },
+      [&] { transport.alltoall(zeros.data(), zeros.data(), 0, nullptr, nullptr); },
       [&] { transport.barrier(); },
   };
   for (const auto& call : calls) {
@@ -571,11 +599,14 @@ TEST(ShmTransport, MismatchedAlltoallCountsAbortTheGroup) {
     auto transport = group.join(rank, 2, 4096, 30s);
     const std::vector<size_t> send_counts = {8, 8};
     const std::vector<size_t> recv_counts = {rank == 1 ? size_t{9} : size_t{8}, 8};
+    std::vector<std::byte> input(16), output(17);
+    const auto alltoall = [&] {
+      transport->alltoall(send_counts.data(), recv_counts.data(), 9, input.data(), output.data());
+    };
     if (rank == 1) {
-      expectTransportError([&] { transport->alltoall(send_counts.data(), recv_counts.data()); },
-                           {"rank 0 sends 8 bytes to rank 1, which expects 9"});
+      expectTransportError(alltoall, {"rank 0 sends 8 bytes to rank 1, which expects 9"});
     } else {
-      transport->alltoall(send_counts.data(), recv_counts.data());
+      alltoall();
       expectTransportError([&] { transport->barrier(); }, {"rank 1 aborted the group"});
     }
   });
