@@ -4,10 +4,13 @@ a different shape, dtype, model or option compiles anew; a damaged entry is
 rebuilt with a warning; training and dynamic shapes compile as before.
 
 Each case runs fresh interpreters (the `python` fixture) over a cache folder of its
-own under tmp_path, so nothing is written to the user's home."""
+own under tmp_path, so nothing is written to the user's home. The cases that start from
+the default model's stored entry start from a copy of one folder (`stored_mlp`): each
+fresh interpreter costs seconds."""
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 import textwrap
@@ -15,6 +18,8 @@ from pathlib import Path
 
 import pytest
 import torch
+
+from conftest import run_python
 
 # Compiles `MODEL` (an expression over compile_models' names) on pto, runs it on the
 # seeded input `INPUT`, and prints the pypto counters and the outputs (as lists) as JSON.
@@ -54,8 +59,35 @@ def compile_in_fresh_process(python, tmp_path, model="seeded(MLP, sizes=(16, 32,
     return json.loads(result.stdout.strip().splitlines()[-1])
 
 
+@pytest.fixture(scope="module")
+def stored_mlp(tmp_path_factory):
+    """The first process's result compiling the default MLP, and the folder it stored
+    its entry in."""
+    folder = tmp_path_factory.mktemp("stored_mlp")
+    first = compile_in_fresh_process(run_python, folder)
+    assert first["counters"] == {"cache_miss": 1, "cache_saved": 1}
+    assert len(entries(folder)) == 1
+    return first, folder
+
+
+@pytest.fixture
+def after_first(stored_mlp, tmp_path) -> dict:
+    """tmp_path's cache as the first process left it; that process's result."""
+    first, folder = stored_mlp
+    shutil.copytree(folder / "cache", tmp_path / "cache")
+    return first
+
+
 def entries(tmp_path) -> list:
     return sorted(p for p in (tmp_path / "cache" / "compiled").glob("??/*") if not p.name.startswith("."))
+
+
+def seeded_cpu(model: str):
+    """The model of the expression `model` (over compile_models' names) as the script builds
+    it, on the CPU; torch's generator left where the script's is when it draws the input."""
+    from compile_models import MLP, TransformerBlock, seeded  # noqa: F401: named by `model`
+    torch.manual_seed(0)
+    return eval(model)
 
 
 def cpu_reference(model, x) -> torch.Tensor:
@@ -63,11 +95,17 @@ def cpu_reference(model, x) -> torch.Tensor:
         return model(x)
 
 
-@pytest.mark.parametrize("model, input_", [
-    ("seeded(MLP, sizes=(16, 32, 8)).eval()", "torch.randn(4, 16)"),
-    ("seeded(TransformerBlock, dim=32, heads=4, hidden=64).eval()", "torch.randn(2, 8, 32)"),
-])
-def test_second_process_loads_the_entry_and_computes_the_same(python, tmp_path, model, input_):
+def test_second_process_loads_the_entry_and_computes_the_same(python, tmp_path, after_first):
+    second = compile_in_fresh_process(python, tmp_path)
+    assert second["counters"] == {"cache_hit": 1}
+    assert second["outputs"] == after_first["outputs"]   # bit for bit, both calls
+    expected = cpu_reference(seeded_cpu("seeded(MLP, sizes=(16, 32, 8)).eval()"), torch.randn(4, 16))
+    torch.testing.assert_close(torch.tensor(second["outputs"][0], dtype=torch.float64), expected.double().flatten(),
+                               rtol=1e-4, atol=1e-4)
+
+
+def test_second_process_loads_a_transformer_block(python, tmp_path):
+    model, input_ = "seeded(TransformerBlock, dim=32, heads=4, hidden=64).eval()", "torch.randn(2, 8, 32)"
     first = compile_in_fresh_process(python, tmp_path, model, input_)
     assert first["counters"] == {"cache_miss": 1, "cache_saved": 1}
     assert len(entries(tmp_path)) == 1
@@ -75,10 +113,7 @@ def test_second_process_loads_the_entry_and_computes_the_same(python, tmp_path, 
     assert second["counters"] == {"cache_hit": 1}
     assert second["outputs"] == first["outputs"]   # bit for bit, both calls
 
-    from compile_models import MLP, TransformerBlock, seeded  # noqa: F401: named by `model`
-    torch.manual_seed(0)
-    reference_model = eval(model)
-    expected = cpu_reference(reference_model, eval(input_)).double().flatten()
+    expected = cpu_reference(seeded_cpu(model), eval(input_)).double().flatten()
     torch.testing.assert_close(torch.tensor(second["outputs"][0], dtype=torch.float64), expected,
                                rtol=1e-4, atol=1e-4)
 
@@ -90,16 +125,15 @@ def test_second_process_loads_the_entry_and_computes_the_same(python, tmp_path, 
     {"model": "seeded(MLP, sizes=(16, 24, 8)).eval()"},               # model
     {"compile_kwargs": {"mode": "max-autotune-no-cudagraphs"}},       # option
 ])
-def test_a_change_of_shape_dtype_model_or_option_misses(python, tmp_path, change):
-    compile_in_fresh_process(python, tmp_path)
+def test_a_change_of_shape_dtype_model_or_option_misses(python, tmp_path, after_first, change):
     changed = compile_in_fresh_process(python, tmp_path, **change)
     assert changed["counters"] == {"cache_miss": 1, "cache_saved": 1}
     assert len(entries(tmp_path)) == 2
 
 
 @pytest.mark.parametrize("damage", [b"", b"not a pickle", None])
-def test_a_damaged_entry_is_rebuilt_with_a_warning(python, tmp_path, damage):
-    first = compile_in_fresh_process(python, tmp_path)
+def test_a_damaged_entry_is_rebuilt_with_a_warning(python, tmp_path, after_first, damage):
+    first = after_first
     [entry] = entries(tmp_path)
     data = entry.read_bytes()
     entry.write_bytes(data[:len(data) // 2] if damage is None else damage)   # None: truncated
@@ -142,8 +176,7 @@ def test_switched_off_by_the_environment(python, tmp_path):
     assert entries(tmp_path) == []
 
 
-def test_clear_cache_empties_the_folder(python, tmp_path):
-    compile_in_fresh_process(python, tmp_path)
+def test_clear_cache_empties_the_folder(python, tmp_path, after_first):
     assert entries(tmp_path)
     result = python("import pypto_torch.compile; pypto_torch.compile.clear_cache()",
                     PTO_CACHE_DIR=str(tmp_path / "cache"))

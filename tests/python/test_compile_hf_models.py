@@ -5,8 +5,10 @@ evaluation and in one training step. Each output, loss and gradient equals eager
 eager CPU's; a node the backend cannot lower runs eagerly with a counted reason; nothing
 raises.
 
-Each architecture runs in a fresh interpreter (this file run as a script, with the
-architecture's name), so that a crash fails its case and not the suite. Run with
+The architectures run in a child interpreter (this file run as a script, with their
+names), one after another, each printing its report as it finishes: importing torch and
+transformers' models takes a child about 9 s, more than most architectures' checks. A
+crash fails its own case: the architectures after it go on in a fresh child. Run with
 `--table` instead, it measures every architecture and prints the table of
 docs/COMPILED_MODELS.md.
 """
@@ -425,20 +427,48 @@ def run_architecture(name: str) -> dict:
     return report
 
 
-# The parent: one fresh interpreter per architecture ------------------------------------------
+# The parent: children that run the architectures in turn ----------------------------------
 
-def run_in_child(name: str) -> tuple[dict | None, subprocess.CompletedProcess]:
-    """The report of `name`'s run in a fresh interpreter (None if it died before giving one)."""
-    result = subprocess.run([sys.executable, os.path.abspath(__file__), name], capture_output=True, text=True,
-                            timeout=900, cwd=os.path.dirname(os.path.abspath(__file__)),
-                            env={**os.environ, "HF_HUB_OFFLINE": "1", "PTO_FALLBACK": "silent"})
-    lines = [line for line in result.stdout.splitlines() if line.startswith("{")]
-    return (json.loads(lines[-1]) if lines else None), result
+# Long enough for every architecture on a loaded 2-core machine (the slowest takes about
+# a minute there); a child past it fails the architecture it was on.
+CHILD_SECONDS_PER_ARCHITECTURE = 300
+
+
+def run_in_child(names: list[str]) -> tuple[dict[str, dict], subprocess.CompletedProcess]:
+    """The reports of `names`, run in turn in one fresh interpreter, for each that
+    finished: the child stops at the first that crashes it (or times out)."""
+    command = [sys.executable, os.path.abspath(__file__), *names]
+    try:
+        result = subprocess.run(command, capture_output=True, text=True,
+                                timeout=CHILD_SECONDS_PER_ARCHITECTURE * len(names),
+                                cwd=os.path.dirname(os.path.abspath(__file__)),
+                                env={**os.environ, "HF_HUB_OFFLINE": "1", "PTO_FALLBACK": "silent"})
+    except subprocess.TimeoutExpired as expired:
+        result = subprocess.CompletedProcess(command, "timed out", expired.stdout or "", expired.stderr or "")
+    reports = [json.loads(line) for line in result.stdout.splitlines() if line.startswith('{"architecture": ')]
+    return {report["architecture"]: report for report in reports}, result
+
+
+_RUNS: dict[str, tuple[dict | None, subprocess.CompletedProcess]] = {}
+
+
+def report_of(name: str) -> tuple[dict | None, subprocess.CompletedProcess]:
+    """`name`'s report (None if its child died on it) and its child's run. The first
+    case asked for starts a child on it and every architecture after it not yet run."""
+    if name not in _RUNS:
+        names = list(ARCHITECTURES)
+        pending = [n for n in names[names.index(name):] if n not in _RUNS]
+        reports, result = run_in_child(pending)
+        for n in pending:
+            if n in reports:
+                _RUNS[n] = (reports[n], result)
+        _RUNS.setdefault(name, (None, result))
+    return _RUNS[name]
 
 
 @pytest.mark.parametrize("name", list(ARCHITECTURES))
 def test_compiled_model_matches_eager_in_eval_and_training(name):
-    report, result = run_in_child(name)
+    report, result = report_of(name)
     assert report is not None, f"exit status {result.returncode}, no report:\n{result.stderr[-4000:]}"
     assert (report["eval"], report["train"]) == ("ok", "ok"), f"{json.dumps(report, indent=1)}\n{result.stderr[-4000:]}"
 
@@ -449,7 +479,7 @@ def table() -> str:
             "| largest difference from eager CPU |",
             "|---|---|---|---|---|---|---|---|---|"]
     for name in ARCHITECTURES:
-        report, result = run_in_child(name)
+        report, result = report_of(name)
         if report is None:
             rows.append(f"| {name} | {ARCHITECTURES[name][0]} | crashed (exit {result.returncode}) | | | | | | |")
             continue
@@ -462,4 +492,8 @@ def table() -> str:
 
 
 if __name__ == "__main__":
-    print(table() if sys.argv[1] == "--table" else json.dumps(run_architecture(sys.argv[1])))
+    if sys.argv[1:] == ["--table"]:
+        print(table())
+    else:
+        for name in sys.argv[1:]:
+            print(json.dumps(run_architecture(name)), flush=True)

@@ -3,7 +3,6 @@ no wide-register code outside the per-target copies, and the elementwise ops mat
 CPU on every target an AVX-512 host can be capped to (PTO_SIM_VECTOR_ISA)."""
 import os
 import pathlib
-import re
 import shutil
 import subprocess
 import sys
@@ -14,24 +13,26 @@ import torch
 import pypto_torch
 
 # Functions allowed to use AVX2 (ymm) or AVX-512 (zmm) registers: Highway's per-target
-# copies, named by their namespace (N_AVX2, N_AVX3), which dispatch enters only on a
-# CPU that has the ISA.
+# copies, named by their namespace (N_AVX2, N_AVX3, which their mangled names spell
+# too), which dispatch enters only on a CPU that has the ISA.
 WIDE_TARGETS = {"ymm": ("N_AVX2", "N_AVX3"), "zmm": ("N_AVX3",)}
 # MKL, linked into _C as one object (cmake/mkl.cmake), chooses its kernels by CPUID
 # itself: its functions are the ones that object defines.
 MKL_OBJECT = pathlib.Path(__file__).parents[2] / "build" / "cmake" / "libpto_gemm_mkl.a"
-FUNCTION_LABEL = re.compile(r"^[0-9a-f]+ <(.*)>:$")
 
 
-def functions_using(disassembly: str, register: str) -> set[str]:
-    used = re.compile(rf"%{register}\d")
-    found, current = set(), ""
+def functions_using_wide_registers(disassembly: str) -> dict[str, set[str]]:
+    """The (mangled) names of the functions whose code names each wide register file.
+    Plain substring tests: the disassembly has millions of lines."""
+    found = {register: set() for register in WIDE_TARGETS}
+    current = ""
     for line in disassembly.splitlines():
-        label = FUNCTION_LABEL.match(line)
-        if label:
-            current = label.group(1)
-        elif used.search(line):
-            found.add(current)
+        if line.endswith(">:"):
+            current = line[line.index("<") + 1:-2]
+            continue
+        for register, functions in found.items():
+            if "%" + register in line:
+                functions.add(current)
     return found
 
 
@@ -41,14 +42,16 @@ def test_wide_registers_appear_only_in_their_targets_code():
     if not MKL_OBJECT.exists():
         pytest.skip(f"{MKL_OBJECT} is not built here, so MKL's functions cannot be told from ours")
     library = pathlib.Path(pypto_torch._C.__file__)
-    disassembly = subprocess.run(["objdump", "-d", "--no-show-raw-insn", "-C", str(library)],
+    disassembly = subprocess.run(["objdump", "-d", "--no-show-raw-insn", str(library)],
                                  capture_output=True, text=True, check=True).stdout
     mkl_functions = set(subprocess.run(["nm", "--defined-only", "--format=just-symbols", str(MKL_OBJECT)],
                                        capture_output=True, text=True, check=True).stdout.split())
-    for register, allowed in WIDE_TARGETS.items():
-        strays = sorted(f for f in functions_using(disassembly, register) - mkl_functions
-                        if not any(a in f for a in allowed))
-        assert not strays, f"{register} registers outside their target's code (an ODR-merged copy?): {strays[:5]}"
+    for register, functions in functions_using_wide_registers(disassembly).items():
+        strays = sorted(f for f in functions - mkl_functions if not any(a in f for a in WIDE_TARGETS[register]))
+        if strays:
+            named = subprocess.run(["c++filt"], input="\n".join(strays[:5]), capture_output=True, text=True).stdout
+            pytest.fail(f"{register} registers outside their target's code (an ODR-merged copy?): "
+                        f"{named.splitlines()}")
 
 
 @pytest.mark.parametrize("cap", ["avx2", "sse4", "scalar"])
