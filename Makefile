@@ -21,8 +21,8 @@ ASAN_PYTESTS := $(sort $(wildcard $(addprefix tests/python/test_,$(addsuffix .py
 # device, copies, streams, memory, the elementwise ops' OpInfo comparisons, matmul,
 # softmax and torch.ops.pto, training, graph programs, a Hugging Face decoder and
 # the pccl collectives (whose transfers must reach device memory only through copies
-# and device ops). About 2 minutes on 2 cores; the whole suite passes under it too
-# (tests of measured times skipped), in 14.
+# and device ops). About 2 minutes on 2 cores (one pytest worker per core); the whole
+# suite passes under it too (tests of measured times skipped), in 14.
 STRICT_PYTESTS := $(addprefix tests/python/test_,$(addsuffix .py,strict_mode device copy memory \
 	streams training elementwise matmul softmax pto_ops kernel_asm compile_backend)) \
 	'tests/python/test_compile_hf_models.py::test_compiled_model_matches_eager_in_eval_and_training[llama]' \
@@ -93,7 +93,7 @@ test-asan-python: $(ASAN_BUILD)/build.ninja
 # memory, anywhere in the torch glue, is a crash (docs/RELIABILITY.md).
 test-strict: build
 	PTO_SIM_STRICT=1 $(PYTHON) -m pypto_torch.demo >/dev/null
-	PTO_SIM_STRICT=1 $(PYTHON) -m pytest $(STRICT_PYTESTS)
+	PTO_SIM_STRICT=1 $(PYTEST) $(STRICT_PYTESTS)
 
 # One pytest worker per core (pytest-xdist), each file's tests on one worker: the
 # sweeps run their checks in worker interpreters a file's tests share. The tiers

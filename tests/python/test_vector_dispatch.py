@@ -1,6 +1,6 @@
 """The kernels' run-time vector dispatch (csrc/runtime/sim/kernels/vector_target.h):
 no wide-register code outside the per-target copies, and the elementwise ops match
-CPU on every target an AVX-512 host can be capped to (PTO_SIM_VECTOR_ISA)."""
+CPU on every target below the host's own (PTO_SIM_VECTOR_ISA caps it there)."""
 import os
 import pathlib
 import shutil
@@ -56,6 +56,8 @@ def test_wide_registers_appear_only_in_their_targets_code():
 
 @pytest.mark.parametrize("cap", ["avx2", "sse4", "scalar"])
 def test_elementwise_ops_match_cpu_on_each_capped_target(cap):
+    if torch.pto.get_device_properties(0).vector_isa == cap:
+        pytest.skip(f"{cap} is this host's own target, which every other test runs")
     root = pathlib.Path(__file__).parents[2]
     result = subprocess.run(
         [sys.executable, "-m", "pytest", "-q", "-x", "-p", "no:cacheprovider", "-k", "opinfo_forward",
