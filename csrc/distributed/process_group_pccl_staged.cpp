@@ -96,15 +96,15 @@ void ProcessGroupPCCL::queueAlltoall(Collective& c, const at::Tensor& output, co
   const at::Tensor dense = input.contiguous();
   const at::Tensor flat = output.is_contiguous() ? output : at::empty_like(output, at::MemoryFormat::Contiguous);
   // Where host code reaches device memory, the transport reads the blocks from
-  // and writes them into the tensors themselves.
+  // and writes them into the tensors themselves. Like every device operand of a
+  // collective they need no keeping: the caller's are recorded on the stream
+  // (Collective::uses) and the temporaries here were allocated on it, so only work
+  // queued after this transfer can reuse their memory.
   const bool in_place = c.hostReadsDevice();
   HostBuffer staged_in, staged_out;
   const uint8_t* sending = static_cast<const uint8_t*>(dense.const_data_ptr());
   uint8_t* arriving = static_cast<uint8_t*>(flat.data_ptr());
-  if (in_place) {
-    c.keepAlive(std::make_shared<at::Tensor>(dense));
-    c.keepAlive(std::make_shared<at::Tensor>(flat));
-  } else {
+  if (!in_place) {
     staged_in = hostBuffer(send_total);
     staged_out = hostBuffer(recv_total);
     c.keepAlive(staged_in);

@@ -443,10 +443,15 @@ def run_in_child(names: list[str]) -> tuple[dict[str, dict], subprocess.Complete
                                 timeout=CHILD_SECONDS_PER_ARCHITECTURE * len(names),
                                 cwd=os.path.dirname(os.path.abspath(__file__)),
                                 env={**os.environ, "HF_HUB_OFFLINE": "1", "PTO_FALLBACK": "silent"})
-    except subprocess.TimeoutExpired as expired:
-        result = subprocess.CompletedProcess(command, "timed out", expired.stdout or "", expired.stderr or "")
+    except subprocess.TimeoutExpired as expired:  # its output so far comes as bytes, text mode or not
+        result = subprocess.CompletedProcess(command, f"killed after {expired.timeout} s",
+                                             _text(expired.stdout), _text(expired.stderr))
     reports = [json.loads(line) for line in result.stdout.splitlines() if line.startswith('{"architecture": ')]
     return {report["architecture"]: report for report in reports}, result
+
+
+def _text(output: bytes | None) -> str:
+    return output.decode(errors="replace") if output else ""
 
 
 _RUNS: dict[str, tuple[dict | None, subprocess.CompletedProcess]] = {}
