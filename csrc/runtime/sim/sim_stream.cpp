@@ -61,7 +61,11 @@ bool SimStream::spinUntil(Ready ready) {
 }
 
 SimStream::SimStream(int32_t device, DeviceMemory& memory, std::atomic<uint64_t>& busy_ns)
-    : device_(device), memory_(memory), busy_ns_(busy_ns), worker_([this] { workerLoop(); }) {}
+    : device_(device),
+      memory_(memory),
+      busy_ns_(busy_ns),
+      ring_(std::make_unique<Command[]>(kMaxPending)),
+      worker_([this] { workerLoop(); }) {}
 
 SimStream::~SimStream() {
   {
@@ -75,21 +79,24 @@ SimStream::~SimStream() {
 
 void SimStream::enqueue(Command command) {
   command.correlation = profiler::launchCorrelation();
-  bool wake = false;
   {
-    std::unique_lock<std::mutex> lock(mutex_);
-    if (submitted_ - completed_.load() >= kMaxPending) {
+    const std::lock_guard<std::mutex> submitting(submit_mutex_);
+    const uint64_t slot = submitted_count_.load(std::memory_order_relaxed);
+    if (slot - completed_.load() >= kMaxPending) {
+      std::unique_lock<std::mutex> lock(mutex_);
       ++waiters_;
-      done_cv_.wait(lock, [&] { return submitted_ - completed_.load() < kMaxPending; });
+      done_cv_.wait(lock, [&] { return slot - completed_.load() < kMaxPending; });
       --waiters_;
     }
-    queue_.push_back(std::move(command));
-    ++submitted_;
-    submitted_count_.store(submitted_, std::memory_order_release);
-    wake = worker_idle_;
+    ring_[slot % kMaxPending] = std::move(command);
+    submitted_count_.store(slot + 1);
   }
-  // Only a sleeping worker needs the (system-call) wake-up; a busy one drains the queue.
-  if (wake) work_cv_.notify_one();
+  // Only a sleeping worker needs the (system-call) wake-up; a spinning or busy one
+  // finds the command by itself.
+  if (worker_sleeping_.load()) {
+    const std::lock_guard<std::mutex> lock(mutex_);
+    work_cv_.notify_one();
+  }
   if (memory_.strict()) waitIdle();
 }
 
@@ -109,8 +116,8 @@ void SimStream::waitIdle() {
 }
 
 ptoError SimStream::query() {
+  if (completed_.load() < submitted_count_.load()) return PTO_ERROR_NOT_READY;
   std::lock_guard<std::mutex> lock(mutex_);
-  if (completed_.load() < submitted_) return PTO_ERROR_NOT_READY;
   return takeStickyError();
 }
 
@@ -146,25 +153,21 @@ bool SimStream::runsOnThisThread() const { return tls_worker_of == this; }
 
 void SimStream::workerLoop() {
   tls_worker_of = this;
-  for (;;) {
-    Command command;
-    spinUntil([&] {
-      return submitted_count_.load(std::memory_order_acquire) > completed_.load() ||
-             stopping_requested_.load(std::memory_order_acquire);
-    });
-    {
+  for (uint64_t next = 0;; ++next) {
+    auto pending = [&] { return submitted_count_.load() > next; };
+    if (!spinUntil([&] { return pending() || stopping_requested_.load(std::memory_order_acquire); })) {
       std::unique_lock<std::mutex> lock(mutex_);
-      worker_idle_ = true;
-      work_cv_.wait(lock, [&] { return !queue_.empty() || stopping_; });
-      worker_idle_ = false;
-      if (queue_.empty()) return;  // stopping with nothing left to do
-      command = std::move(queue_.front());
-      queue_.pop_front();
+      worker_sleeping_.store(true);
+      work_cv_.wait(lock, [&] { return pending() || stopping_; });
+      worker_sleeping_.store(false);
     }
+    if (!pending()) return;  // stopping with nothing left to do
+    Command& command = ring_[next % kMaxPending];
     const auto start = std::chrono::steady_clock::now();
     execute(command);
     busy_ns_.fetch_add(std::chrono::duration_cast<std::chrono::nanoseconds>(
         std::chrono::steady_clock::now() - start).count());
+    command = Command{};  // its references go before the slot is handed back
     completed_.fetch_add(1);
     // Locking before the notify orders it after a waiter's predicate check (made under
     // the lock), so the wake-up cannot fall between that check and its wait.

@@ -8,7 +8,6 @@
 #include <condition_variable>
 #include <cstddef>
 #include <cstdint>
-#include <deque>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -87,16 +86,24 @@ class SimStream {
   const int32_t device_;
   DeviceMemory& memory_;
   std::atomic<uint64_t>& busy_ns_;
+  // The queue is a ring of kMaxPending commands: enqueue writes the slot at
+  // submitted_count_ and publishes it by counting it; the worker runs the slot at
+  // completed_, empties it and counts it done. Neither side locks the other out:
+  // submit_mutex_ only orders threads enqueueing at once, and mutex_ is taken to
+  // sleep, to wake a sleeper and for the sticky error.
+  std::unique_ptr<Command[]> ring_;
+  std::mutex submit_mutex_;
   std::mutex mutex_;
   std::condition_variable work_cv_;
   std::condition_variable done_cv_;
-  std::deque<Command> queue_;
-  bool worker_idle_ = false;
-  bool stopping_ = false;
+  bool stopping_ = false;                        // guarded by mutex_
   std::atomic<bool> stopping_requested_{false};  // stopping_, readable without the lock
-  uint64_t submitted_ = 0;                    // guarded by mutex_
-  std::atomic<uint64_t> submitted_count_{0};  // the same, readable without the lock
-  std::atomic<uint64_t> completed_{0};
+  // Set (under mutex_) while the worker sleeps on work_cv_. It and submitted_count_ are
+  // sequentially consistent: a worker going to sleep sees the last count, or the
+  // thread that counted sees it sleeping and wakes it.
+  std::atomic<bool> worker_sleeping_{false};
+  std::atomic<uint64_t> submitted_count_{0};  // written under submit_mutex_
+  std::atomic<uint64_t> completed_{0};        // written by the worker alone
   // Threads waiting on done_cv_, changed under mutex_; the worker reads it without the
   // lock after each command. Both sides' accesses are sequentially consistent, so a
   // waiter that counted itself before reading completed_ is seen, or sees the completion.
