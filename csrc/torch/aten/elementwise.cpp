@@ -60,25 +60,28 @@ c10::Device commonDevice(TensorRefs tensors, std::string_view op) {
   return *device;
 }
 
-// `t` as a pto tensor of `dtype` on `device`: CPU scalars are filled in, other
-// dtypes converted on the device.
-at::Tensor onDevice(const at::Tensor& t, at::ScalarType dtype, const c10::Device& device) {
-  if (!isPto(t)) return deviceScalar(t.item(), dtype, device);
-  return t.scalar_type() == dtype ? t : t.to(dtype);
+// `t` as a pto tensor of `dtype` on `device`: t itself (borrowed) where it is one; CPU
+// scalars are filled in, other dtypes converted on the device.
+c10::MaybeOwned<at::Tensor> onDevice(const at::Tensor& t, at::ScalarType dtype, const c10::Device& device) {
+  if (!isPto(t)) return c10::MaybeOwned<at::Tensor>::owned(deviceScalar(t.item(), dtype, device));
+  if (t.scalar_type() == dtype) return c10::MaybeOwned<at::Tensor>::borrowed(t);
+  return c10::MaybeOwned<at::Tensor>::owned(t.to(dtype));
 }
 
 // onDevice(t) broadcast to `shape`: a view only where t has another shape.
-at::Tensor onDevice(const at::Tensor& t, at::ScalarType dtype, const c10::Device& device, c10::IntArrayRef shape) {
-  at::Tensor operand = onDevice(t, dtype, device);
-  return operand.sizes() == shape ? operand : operand.expand(shape);
+c10::MaybeOwned<at::Tensor> onDevice(const at::Tensor& t, at::ScalarType dtype, const c10::Device& device,
+                                     c10::IntArrayRef shape) {
+  c10::MaybeOwned<at::Tensor> operand = onDevice(t, dtype, device);
+  if (operand->sizes() == shape) return operand;
+  return c10::MaybeOwned<at::Tensor>::owned(operand->expand(shape));
 }
 
 // The output tensor of an op: a new one, `self` (in-place) or `out`, checked as torch checks.
 // An out of another shape is resized and laid out as a new result would be, as
 // TensorIterator restrides the CPU's.
-at::Tensor outputFor(const at::Tensor& out, TensorRefs inputs, c10::IntArrayRef shape,
-                     at::ScalarType result, const c10::Device& device) {
-  if (!out.defined()) return elementwiseResult(inputs, shape, result, device);
+Result outputFor(const at::Tensor& out, TensorRefs inputs, c10::IntArrayRef shape, at::ScalarType result,
+                 const c10::Device& device) {
+  if (!out.defined()) return Result::owned(elementwiseResult(inputs, shape, result, device));
   TORCH_CHECK(at::canCast(result, out.scalar_type()), "result type ", result,
               " can't be cast to the desired output type ", out.scalar_type());
   TORCH_CHECK(out.device() == device, "Expected out tensor to be on ", device, " but got ", out.device());
@@ -87,7 +90,7 @@ at::Tensor outputFor(const at::Tensor& out, TensorRefs inputs, c10::IntArrayRef 
     out.as_strided_(like.sizes(), like.strides());
   }
   at::assert_no_internal_overlap(out);
-  return out;
+  return Result::borrowed(out);
 }
 
 // TensorIterator's overlap checks, made before an op decides between its instruction
@@ -118,8 +121,8 @@ void checkIntegerDivisor(Opcode opcode, at::ScalarType compute, const at::Tensor
 }
 
 // Runs the instruction into `out`, through a temporary when out's dtype differs.
-void launchInto(Opcode opcode, const at::Tensor& out, at::ScalarType result,
-                std::initializer_list<at::Tensor> inputs, std::array<double, isa::kMaxImmediates> imm) {
+void launchInto(Opcode opcode, const at::Tensor& out, at::ScalarType result, TensorRefs inputs,
+                std::array<double, isa::kMaxImmediates> imm) {
   if (out.numel() == 0) return;
   for (const at::Tensor& input : inputs) at::assert_no_partial_overlap(out, input);
   if (out.scalar_type() == result) {
@@ -155,17 +158,19 @@ const AtenInstruction* roundingRow(std::optional<c10::string_view> mode) {
 
 // CUDA computes pow in complex32 through complex64 arithmetic (the CPU has no kernel
 // for it): so does pto, rounding the complex64 result once.
-at::Tensor complexHalfPow(const at::Tensor& self, const at::Tensor& other, const at::Tensor& out,
-                          const c10::Device& device) {
+Result complexHalfPow(const at::Tensor& self, const at::Tensor& other, const at::Tensor& out,
+                      const c10::Device& device) {
   const std::vector<int64_t> shape = at::infer_size(self.sizes(), other.sizes());
   const at::Tensor wide = at::pow(self.to(at::kComplexFloat), other.to(at::kComplexFloat));
-  return outputFor(out, {self, other}, shape, at::kComplexHalf, device).copy_(wide);
+  Result output = outputFor(out, {self, other}, shape, at::kComplexHalf, device);
+  output->copy_(wide);
+  return output;
 }
 
 }  // namespace
 
-at::Tensor binaryOp(Opcode opcode, Promotion promotion, const at::Tensor& self, const at::Tensor& other,
-                    const at::Tensor& out, double alpha) {
+Result binaryOp(Opcode opcode, Promotion promotion, const at::Tensor& self, const at::Tensor& other,
+                const at::Tensor& out, double alpha) {
   const auto name = isa::info(opcode).name;
   const c10::Device device = commonDevice({self, other, out}, name);
   at::ScalarType compute = at::result_type(self, other);
@@ -179,59 +184,62 @@ at::Tensor binaryOp(Opcode opcode, Promotion promotion, const at::Tensor& self, 
   // copies of the two no longer alias.
   if (out.defined() && (out.is_same(self) || out.is_same(other))) checkInplaceShape(out, shape);
   if (opcode == Opcode::kPow && compute == at::kComplexHalf) return complexHalfPow(self, other, out, device);
-  if (!accepts(opcode, compute)) return {};
+  if (!accepts(opcode, compute)) return Result::owned(at::Tensor());
   const at::ScalarType result = promotion == Promotion::kCompare ? at::kBool : compute;
   checkIntegerDivisor(opcode, compute, other);
-  const at::Tensor output = outputFor(out, {self, other}, shape, result, device);
+  Result output = outputFor(out, {self, other}, shape, result, device);
   const at::ScalarType launched = scalarInFloat(opcode, compute, other) ? at::kFloat : compute;
-  const at::Tensor a = onDevice(self, launched, device, shape);
-  const at::Tensor b = onDevice(other, launched, device, shape);
-  launchInto(opcode, output, promotion == Promotion::kCompare ? at::kBool : launched, {a, b}, {alpha, 0.0});
+  const c10::MaybeOwned<at::Tensor> a = onDevice(self, launched, device, shape);
+  const c10::MaybeOwned<at::Tensor> b = onDevice(other, launched, device, shape);
+  launchInto(opcode, *output, promotion == Promotion::kCompare ? at::kBool : launched, {*a, *b}, {alpha, 0.0});
   return output;
 }
 
-at::Tensor unaryOp(Opcode opcode, Promotion promotion, const at::Tensor& self, const at::Tensor& out) {
+Result unaryOp(Opcode opcode, Promotion promotion, const at::Tensor& self, const at::Tensor& out) {
   const c10::Device device = commonDevice({self, out}, isa::info(opcode).name);
   at::ScalarType compute = self.scalar_type();
   if (promotion == Promotion::kIntToFloat && at::isIntegralType(compute, /*includeBool=*/true)) {
     compute = c10::typeMetaToScalarType(at::get_default_dtype());
   }
   checkOutputOverlap(out, {self});
-  if (!accepts(opcode, compute)) return {};
-  const at::Tensor output = outputFor(out, {self}, self.sizes(), compute, device);
-  launchInto(opcode, output, compute, {onDevice(self, compute, device)}, {});
+  if (!accepts(opcode, compute)) return Result::owned(at::Tensor());
+  Result output = outputFor(out, {self}, self.sizes(), compute, device);
+  const c10::MaybeOwned<at::Tensor> input = onDevice(self, compute, device);
+  launchInto(opcode, *output, compute, {*input}, {});
   return output;
 }
 
-at::Tensor whereOp(const at::Tensor& condition, const at::Tensor& self, const at::Tensor& other,
-                   const at::Tensor& out) {
+Result whereOp(const at::Tensor& condition, const at::Tensor& self, const at::Tensor& other, const at::Tensor& out) {
   constexpr AtenInstruction row = atenInstruction("where");
   const c10::Device device = commonDevice({condition, self, other, out}, isa::info(row.opcode).name);
   const at::ScalarType compute = at::result_type(self, other);
-  if (condition.scalar_type() != at::kBool || !accepts(row.opcode, compute)) return {};
+  if (condition.scalar_type() != at::kBool || !accepts(row.opcode, compute)) return Result::owned(at::Tensor());
   const std::vector<int64_t> shape =
       at::infer_size(at::infer_size(condition.sizes(), self.sizes()), other.sizes());
-  const at::Tensor output = outputFor(out, {condition, self, other}, shape, compute, device);
-  launchInto(row.opcode, output, compute,
-             {onDevice(condition, at::kBool, device, shape), onDevice(self, compute, device, shape),
-              onDevice(other, compute, device, shape)}, {});
+  Result output = outputFor(out, {condition, self, other}, shape, compute, device);
+  const c10::MaybeOwned<at::Tensor> mask = onDevice(condition, at::kBool, device, shape);
+  const c10::MaybeOwned<at::Tensor> a = onDevice(self, compute, device, shape);
+  const c10::MaybeOwned<at::Tensor> b = onDevice(other, compute, device, shape);
+  launchInto(row.opcode, *output, compute, {*mask, *a, *b}, {});
   return output;
 }
 
-at::Tensor ternaryOp(Opcode opcode, const at::Tensor& self, const at::Tensor& tensor1, const at::Tensor& tensor2,
-                     const at::Tensor& out, const at::Scalar& value) {
+Result ternaryOp(Opcode opcode, const at::Tensor& self, const at::Tensor& tensor1, const at::Tensor& tensor2,
+                 const at::Tensor& out, const at::Scalar& value) {
   const c10::Device device = commonDevice({self, tensor1, tensor2, out}, isa::info(opcode).name);
   const at::ScalarType compute = at::promote_types(at::result_type(self, tensor1), at::result_type(tensor1, tensor2));
   // The value is the instruction's real immediate, converted to the dtype: a complex
   // one, or a fraction for an integer dtype (which torch refuses), take the composition.
   const bool integral = at::isIntegralType(compute, /*includeBool=*/true);
-  if (!accepts(opcode, compute) || value.isComplex() || (integral && !value.isIntegral(false))) return {};
+  if (!accepts(opcode, compute) || value.isComplex() || (integral && !value.isIntegral(false))) {
+    return Result::owned(at::Tensor());
+  }
   const std::vector<int64_t> shape = at::infer_size(at::infer_size(self.sizes(), tensor1.sizes()), tensor2.sizes());
-  const at::Tensor output = outputFor(out, {self, tensor1, tensor2}, shape, compute, device);
-  launchInto(opcode, output, compute,
-             {onDevice(self, compute, device, shape), onDevice(tensor1, compute, device, shape),
-              onDevice(tensor2, compute, device, shape)},
-             {value.toDouble(), 0.0});
+  Result output = outputFor(out, {self, tensor1, tensor2}, shape, compute, device);
+  const c10::MaybeOwned<at::Tensor> a = onDevice(self, compute, device, shape);
+  const c10::MaybeOwned<at::Tensor> b = onDevice(tensor1, compute, device, shape);
+  const c10::MaybeOwned<at::Tensor> c = onDevice(tensor2, compute, device, shape);
+  launchInto(opcode, *output, compute, {*a, *b, *c}, {value.toDouble(), 0.0});
   return output;
 }
 
@@ -279,13 +287,13 @@ at::Tensor wrapped(const at::Scalar& value) {
 
 at::Tensor gelu(const at::Tensor& self, c10::string_view approximate) {
   const AtenInstruction& row = geluRow(approximate);
-  at::Tensor r = unaryOp(row.opcode, row.promotion, self, {});
+  at::Tensor r = *unaryOp(row.opcode, row.promotion, self, {});
   return r.defined() ? r : Fallback<ATEN_OP(gelu)>::call(self, approximate);
 }
 
 at::Tensor& geluInplace(at::Tensor& self, c10::string_view approximate) {
   const AtenInstruction& row = geluRow(approximate);
-  if (!unaryOp(row.opcode, row.promotion, self, self).defined()) {
+  if (!unaryOp(row.opcode, row.promotion, self, self)->defined()) {
     Fallback<ATEN_OP(gelu_)>::call(self, approximate);
   }
   return self;
@@ -293,14 +301,14 @@ at::Tensor& geluInplace(at::Tensor& self, c10::string_view approximate) {
 
 at::Tensor& geluOut(const at::Tensor& self, c10::string_view approximate, at::Tensor& result) {
   const AtenInstruction& row = geluRow(approximate);
-  if (!unaryOp(row.opcode, row.promotion, self, result).defined()) {
+  if (!unaryOp(row.opcode, row.promotion, self, result)->defined()) {
     Fallback<ATEN_OP2(gelu, out)>::call(self, approximate, result);
   }
   return result;
 }
 
 at::Tensor where(const at::Tensor& condition, const at::Tensor& self, const at::Tensor& other) {
-  at::Tensor r = whereOp(condition, self, other, {});
+  at::Tensor r = *whereOp(condition, self, other, {});
   return r.defined() ? r : Fallback<ATEN_OP2(where, self)>::call(condition, self, other);
 }
 
@@ -309,7 +317,7 @@ at::Tensor& whereOut(const at::Tensor& condition, const at::Tensor& self, const 
   // The CPU's where_self_out: out of exactly the promoted type, no cast.
   const at::ScalarType type = at::result_type(self, other);
   TORCH_CHECK(result.scalar_type() == type, "Expected out type to be ", type, " but got ", result.scalar_type());
-  if (!whereOp(condition, self, other, result).defined()) {
+  if (!whereOp(condition, self, other, result)->defined()) {
     Fallback<ATEN_OP2(where, self_out)>::call(condition, self, other, result);
   }
   return result;
@@ -317,14 +325,14 @@ at::Tensor& whereOut(const at::Tensor& condition, const at::Tensor& self, const 
 
 at::Tensor thresholdBackward(const at::Tensor& grad, const at::Tensor& self, const at::Scalar& threshold) {
   const AtenInstruction& row = atenInstruction("threshold_backward");
-  at::Tensor r = binaryOp(row.opcode, row.promotion, grad, self, {}, threshold.toDouble());
+  at::Tensor r = *binaryOp(row.opcode, row.promotion, grad, self, {}, threshold.toDouble());
   return r.defined() ? r : Fallback<ATEN_OP(threshold_backward)>::call(grad, self, threshold);
 }
 
 at::Tensor& thresholdBackwardOut(const at::Tensor& grad, const at::Tensor& self, const at::Scalar& threshold,
                                  at::Tensor& result) {
   const AtenInstruction& row = atenInstruction("threshold_backward");
-  if (!binaryOp(row.opcode, row.promotion, grad, self, result, threshold.toDouble()).defined()) {
+  if (!binaryOp(row.opcode, row.promotion, grad, self, result, threshold.toDouble())->defined()) {
     Fallback<ATEN_OP2(threshold_backward, grad_input)>::call(grad, self, threshold, result);
   }
   return result;
@@ -332,14 +340,14 @@ at::Tensor& thresholdBackwardOut(const at::Tensor& grad, const at::Tensor& self,
 
 at::Tensor geluBackward(const at::Tensor& grad, const at::Tensor& self, c10::string_view approximate) {
   const AtenInstruction& row = geluBackwardRow(approximate);
-  at::Tensor r = binaryOp(row.opcode, row.promotion, grad, self, {});
+  at::Tensor r = *binaryOp(row.opcode, row.promotion, grad, self, {});
   return r.defined() ? r : Fallback<ATEN_OP(gelu_backward)>::call(grad, self, approximate);
 }
 
 at::Tensor& geluBackwardOut(const at::Tensor& grad, const at::Tensor& self, c10::string_view approximate,
                             at::Tensor& result) {
   const AtenInstruction& row = geluBackwardRow(approximate);
-  if (!binaryOp(row.opcode, row.promotion, grad, self, result).defined()) {
+  if (!binaryOp(row.opcode, row.promotion, grad, self, result)->defined()) {
     Fallback<ATEN_OP2(gelu_backward, grad_input)>::call(grad, self, approximate, result);
   }
   return result;
@@ -348,14 +356,14 @@ at::Tensor& geluBackwardOut(const at::Tensor& grad, const at::Tensor& self, c10:
 at::Tensor divMode(const at::Tensor& self, const at::Tensor& other, std::optional<c10::string_view> mode) {
   if (!mode) return at::div(self, other);
   const AtenInstruction* row = roundingRow(mode);
-  at::Tensor r = row ? binaryOp(row->opcode, row->promotion, self, other, {}) : at::Tensor();
+  at::Tensor r = row ? *binaryOp(row->opcode, row->promotion, self, other, {}) : at::Tensor();
   return r.defined() ? r : Fallback<ATEN_OP2(div, Tensor_mode)>::call(self, other, mode);
 }
 
 at::Tensor& divModeInplace(at::Tensor& self, const at::Tensor& other, std::optional<c10::string_view> mode) {
   if (!mode) return self.div_(other);
   const AtenInstruction* row = roundingRow(mode);
-  if (!row || !binaryOp(row->opcode, row->promotion, self, other, self).defined()) {
+  if (!row || !binaryOp(row->opcode, row->promotion, self, other, self)->defined()) {
     Fallback<ATEN_OP2(div_, Tensor_mode)>::call(self, other, mode);
   }
   return self;
@@ -365,7 +373,7 @@ at::Tensor& divModeOut(const at::Tensor& self, const at::Tensor& other, std::opt
                        at::Tensor& out) {
   if (!mode) return at::div_out(out, self, other);
   const AtenInstruction* row = roundingRow(mode);
-  if (!row || !binaryOp(row->opcode, row->promotion, self, other, out).defined()) {
+  if (!row || !binaryOp(row->opcode, row->promotion, self, other, out)->defined()) {
     Fallback<ATEN_OP2(div, out_mode)>::call(self, other, mode, out);
   }
   return out;

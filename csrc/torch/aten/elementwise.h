@@ -11,6 +11,7 @@
 
 #include "recipes/aten_instructions.h"
 #include "fallback.h"
+#include "instruction_launch.h"
 
 namespace pto::torch_glue {
 
@@ -19,22 +20,20 @@ using recipes::AtenInstruction;
 using recipes::atenInstruction;
 using recipes::Promotion;
 
-// The tensors of an op, by reference: a copy of a tensor Python holds takes the GIL
-// (its refcount leaving 1 increments the Python object's), which the op runs without.
-using TensorRefs = std::initializer_list<std::reference_wrapper<const at::Tensor>>;
+// The result of an op run as its instruction: a new tensor (owned) where out is
+// undefined (functional); out itself, borrowed (a copy of a tensor Python holds takes
+// the GIL: TensorRef), where it is self (in-place) or an out= tensor; an undefined
+// tensor where PTO cannot run it (the caller falls back).
+using Result = c10::MaybeOwned<at::Tensor>;
 
-// out == undefined: functional (returns a new tensor); out == self: in-place.
-// Returns an undefined tensor when PTO cannot run it (the caller falls back).
-at::Tensor binaryOp(isa::Opcode opcode, Promotion promotion, const at::Tensor& self,
-                    const at::Tensor& other, const at::Tensor& out, double alpha = 1.0);
-at::Tensor unaryOp(isa::Opcode opcode, Promotion promotion, const at::Tensor& self,
-                   const at::Tensor& out);
-at::Tensor whereOp(const at::Tensor& condition, const at::Tensor& self, const at::Tensor& other,
-                   const at::Tensor& out);
+Result binaryOp(isa::Opcode opcode, Promotion promotion, const at::Tensor& self, const at::Tensor& other,
+                const at::Tensor& out, double alpha = 1.0);
+Result unaryOp(isa::Opcode opcode, Promotion promotion, const at::Tensor& self, const at::Tensor& out);
+Result whereOp(const at::Tensor& condition, const at::Tensor& self, const at::Tensor& other, const at::Tensor& out);
 // taddcmul/taddcdiv: self + value * tensor1 (* or /) tensor2 in one pass, in the
 // three inputs' promoted dtype. Undefined where PTO cannot run it (the caller composes it).
-at::Tensor ternaryOp(isa::Opcode opcode, const at::Tensor& self, const at::Tensor& tensor1,
-                     const at::Tensor& tensor2, const at::Tensor& out, const at::Scalar& value);
+Result ternaryOp(isa::Opcode opcode, const at::Tensor& self, const at::Tensor& tensor1, const at::Tensor& tensor2,
+                 const at::Tensor& out, const at::Scalar& value);
 
 // dst <- src (same shape) on one pto device: tmov, or tcvt when the dtypes differ.
 // Returns false when PTO lacks one of the dtypes.
@@ -57,23 +56,24 @@ at::Tensor wrapped(const at::Scalar& value);
 // The instruction's alpha is a real immediate: a complex alpha takes the CPU path.
 template <isa::Opcode opcode, Promotion promotion, class Op, class Inplace, class Out>
 struct BinaryWithAlpha {
-  static at::Tensor native(const at::Tensor& self, const at::Tensor& other, const at::Scalar& alpha,
-                           const at::Tensor& out) {
+  static Result native(const at::Tensor& self, const at::Tensor& other, const at::Scalar& alpha,
+                       const at::Tensor& out) {
     if constexpr (opcode == isa::Opcode::kSub) at::native::sub_check(self, other);  // bool operands
     at::native::alpha_check(at::result_type(self, other), alpha);
-    return alpha.isComplex() ? at::Tensor() : binaryOp(opcode, promotion, self, other, out, alpha.toDouble());
+    if (alpha.isComplex()) return Result::owned(at::Tensor());
+    return binaryOp(opcode, promotion, self, other, out, alpha.toDouble());
   }
   static at::Tensor functional(const at::Tensor& self, const at::Tensor& other, const at::Scalar& alpha) {
-    at::Tensor r = native(self, other, alpha, {});
+    at::Tensor r = *native(self, other, alpha, {});
     return r.defined() ? r : Fallback<Op>::call(self, other, alpha);
   }
   static at::Tensor& inplace(at::Tensor& self, const at::Tensor& other, const at::Scalar& alpha) {
-    if (!native(self, other, alpha, self).defined()) Fallback<Inplace>::call(self, other, alpha);
+    if (!native(self, other, alpha, self)->defined()) Fallback<Inplace>::call(self, other, alpha);
     return self;
   }
   static at::Tensor& out(const at::Tensor& self, const at::Tensor& other, const at::Scalar& alpha,
                          at::Tensor& result) {
-    if (!native(self, other, alpha, result).defined()) Fallback<Out>::call(self, other, alpha, result);
+    if (!native(self, other, alpha, result)->defined()) Fallback<Out>::call(self, other, alpha, result);
     return result;
   }
 };
@@ -81,27 +81,27 @@ struct BinaryWithAlpha {
 template <isa::Opcode opcode, Promotion promotion, class Op, class Out>
 struct Binary {
   static at::Tensor functional(const at::Tensor& self, const at::Tensor& other) {
-    at::Tensor r = binaryOp(opcode, promotion, self, other, {});
+    at::Tensor r = *binaryOp(opcode, promotion, self, other, {});
     return r.defined() ? r : Fallback<Op>::call(self, other);
   }
   static at::Tensor& out(const at::Tensor& self, const at::Tensor& other, at::Tensor& result) {
-    if (!binaryOp(opcode, promotion, self, other, result).defined()) Fallback<Out>::call(self, other, result);
+    if (!binaryOp(opcode, promotion, self, other, result)->defined()) Fallback<Out>::call(self, other, result);
     return result;
   }
   template <class Inplace>
   static at::Tensor& inplace(at::Tensor& self, const at::Tensor& other) {
-    if (!binaryOp(opcode, promotion, self, other, self).defined()) Fallback<Inplace>::call(self, other);
+    if (!binaryOp(opcode, promotion, self, other, self)->defined()) Fallback<Inplace>::call(self, other);
     return self;
   }
   // The Tensor-Scalar overloads (eq.Scalar ...): the scalar as a wrapped number.
   template <class ScalarOp>
   static at::Tensor functionalScalar(const at::Tensor& self, const at::Scalar& other) {
-    at::Tensor r = binaryOp(opcode, promotion, self, wrapped(other), {});
+    at::Tensor r = *binaryOp(opcode, promotion, self, wrapped(other), {});
     return r.defined() ? r : Fallback<ScalarOp>::call(self, other);
   }
   template <class ScalarOut>
   static at::Tensor& outScalar(const at::Tensor& self, const at::Scalar& other, at::Tensor& result) {
-    if (!binaryOp(opcode, promotion, self, wrapped(other), result).defined()) {
+    if (!binaryOp(opcode, promotion, self, wrapped(other), result)->defined()) {
       Fallback<ScalarOut>::call(self, other, result);
     }
     return result;
@@ -109,19 +109,19 @@ struct Binary {
   // The Scalar-Tensor overloads (pow.Scalar): the scalar, first, as a wrapped number.
   template <class ScalarSelfOp>
   static at::Tensor functionalScalarSelf(const at::Scalar& self, const at::Tensor& other) {
-    at::Tensor r = binaryOp(opcode, promotion, wrapped(self), other, {});
+    at::Tensor r = *binaryOp(opcode, promotion, wrapped(self), other, {});
     return r.defined() ? r : Fallback<ScalarSelfOp>::call(self, other);
   }
   template <class ScalarSelfOut>
   static at::Tensor& outScalarSelf(const at::Scalar& self, const at::Tensor& other, at::Tensor& result) {
-    if (!binaryOp(opcode, promotion, wrapped(self), other, result).defined()) {
+    if (!binaryOp(opcode, promotion, wrapped(self), other, result)->defined()) {
       Fallback<ScalarSelfOut>::call(self, other, result);
     }
     return result;
   }
   template <class ScalarInplace>
   static at::Tensor& inplaceScalar(at::Tensor& self, const at::Scalar& other) {
-    if (!binaryOp(opcode, promotion, self, wrapped(other), self).defined()) {
+    if (!binaryOp(opcode, promotion, self, wrapped(other), self)->defined()) {
       Fallback<ScalarInplace>::call(self, other);
     }
     return self;
@@ -131,11 +131,11 @@ struct Binary {
 template <isa::Opcode opcode, Promotion promotion, class Op, class Inplace, class Out>
 struct Unary {
   static at::Tensor functional(const at::Tensor& self) {
-    at::Tensor r = unaryOp(opcode, promotion, self, {});
+    at::Tensor r = *unaryOp(opcode, promotion, self, {});
     return r.defined() ? r : Fallback<Op>::call(self);
   }
   static at::Tensor& inplace(at::Tensor& self) {
-    if (!unaryOp(opcode, promotion, self, self).defined()) Fallback<Inplace>::call(self);
+    if (!unaryOp(opcode, promotion, self, self)->defined()) Fallback<Inplace>::call(self);
     return self;
   }
   static at::Tensor& out(const at::Tensor& self, at::Tensor& result) {
@@ -143,7 +143,7 @@ struct Unary {
     // these ops' TensorIterator with check_all_same_dtype (complex abs/sgn aside).
     TORCH_CHECK(promotion != Promotion::kCommon || self.is_complex() || result.scalar_type() == self.scalar_type(),
                 "Found dtype ", result.scalar_type(), " but expected ", self.scalar_type());
-    if (!unaryOp(opcode, promotion, self, result).defined()) Fallback<Out>::call(self, result);
+    if (!unaryOp(opcode, promotion, self, result)->defined()) Fallback<Out>::call(self, result);
     return result;
   }
 };
@@ -152,11 +152,11 @@ struct Unary {
 template <isa::Opcode opcode, Promotion promotion, class Op, class Out>
 struct Gradient {
   static at::Tensor functional(const at::Tensor& grad, const at::Tensor& x) {
-    at::Tensor r = binaryOp(opcode, promotion, grad, x, {});
+    at::Tensor r = *binaryOp(opcode, promotion, grad, x, {});
     return r.defined() ? r : Fallback<Op>::call(grad, x);
   }
   static at::Tensor& out(const at::Tensor& grad, const at::Tensor& x, at::Tensor& result) {
-    if (!binaryOp(opcode, promotion, grad, x, result).defined()) Fallback<Out>::call(grad, x, result);
+    if (!binaryOp(opcode, promotion, grad, x, result)->defined()) Fallback<Out>::call(grad, x, result);
     return result;
   }
 };

@@ -23,10 +23,9 @@ isa::Operand operandOf(const at::Tensor& tensor, int32_t buffer) {
   operand.buffer = buffer;
   operand.dtype = *dtype;
   operand.rank = static_cast<int32_t>(tensor.dim());
-  for (int64_t d = 0; d < tensor.dim(); ++d) {
-    operand.shape[d] = tensor.size(d);
-    operand.strides[d] = tensor.stride(d);
-  }
+  const c10::IntArrayRef sizes = tensor.sizes(), strides = tensor.strides();
+  std::copy(sizes.begin(), sizes.end(), operand.shape.begin());
+  std::copy(strides.begin(), strides.end(), operand.strides.begin());
   operand.offset = tensor.storage_offset();
   return operand;
 }
@@ -57,15 +56,21 @@ struct Launch {
   void onStreamOf(const at::Tensor& out) {
     const c10::DeviceIndex device = out.device().index();
     const ptoProgram program = loadedProgram(instruction, device);
-    const ptoStream stream = nativeStream(currentStream(device));
+    const ptoStream stream = currentNativeStream(device);
     PTO_CHECK(ptoProgramLaunch(program, stream, buffers.data(), sizes.data(), buffers.size(), nullptr));
   }
 };
 
-void launchOnce(isa::Opcode opcode, const std::vector<at::Tensor>& operands,
-                std::array<double, isa::kMaxImmediates> immediates) {
+// An op's operands, the output first: by reference (TensorRef), or views made here.
+using Operands = c10::ArrayRef<TensorRef>;
+
+c10::SmallVector<TensorRef, 6> refsTo(const std::vector<at::Tensor>& tensors) {
+  return c10::SmallVector<TensorRef, 6>(tensors.begin(), tensors.end());
+}
+
+void launchOnce(isa::Opcode opcode, Operands operands, std::array<double, isa::kMaxImmediates> immediates) {
   Launch launch(opcode, immediates, operands.size());
-  for (const at::Tensor& operand : operands) launch.bind(operand, operands.front());
+  for (const TensorRef& operand : operands) launch.bind(operand, operands.front());
   launch.onStreamOf(operands.front());
 }
 
@@ -73,14 +78,14 @@ void launchOnce(isa::Opcode opcode, const std::vector<at::Tensor>& operands,
 // one merged, as TensorIterator coalesces: a dimension of size 1 goes, and one whose
 // stride in every operand is its inner neighbour's stride times that neighbour's size
 // joins it. A row instruction keeps its last dimension, the row, apart.
-std::vector<at::Tensor> coalesced(const std::vector<at::Tensor>& operands, bool keep_last) {
+std::vector<at::Tensor> coalesced(Operands operands, bool keep_last) {
   const at::Tensor& out = operands.front();
   const int64_t rank = out.dim();
   std::vector<int64_t> sizes;
   std::vector<std::vector<int64_t>> strides(operands.size());
   auto joins_inner = [&](int64_t d) {  // dimension d merges into the one merged last
     for (size_t i = 0; i < operands.size(); ++i) {
-      if (operands[i].stride(d) != strides[i].back() * sizes.back()) return false;
+      if (operands[i].get().stride(d) != strides[i].back() * sizes.back()) return false;
     }
     return true;
   };
@@ -92,19 +97,18 @@ std::vector<at::Tensor> coalesced(const std::vector<at::Tensor>& operands, bool 
       continue;
     }
     sizes.push_back(out.size(d));
-    for (size_t i = 0; i < operands.size(); ++i) strides[i].push_back(operands[i].stride(d));
+    for (size_t i = 0; i < operands.size(); ++i) strides[i].push_back(operands[i].get().stride(d));
   }
   std::reverse(sizes.begin(), sizes.end());
   std::vector<at::Tensor> views;
   for (size_t i = 0; i < operands.size(); ++i) {
     std::reverse(strides[i].begin(), strides[i].end());
-    views.push_back(operands[i].as_strided(sizes, strides[i], operands[i].storage_offset()));
+    views.push_back(operands[i].get().as_strided(sizes, strides[i], operands[i].get().storage_offset()));
   }
   return views;
 }
 
-void launchAnyRank(isa::Opcode opcode, const std::vector<at::Tensor>& operands,
-                   std::array<double, isa::kMaxImmediates> immediates);
+void launchAnyRank(isa::Opcode opcode, Operands operands, std::array<double, isa::kMaxImmediates> immediates);
 
 // An instruction that works along one dimension (its first immediate is "axis":
 // gathers, scatters, scans, sorts) or on the last two (triangles), above PTO's rank:
@@ -113,8 +117,7 @@ void launchAnyRank(isa::Opcode opcode, const std::vector<at::Tensor>& operands,
 // be the larger, a gather's input) and a lower-rank one (tindexadd's index) whole;
 // the axis shifts with the dimension removed. Any other instruction keeps its
 // operands, and the verifier names the rank.
-void launchPerLine(isa::Opcode opcode, const std::vector<at::Tensor>& operands,
-                   std::array<double, isa::kMaxImmediates> immediates) {
+void launchPerLine(isa::Opcode opcode, Operands operands, std::array<double, isa::kMaxImmediates> immediates) {
   const at::Tensor& out = operands.front();
   const isa::InstructionInfo& info = isa::info(opcode);
   const bool along_axis = info.immediates[0] == "axis";
@@ -133,9 +136,10 @@ void launchPerLine(isa::Opcode opcode, const std::vector<at::Tensor>& operands,
   std::vector<at::Tensor> slice(operands.size());
   for (int64_t index = 0; index < extent; ++index) {
     for (size_t i = 0; i < operands.size(); ++i) {
-      slice[i] = operands[i].dim() == out.dim() ? operands[i].select(split, index) : operands[i];
+      const at::Tensor& operand = operands[i];
+      slice[i] = operand.dim() == out.dim() ? operand.select(split, index) : operand;
     }
-    launchAnyRank(opcode, slice, immediates);
+    launchAnyRank(opcode, refsTo(slice), immediates);
   }
 }
 
@@ -143,20 +147,19 @@ void launchPerLine(isa::Opcode opcode, const std::vector<at::Tensor>& operands,
 // above it, the instruction runs once per index of a dimension each output element
 // has its own of (the output's stride is not 0: not one a reduction folds; a row
 // instruction's row is never one). Other instructions go line by line (launchPerLine).
-void launchAnyRank(isa::Opcode opcode, const std::vector<at::Tensor>& operands,
-                   std::array<double, isa::kMaxImmediates> immediates) {
+void launchAnyRank(isa::Opcode opcode, Operands operands, std::array<double, isa::kMaxImmediates> immediates) {
   const at::Tensor& out = operands.front();
-  const isa::InstructionInfo& info = isa::info(opcode);
-  const bool same_shape = std::all_of(operands.begin(), operands.end(),
-                                      [&](const at::Tensor& t) { return t.sizes() == out.sizes(); });
-  const bool mergeable = info.has(isa::Property::SameShape) &&
-      (info.has(isa::Property::Elementwise) || info.has(isa::Property::Reduction) || info.has(isa::Property::RowOp));
-  if (out.dim() > isa::kMaxRank && !(same_shape && mergeable)) {
-    launchPerLine(opcode, operands, immediates);
-    return;
-  }
   if (out.dim() <= isa::kMaxRank) {
     launchOnce(opcode, operands, immediates);
+    return;
+  }
+  const isa::InstructionInfo& info = isa::info(opcode);
+  const bool same_shape = std::all_of(operands.begin(), operands.end(),
+                                      [&](const TensorRef& t) { return t.get().sizes() == out.sizes(); });
+  const bool mergeable = info.has(isa::Property::SameShape) &&
+      (info.has(isa::Property::Elementwise) || info.has(isa::Property::Reduction) || info.has(isa::Property::RowOp));
+  if (!(same_shape && mergeable)) {
+    launchPerLine(opcode, operands, immediates);
     return;
   }
   const bool row = info.has(isa::Property::RowOp);
@@ -165,29 +168,28 @@ void launchAnyRank(isa::Opcode opcode, const std::vector<at::Tensor>& operands,
   int64_t split = 0;
   while (split < merged_out.dim() - (row ? 1 : 0) && merged_out.stride(split) == 0) ++split;
   if (merged_out.dim() <= isa::kMaxRank || split == merged_out.dim() - (row ? 1 : 0)) {
-    launchOnce(opcode, merged, immediates);
+    launchOnce(opcode, refsTo(merged), immediates);
     return;
   }
   std::vector<at::Tensor> slice(merged.size());
   for (int64_t index = 0; index < merged_out.size(split); ++index) {
     for (size_t i = 0; i < merged.size(); ++i) slice[i] = merged[i].select(split, index);
-    launchAnyRank(opcode, slice, immediates);
+    launchAnyRank(opcode, refsTo(slice), immediates);
   }
 }
 
 }  // namespace
 
-void launchInstruction(isa::Opcode opcode, const at::Tensor& out,
-                       std::initializer_list<at::Tensor> inputs,
+void launchInstruction(isa::Opcode opcode, const at::Tensor& out, TensorRefs inputs,
                        std::array<double, isa::kMaxImmediates> immediates) {
-  std::vector<at::Tensor> operands{out};
-  operands.insert(operands.end(), inputs.begin(), inputs.end());
+  c10::SmallVector<TensorRef, 6> operands{out};
+  operands.append(inputs.begin(), inputs.end());
   launchAnyRank(opcode, operands, immediates);
 }
 
 void launchInstruction(isa::Opcode opcode, const std::vector<at::Tensor>& operands,
                        std::array<double, isa::kMaxImmediates> immediates) {
-  launchAnyRank(opcode, operands, immediates);
+  launchAnyRank(opcode, refsTo(operands), immediates);
 }
 
 void launchReversedMove(const at::Tensor& out, const at::Tensor& in, std::bitset<isa::kMaxRank> reversed) {

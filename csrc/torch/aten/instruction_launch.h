@@ -13,13 +13,27 @@
 
 namespace pto::torch_glue {
 
+// A tensor an op reads, by reference. Copying an at::Tensor that Python alone holds
+// takes the GIL (its refcount leaving 1 increments the Python object's), which the op
+// runs without: a launch copies none. It binds a temporary too (a view made for the
+// call), which lives until the call that takes the list returns.
+class TensorRef {
+ public:
+  TensorRef(const at::Tensor& tensor) : tensor_(&tensor) {}  // NOLINT: implicit, as a reference
+  operator const at::Tensor&() const { return *tensor_; }    // NOLINT
+  const at::Tensor& get() const { return *tensor_; }
+
+ private:
+  const at::Tensor* tensor_;
+};
+using TensorRefs = std::initializer_list<TensorRef>;
+
 // Launches `opcode` with `out` as output and `inputs` as inputs, all pto tensors
 // of one device with out's shape (broadcast inputs with expand()), on the current
 // stream of that device. Throws with the verifier's message if they do not fit.
 // Operands of a rank above PTO's limit are merged or sliced to fit where the
 // instruction allows it (see launchAnyRank).
-void launchInstruction(isa::Opcode opcode, const at::Tensor& out,
-                       std::initializer_list<at::Tensor> inputs,
+void launchInstruction(isa::Opcode opcode, const at::Tensor& out, TensorRefs inputs,
                        std::array<double, isa::kMaxImmediates> immediates = {});
 
 // The same with the operands in one list, the output first.

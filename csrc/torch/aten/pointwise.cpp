@@ -257,20 +257,20 @@ at::Tensor& addcmulOut(const at::Tensor& self, const at::Tensor& tensor1, const 
                        const at::Scalar& value, at::Tensor& out) {
   at::assert_no_internal_overlap(out);
   for (const at::Tensor& input : {self, tensor1, tensor2}) at::assert_no_partial_overlap(out, input);
-  if (ternaryOp(atenInstruction("addcmul").opcode, self, tensor1, tensor2, out, value).defined()) return out;
+  if (ternaryOp(atenInstruction("addcmul").opcode, self, tensor1, tensor2, out, value)->defined()) return out;
   return assignPointwise(out, {self, tensor1, tensor2}, addcmulWide(self, tensor1, tensor2, value));
 }
 
 at::Tensor addcmul(const at::Tensor& self, const at::Tensor& tensor1, const at::Tensor& tensor2,
                    const at::Scalar& value) {
-  at::Tensor result = ternaryOp(atenInstruction("addcmul").opcode, self, tensor1, tensor2, {}, value);
+  at::Tensor result = *ternaryOp(atenInstruction("addcmul").opcode, self, tensor1, tensor2, {}, value);
   return result.defined() ? result : addcmulWide(self, tensor1, tensor2, value).to(resultOf(self, tensor1, tensor2));
 }
 
 at::Tensor& addcmulInplace(at::Tensor& self, const at::Tensor& tensor1, const at::Tensor& tensor2,
                            const at::Scalar& value) {
   checkTernaryInplaceShape(self, tensor1, tensor2);
-  if (ternaryOp(atenInstruction("addcmul").opcode, self, tensor1, tensor2, self, value).defined()) return self;
+  if (ternaryOp(atenInstruction("addcmul").opcode, self, tensor1, tensor2, self, value)->defined()) return self;
   return assignInplace(self, addcmulWide(self, tensor1, tensor2, value));
 }
 
@@ -279,14 +279,14 @@ at::Tensor& addcdivOut(const at::Tensor& self, const at::Tensor& tensor1, const 
   checkAddcdivTypes(tensor1, tensor2);
   at::assert_no_internal_overlap(out);
   for (const at::Tensor& input : {self, tensor1, tensor2}) at::assert_no_partial_overlap(out, input);
-  if (ternaryOp(atenInstruction("addcdiv").opcode, self, tensor1, tensor2, out, value).defined()) return out;
+  if (ternaryOp(atenInstruction("addcdiv").opcode, self, tensor1, tensor2, out, value)->defined()) return out;
   return assignPointwise(out, {self, tensor1, tensor2}, addcdivWide(self, tensor1, tensor2, value));
 }
 
 at::Tensor addcdiv(const at::Tensor& self, const at::Tensor& tensor1, const at::Tensor& tensor2,
                    const at::Scalar& value) {
   checkAddcdivTypes(tensor1, tensor2);
-  at::Tensor result = ternaryOp(atenInstruction("addcdiv").opcode, self, tensor1, tensor2, {}, value);
+  at::Tensor result = *ternaryOp(atenInstruction("addcdiv").opcode, self, tensor1, tensor2, {}, value);
   return result.defined() ? result : addcdivWide(self, tensor1, tensor2, value).to(resultOf(self, tensor1, tensor2));
 }
 
@@ -294,7 +294,7 @@ at::Tensor& addcdivInplace(at::Tensor& self, const at::Tensor& tensor1, const at
                            const at::Scalar& value) {
   checkAddcdivTypes(tensor1, tensor2);
   checkTernaryInplaceShape(self, tensor1, tensor2);
-  if (ternaryOp(atenInstruction("addcdiv").opcode, self, tensor1, tensor2, self, value).defined()) return self;
+  if (ternaryOp(atenInstruction("addcdiv").opcode, self, tensor1, tensor2, self, value)->defined()) return self;
   return assignInplace(self, addcdivWide(self, tensor1, tensor2, value));
 }
 
