@@ -30,10 +30,18 @@ std::vector<std::unique_ptr<StreamPool>>& pools() {
   return all;
 }
 
-// Current stream id per device for this thread (0, the default stream, until set).
-std::vector<c10::StreamId>& currentStreamIds() {
-  thread_local std::vector<c10::StreamId> ids(deviceCount(), 0);
-  return ids;
+// This thread's current stream on a device: its id (0, the default stream, until set)
+// and, once a launch has asked, its runtime handle. A stream id names one handle for
+// the life of the process (the default and pool streams are created once and never
+// replaced, external ones only added), so the handle never goes stale.
+struct CurrentStream {
+  c10::StreamId id = 0;
+  ptoStream native = nullptr;
+};
+
+std::vector<CurrentStream>& currentStreams() {
+  thread_local std::vector<CurrentStream> streams(deviceCount());
+  return streams;
 }
 
 c10::Stream makeStream(c10::DeviceIndex index, c10::StreamId id) {
@@ -104,8 +112,17 @@ c10::Stream streamFromPool(c10::DeviceIndex index) {
 }
 
 c10::Stream currentStream(c10::DeviceIndex index) {
-  index = resolveDeviceIndex(index);
-  return makeStream(index, currentStreamIds()[index]);
+  std::vector<CurrentStream>& streams = currentStreams();
+  if (index < 0 || static_cast<size_t>(index) >= streams.size()) index = resolveDeviceIndex(index);
+  return makeStream(index, streams[index].id);
+}
+
+ptoStream currentNativeStream(c10::DeviceIndex index) {
+  std::vector<CurrentStream>& streams = currentStreams();
+  if (index < 0 || static_cast<size_t>(index) >= streams.size()) index = resolveDeviceIndex(index);
+  CurrentStream& current = streams[index];
+  if (current.native == nullptr) current.native = nativeStream(makeStream(index, current.id));
+  return current.native;
 }
 
 c10::Stream externalStream(ptoStream native, c10::DeviceIndex index) {
@@ -127,7 +144,7 @@ void setCurrentStream(c10::Stream stream) {
   TORCH_CHECK(stream.device_type() == c10::kPrivateUse1, "expected a pto stream, got ", stream);
   const auto index = resolveDeviceIndex(stream.device_index());
   checkStreamId(index, stream.id());
-  currentStreamIds()[index] = stream.id();
+  currentStreams()[index] = CurrentStream{stream.id(), nullptr};
 }
 
 ptoStream nativeStream(c10::Stream stream) {

@@ -32,6 +32,8 @@ c10::Stream currentStream(c10::DeviceIndex index);
 c10::Stream externalStream(ptoStream native, c10::DeviceIndex index);
 void setCurrentStream(c10::Stream stream);
 ptoStream nativeStream(c10::Stream stream);
+// nativeStream(currentStream(index)), kept per thread: what every launch asks.
+ptoStream currentNativeStream(c10::DeviceIndex index);
 
 // What the device can do (pto_runtime.h): asked, never inferred from the driver's name.
 int64_t deviceAttribute(c10::DeviceIndex index, ptoDeviceAttribute attribute);

@@ -68,7 +68,7 @@ c10::DataPtr PluggableAllocator::allocate(size_t nbytes) {
   const c10::DeviceIndex device = currentDevice();
   const c10::Device where(c10::kPrivateUse1, device);
   if (nbytes == 0) return c10::DataPtr(nullptr, where);
-  void* stream = nativeStream(currentStream(device));
+  void* stream = currentNativeStream(device);
   void* ptr = rawAlloc(nbytes, device, stream);
   if (ptr == nullptr) {
     std::lock_guard<std::mutex> lock(mutex_);

@@ -25,7 +25,7 @@ struct PtoProfilerStubs final : torch::profiler::impl::ProfilerStubs {
     PTO_CHECK(ptoEventCreate(&raw));
     *event = std::shared_ptr<void>(raw, [](void* e) { ptoEventDestroy(static_cast<ptoEvent>(e)); });
     if (cpu_ns != nullptr) *cpu_ns = c10::getTime();
-    PTO_CHECK(ptoEventRecord(raw, nativeStream(currentStream(index))));
+    PTO_CHECK(ptoEventRecord(raw, currentNativeStream(index)));
   }
 
   float elapsed(const ProfilerVoidEventStub* start, const ProfilerVoidEventStub* end) const override {

@@ -114,7 +114,7 @@ void PTOGraph::abortCapture() {
 
 void PTOGraph::replay() {
   TORCH_CHECK(graph_ != nullptr, "PTOGraph.replay: nothing was captured (or the graph was reset)");
-  const ptoStream stream = nativeStream(currentStream(device_));
+  const ptoStream stream = currentNativeStream(device_);
   if (loaded_ != nullptr) {
     PTO_CHECK(ptoProgramLaunch(loaded_, stream, memory_.data(), memory_bytes_.data(), memory_.size(), workspace_.get()));
   } else {
