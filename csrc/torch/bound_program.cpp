@@ -60,16 +60,15 @@ void BoundProgram::run(const std::vector<std::optional<at::Tensor>>& buffers, c1
   }
   c10::DeviceGuard guard(c10::Device(c10::DeviceType::PrivateUse1, device));
   const ptoProgram loaded = loadedOn(device);
-  at::Tensor workspace;
-  if (scheduled_->workspace_bytes > 0) {
-    // Freed when this returns: the caching allocator hands the block out again only
-    // to work queued after this launch on the same stream.
-    workspace = at::empty({static_cast<int64_t>(scheduled_->workspace_bytes)},
-                          at::TensorOptions().dtype(at::kByte).device(c10::DeviceType::PrivateUse1, device));
-  }
-  const ptoStream stream = nativeStream(currentStream(device));
-  PTO_CHECK(ptoProgramLaunch(loaded, stream, addresses.data(), sizes.data(), addresses.size(),
-                             workspace.defined() ? workspace.data_ptr() : nullptr));
+  // Memory of the device's allocator on the guard's device, not a tensor (a call's
+  // fixed cost: a tensor is made and destroyed through the dispatcher). Freed when
+  // this returns: the caching allocator hands the block out again only to work
+  // queued after this launch on the same stream.
+  const c10::DataPtr workspace = scheduled_->workspace_bytes > 0
+      ? c10::GetAllocator(c10::DeviceType::PrivateUse1)->allocate(scheduled_->workspace_bytes)
+      : c10::DataPtr();
+  const ptoStream stream = currentNativeStream(device);
+  PTO_CHECK(ptoProgramLaunch(loaded, stream, addresses.data(), sizes.data(), addresses.size(), workspace.get()));
 }
 
 }  // namespace pto::torch_glue
