@@ -14,20 +14,11 @@ namespace pto::torch_glue {
 
 namespace {
 
-isa::Operand operandOf(const at::Tensor& tensor, int32_t buffer) {
+// `tensor`'s dtype as an operand's, or the error naming it.
+isa::DType operandDType(const at::Tensor& tensor) {
   const auto dtype = ptoDType(tensor.scalar_type());
   TORCH_CHECK(dtype, "pto: dtype ", tensor.scalar_type(), " has no PTO equivalent");
-  TORCH_CHECK(tensor.dim() <= isa::kMaxRank, "pto: tensors of rank ", tensor.dim(),
-              " exceed the PTO limit of ", isa::kMaxRank);
-  isa::Operand operand;
-  operand.buffer = buffer;
-  operand.dtype = *dtype;
-  operand.rank = static_cast<int32_t>(tensor.dim());
-  const c10::IntArrayRef sizes = tensor.sizes(), strides = tensor.strides();
-  std::copy(sizes.begin(), sizes.end(), operand.shape.begin());
-  std::copy(strides.begin(), strides.end(), operand.strides.begin());
-  operand.offset = tensor.storage_offset();
-  return operand;
+  return *dtype;
 }
 
 // An instruction under construction: its operands and the buffers behind them.
@@ -42,14 +33,16 @@ struct Launch {
     instruction.operands.reserve(operands);
   }
 
+  // `tensor` as it is.
   isa::Operand& bind(const at::Tensor& tensor, const at::Tensor& out) {
-    TORCH_CHECK(tensor.device() == out.device(), isa::info(instruction.opcode).name, ": operand on ",
-                tensor.device(), " but the output is on ", out.device());
-    const auto buffer = static_cast<int32_t>(buffers.size());
-    instruction.operands.push_back(operandOf(tensor, buffer));
-    buffers.push_back(tensor.storage().mutable_data());
-    sizes.push_back(tensor.storage().nbytes());
-    return instruction.operands.back();
+    TORCH_CHECK(tensor.dim() <= isa::kMaxRank, "pto: tensors of rank ", tensor.dim(),
+                " exceed the PTO limit of ", isa::kMaxRank);
+    return add(tensor, out, tensor.sizes(), tensor.strides(), tensor.storage_offset());
+  }
+
+  // A recipe's view of `buffer`'s storage.
+  void bind(const at::Tensor& buffer, const recipes::View& view, const at::Tensor& out) {
+    add(buffer, out, view.shape, view.strides, view.offset);
   }
 
   // The instruction is a one-instruction program, loaded once per device and kept.
@@ -58,6 +51,24 @@ struct Launch {
     const ptoProgram program = loadedProgram(instruction, device);
     const ptoStream stream = currentNativeStream(device);
     PTO_CHECK(ptoProgramLaunch(program, stream, buffers.data(), sizes.data(), buffers.size(), nullptr));
+  }
+
+ private:
+  // An operand over `tensor`'s storage, a buffer of its own.
+  isa::Operand& add(const at::Tensor& tensor, const at::Tensor& out, c10::IntArrayRef shape, c10::IntArrayRef strides,
+                    int64_t offset) {
+    TORCH_CHECK(tensor.device() == out.device(), isa::info(instruction.opcode).name, ": operand on ",
+                tensor.device(), " but the output is on ", out.device());
+    isa::Operand& operand = instruction.operands.emplace_back();
+    operand.buffer = static_cast<int32_t>(buffers.size());
+    operand.dtype = operandDType(tensor);
+    operand.rank = static_cast<int32_t>(shape.size());
+    std::copy(shape.begin(), shape.end(), operand.shape.begin());
+    std::copy(strides.begin(), strides.end(), operand.strides.begin());
+    operand.offset = offset;
+    buffers.push_back(tensor.storage().mutable_data());
+    sizes.push_back(tensor.storage().nbytes());
+    return operand;
   }
 };
 
@@ -190,6 +201,24 @@ void launchInstruction(isa::Opcode opcode, const at::Tensor& out, TensorRefs inp
 void launchInstruction(isa::Opcode opcode, const std::vector<at::Tensor>& operands,
                        std::array<double, isa::kMaxImmediates> immediates) {
   launchAnyRank(opcode, refsTo(operands), immediates);
+}
+
+void launchViews(isa::Opcode opcode, const std::vector<at::Tensor>& buffers, const std::vector<recipes::View>& views,
+                 std::array<double, isa::kMaxImmediates> immediates) {
+  const bool fits = std::all_of(views.begin(), views.end(),
+                                [](const recipes::View& view) { return view.rank() <= isa::kMaxRank; });
+  if (!fits) {
+    std::vector<at::Tensor> operands;
+    for (const recipes::View& view : views) {
+      operands.push_back(buffers[static_cast<size_t>(view.buffer)].as_strided(view.shape, view.strides, view.offset));
+    }
+    launchAnyRank(opcode, refsTo(operands), immediates);
+    return;
+  }
+  const at::Tensor& out = buffers[static_cast<size_t>(views.front().buffer)];
+  Launch launch(opcode, immediates, views.size());
+  for (const recipes::View& view : views) launch.bind(buffers[static_cast<size_t>(view.buffer)], view, out);
+  launch.onStreamOf(out);
 }
 
 void launchReversedMove(const at::Tensor& out, const at::Tensor& in, std::bitset<isa::kMaxRank> reversed) {

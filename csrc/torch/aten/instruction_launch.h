@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "isa/program.h"
+#include "recipes/recipe.h"
 
 namespace pto::torch_glue {
 
@@ -39,6 +40,12 @@ void launchInstruction(isa::Opcode opcode, const at::Tensor& out, TensorRefs inp
 // The same with the operands in one list, the output first.
 void launchInstruction(isa::Opcode opcode, const std::vector<at::Tensor>& operands,
                        std::array<double, isa::kMaxImmediates> immediates);
+
+// Launches a recipe step: `opcode` over `views` (the output first) of `buffers`, a
+// recipe's buffers, each view strided in elements of its buffer's storage. Binds the
+// views as they are, no tensor made per view, where PTO's rank holds them.
+void launchViews(isa::Opcode opcode, const std::vector<at::Tensor>& buffers, const std::vector<recipes::View>& views,
+                 std::array<double, isa::kMaxImmediates> immediates);
 
 // out = in read backwards along the dimensions set in `reversed` (torch.flip): one
 // tmov whose input views in's storage with those strides negated, from their last

@@ -1,5 +1,9 @@
 #include "recipe_launch.h"
 
+#include <memory>
+#include <unordered_map>
+#include <variant>
+
 #include "../dtype_map.h"
 #include "instruction_launch.h"
 
@@ -16,6 +20,82 @@ int64_t writtenElements(const recipes::View& out) {
     if (out.strides[d] != 0) count *= out.shape[d];
   }
   return count;
+}
+
+// The bytes a recipe is built from: op, caller buffer count, arguments and results.
+// Views are the tensors' layouts, so the same op on tensors of the same layouts (the
+// next step of a loop) finds the recipe built for the last.
+class KeyWriter {
+ public:
+  explicit KeyWriter(const std::string& op, int32_t caller_buffers) : key_(op) { number(caller_buffers); }
+
+  void view(const recipes::View& view) {
+    number(view.buffer);
+    number(static_cast<int64_t>(view.dtype));
+    number(view.offset);
+    numbers(view.shape);
+    numbers(view.strides);
+  }
+
+  void value(const recipes::Value& value) {
+    number(static_cast<int64_t>(value.index()));
+    std::visit([this](const auto& held) { write(held); }, value);
+  }
+
+  std::string take() { return std::move(key_); }
+
+ private:
+  void write(std::monostate) {}
+  void write(const recipes::View& held) { view(held); }
+  void write(const std::vector<recipes::View>& held) {
+    number(static_cast<int64_t>(held.size()));
+    for (const recipes::View& each : held) view(each);
+  }
+  void write(bool held) { number(held); }
+  void write(int64_t held) { number(held); }
+  void write(double held) { key_.append(reinterpret_cast<const char*>(&held), sizeof held); }  // by its bits
+  void write(const std::string& held) {
+    number(static_cast<int64_t>(held.size()));
+    key_.append(held);
+  }
+  void write(const std::vector<int64_t>& held) { numbers(held); }
+
+  void number(int64_t value) { key_.append(reinterpret_cast<const char*>(&value), sizeof value); }
+  void numbers(const std::vector<int64_t>& values) {
+    number(static_cast<int64_t>(values.size()));
+    key_.append(reinterpret_cast<const char*>(values.data()), values.size() * sizeof(int64_t));
+  }
+
+  std::string key_;
+};
+
+// Recipes built on this thread, by KeyWriter's key; null where the recipe does not apply.
+// A recipe depends on its arguments alone (csrc/recipes depends on isa only), and
+// building one costs an eager call more than its launches (7.6k instructions of sum's
+// 16k on a 16x16 tensor). Emptied when full: a loop's recipes are soon built again.
+using BuiltRecipe = std::shared_ptr<const recipes::Recipe>;
+constexpr size_t kBuiltRecipes = 4096;
+
+BuiltRecipe builtRecipe(const std::string& op, const std::vector<std::pair<std::string, recipes::Value>>& named,
+                        const std::vector<recipes::View>& results, int32_t caller_buffers) {
+  KeyWriter writer(op, caller_buffers);
+  for (const auto& [name, value] : named) {
+    writer.value(recipes::Value{name});
+    writer.value(value);
+  }
+  for (const recipes::View& result : results) writer.view(result);
+  std::string key = writer.take();
+  thread_local std::unordered_map<std::string, BuiltRecipe> built;
+  if (auto hit = built.find(key); hit != built.end()) return hit->second;
+  BuiltRecipe recipe;
+  try {
+    recipe = std::make_shared<const recipes::Recipe>(recipes::build(op, recipes::Arguments(named, results), caller_buffers));
+  } catch (const recipes::NotApplicable&) {
+    recipe = nullptr;
+  }
+  if (built.size() >= kBuiltRecipes) built.clear();
+  built.emplace(std::move(key), recipe);
+  return recipe;
 }
 
 }  // namespace
@@ -53,13 +133,8 @@ RecipeCall& RecipeCall::result(const at::Tensor& tensor) {
 }
 
 bool RecipeCall::launch() {
-  const auto caller_buffers = static_cast<int32_t>(buffers_.size());
-  std::optional<recipes::Recipe> recipe;
-  try {
-    recipe.emplace(recipes::build(op_, recipes::Arguments(named_, results_), caller_buffers));
-  } catch (const recipes::NotApplicable&) {
-    return false;
-  }
+  const BuiltRecipe recipe = builtRecipe(op_, named_, results_, static_cast<int32_t>(buffers_.size()));
+  if (recipe == nullptr) return false;
   const at::TensorOptions options = buffers_.front().options();
   std::vector<at::Tensor> buffers = buffers_;
   for (const recipes::Temporary& temporary : recipe->temporaries()) {
@@ -67,14 +142,9 @@ bool RecipeCall::launch() {
     for (int64_t n : temporary.shape) numel *= n;
     buffers.push_back(at::empty({numel}, options.dtype(torchDType(temporary.dtype))));
   }
-  std::vector<at::Tensor> operands;
   for (const recipes::Step& step : recipe->steps()) {
     if (writtenElements(step.operands.front()) == 0) continue;
-    operands.clear();
-    for (const recipes::View& view : step.operands) {
-      operands.push_back(buffers[static_cast<size_t>(view.buffer)].as_strided(view.shape, view.strides, view.offset));
-    }
-    launchInstruction(step.opcode, operands, step.immediates);
+    launchViews(step.opcode, buffers, step.operands, step.immediates);
   }
   return true;
 }
