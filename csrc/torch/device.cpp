@@ -44,6 +44,14 @@ std::vector<CurrentStream>& currentStreams() {
   return streams;
 }
 
+// This thread's current stream on device `index` (-1: the current device, resolved in
+// place); a valid index skips the runtime's device checks, which every launch would pay.
+CurrentStream& currentStreamOf(c10::DeviceIndex& index) {
+  std::vector<CurrentStream>& streams = currentStreams();
+  if (index < 0 || static_cast<size_t>(index) >= streams.size()) index = resolveDeviceIndex(index);
+  return streams[static_cast<size_t>(index)];
+}
+
 c10::Stream makeStream(c10::DeviceIndex index, c10::StreamId id) {
   return c10::Stream(c10::Stream::UNSAFE, c10::Device(c10::kPrivateUse1, index), id);
 }
@@ -112,15 +120,12 @@ c10::Stream streamFromPool(c10::DeviceIndex index) {
 }
 
 c10::Stream currentStream(c10::DeviceIndex index) {
-  std::vector<CurrentStream>& streams = currentStreams();
-  if (index < 0 || static_cast<size_t>(index) >= streams.size()) index = resolveDeviceIndex(index);
-  return makeStream(index, streams[index].id);
+  const CurrentStream& current = currentStreamOf(index);
+  return makeStream(index, current.id);
 }
 
 ptoStream currentNativeStream(c10::DeviceIndex index) {
-  std::vector<CurrentStream>& streams = currentStreams();
-  if (index < 0 || static_cast<size_t>(index) >= streams.size()) index = resolveDeviceIndex(index);
-  CurrentStream& current = streams[index];
+  CurrentStream& current = currentStreamOf(index);
   if (current.native == nullptr) current.native = nativeStream(makeStream(index, current.id));
   return current.native;
 }

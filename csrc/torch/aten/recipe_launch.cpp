@@ -42,6 +42,11 @@ class KeyWriter {
     std::visit([this](const auto& held) { write(held); }, value);
   }
 
+  void text(const std::string& text) {
+    number(static_cast<int64_t>(text.size()));
+    key_.append(text);
+  }
+
   std::string take() { return std::move(key_); }
 
  private:
@@ -54,10 +59,7 @@ class KeyWriter {
   void write(bool held) { number(held); }
   void write(int64_t held) { number(held); }
   void write(double held) { key_.append(reinterpret_cast<const char*>(&held), sizeof held); }  // by its bits
-  void write(const std::string& held) {
-    number(static_cast<int64_t>(held.size()));
-    key_.append(held);
-  }
+  void write(const std::string& held) { text(held); }
   void write(const std::vector<int64_t>& held) { numbers(held); }
 
   void number(int64_t value) { key_.append(reinterpret_cast<const char*>(&value), sizeof value); }
@@ -80,7 +82,7 @@ BuiltRecipe builtRecipe(const std::string& op, const std::vector<std::pair<std::
                         const std::vector<recipes::View>& results, int32_t caller_buffers) {
   KeyWriter writer(op, caller_buffers);
   for (const auto& [name, value] : named) {
-    writer.value(recipes::Value{name});
+    writer.text(name);
     writer.value(value);
   }
   for (const recipes::View& result : results) writer.view(result);
