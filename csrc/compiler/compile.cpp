@@ -41,6 +41,7 @@ isa::ScheduledProgram compile(isa::Program program, const CompileOptions& option
       compiled.stages.push_back(isa::Stage{.first = i, .count = 1});
     }
   }
+  hoistConstantStages(compiled);
   planMemory(compiled, options.tile_memory_bytes);
   check(compiled, "fusion and memory planning", true, options);
   return compiled;

@@ -31,11 +31,18 @@ void planMemory(isa::ScheduledProgram& compiled, uint64_t tile_memory_bytes) {
   }
 
   compiled.placements.assign(buffer_count, isa::BufferPlacement{});
+  const std::vector<bool> constant = isa::writtenAtLoadOnly(program, compiled.stages);
+  compiled.constant_bytes = 0;
   std::vector<Lifetime> workspace;
   std::vector<uint64_t> row_bytes(compiled.stages.size(), 0);
   for (size_t b = 0; b < buffer_count; ++b) {
     isa::BufferPlacement& place = compiled.placements[b];
     if (program.buffers[b].kind != isa::BufferKind::kTemp) continue;
+    if (constant[b]) {
+      place = isa::BufferPlacement{.placement = isa::Placement::kConstant, .offset = compiled.constant_bytes};
+      compiled.constant_bytes += aligned(program.buffers[b].bytes);
+      continue;
+    }
     if (spans[b].first < 0) {
       place.placement = isa::Placement::kUnused;
       continue;

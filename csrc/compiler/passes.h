@@ -35,7 +35,13 @@ int collapseLeadingDims(isa::Program& program);
 // run as the options' target wants; every other instruction is a stage of its own.
 std::vector<isa::Stage> fuse(const isa::Program& program, const CompileOptions& options);
 
-// Places every buffer (isa/schedule.h): temporaries that one tiled stage
+// Marks the stages that read and write only temporaries nothing but such stages write
+// (the fills of a graph's scalars, and what is computed from them alone) to run once,
+// when the program is loaded (isa::Stage::at_load).
+void hoistConstantStages(isa::ScheduledProgram& compiled);
+
+// Places every buffer (isa/schedule.h): what at-load stages alone write among the
+// program's constants; temporaries that one tiled stage
 // keeps to itself go to its tile scratch, which takes at most tile_memory_bytes; the rest go,
 // by liveness over stages, inside outputs not yet written, else in the workspace.
 void planMemory(isa::ScheduledProgram& compiled, uint64_t tile_memory_bytes);

@@ -1,6 +1,7 @@
 // The schedule's definition in code: its verifier, the plain schedule, PTO-AS.
 #include "schedule.h"
 
+#include <algorithm>
 #include <string>
 
 #include "tiling.h"
@@ -25,6 +26,20 @@ std::vector<StageSpan> stageLifetimes(const Program& program, const std::vector<
     }
   }
   return spans;
+}
+
+std::vector<bool> writtenAtLoadOnly(const Program& program, const std::vector<Stage>& stages) {
+  std::vector<bool> only(program.buffers.size(), false), elsewhere(program.buffers.size(), false);
+  for (const Stage& stage : stages) {
+    for (int32_t i = stage.first; i < stage.first + stage.count; ++i) {
+      const int32_t out = program.instructions[i].operands[0].buffer;
+      (stage.at_load ? only : elsewhere)[out] = true;
+    }
+  }
+  for (size_t b = 0; b < only.size(); ++b) {
+    only[b] = only[b] && !elsewhere[b] && program.buffers[b].kind == BufferKind::kTemp;
+  }
+  return only;
 }
 
 int64_t Stage::tileCount() const {
@@ -54,6 +69,45 @@ std::string checkScratch(const ScheduledProgram& scheduled) {
                              static_cast<__int128>(stage.tile_rows) * place.row_pitch * dtypeSize(operand.dtype);
         if (place.row_pitch <= 0 || end > static_cast<__int128>(stage.scratch_bytes)) {
           return where + " overruns the tile's " + std::to_string(stage.scratch_bytes) + "-byte scratch";
+        }
+      }
+    }
+  }
+  return "";
+}
+
+// Constants: exactly the temporaries that at-load stages alone write, inside the
+// program's constants and apart from each other; an at-load stage touches nothing else.
+std::string checkConstants(const ScheduledProgram& scheduled) {
+  const Program& program = scheduled.program;
+  const std::vector<bool> constant = writtenAtLoadOnly(program, scheduled.stages);
+  std::vector<size_t> placed;
+  for (size_t b = 0; b < program.buffers.size(); ++b) {
+    const BufferPlacement& place = scheduled.placements[b];
+    if (constant[b] != (place.placement == Placement::kConstant)) {
+      return "buffer %" + std::to_string(b) + (constant[b] ? " is written at load only but is not a constant"
+                                                           : " is a constant that is not written at load only");
+    }
+    if (!constant[b]) continue;
+    if (place.offset + program.buffers[b].bytes > scheduled.constant_bytes) {
+      return "constant %" + std::to_string(b) + " overruns the program's constants";
+    }
+    for (size_t other : placed) {
+      const BufferPlacement& there = scheduled.placements[other];
+      if (place.offset < there.offset + program.buffers[other].bytes && there.offset < place.offset + program.buffers[b].bytes) {
+        return "constants %" + std::to_string(other) + " and %" + std::to_string(b) + " overlap";
+      }
+    }
+    placed.push_back(b);
+  }
+  for (size_t k = 0; k < scheduled.stages.size(); ++k) {
+    const Stage& stage = scheduled.stages[k];
+    if (!stage.at_load) continue;
+    for (int32_t i = stage.first; i < stage.first + stage.count; ++i) {
+      for (const Operand& operand : program.instructions[i].operands) {
+        if (!constant[operand.buffer]) {
+          return "at-load stage " + std::to_string(k) + " touches buffer %" + std::to_string(operand.buffer) +
+                 ", which is not a constant";
         }
       }
     }
@@ -120,6 +174,7 @@ std::string verifySchedule(const ScheduledProgram& scheduled) {
     }
   }
   if (std::string why = checkScratch(scheduled); !why.empty()) return why;
+  if (std::string why = checkConstants(scheduled); !why.empty()) return why;
   const std::vector<StageSpan> lifetime = stageLifetimes(program, scheduled.stages);
   for (size_t b = 0; b < program.buffers.size(); ++b) {
     if (lifetime[b].first < 0) continue;
@@ -164,9 +219,13 @@ std::string verifySchedule(const ScheduledProgram& scheduled) {
 
 std::string print(const ScheduledProgram& scheduled) {
   const Program& program = scheduled.program;
+  const auto at_load = std::count_if(scheduled.stages.begin(), scheduled.stages.end(), [](const Stage& s) { return s.at_load; });
   std::string text = "# " + std::to_string(scheduled.stages.size()) + " stages (" +
-                     std::to_string(scheduled.fusedStageCount()) + " fused), workspace " +
-                     std::to_string(scheduled.workspace_bytes) + " bytes\n";
+                     std::to_string(scheduled.fusedStageCount()) + " fused" +
+                     (at_load > 0 ? ", " + std::to_string(at_load) + " at load" : "") + "), workspace " +
+                     std::to_string(scheduled.workspace_bytes) + " bytes" +
+                     (scheduled.constant_bytes > 0 ? ", constants " + std::to_string(scheduled.constant_bytes) + " bytes" : "") +
+                     "\n";
   for (size_t b = 0; b < program.buffers.size(); ++b) {
     std::string line = print(b, program.buffers[b]);
     const BufferPlacement& place = scheduled.placements[b];
@@ -177,13 +236,14 @@ std::string print(const ScheduledProgram& scheduled) {
       case Placement::kInOutput:
         line += "  # in output %" + std::to_string(place.host) + " @" + std::to_string(place.offset);
         break;
+      case Placement::kConstant: line += "  # constant @" + std::to_string(place.offset); break;
       case Placement::kUnused: line += "  # unused"; break;
     }
     text += line + "\n";
   }
   for (size_t k = 0; k < scheduled.stages.size(); ++k) {
     const Stage& stage = scheduled.stages[k];
-    text += "# stage " + std::to_string(k);
+    text += "# stage " + std::to_string(k) + (stage.at_load ? " (at load)" : "");
     if (stage.tiled()) {
       text += ": " + std::to_string(stage.count) + " instructions fused, tiles of " +
               std::to_string(stage.tile_rows) + " along dim " + std::to_string(stage.tile_dim) + " of " +

@@ -1,7 +1,8 @@
 // A program with its schedule: the program's instructions grouped into stages
 // (one instruction run whole, or several fused into one tile loop) and a place
-// for every buffer: bound to the launch's memory, in the launch's workspace, or
-// in a tile's scratch (the Unified Buffer) when no other stage ever sees it.
+// for every buffer: bound to the launch's memory, in the launch's workspace, in
+// a tile's scratch (the Unified Buffer) when no other stage ever sees it, or in
+// the loaded program's constants when it holds the same values at every launch.
 // The compiler makes schedules; a driver runs them; both read this definition.
 #pragma once
 
@@ -30,6 +31,10 @@ struct Stage {
   // inside (BLAS spreads each GEMM over the cores itself).
   bool parallel_tiles = true;
   uint64_t scratch_bytes = 0;  // per tile
+  // Reads and writes constants only (kConstant buffers): the driver runs it once,
+  // when it loads the program, and never at a launch (a scalar's fill would
+  // otherwise be a stage and a workspace allocation of every call).
+  bool at_load = false;
 
   bool tiled() const { return tile_dim >= 0; }
   int64_t tileCount() const;
@@ -43,6 +48,8 @@ enum class Placement : uint8_t {
                // written (or in that stage, read ahead of the rows it writes:
                // readAheadOfRowWrites): at `offset` in that output's memory (no
                // workspace needed for it)
+  kConstant,   // a temporary that only at-load stages write: at `offset` in the
+               // constants the driver keeps with the loaded program
   kUnused,     // no instruction refers to it any more
 };
 
@@ -58,6 +65,7 @@ struct ScheduledProgram {
   std::vector<Stage> stages;
   std::vector<BufferPlacement> placements;  // one per buffer
   uint64_t workspace_bytes = 0;
+  uint64_t constant_bytes = 0;  // the loaded program's constants
 
   int fusedStageCount() const;  // tiled stages of more than one instruction
 };
@@ -69,8 +77,13 @@ ScheduledProgram scheduleInOrder(Program program);
 // Checks the stages and placements against the program: every instruction in
 // exactly one stage, in order; a tiled stage's instructions legal to interleave by
 // tile (tiling.h); scratch buffers used by one stage only; workspace temporaries
-// that are live at once never overlap. Returns "" when sound, else what is wrong.
+// that are live at once never overlap; at-load stages touching constants alone,
+// which nothing else writes. Returns "" when sound, else what is wrong.
 std::string verifySchedule(const ScheduledProgram& scheduled);
+
+// Per buffer, whether it is a temporary that at-load stages write and no other stage
+// does: what kConstant placements hold.
+std::vector<bool> writtenAtLoadOnly(const Program& program, const std::vector<Stage>& stages);
 
 // The stages, first and last, that use each buffer ({-1, -1}: none).
 struct StageSpan {

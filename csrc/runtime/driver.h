@@ -120,6 +120,8 @@ class Driver {
   // checked against their declared sizes; other entries null) and `workspace`
   // program.workspace_bytes of device memory (null when it needs none); the
   // stream belongs to the device the program was loaded on (api_programs.cpp checks).
+  // Loading runs the at-load stages once, into constants the loaded program keeps
+  // (kConstant placements); a launch runs the other stages.
   virtual ptoError loadProgram(int32_t device, std::shared_ptr<const isa::ScheduledProgram> program,
                                std::shared_ptr<DeviceProgram>* loaded) = 0;
   virtual ptoError launchProgram(ptoStream stream, const std::shared_ptr<DeviceProgram>& program,

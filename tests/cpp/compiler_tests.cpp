@@ -328,6 +328,58 @@ TEST(Compile, ThePrintedProgramParsesBackToTheSameInstructions) {
   EXPECT_EQ(parsed(text), compiled.program);
 }
 
+// x * 2 + 1 as a compiled graph lowers it: the scalars' fills, and what is computed
+// from them alone, run once at load into the program's constants; a temporary that a
+// launch also writes stays a workspace one.
+const char* kScaledPlusOne =
+    "buffer %0 temp 4\nbuffer %1 temp 64\nbuffer %2 input 64\nbuffer %3 temp 4\nbuffer %4 output 64\n"
+    "buffer %5 temp 4\nbuffer %6 temp 64\n"
+    "texpands %0:f32[;]@0 value=2\n"
+    "texpands %5:f32[;]@0 value=0.5\n"
+    "tadd %3:f32[;]@0, %5:f32[;]@0, %5:f32[;]@0 alpha=1\n"  // 1, from constants alone
+    "texpands %6:f32[16;1]@0 value=0\n"                       // then written from the input as well
+    "tmul %1:f32[16;1]@0, %2:f32[16;1]@0, %0:f32[16;0]@0\n"
+    "tmax %6:f32[16;1]@0, %6:f32[16;1]@0, %2:f32[16;1]@0\n"
+    "tadd %4:f32[16;1]@0, %1:f32[16;1]@0, %3:f32[16;0]@0 alpha=1\n"
+    "tadd %4:f32[16;1]@0, %4:f32[16;1]@0, %6:f32[16;1]@0 alpha=0\n";
+
+TEST(Compile, StagesOfConstantsRunAtLoadIntoThePrograms) {
+  const isa::ScheduledProgram compiled = compiler::compile(parsed(kScaledPlusOne));
+  const auto at_load = [&](int32_t instruction) {
+    for (const isa::Stage& stage : compiled.stages) {
+      if (instruction >= stage.first && instruction < stage.first + stage.count) return stage.at_load;
+    }
+    return false;
+  };
+  EXPECT_TRUE(at_load(0) && at_load(1) && at_load(2)) << isa::print(compiled);
+  EXPECT_FALSE(at_load(3) || at_load(4) || at_load(5) || at_load(6)) << isa::print(compiled);
+  for (int b : {0, 3, 5}) EXPECT_EQ(compiled.placements[b].placement, isa::Placement::kConstant) << b;
+  EXPECT_NE(compiled.placements[6].placement, isa::Placement::kConstant);
+  EXPECT_EQ(compiled.constant_bytes, 3u * 64);
+  EXPECT_EQ(isa::verifySchedule(compiled), "");
+  const std::string text = isa::print(compiled);
+  EXPECT_NE(text.find("3 at load), workspace"), std::string::npos) << text;
+  EXPECT_NE(text.find("constants 192 bytes\n"), std::string::npos) << text;
+  EXPECT_NE(text.find("buffer %3 temp 4  # constant @"), std::string::npos) << text;
+  EXPECT_EQ(parsed(text), compiled.program);
+}
+
+TEST(VerifySchedule, RefusesConstantsALaunchWritesAndAtLoadStagesThatTouchOtherBuffers) {
+  const isa::ScheduledProgram compiled = compiler::compile(parsed(kScaledPlusOne));
+  isa::ScheduledProgram launch_touches = compiled;
+  for (isa::Stage& stage : launch_touches.stages) stage.at_load = true;
+  EXPECT_NE(isa::verifySchedule(launch_touches).find("is written at load only but is not a constant"), std::string::npos);
+  isa::ScheduledProgram not_written = compiled;
+  for (isa::Stage& stage : not_written.stages) stage.at_load = false;
+  EXPECT_NE(isa::verifySchedule(not_written).find("is a constant that is not written at load only"), std::string::npos);
+  isa::ScheduledProgram overlapping = compiled;
+  overlapping.placements[3].offset = overlapping.placements[0].offset;
+  EXPECT_NE(isa::verifySchedule(overlapping).find("overlap"), std::string::npos);
+  isa::ScheduledProgram overrun = compiled;
+  overrun.constant_bytes = 64;
+  EXPECT_NE(isa::verifySchedule(overrun).find("overruns the program's constants"), std::string::npos);
+}
+
 // A scheduled program goes to the device through the runtime, as the torch glue
 // sends it: loaded as a handle, launched on a stream with device buffers bound.
 class ProgramLaunch : public ::testing::Test {
@@ -496,6 +548,44 @@ TEST_F(ProgramLaunch, UnboundOrShortBuffersAreRefusedAndAFailingInstructionIsNam
   EXPECT_NE(message.find("asynchronous program failed on pto:0"), std::string::npos) << message;
   EXPECT_NE(message.find("instruction 1 (tgather): index 9 is out of bounds"), std::string::npos) << message;
   EXPECT_EQ(ptoStreamSynchronize(stream_), PTO_SUCCESS);  // reported once; the stream goes on
+}
+
+TEST_F(ProgramLaunch, ConstantsComputedAtLoadServeEveryLaunchWithoutAWorkspace) {
+  isa::ScheduledProgram compiled = compiler::compile(parsed(
+      "buffer %0 input 64\nbuffer %1 output 64\nbuffer %2 temp 4\nbuffer %3 temp 4\n"
+      "texpands %2:f32[;]@0 value=2\n"
+      "texpands %3:f32[;]@0 value=1\n"
+      "tmul %1:f32[16;1]@0, %0:f32[16;1]@0, %2:f32[16;0]@0\n"
+      "tadd %1:f32[16;1]@0, %1:f32[16;1]@0, %3:f32[16;0]@0 alpha=1\n"));
+  ASSERT_EQ(compiled.workspace_bytes, 0u);
+  const ptoProgram program = load(std::move(compiled));
+  ASSERT_NE(program, nullptr);
+  std::vector<float> x(16), expected(16);
+  for (int i = 0; i < 16; ++i) x[i] = static_cast<float>(i) - 7.5f, expected[i] = x[i] * 2 + 1;
+  void* in = upload(x);
+  for (int launch = 0; launch < 3; ++launch) {
+    void* out = deviceMemory(64);
+    ASSERT_EQ(launchInOut(program, 4, in, out, 64), PTO_SUCCESS) << ptoGetRecentErrMsg();
+    ASSERT_EQ(ptoStreamSynchronize(stream_), PTO_SUCCESS) << ptoGetRecentErrMsg();
+    EXPECT_EQ(download<float>(out, 16), expected) << "launch " << launch;
+  }
+}
+
+TEST_F(ProgramLaunch, AConstantThatCannotBeComputedFailsTheLoadNamingItsInstruction) {
+  isa::ScheduledProgram compiled = compiler::compile(parsed(
+      "buffer %0 temp 8\nbuffer %1 temp 16\nbuffer %2 temp 16\nbuffer %3 input 16\nbuffer %4 output 16\n"
+      "texpands %0:i64[;]@0 value=9\n"  // an index out of range of what it gathers from
+      "texpands %1:f32[4;1]@0 value=1\n"
+      "tgather %2:f32[4;1]@0, %1:f32[4;1]@0, %0:i64[4;0]@0 axis=0 wrap=0\n"
+      "tadd %4:f32[4;1]@0, %3:f32[4;1]@0, %2:f32[4;1]@0 alpha=1\n"));
+  ASSERT_EQ(compiled.placements[2].placement, isa::Placement::kConstant) << isa::print(compiled);
+  ptoProgram program = nullptr;
+  EXPECT_EQ(rt::loadProgram(std::make_shared<const isa::ScheduledProgram>(std::move(compiled)), &program),
+            PTO_ERROR_INVALID_VALUE);
+  EXPECT_EQ(program, nullptr);
+  const std::string message = ptoGetRecentErrMsg();
+  EXPECT_NE(message.find("computing the program's constants: instruction 2 (tgather): index 9 is out of bounds"),
+            std::string::npos) << message;
 }
 
 }  // namespace

@@ -63,6 +63,20 @@ def test_explain_reports_the_bound_programs_nodes_stages_and_workspace():
     assert "nodes run eagerly        : 0" in text and "of which fused: 1" in text
 
 
+def test_a_graphs_scalars_are_constants_computed_once_when_its_program_loads():
+    def scaled_plus_one(x):
+        return x * 2 + 1
+
+    x = torch.randn(4, 16, generator=torch.Generator().manual_seed(0))
+    report = pypto_torch.explain(scaled_plus_one, x.to("pto"))
+    assert report.workspace_bytes == 0, report.program
+    assert "2 at load)" in report.program and "# stage 0 (at load)" in report.program, report.program
+    assert "# constant @" in report.program, report.program
+    compiled = torch.compile(scaled_plus_one, backend="pypto")
+    for scale in (1.0, -3.0, 0.5):  # the same loaded program, launch after launch
+        assert_close(compiled((x * scale).to("pto")).cpu(), scaled_plus_one(x * scale), rtol=0, atol=0)
+
+
 def test_a_node_without_lowering_runs_eagerly_between_programs_and_is_reported():
     def conv_block(x, weight):
         return torch.relu(F.conv2d(torch.exp(x), weight, padding=1)).sum(dim=1)

@@ -9,6 +9,7 @@
 #include <atomic>
 #include <cerrno>
 #include <cstring>
+#include <exception>
 #include <cstdlib>
 #include <string>
 #include <map>
@@ -493,7 +494,11 @@ class SimDriver final : public Driver {
 
   ptoError loadProgram(int32_t device, std::shared_ptr<const isa::ScheduledProgram> program,
                        std::shared_ptr<DeviceProgram>* loaded) override {
-    *loaded = std::make_shared<SimProgram>(std::move(program));
+    try {
+      *loaded = std::make_shared<SimProgram>(std::move(program));
+    } catch (const std::exception& error) {  // an at-load stage failed
+      return failf(PTO_ERROR_INVALID_VALUE, "ptoProgramLoad: computing the program's constants: ", error.what());
+    }
     return PTO_SUCCESS;
   }
 

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <exception>
+#include <new>
 #include <stdexcept>
 #include <string>
 
@@ -60,7 +61,18 @@ SimProgram::SimProgram(std::shared_ptr<const isa::ScheduledProgram> scheduled)
       }
     }
   }
+  if (program.constant_bytes == 0) return;
+  constants_.reset(static_cast<char*>(::operator new(program.constant_bytes, std::align_val_t{64})));
+  std::vector<void*> buffers(program.placements.size(), nullptr);
+  for (size_t b = 0; b < buffers.size(); ++b) {
+    if (program.placements[b].placement == Placement::kConstant) buffers[b] = constants_.get() + program.placements[b].offset;
+  }
+  for (size_t s = 0; s < program.stages.size(); ++s) {
+    if (program.stages[s].at_load) runStage(s, buffers);
+  }
 }
+
+void SimProgram::FreeAligned::operator()(char* memory) const { ::operator delete(memory, std::align_val_t{64}); }
 
 std::vector<void*> SimProgram::bufferAddresses(std::span<void* const> bound, void* workspace) const {
   const isa::ScheduledProgram& program = *scheduled_;
@@ -69,6 +81,7 @@ std::vector<void*> SimProgram::bufferAddresses(std::span<void* const> bound, voi
     const isa::BufferPlacement& place = program.placements[b];
     if (place.placement == Placement::kBound) buffers[b] = bound[b];
     if (place.placement == Placement::kWorkspace) buffers[b] = static_cast<char*>(workspace) + place.offset;
+    if (place.placement == Placement::kConstant) buffers[b] = constants_.get() + place.offset;
   }
   for (size_t b = 0; b < buffers.size(); ++b) {  // after their hosts are bound
     const isa::BufferPlacement& place = program.placements[b];
@@ -156,6 +169,7 @@ void SimProgram::run(std::span<void* const> buffers, std::vector<ptoActivity>* i
   const isa::ScheduledProgram& program = *scheduled_;
   const bool record_stages = inside != nullptr && program.program.instructions.size() > 1;
   for (size_t s = 0; s < program.stages.size(); ++s) {
+    if (program.stages[s].at_load) continue;
     const uint64_t start_ns = record_stages ? ptoProfilerNow() : 0;
     runStage(s, buffers);
     if (record_stages) inside->push_back(stageActivity(program.stages[s], start_ns));
