@@ -8,6 +8,7 @@
 
 #include <ATen/ATen.h>
 
+#include <atomic>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -42,11 +43,17 @@ class BoundProgram {
   void run(const std::vector<std::optional<at::Tensor>>& buffers, c10::DeviceIndex device);
 
  private:
-  ptoProgram loadedOn(c10::DeviceIndex device);
+  // The program on `device`, loaded at the first run there (an invalid index throws).
+  struct Loaded {
+    std::atomic<ptoProgram> program{nullptr};  // published after binds_host_memory is set
+    bool binds_host_memory = false;            // the device reaches CPU tensors' memory
+  };
+  const Loaded& loadedOn(c10::DeviceIndex device);
 
   std::shared_ptr<const isa::ScheduledProgram> scheduled_;
-  std::mutex loaded_mutex_;
-  std::vector<ptoProgram> loaded_;  // per device, null until the first run there
+  std::mutex load_mutex_;
+  const c10::DeviceIndex device_count_;
+  const std::unique_ptr<Loaded[]> loaded_;  // per device
 };
 
 }  // namespace pto::torch_glue

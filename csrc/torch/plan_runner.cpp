@@ -1,5 +1,6 @@
 #include "plan_runner.h"
 
+#include "aten/tensor_factories.h"
 #include "device.h"
 
 namespace pto::torch_glue {
@@ -38,8 +39,12 @@ std::optional<std::vector<at::Tensor>> PlanRunner::run(const std::vector<at::Ten
       at::Tensor& tensor = slots[static_cast<size_t>(binding.slot)];
       if (binding.allocate) {
         const Layout& layout = *binding.allocate;
-        tensor = at::empty_strided(layout.sizes, layout.strides,
-                                   at::TensorOptions().dtype(layout.dtype).device(layout.device));
+        // The pto kernel itself: a factory has no tensor to dispatch on, and the
+        // dispatcher's way to it is a third of a tiny graph's call.
+        tensor = layout.device.is_privateuseone()
+                     ? emptyStrided(layout.sizes, layout.strides, layout.dtype, std::nullopt, layout.device, std::nullopt)
+                     : at::empty_strided(layout.sizes, layout.strides,
+                                         at::TensorOptions().dtype(layout.dtype).device(layout.device));
       }
       if (!device && tensor.device().type() == c10::kPrivateUse1) device = tensor.device().index();
       buffers.emplace_back(tensor);
