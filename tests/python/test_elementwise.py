@@ -1,6 +1,8 @@
 """Elementwise ops run natively on pto (PTO instructions), matching CPU on
 PyTorch's own OpInfo samples across dtypes, forward and backward."""
 
+import itertools
+
 import pytest
 import torch
 from torch.testing import assert_close
@@ -65,6 +67,30 @@ def test_type_promotion_and_scalars_follow_torch():
                              (torch.tensor(2.0) * p, torch.tensor(2.0) * x)]:
         assert result.dtype == expected.dtype
         assert_close(result.cpu(), expected)
+
+
+BROADCAST_SHAPES = [(), (1,), (4,), (1, 4), (4, 1), (3, 4), (1, 1), (3, 1, 4), (1, 3, 1), (2, 3, 4), (2, 1, 4),
+                    (1, 1, 4), (2, 3, 1), (1, 3, 4)]
+
+
+def test_a_binary_results_layout_is_the_cpus_for_every_broadcast():
+    """The result's strides are TensorIterator's on the CPU (contiguous inputs of any
+    broadcast give a contiguous result, which pto lays out without building one), also
+    with size-1 dimensions and transposed operands."""
+    generator = torch.Generator().manual_seed(0)
+    cases = 0
+    for shape_a, shape_b in itertools.product(BROADCAST_SHAPES, BROADCAST_SHAPES):
+        a, b = torch.randn(shape_a, generator=generator), torch.randn(shape_b, generator=generator)
+        for x, y in ((a, b), (a.mT if a.dim() >= 2 else a, b), (a, b.mT if b.dim() >= 2 else b)):
+            try:
+                expected = x + y
+            except RuntimeError:
+                continue  # shapes that do not broadcast: test_shape_mismatch_error_and_device_stays_usable
+            actual = x.to("pto") + y.to("pto")
+            assert actual.stride() == expected.stride(), (x.shape, x.stride(), y.shape, y.stride())
+            assert_close(actual.cpu(), expected, rtol=0, atol=0)
+            cases += 1
+    assert cases > 300
 
 
 def test_in_place_and_out_forms():

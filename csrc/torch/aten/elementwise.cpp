@@ -6,6 +6,7 @@
 #include <ATen/Operators.h>
 #include <ATen/TensorIterator.h>
 #include <ATen/native/Resize.h>
+#include <ATen/ops/as_strided_native.h>
 
 #include <algorithm>
 
@@ -23,8 +24,11 @@ namespace pto::torch_glue {
 at::Tensor elementwiseResult(TensorRefs inputs, c10::IntArrayRef shape,
                              at::ScalarType result, const c10::Device& device) {
   const auto options = at::TensorOptions().dtype(result).device(device);
+  // Contiguous inputs, broadcast or not, order no dimension against the row-major one
+  // (a broadcast dimension's stride 0 leaves the order to the other operands): the
+  // result TensorIterator would lay out is contiguous, without building one.
   const bool default_strides = std::all_of(inputs.begin(), inputs.end(), [&](const at::Tensor& t) {
-    return t.dim() == 0 || (t.sizes() == shape && t.strides() == c10::contiguous_strides(t.sizes()));
+    return t.dim() <= static_cast<int64_t>(shape.size()) && t.strides() == c10::contiguous_strides(t.sizes());
   });
   if (default_strides) return at::empty(shape, options);
   at::TensorIteratorConfig config;
@@ -68,12 +72,20 @@ c10::MaybeOwned<at::Tensor> onDevice(const at::Tensor& t, at::ScalarType dtype, 
   return c10::MaybeOwned<at::Tensor>::owned(t.to(dtype));
 }
 
-// onDevice(t) broadcast to `shape`: a view only where t has another shape.
+// `t` broadcast to `shape`: t itself where it has that shape, else a view made here,
+// not by expand() through the dispatcher, whose autograd view tracking an operand the
+// kernel reads and drops has no use for (half of a broadcast add's host time).
+c10::MaybeOwned<at::Tensor> broadcastTo(c10::MaybeOwned<at::Tensor> t, c10::IntArrayRef shape) {
+  if (t->sizes() == shape) return t;
+  const auto expanded = at::inferExpandGeometry_dimvector(t->sizes(), t->strides(), shape);
+  return c10::MaybeOwned<at::Tensor>::owned(
+      at::native::as_strided_tensorimpl(*t, expanded.sizes, expanded.strides, t->storage_offset()));
+}
+
+// onDevice(t) broadcast to `shape`.
 c10::MaybeOwned<at::Tensor> onDevice(const at::Tensor& t, at::ScalarType dtype, const c10::Device& device,
                                      c10::IntArrayRef shape) {
-  c10::MaybeOwned<at::Tensor> operand = onDevice(t, dtype, device);
-  if (operand->sizes() == shape) return operand;
-  return c10::MaybeOwned<at::Tensor>::owned(operand->expand(shape));
+  return broadcastTo(onDevice(t, dtype, device), shape);
 }
 
 // The output tensor of an op: a new one, `self` (in-place) or `out`, checked as torch checks.
@@ -247,7 +259,7 @@ bool copyOnDevice(const at::Tensor& dst, const at::Tensor& src) {
   if (!ptoDType(dst.scalar_type()) || !ptoDType(src.scalar_type())) return false;
   if (dst.numel() == 0) return true;
   const Opcode opcode = dst.scalar_type() == src.scalar_type() ? Opcode::kMove : Opcode::kConvert;
-  launchInstruction(opcode, dst, {src.expand(dst.sizes())});
+  launchInstruction(opcode, dst, {*broadcastTo(c10::MaybeOwned<at::Tensor>::borrowed(src), dst.sizes())});
   return true;
 }
 
