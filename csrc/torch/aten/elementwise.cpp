@@ -14,23 +14,24 @@
 #include "composite.h"
 #include "host_scalars.h"
 #include "instruction_launch.h"
+#include "tensor_factories.h"
 
 namespace pto::torch_glue {
 
 // TensorIterator's rule for a new result (the inputs' stride order, the first input's
-// where they disagree, dense): inputs with their default strides (0-dim ones aside)
-// give a contiguous result; any other layout asks TensorIterator itself, which
+// where they disagree, dense): inputs with their default strides give a contiguous
+// result; any other layout asks TensorIterator itself, which
 // allocates the result (through empty_strided, on pto) without running anything.
 at::Tensor elementwiseResult(TensorRefs inputs, c10::IntArrayRef shape,
                              at::ScalarType result, const c10::Device& device) {
-  const auto options = at::TensorOptions().dtype(result).device(device);
   // Contiguous inputs, broadcast or not, order no dimension against the row-major one
   // (a broadcast dimension's stride 0 leaves the order to the other operands): the
   // result TensorIterator would lay out is contiguous, without building one.
   const bool default_strides = std::all_of(inputs.begin(), inputs.end(), [&](const at::Tensor& t) {
     return t.dim() <= static_cast<int64_t>(shape.size()) && t.strides() == c10::contiguous_strides(t.sizes());
   });
-  if (default_strides) return at::empty(shape, options);
+  // The pto factory itself, not through the dispatcher (a functional op's fixed cost).
+  if (default_strides) return empty(shape, result, std::nullopt, device, std::nullopt, std::nullopt);
   at::TensorIteratorConfig config;
   config.set_check_mem_overlap(false).check_all_same_dtype(false).check_all_same_device(false);
   config.declare_static_dtype_and_device(result, device);
