@@ -137,8 +137,10 @@ RecipeCall& RecipeCall::result(const at::Tensor& tensor) {
 bool RecipeCall::launch() {
   const BuiltRecipe recipe = builtRecipe(op_, named_, results_, static_cast<int32_t>(buffers_.size()));
   if (recipe == nullptr) return false;
-  const at::TensorOptions options = buffers_.front().options();
-  std::vector<at::Tensor> buffers = buffers_;
+  // The call's tensors move into the launch, not copied: a copy of a tensor Python
+  // alone holds takes the GIL (instruction_launch.h).
+  std::vector<at::Tensor> buffers = std::move(buffers_);
+  const at::TensorOptions options = buffers.front().options();
   for (const recipes::Temporary& temporary : recipe->temporaries()) {
     int64_t numel = 1;
     for (int64_t n : temporary.shape) numel *= n;

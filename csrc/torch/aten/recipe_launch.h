@@ -24,8 +24,9 @@ class RecipeCall {
   RecipeCall& value(std::string name, recipes::Value value);
   RecipeCall& result(const at::Tensor& tensor);
 
-  // Builds the recipe and launches its steps. False, with nothing launched, where it
-  // does not apply (a dtype or layout its instructions do not take).
+  // Builds the recipe and launches its steps, once: the call's tensors go with the
+  // launch. False, with nothing launched, where it does not apply (a dtype or layout
+  // its instructions do not take).
   bool launch();
 
  private:
