@@ -51,6 +51,12 @@ int64_t Stage::tileCount() const {
 
 namespace {
 
+// Whether buffers a and b, placed in one region, share a byte.
+bool overlap(const Program& program, const std::vector<BufferPlacement>& placements, size_t a, size_t b) {
+  return placements[a].offset < placements[b].offset + program.buffers[b].bytes &&
+         placements[b].offset < placements[a].offset + program.buffers[a].bytes;
+}
+
 // A tile's scratch buffers: used inside tiled stages only, every use row aligned
 // within the pitch planned for it, and all of them inside the stage's scratch.
 std::string checkScratch(const ScheduledProgram& scheduled) {
@@ -93,8 +99,7 @@ std::string checkConstants(const ScheduledProgram& scheduled) {
       return "constant %" + std::to_string(b) + " overruns the program's constants";
     }
     for (size_t other : placed) {
-      const BufferPlacement& there = scheduled.placements[other];
-      if (place.offset < there.offset + program.buffers[other].bytes && there.offset < place.offset + program.buffers[b].bytes) {
+      if (overlap(program, scheduled.placements, other, b)) {
         return "constants %" + std::to_string(other) + " and %" + std::to_string(b) + " overlap";
       }
     }
@@ -208,8 +213,7 @@ std::string verifySchedule(const ScheduledProgram& scheduled) {
       const BufferPlacement& pb = scheduled.placements[b];
       if ((pb.placement != Placement::kWorkspace && pb.placement != Placement::kInOutput) || regionOf(pa) != regionOf(pb)) continue;
       const bool live_together = !(lifetime[a].last < lifetime[b].first || lifetime[b].last < lifetime[a].first);
-      const bool overlap = pa.offset < pb.offset + program.buffers[b].bytes && pb.offset < pa.offset + program.buffers[a].bytes;
-      if (live_together && overlap) {
+      if (live_together && overlap(program, scheduled.placements, a, b)) {
         return "buffers %" + std::to_string(a) + " and %" + std::to_string(b) + " are live at once and overlap";
       }
     }

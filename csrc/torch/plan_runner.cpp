@@ -40,7 +40,7 @@ std::optional<std::vector<at::Tensor>> PlanRunner::run(const std::vector<at::Ten
       if (binding.allocate) {
         const Layout& layout = *binding.allocate;
         // The pto kernel itself: a factory has no tensor to dispatch on, and the
-        // dispatcher's way to it is a third of a tiny graph's call.
+        // dispatcher's way to it cost ~600 of a tiny graph's 7.8k instructions a call.
         tensor = layout.device.is_privateuseone()
                      ? emptyStrided(layout.sizes, layout.strides, layout.dtype, std::nullopt, layout.device, std::nullopt)
                      : at::empty_strided(layout.sizes, layout.strides,
