@@ -9,6 +9,10 @@
 namespace pto::torch_glue::history {
 namespace {
 
+// Whether anything is recorded: read without a lock by every allocation and free, before
+// they build an entry (most processes never record).
+std::atomic<bool> recording = false;
+
 struct DeviceTrace {
   std::vector<TraceEntry> entries;  // a ring once it holds max_entries
   size_t next = 0;                  // where the ring writes next (and the oldest entry)
@@ -19,7 +23,7 @@ class History {
   void configure(const Options& options) {
     std::lock_guard<std::mutex> lock(mutex_);
     options_ = options;
-    enabled_ = options.enabled;
+    recording = options.enabled;
     if (options.clear || !options.enabled) {
       traces_.clear();
       block_contexts_.clear();
@@ -30,7 +34,7 @@ class History {
   }
 
   std::shared_ptr<torch::CapturedTraceback> gatherContext(bool for_free) {
-    if (!enabled_) return nullptr;
+    if (!recording) return nullptr;
     Options options;
     {
       std::lock_guard<std::mutex> lock(mutex_);
@@ -41,9 +45,8 @@ class History {
     return torch::CapturedTraceback::gather(/*python=*/true, /*script=*/false, options.cpp_frames);
   }
 
-  // Stamps the entry's time only once it is kept: allocations pay nothing while disabled.
+  // Stamps the entry's time only once it is kept.
   void record(TraceEntry entry) {
-    if (!enabled_) return;
     std::lock_guard<std::mutex> lock(mutex_);
     if (!options_.enabled) return;
     entry.time_us = nowMicroseconds();
@@ -101,7 +104,6 @@ class History {
     trace.next = 0;
   }
 
-  std::atomic<bool> enabled_ = false;  // read without the lock on every allocation
   std::mutex mutex_;
   Options options_;
   std::vector<DeviceTrace> traces_;
@@ -137,6 +139,7 @@ std::shared_ptr<torch::CapturedTraceback> gatherContext(bool for_free) {
 
 void record(Action action, c10::DeviceIndex device, const void* addr, size_t size, c10::StreamId stream,
             std::shared_ptr<torch::CapturedTraceback> context, size_t device_free) {
+  if (!recording) return;
   instance().record(TraceEntry{action, device, reinterpret_cast<uintptr_t>(addr), size, stream, device_free,
                                /*time_us=*/0, std::move(context)});
 }
