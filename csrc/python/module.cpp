@@ -1,7 +1,6 @@
 // pypto_torch._C: the Python face of the torch glue. Thin: argument conversion
 // and nothing else; every behaviour lives in csrc/torch.
 #include <torch/csrc/Generator.h>
-#include <torch/csrc/autograd/python_variable.h>
 #include <torch/csrc/utils/pybind.h>
 
 #include <ATen/Context.h>
@@ -19,11 +18,9 @@
 #include "runtime/pto_runtime.h"
 #include "recipes/aten_instructions.h"
 #include "torch/aten/fallback.h"
-#include "torch/bound_program.h"
 #include "torch/device.h"
 #include "torch/dtype_map.h"
 #include "torch/generator.h"
-#include "torch/plan_runner.h"
 #include "torch/pto_check.h"
 #include "torch/sync_debug.h"
 
@@ -156,6 +153,7 @@ void bindDistributed(py::module_& m);  // distributed.cpp
 void bindMemory(py::module_& m);  // memory.cpp
 void bindMemoryHistory(py::module_& m);  // memory_history.cpp
 void bindGraphs(py::module_& m);  // graphs.cpp
+void bindCompiledGraphs(py::module_& m);  // compiled_graphs.cpp
 void bindRecipes(py::module_& m);  // recipes.cpp
 void bindSharing(py::module_& m);  // sharing.cpp
 
@@ -163,6 +161,7 @@ PYBIND11_MODULE(_C, m) {
   bindMemory(m);
   bindMemoryHistory(m);
   bindGraphs(m);
+  bindCompiledGraphs(m);
   bindRecipes(m);
   bindSharing(m);
   m.doc() = "pypto_torch native module: the pto device for PyTorch";
@@ -256,60 +255,4 @@ PYBIND11_MODULE(_C, m) {
   });
 
   bindDistributed(m);
-
-  py::class_<BoundProgram>(m, "_BoundProgram")
-      .def(py::init<const std::string&, bool, bool>(), py::arg("pto_as"), py::arg("debug") = false,
-           py::arg("fuse") = true)
-      .def_property_readonly("text", &BoundProgram::text)
-      .def_property_readonly("fused_stages", &BoundProgram::fusedStages)
-      .def_property_readonly("stages", &BoundProgram::stageCount)
-      .def_property_readonly("instructions", &BoundProgram::instructionCount)
-      .def_property_readonly("workspace_bytes", &BoundProgram::workspaceBytes)
-      .def_property_readonly("buffer_kinds", &BoundProgram::bufferKinds)
-      .def("run", [](BoundProgram& program, const std::vector<std::optional<at::Tensor>>& buffers, int device) {
-        program.run(buffers, static_cast<c10::DeviceIndex>(device));
-      });
-
-  // steps: [(program, [None | (slot, None | (sizes, strides, dtype, device))])]; the
-  // runner keeps the list, and so the programs, alive (keep_alive).
-  using Layout = std::tuple<std::vector<int64_t>, std::vector<int64_t>, at::ScalarType, at::Device>;
-  using BindingSpec = std::optional<std::pair<int64_t, std::optional<Layout>>>;
-  py::class_<PlanRunner>(m, "_PlanRunner")
-      .def(py::init([](const std::vector<Layout>& inputs, int64_t slot_count,
-                       std::vector<std::pair<int64_t, at::Tensor>> constants, const py::list& steps,
-                       const std::vector<std::tuple<int64_t, std::vector<int64_t>, std::vector<int64_t>, int64_t>>&
-                           outputs) {
-             auto layout = [](const Layout& spec) {
-               const auto& [sizes, strides, dtype, device] = spec;
-               return PlanRunner::Layout{sizes, strides, dtype, device};
-             };
-             std::vector<PlanRunner::Layout> input_layouts;
-             for (const Layout& input : inputs) input_layouts.push_back(layout(input));
-             std::vector<PlanRunner::Step> native_steps;
-             for (const py::handle step : steps) {
-               const auto [program, bindings] = step.cast<std::pair<BoundProgram*, std::vector<BindingSpec>>>();
-               PlanRunner::Step& native = native_steps.emplace_back(PlanRunner::Step{program, {}});
-               for (const BindingSpec& binding : bindings) {
-                 PlanRunner::Binding& bound = native.bindings.emplace_back();
-                 if (!binding) continue;
-                 bound.slot = binding->first;
-                 if (binding->second) bound.allocate = layout(*binding->second);
-               }
-             }
-             std::vector<PlanRunner::Output> results;
-             for (const auto& [slot, sizes, strides, offset] : outputs) results.push_back({slot, sizes, strides, offset});
-             return std::make_unique<PlanRunner>(std::move(input_layouts), slot_count, std::move(constants),
-                                                 std::move(native_steps), std::move(results));
-           }),
-           py::keep_alive<1, 5>())
-      .def("run", [](const PlanRunner& runner, const py::tuple& args) -> py::object {
-        std::vector<at::Tensor> tensors;
-        tensors.reserve(args.size());
-        for (const py::handle arg : args) {
-          if (!THPVariable_Check(arg.ptr())) return py::none();  // not a signature it was planned for
-          tensors.push_back(THPVariable_Unpack(arg.ptr()));
-        }
-        std::optional<std::vector<at::Tensor>> results = runner.run(tensors);
-        return results ? py::cast(std::move(*results)) : py::none();
-      });
 }

@@ -135,7 +135,7 @@ def make_backend(fuse: bool = True, on_graph=None):
         stored = disk_cache.load(key, gm, debug, fuse)
         if stored is not None:
             counters["pypto"]["cache_hit"] += 1
-            return stored
+            return stored.as_call()
         counters["pypto"]["cache_miss"] += 1
         recording = []
         try:
@@ -143,7 +143,7 @@ def make_backend(fuse: bool = True, on_graph=None):
             graphs = recording
         finally:
             recording = None
-        return disk_cache.StoringOnFirstCall(compiled, key, graphs, _mutates_input_metadata())
+        return disk_cache.StoringOnFirstCall(compiled, key, graphs, _mutates_input_metadata()).as_call()
 
     def replaying(gm: torch.fx.GraphModule, example_inputs, **kwargs):
         kept: set[int] = set()   # addresses a backward may take from a graphed forward

@@ -41,6 +41,7 @@ import sys
 import tempfile
 import time
 import warnings
+import weakref
 from pathlib import Path
 
 import torch
@@ -217,12 +218,18 @@ class StoredGraph:
         self.runner = native_runner(plan, signature)
 
     def __call__(self, *args):
-        outputs = None if self.runner is None else self.runner.run(args)
-        if outputs is None:
-            if _signature(args) != self.signature:
-                return self.other_signatures(*args)
-            outputs = self.plan.run(args)
+        """A call the native runner did not take (as_call): another signature, or a plan
+        it cannot run."""
+        if _signature(args) != self.signature:
+            return self.other_signatures(*args)
+        outputs = self.plan.run(args)
         return outputs if self.returns_list else tuple(outputs)
+
+    def as_call(self) -> _C._CompiledCall:
+        """What Dynamo calls: the plan's runner natively, this object for the rest."""
+        call = _C._CompiledCall(self)
+        call.retarget(self, self.runner, self.returns_list)
+        return call
 
 
 def load(key: str, gm: torch.fx.GraphModule, debug: bool, fuse: bool) -> StoredGraph | None:
@@ -304,8 +311,16 @@ class StoringOnFirstCall:
         self.key = key
         self.graphs = graphs
         self.pending = not metadata_mutations
+        self.call = None   # a weak reference to what Dynamo calls (as_call)
         if not self.pending:
             self._stop_recording()
+
+    def as_call(self) -> _C._CompiledCall:
+        """What Dynamo calls: this object until the plan is stored, then the stored
+        graph's (StoredGraph.as_call), with no Python frame of this one left on the way."""
+        call = _C._CompiledCall(self)
+        self.call = weakref.ref(call)
+        return call
 
     def __call__(self, *args):
         result = self.compiled(*args)
@@ -335,3 +350,6 @@ class StoringOnFirstCall:
         store(self.key, _signature(args), plan, isinstance(result, list))
         self.compiled = StoredGraph(self.compiled, _signature(args), plan, isinstance(result, list))
         self.graphs = []
+        call = self.call() if self.call is not None else None
+        if call is not None:
+            call.retarget(self.compiled, self.compiled.runner, self.compiled.returns_list)

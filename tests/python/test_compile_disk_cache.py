@@ -232,6 +232,7 @@ def test_a_cold_compile_runs_its_stored_plan_after_the_first_call(monkeypatch, t
     same as the first call and the CPU, as does an input at another storage offset
     (which Dynamo's guards let through)."""
     import torch._dynamo
+    from pypto_torch import _C
     from pypto_torch.compile import disk_cache
     from pypto_torch.compile.backend import pypto_backend
 
@@ -252,8 +253,11 @@ def test_a_cold_compile_runs_its_stored_plan_after_the_first_call(monkeypatch, t
     with torch.no_grad():
         first = compiled(x.to("pto")).cpu()
         [callable_] = returned
-        assert isinstance(callable_, disk_cache.StoringOnFirstCall)
-        assert isinstance(callable_.compiled, disk_cache.StoredGraph)
+        # After the call that stored the plan, Dynamo's callable runs it natively and
+        # keeps the stored graph for other signatures.
+        assert isinstance(callable_, _C._CompiledCall)
+        assert isinstance(callable_.target, disk_cache.StoredGraph)
+        assert callable_.target.runner is not None
         later = [compiled(x.to("pto")).cpu() for _ in range(2)]
         y = torch.randn(4, 16)
         at_offset = compiled(torch.cat([torch.zeros(1), y.flatten()]).to("pto")[1:].view(4, 16)).cpu()
