@@ -6,6 +6,7 @@
 #include <ATen/Operators.h>
 #include <ATen/TensorIterator.h>
 #include <ATen/native/Resize.h>
+#include <ATen/native/TypeProperties.h>
 #include <ATen/ops/as_strided_native.h>
 
 #include <algorithm>
@@ -182,11 +183,18 @@ Result complexHalfPow(const at::Tensor& self, const at::Tensor& other, const at:
 
 }  // namespace
 
+at::ScalarType resultType(const at::Tensor& a, const at::Tensor& b) {
+  at::native::ResultTypeState state;
+  state = at::native::update_result_type_state(a, state);
+  state = at::native::update_result_type_state(b, state);
+  return at::native::result_type(state);
+}
+
 Result binaryOp(Opcode opcode, Promotion promotion, const at::Tensor& self, const at::Tensor& other,
                 const at::Tensor& out, double alpha) {
   const auto name = isa::info(opcode).name;
   const c10::Device device = commonDevice({self, other, out}, name);
-  at::ScalarType compute = at::result_type(self, other);
+  at::ScalarType compute = resultType(self, other);
   if (promotion == Promotion::kIntToFloat && at::isIntegralType(compute, /*includeBool=*/true)) {
     compute = c10::typeMetaToScalarType(at::get_default_dtype());
   }
@@ -225,7 +233,7 @@ Result unaryOp(Opcode opcode, Promotion promotion, const at::Tensor& self, const
 Result whereOp(const at::Tensor& condition, const at::Tensor& self, const at::Tensor& other, const at::Tensor& out) {
   constexpr AtenInstruction row = atenInstruction("where");
   const c10::Device device = commonDevice({condition, self, other, out}, isa::info(row.opcode).name);
-  const at::ScalarType compute = at::result_type(self, other);
+  const at::ScalarType compute = resultType(self, other);
   if (condition.scalar_type() != at::kBool || !accepts(row.opcode, compute)) return Result::owned(at::Tensor());
   const std::vector<int64_t> shape =
       at::infer_size(at::infer_size(condition.sizes(), self.sizes()), other.sizes());
@@ -240,7 +248,7 @@ Result whereOp(const at::Tensor& condition, const at::Tensor& self, const at::Te
 Result ternaryOp(Opcode opcode, const at::Tensor& self, const at::Tensor& tensor1, const at::Tensor& tensor2,
                  const at::Tensor& out, const at::Scalar& value) {
   const c10::Device device = commonDevice({self, tensor1, tensor2, out}, isa::info(opcode).name);
-  const at::ScalarType compute = at::promote_types(at::result_type(self, tensor1), at::result_type(tensor1, tensor2));
+  const at::ScalarType compute = at::promote_types(resultType(self, tensor1), resultType(tensor1, tensor2));
   // The value is the instruction's real immediate, converted to the dtype: a complex
   // one, or a fraction for an integer dtype (which torch refuses), take the composition.
   const bool integral = at::isIntegralType(compute, /*includeBool=*/true);
@@ -328,7 +336,7 @@ at::Tensor where(const at::Tensor& condition, const at::Tensor& self, const at::
 at::Tensor& whereOut(const at::Tensor& condition, const at::Tensor& self, const at::Tensor& other,
                      at::Tensor& result) {
   // The CPU's where_self_out: out of exactly the promoted type, no cast.
-  const at::ScalarType type = at::result_type(self, other);
+  const at::ScalarType type = resultType(self, other);
   TORCH_CHECK(result.scalar_type() == type, "Expected out type to be ", type, " but got ", result.scalar_type());
   if (!whereOp(condition, self, other, result)->defined()) {
     Fallback<ATEN_OP2(where, self_out)>::call(condition, self, other, result);

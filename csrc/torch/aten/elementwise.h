@@ -50,6 +50,10 @@ at::Tensor& fill(at::Tensor& self, const at::Scalar& value);  // falls back itse
 // A Scalar argument as torch passes it to the Tensor overload: a wrapped number.
 at::Tensor wrapped(const at::Scalar& value);
 
+// at::result_type(a, b), torch's own promotion (at::native's result-type state), without
+// the dispatcher's way to it: ~800 of a small binary op's ~11k instructions.
+at::ScalarType resultType(const at::Tensor& a, const at::Tensor& b);
+
 // The families elementwise_registration.cpp stamps per row of aten_instructions.def:
 // the row's instruction, else the CPU fallback (Op, Inplace, Out: the aten overloads).
 
@@ -59,7 +63,7 @@ struct BinaryWithAlpha {
   static Result native(const at::Tensor& self, const at::Tensor& other, const at::Scalar& alpha,
                        const at::Tensor& out) {
     if constexpr (opcode == isa::Opcode::kSub) at::native::sub_check(self, other);  // bool operands
-    at::native::alpha_check(at::result_type(self, other), alpha);
+    at::native::alpha_check(resultType(self, other), alpha);
     if (alpha.isComplex()) return Result::owned(at::Tensor());
     return binaryOp(opcode, promotion, self, other, out, alpha.toDouble());
   }

@@ -48,7 +48,7 @@ at::Tensor truth(const at::Tensor& t) { return t.scalar_type() == at::kBool ? t 
 
 // The dtype addcmul/addcdiv return: their three inputs promoted together.
 at::ScalarType resultOf(const at::Tensor& self, const at::Tensor& tensor1, const at::Tensor& tensor2) {
-  return at::promote_types(at::result_type(self, tensor1), at::result_type(tensor1, tensor2));
+  return at::promote_types(resultType(self, tensor1), resultType(tensor1, tensor2));
 }
 
 // addcmul_/addcdiv_ write self: the three inputs must broadcast to self's shape.
@@ -155,7 +155,7 @@ at::Tensor& hardtanhBackwardOut(const at::Tensor& grad, const at::Tensor& self, 
 // a itself where both are the same infinity. Complex operands have no maximum: the
 // CPU's kernel takes them.
 at::Tensor logaddexpOf(const at::Tensor& self, const at::Tensor& other) {
-  at::ScalarType type = at::result_type(self, other);
+  at::ScalarType type = resultType(self, other);
   if (at::isComplexType(type)) return Fallback<ATEN_OP(logaddexp)>::call(self, other);
   if (!at::isFloatingType(type)) type = at::typeMetaToScalarType(at::get_default_dtype());
   const at::Tensor a = widened(self.to(type)), b = widened(other.to(type));
