@@ -227,9 +227,7 @@ class StoredGraph:
 
     def as_call(self) -> _C._CompiledCall:
         """What Dynamo calls: the plan's runner natively, this object for the rest."""
-        call = _C._CompiledCall(self)
-        call.retarget(self, self.runner, self.returns_list)
-        return call
+        return _C._CompiledCall(self, self.runner, self.returns_list)
 
 
 def load(key: str, gm: torch.fx.GraphModule, debug: bool, fuse: bool) -> StoredGraph | None:
