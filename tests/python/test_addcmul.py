@@ -2,6 +2,8 @@
 (functional, in-place, out=), broadcasting, mixed dtypes, values, and float16 /
 bfloat16 rounded once from float32, against PyTorch's CPU kernels."""
 
+import itertools
+
 import pytest
 import torch
 from torch.testing import assert_close
@@ -68,6 +70,39 @@ def test_mixed_dtypes_promote_as_cpu():
         got = op(*_pto([self, t1, t2.abs() + 1 if name == "addcdiv" else t2]), value=2)
         assert got.dtype == expected.dtype
         assert_close(got.cpu(), expected)
+
+
+PROMOTED = [torch.bool, torch.int64, torch.float16, torch.bfloat16, torch.float32, torch.float64]
+
+
+@pytest.mark.parametrize("name", OPS)
+@pytest.mark.parametrize("zero_dim", [(False, True, False), (False, True, True), (True, True, False),
+                                      (False, False, True)], ids=str)
+def test_zero_dim_operands_promote_as_cpu(name, zero_dim):
+    """All three operands promote at once, as torch.result_type does: a 0-dim operand's
+    dtype counts only where no dimensioned operand is of its category. Promoting pairs
+    made addcdiv(bfloat16 (3,), float32 (), int64 (3,)) a float32 result, not bfloat16."""
+    for dtypes in itertools.product(PROMOTED, repeat=3):
+        operands = [torch.full(() if zero else (3,), 2.0).to(dtype) for dtype, zero in zip(dtypes, zero_dim)]
+        try:
+            expected = OPS[name](*operands, value=1)
+        except (RuntimeError, NotImplementedError) as error:
+            with pytest.raises(type(error)):
+                OPS[name](*_pto(operands), value=1)
+            continue
+        got = OPS[name](*_pto(operands), value=1)
+        assert got.dtype == expected.dtype, dtypes
+        assert_close(got.cpu(), expected, rtol=0, atol=0)
+
+
+def test_bool_addcmul_is_refused_as_on_cpu():
+    a = torch.ones(3, dtype=torch.bool)
+    for call in (lambda t: torch.addcmul(t, t, t), lambda t: t.addcmul_(t, t),
+                 lambda t: torch.addcmul(t, t, t, out=torch.empty_like(t))):
+        with pytest.raises(NotImplementedError, match="not implemented for 'Bool'"):
+            call(a)
+        with pytest.raises(NotImplementedError, match="not implemented for 'Bool'"):
+            call(a.to("pto"))
 
 
 @pytest.mark.parametrize("name", OPS)

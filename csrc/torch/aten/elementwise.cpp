@@ -6,7 +6,6 @@
 #include <ATen/Operators.h>
 #include <ATen/TensorIterator.h>
 #include <ATen/native/Resize.h>
-#include <ATen/native/TypeProperties.h>
 #include <ATen/ops/as_strided_native.h>
 
 #include <algorithm>
@@ -183,13 +182,6 @@ Result complexHalfPow(const at::Tensor& self, const at::Tensor& other, const at:
 
 }  // namespace
 
-at::ScalarType resultType(const at::Tensor& a, const at::Tensor& b) {
-  at::native::ResultTypeState state;
-  state = at::native::update_result_type_state(a, state);
-  state = at::native::update_result_type_state(b, state);
-  return at::native::result_type(state);
-}
-
 Result binaryOp(Opcode opcode, Promotion promotion, const at::Tensor& self, const at::Tensor& other,
                 const at::Tensor& out, double alpha) {
   const auto name = isa::info(opcode).name;
@@ -248,7 +240,7 @@ Result whereOp(const at::Tensor& condition, const at::Tensor& self, const at::Te
 Result ternaryOp(Opcode opcode, const at::Tensor& self, const at::Tensor& tensor1, const at::Tensor& tensor2,
                  const at::Tensor& out, const at::Scalar& value) {
   const c10::Device device = commonDevice({self, tensor1, tensor2, out}, isa::info(opcode).name);
-  const at::ScalarType compute = at::promote_types(resultType(self, tensor1), resultType(tensor1, tensor2));
+  const at::ScalarType compute = resultType(self, tensor1, tensor2);
   // The value is the instruction's real immediate, converted to the dtype: a complex
   // one, or a fraction for an integer dtype (which torch refuses), take the composition.
   const bool integral = at::isIntegralType(compute, /*includeBool=*/true);

@@ -46,9 +46,10 @@ at::Tensor isInfinity(const at::Tensor& self, double infinity) {
 // logical_*: on truth values, a bool result (or out's dtype).
 at::Tensor truth(const at::Tensor& t) { return t.scalar_type() == at::kBool ? t : at::ne(t, 0); }
 
-// The dtype addcmul/addcdiv return: their three inputs promoted together.
-at::ScalarType resultOf(const at::Tensor& self, const at::Tensor& tensor1, const at::Tensor& tensor2) {
-  return at::promote_types(resultType(self, tensor1), resultType(tensor1, tensor2));
+// The CPU's addcmul kernel has no bool instance: a bool common dtype is refused, as there.
+void checkAddcmulTypes(const at::Tensor& self, const at::Tensor& tensor1, const at::Tensor& tensor2) {
+  TORCH_CHECK_NOT_IMPLEMENTED(resultType(self, tensor1, tensor2) != at::kBool,
+                              "\"addcmul\" not implemented for 'Bool'");
 }
 
 // addcmul_/addcdiv_ write self: the three inputs must broadcast to self's shape.
@@ -255,6 +256,7 @@ at::Tensor& logicalNotOut(const at::Tensor& self, at::Tensor& out) {
 // dtypes it lacks), as the composition, whose steps fall back themselves.
 at::Tensor& addcmulOut(const at::Tensor& self, const at::Tensor& tensor1, const at::Tensor& tensor2,
                        const at::Scalar& value, at::Tensor& out) {
+  checkAddcmulTypes(self, tensor1, tensor2);
   at::assert_no_internal_overlap(out);
   for (const at::Tensor& input : {self, tensor1, tensor2}) at::assert_no_partial_overlap(out, input);
   if (ternaryOp(atenInstruction("addcmul").opcode, self, tensor1, tensor2, out, value)->defined()) return out;
@@ -263,12 +265,14 @@ at::Tensor& addcmulOut(const at::Tensor& self, const at::Tensor& tensor1, const 
 
 at::Tensor addcmul(const at::Tensor& self, const at::Tensor& tensor1, const at::Tensor& tensor2,
                    const at::Scalar& value) {
+  checkAddcmulTypes(self, tensor1, tensor2);
   at::Tensor result = *ternaryOp(atenInstruction("addcmul").opcode, self, tensor1, tensor2, {}, value);
-  return result.defined() ? result : addcmulWide(self, tensor1, tensor2, value).to(resultOf(self, tensor1, tensor2));
+  return result.defined() ? result : addcmulWide(self, tensor1, tensor2, value).to(resultType(self, tensor1, tensor2));
 }
 
 at::Tensor& addcmulInplace(at::Tensor& self, const at::Tensor& tensor1, const at::Tensor& tensor2,
                            const at::Scalar& value) {
+  checkAddcmulTypes(self, tensor1, tensor2);
   checkTernaryInplaceShape(self, tensor1, tensor2);
   if (ternaryOp(atenInstruction("addcmul").opcode, self, tensor1, tensor2, self, value)->defined()) return self;
   return assignInplace(self, addcmulWide(self, tensor1, tensor2, value));
@@ -287,7 +291,7 @@ at::Tensor addcdiv(const at::Tensor& self, const at::Tensor& tensor1, const at::
                    const at::Scalar& value) {
   checkAddcdivTypes(tensor1, tensor2);
   at::Tensor result = *ternaryOp(atenInstruction("addcdiv").opcode, self, tensor1, tensor2, {}, value);
-  return result.defined() ? result : addcdivWide(self, tensor1, tensor2, value).to(resultOf(self, tensor1, tensor2));
+  return result.defined() ? result : addcdivWide(self, tensor1, tensor2, value).to(resultType(self, tensor1, tensor2));
 }
 
 at::Tensor& addcdivInplace(at::Tensor& self, const at::Tensor& tensor1, const at::Tensor& tensor2,
