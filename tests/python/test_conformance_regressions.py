@@ -706,6 +706,52 @@ def test_masked_fill_refuses_a_complex_value_for_a_real_tensor():
         assert x.clone().masked_fill_(mask, torch.tensor(2.5)).cpu().tolist() == [2, 0, 2]
 
 
+@pytest.mark.parametrize("value_dtype", [torch.float16, torch.float32, torch.float64, torch.int64])
+@pytest.mark.parametrize("value_device", ["cpu", "pto"])
+def test_masked_fill_converts_a_tensor_value_as_the_scalar_form(value_dtype, value_device):
+    """A 0-dim value tensor converts as the Scalar form's value does: a float -3 into uint8
+    was written as 253 on pto where the CPU raises; an integer -3 wraps on both, and a value
+    that fits is written as on the CPU."""
+    mask = torch.tensor([True, False, True])
+
+    def fill(device, value):
+        value = torch.tensor(value, dtype=value_dtype, device=value_device if device == "pto" else "cpu")
+        return torch.zeros(3, dtype=torch.uint8, device=device).masked_fill(mask.to(device), value)
+
+    if value_dtype.is_floating_point:
+        for device in ("cpu", "pto"):
+            with pytest.raises(RuntimeError, match="value cannot be converted to type uint8_t without overflow"):
+                fill(device, -3)
+    else:
+        cpu, pto = on_both(lambda d: fill(d, -3))
+        assert same_bytes(cpu, pto)
+    cpu, pto = on_both(lambda d: fill(d, 7))
+    assert same_bytes(cpu, pto)
+
+
+@pytest.mark.parametrize("form", ["functional", "in-place", "out="])
+def test_lerp_refuses_what_the_cpu_refuses(form):
+    """lerp does not promote: an end of another dtype is refused, and integer or bool
+    tensors have no kernel (pto computed both)."""
+    def call(device, self_dtype, end_dtype):
+        a = torch.ones(3, dtype=self_dtype, device=device)
+        b = torch.full((3,), 2, dtype=end_dtype, device=device)
+        if form == "in-place":
+            return a.lerp_(b, 0.3)
+        if form == "out=":
+            return torch.lerp(a, b, 0.3, out=torch.empty(3, dtype=self_dtype, device=device))
+        return torch.lerp(a, b, 0.3)
+
+    for device in ("cpu", "pto"):
+        with pytest.raises(RuntimeError, match="expected dtype double for `end` but got dtype float"):
+            call(device, torch.float64, torch.float32)
+        for dtype in (torch.int64, torch.bool):
+            with pytest.raises(NotImplementedError, match="not implemented for"):
+                call(device, dtype, dtype)
+    cpu, pto = on_both(lambda d: call(d, torch.bfloat16, torch.bfloat16))
+    assert same_bytes(cpu, pto)
+
+
 def test_deterministic_mode_fills_new_memory():
     """use_deterministic_algorithms(True): empty and resize_ fill NaN / the largest value."""
     def make(device):

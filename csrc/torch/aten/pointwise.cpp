@@ -86,8 +86,13 @@ at::Tensor addcdivWide(const at::Tensor& self, const at::Tensor& tensor1, const 
 }
 
 // lerp as PyTorch computes it: from the nearer end (|weight| < 0.5, complex weights
-// by their modulus), for precision.
+// by their modulus), for precision. With the CPU's refusals: an end of another dtype
+// (lerp does not promote), and dtypes its kernel lacks (integers, bool).
 at::Tensor lerpWide(const at::Tensor& self, const at::Tensor& end, const at::Scalar& weight) {
+  TORCH_CHECK(self.dtype() == end.dtype(), "expected dtype ", self.dtype(), " for `end` but got dtype ", end.dtype());
+  const at::ScalarType type = self.scalar_type();
+  TORCH_CHECK_NOT_IMPLEMENTED(at::isFloatingType(type) || at::isComplexType(type),
+                              "\"lerp_kernel_scalar\" not implemented for '", c10::toString(type), "'");
   const at::Tensor start = widened(self), stop = widened(end);
   const at::Tensor difference = at::sub(stop, start);
   const c10::complex<double> w = weight.toComplexDouble();
@@ -127,7 +132,6 @@ at::Tensor& clampMaxOut(const at::Tensor& self, const at::Scalar& max, at::Tenso
 
 at::Tensor& clampMaxInplace(at::Tensor& self, const at::Scalar& max) { return assignInplace(self, clampWith(self, std::nullopt, max)); }
 
-// masked_fill_: tsel(mask, value, self) written over self.
 // hardtanh is a clamp (relu6 included); its gradient passes strictly inside the range.
 at::Tensor hardtanh(const at::Tensor& self, const at::Scalar& min, const at::Scalar& max) {
   return clampInType(self, min, max);
@@ -197,9 +201,12 @@ at::Tensor& maskedFillTensor(at::Tensor& self, const at::Tensor& mask, const at:
   TORCH_CHECK(mask.scalar_type() == at::kBool, "masked_fill_ only supports boolean masks, but got mask with dtype ",
               mask.scalar_type());
   at::assert_no_partial_overlap(self, mask);
-  // A complex value converts to a real self as the Scalar form's does: refused (a
-  // tensor conversion would drop the imaginary part with only a warning).
-  if (value.is_complex() && !self.is_complex()) return maskedFillScalar(self, mask, value.item());
+  // The CPU (and CUDA) fill with value.item(), converted as the Scalar form's: one that
+  // does not fit self's dtype (-1.5 into uint8, a complex into a real) is refused. A value
+  // whose dtype fits self's stays where it is, read by the kernel: no host read.
+  if (at::promote_types(value.scalar_type(), self.scalar_type()) != self.scalar_type()) {
+    return maskedFillScalar(self, mask, value.item());
+  }
   return maskedFillWith(self, mask, value.to(self.device(), self.scalar_type()));
 }
 
