@@ -752,6 +752,19 @@ def test_lerp_refuses_what_the_cpu_refuses(form):
     assert same_bytes(cpu, pto)
 
 
+@pytest.mark.parametrize("dtypes", [(torch.int64, torch.int64), (torch.bool, torch.bool), (torch.uint8, torch.int32)],
+                         ids=str)
+def test_logaddexp_of_integers_is_refused_as_on_the_cpu(dtypes):
+    """The CPU's logaddexp kernel has no integer or bool instance; pto computed them in
+    float32. A float operand beside an integer one still promotes."""
+    for device in ("cpu", "pto"):
+        a, b = (torch.arange(3, device=device).to(dtype) for dtype in dtypes)
+        with pytest.raises(NotImplementedError, match="not implemented for"):
+            torch.logaddexp(a, b)
+    cpu, pto = on_both(lambda d: torch.logaddexp(torch.arange(3, device=d), torch.tensor(0.5, device=d)))
+    assert_close(pto, cpu, rtol=0, atol=0)
+
+
 def test_deterministic_mode_fills_new_memory():
     """use_deterministic_algorithms(True): empty and resize_ fill NaN / the largest value."""
     def make(device):
