@@ -1,6 +1,7 @@
 """Where PyTorch's device-generic suites found pto disagreeing with the CPU (issue 20):
 each case run on both devices, the pto result compared with the CPU's."""
 
+import re
 import warnings
 
 import pytest
@@ -762,6 +763,41 @@ def test_logaddexp_of_integers_is_refused_as_on_the_cpu(dtypes):
         with pytest.raises(NotImplementedError, match="not implemented for"):
             torch.logaddexp(a, b)
     cpu, pto = on_both(lambda d: torch.logaddexp(torch.arange(3, device=d), torch.tensor(0.5, device=d)))
+    assert_close(pto, cpu, rtol=0, atol=0)
+
+
+REDUCTIONS_THE_CPU_REFUSES = {
+    "argmax of bool": (RuntimeError, lambda d: torch.tensor([True, False], device=d).argmax()),
+    "argmin of bool along a dim": (RuntimeError, lambda d: torch.tensor([[True, False]], device=d).argmin(1)),
+    "median of bool": (NotImplementedError, lambda d: torch.tensor([True, False, True], device=d).median()),
+    "nanmedian of bool along a dim": (NotImplementedError,
+                                      lambda d: torch.tensor([[True, False, True]], device=d).nanmedian(1)),
+    "-1 norm of an empty tensor": (RuntimeError, lambda d: torch.linalg.vector_norm(torch.ones(0, device=d), -1)),
+    "-0.5 norm along an empty dim": (RuntimeError,
+                                     lambda d: torch.linalg.vector_norm(torch.ones(3, 0, device=d), -0.5, dim=1)),
+}
+
+
+@pytest.mark.parametrize("case", REDUCTIONS_THE_CPU_REFUSES)
+def test_reductions_refuse_what_the_cpu_refuses(case):
+    """pto computed these (argmax of bools 0, the -1 norm of nothing inf); the CPU raises."""
+    error, make = REDUCTIONS_THE_CPU_REFUSES[case]
+    with pytest.raises(error) as on_cpu:
+        make("cpu")
+    with pytest.raises(error, match=re.escape(str(on_cpu.value).splitlines()[0][:40])):
+        make("pto")
+
+
+@pytest.mark.parametrize("dim", [None, 0])
+def test_mean_of_complex_into_a_real_dtype_as_on_the_cpu(dim):
+    """mean(complex, dtype=float64) takes the real parts on the CPU; pto raised that it
+    had no complex dtype."""
+    def make(device):
+        x = torch.tensor([0.5 + 1j, 1.25 - 2j, -3 + 0j], device=device)
+        return x.mean(dtype=torch.float64) if dim is None else x.mean(dim, dtype=torch.float64)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # the CPU's about the discarded imaginary part, the fallback's
+        cpu, pto = on_both(make)
     assert_close(pto, cpu, rtol=0, atol=0)
 
 

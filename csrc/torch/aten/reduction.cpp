@@ -94,8 +94,8 @@ bool launchReduction(const std::string& recipe, const at::Tensor& self, const st
 // (NaN), a dtype PTO lacks.
 bool meanInto(const at::Tensor& self, at::OptionalIntArrayRef dims, bool keepdim, at::ScalarType type,
               const at::Tensor& output) {
-  if (!at::isFloatingType(type) || !ptoDType(type) || !ptoDType(output.scalar_type()) ||
-      reducedCount(self, dims) == 0) {
+  if (!at::isFloatingType(type) || !ptoDType(type) || !ptoDType(self.scalar_type()) ||
+      !ptoDType(output.scalar_type()) || reducedCount(self, dims) == 0) {
     return false;
   }
   if (output.numel() == 0) return true;
@@ -218,13 +218,14 @@ at::Tensor prodAll(const at::Tensor& self, std::optional<at::ScalarType> dtype) 
 
 // The vector p-norm from native pieces (|x|, powers, tsum, tamax), in float32 for
 // float16/bfloat16 as PyTorch's CPU kernel computes it. Integer inputs, and the
-// infinity norms of empty reductions, go to the CPU, which raises PyTorch's errors.
+// norms without an identity (negative or infinite order) of empty reductions, go to
+// the CPU, which raises PyTorch's errors.
 at::Tensor vectorNorm(const at::Tensor& self, const at::Scalar& ord, at::OptionalIntArrayRef dim, bool keepdim,
                       std::optional<at::ScalarType> dtype) {
   const at::ScalarType type = dtype.value_or(self.scalar_type());
   const double p = ord.toDouble();
   const bool native = at::isFloatingType(self.scalar_type()) && at::isFloatingType(type) &&
-                      !(std::isinf(p) && (self.numel() == 0 || reducedCount(self, dim) == 0));
+                      !((std::isinf(p) || p < 0) && (self.numel() == 0 || reducedCount(self, dim) == 0));
   if (!native) return Fallback<ATEN_OP(linalg_vector_norm)>::call(self, ord, dim, keepdim, dtype);
   const at::Tensor x = widened(self.to(type)).abs();
   at::Tensor norm;

@@ -103,8 +103,9 @@ at::Tensor extremeAll(const at::Tensor& self) {
 
 template <class Op>
 struct ArgExtreme {
+  // Bool, empty reductions: the CPU's, which refuses them.
   static at::Tensor functional(const at::Tensor& self, std::optional<int64_t> dim, bool keepdim) {
-    if (self.numel() > 0 && !(dim && reducedCount(self, at::IntArrayRef(*dim)) == 0)) {
+    if (self.scalar_type() != at::kBool && self.numel() > 0 && !(dim && reducedCount(self, at::IntArrayRef(*dim)) == 0)) {
       // With no dim, the index runs over the flattened tensor; keepdim keeps every dim as 1.
       at::Tensor r = reduce(atenName<Op>(), self, dim ? at::OptionalIntArrayRef(at::IntArrayRef(*dim)) : std::nullopt,
                             keepdim, at::kLong, at::kLong, {});

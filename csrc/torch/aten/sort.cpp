@@ -94,6 +94,9 @@ at::Tensor positionTensor(const at::Tensor& self, int64_t axis, int64_t position
 
 bool sortable(const at::Tensor& self) { return accepts(isa::Opcode::kArgsort, self.scalar_type()) && self.numel() > 0; }
 
+// median's kernels on the CPU (and CUDA) have no bool instance: theirs raises.
+bool hasMedian(const at::Tensor& self) { return sortable(self) && self.scalar_type() != at::kBool; }
+
 // The lower median along dim; a line holding NaN gives its first NaN (median) or
 // the median of the rest (nanmedian), as PyTorch does.
 std::tuple<at::Tensor&, at::Tensor&> medianAlong(const at::Tensor& self, int64_t dim, bool keepdim, bool skip_nan,
@@ -112,7 +115,7 @@ template <bool skip_nan, class Op>
 std::tuple<at::Tensor&, at::Tensor&> medianOut(const at::Tensor& self, int64_t dim, bool keepdim, at::Tensor& values,
                                                at::Tensor& indices) {
   const int64_t axis = at::maybe_wrap_dim(dim, std::max<int64_t>(self.dim(), 1));
-  if (!sortable(self) || (self.dim() > 0 && self.size(axis) == 0)) {
+  if (!hasMedian(self) || (self.dim() > 0 && self.size(axis) == 0)) {
     return Fallback<Op>::call(self, dim, keepdim, values, indices);
   }
   return medianAlong(self, axis, keepdim, skip_nan, values, indices);
@@ -120,7 +123,7 @@ std::tuple<at::Tensor&, at::Tensor&> medianOut(const at::Tensor& self, int64_t d
 
 template <bool skip_nan, class Op>
 at::Tensor medianAll(const at::Tensor& self) {
-  if (!sortable(self)) return Fallback<Op>::call(self);
+  if (!hasMedian(self)) return Fallback<Op>::call(self);
   at::Tensor values = at::empty({0}, self.options()), indices = at::empty({0}, self.options().dtype(at::kLong));
   medianAlong(self.reshape({-1}), 0, false, skip_nan, values, indices);
   return values;
