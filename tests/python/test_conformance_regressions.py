@@ -801,6 +801,48 @@ def test_mean_of_complex_into_a_real_dtype_as_on_the_cpu(dim):
     assert_close(pto, cpu, rtol=0, atol=0)
 
 
+F = torch.nn.functional
+ACTIVATIONS_ON_FLOATS_ONLY = {
+    "elu": F.elu, "selu": F.selu, "celu": F.celu, "hardsigmoid": F.hardsigmoid, "hardswish": F.hardswish,
+    "mish": F.mish, "softplus": F.softplus, "leaky_relu": F.leaky_relu, "leaky_relu_": F.leaky_relu_,
+    "glu": lambda x: F.glu(x.reshape(2, 2)), "prelu": lambda x: F.prelu(x, torch.ones(1, dtype=x.dtype, device=x.device)),
+}
+
+
+@pytest.mark.parametrize("dtype", [torch.int64, torch.uint8, torch.bool, torch.complex64], ids=str)
+@pytest.mark.parametrize("name", ACTIVATIONS_ON_FLOATS_ONLY)
+def test_activations_refuse_the_dtypes_the_cpu_kernels_lack(name, dtype):
+    """The CPU's kernels of these dispatch on floating types only; pto's compositions
+    computed integers and bool (softplus of an int64 tensor came back int64)."""
+    op = ACTIVATIONS_ON_FLOATS_ONLY[name]
+    for device in ("cpu", "pto"):
+        x = torch.tensor([1.0, -2.0, 0.0, 3.0], device=device).to(dtype)
+        try:
+            op(x)
+        except (NotImplementedError, RuntimeError) as error:
+            raised = type(error)
+        else:
+            raised = None
+        if device == "cpu":
+            expected = raised
+        else:
+            assert raised is expected, f"{name} {dtype}: the CPU raised {expected}, pto {raised}"
+
+
+@pytest.mark.parametrize("call, error, message", [
+    (lambda x: F.hardtanh(x.bool()), RuntimeError, "Bool inputs not supported for hardtanh"),
+    (lambda x: F.hardtanh_(x.to(torch.uint8)), RuntimeError, "unsigned type with negative limits"),
+    (lambda x: F.relu6(x.to(torch.complex64)), NotImplementedError, "clamp is not supported for complex types"),
+    (lambda x: x.to(torch.complex64).clamp(0, 1), NotImplementedError, "clamp is not supported for complex types"),
+    (lambda x: F.threshold(x.bool(), 0.5, 2), NotImplementedError, "not implemented for 'Bool'"),
+    (lambda x: torch.logit(x.to(torch.complex64)), NotImplementedError, "not implemented for 'ComplexFloat'"),
+], ids=["hardtanh bool", "hardtanh_ uint8", "relu6 complex", "clamp complex", "threshold bool", "logit complex"])
+def test_clamps_and_thresholds_refuse_as_the_cpu(call, error, message):
+    for device in ("cpu", "pto"):
+        with pytest.raises(error, match=message):
+            call(torch.tensor([1.0, -2.0, 0.0, 3.0], device=device))
+
+
 def test_deterministic_mode_fills_new_memory():
     """use_deterministic_algorithms(True): empty and resize_ fill NaN / the largest value."""
     def make(device):

@@ -10,6 +10,7 @@ namespace pto::torch_glue {
 // x > 0 ? scale * x : alpha * scale * (exp(input_scale * x) - 1)
 at::Tensor eluOf(const at::Tensor& self, const at::Scalar& alpha, const at::Scalar& scale,
                  const at::Scalar& input_scale) {
+  checkFloatingKernel("elu", self.scalar_type());  // selu and celu's too
   const at::Tensor x = widened(self);
   const double negative = alpha.toDouble() * scale.toDouble();
   const at::Tensor below = at::expm1(at::mul(x, input_scale)).mul_(negative);
@@ -49,7 +50,11 @@ at::Tensor& eluBackwardOut(const at::Tensor& grad, const at::Scalar& alpha, cons
 }
 
 // min(max(x + 3, 0), 6) / 6
-at::Tensor hardsigmoidOf(const at::Tensor& x) { return at::add(x, 3).clamp_(0, 6).div_(6); }
+// These three take self widened: float16/bfloat16 are float32 by then, the rest unchanged.
+at::Tensor hardsigmoidOf(const at::Tensor& x) {
+  checkFloatingKernel("hardsigmoid", x.scalar_type());
+  return at::add(x, 3).clamp_(0, 6).div_(6);
+}
 
 at::Tensor hardsigmoidBackward(const at::Tensor& grad, const at::Tensor& self) {
   const at::Tensor x = widened(self);
@@ -62,7 +67,10 @@ at::Tensor& hardsigmoidBackwardOut(const at::Tensor& grad, const at::Tensor& sel
 }
 
 // x * min(max(x + 3, 0), 6) / 6
-at::Tensor hardswishOf(const at::Tensor& x) { return at::mul(x, at::add(x, 3).clamp_(0, 6)).div_(6); }
+at::Tensor hardswishOf(const at::Tensor& x) {
+  checkFloatingKernel("hardswish", x.scalar_type());
+  return at::mul(x, at::add(x, 3).clamp_(0, 6)).div_(6);
+}
 
 at::Tensor hardswishBackward(const at::Tensor& grad, const at::Tensor& self) {
   const at::Tensor x = widened(self), g = widened(grad);
@@ -73,7 +81,10 @@ at::Tensor hardswishBackward(const at::Tensor& grad, const at::Tensor& self) {
 }
 
 // x * tanh(log1p(exp(x)))
-at::Tensor mishOf(const at::Tensor& x) { return at::mul(x, at::tanh(at::log1p(at::exp(x)))); }
+at::Tensor mishOf(const at::Tensor& x) {
+  checkFloatingKernel("mish", x.scalar_type());
+  return at::mul(x, at::tanh(at::log1p(at::exp(x))));
+}
 
 at::Tensor mishBackward(const at::Tensor& grad, const at::Tensor& self) {
   const at::Tensor x = widened(self);
@@ -84,6 +95,7 @@ at::Tensor mishBackward(const at::Tensor& grad, const at::Tensor& self) {
 
 // glu: the first half of `dim` gated by the sigmoid of the second.
 at::Tensor gluOf(const at::Tensor& self, int64_t dim) {
+  checkFloatingKernel("glu", self.scalar_type());
   const int64_t axis = at::maybe_wrap_dim(dim, self.dim());
   TORCH_CHECK(self.size(axis) % 2 == 0, "Halving dimension must be even, but dimension ", axis, " is size ",
               self.size(axis));
@@ -108,6 +120,7 @@ at::Tensor& gluBackwardOut(const at::Tensor& grad, const at::Tensor& self, int64
 
 // prelu's kernel (torch broadcasts the weight first): x > 0 ? x : weight * x.
 at::Tensor preluKernel(const at::Tensor& self, const at::Tensor& weight) {
+  checkFloatingKernel("prelu", self.scalar_type());
   return at::where(at::gt(self, 0), self, at::mul(weight, self));
 }
 
@@ -122,6 +135,7 @@ std::tuple<at::Tensor, at::Tensor> preluKernelBackward(const at::Tensor& grad, c
 at::Tensor logitOf(const at::Tensor& self, std::optional<double> eps) {
   const at::ScalarType type = at::isFloatingType(self.scalar_type()) ? self.scalar_type()
                                                                      : at::typeMetaToScalarType(at::get_default_dtype());
+  if (self.is_complex()) checkFloatingKernel("logit", self.scalar_type());  // integers compute in `type`
   at::Tensor x = widened(self.to(type));
   if (eps) x = x.clamp(*eps, 1.0 - *eps);
   return at::log(at::div(x, at::rsub(x, 1))).to(type);
@@ -180,6 +194,7 @@ at::Tensor& softshrinkBackwardOut(const at::Tensor& grad, const at::Tensor& self
 }
 
 at::Tensor thresholdOf(const at::Tensor& self, const at::Scalar& threshold, const at::Scalar& value) {
+  TORCH_CHECK_NOT_IMPLEMENTED(self.scalar_type() != at::kBool, "\"threshold\" not implemented for 'Bool'");
   return at::where(at::le(self, threshold), at::full({}, value, self.options()), self);
 }
 

@@ -16,6 +16,13 @@ inline at::Tensor widened(const at::Tensor& t) {
   return reduced ? t.to(at::kFloat) : t;
 }
 
+// A CPU kernel of PyTorch's that dispatches on the floating types alone (elu, mish, glu,
+// softplus …) refuses the others, integers, bool and complex, with NotImplementedError
+// naming it; a composition of pto's instructions would compute them.
+inline void checkFloatingKernel(const char* kernel, at::ScalarType type) {
+  TORCH_CHECK_NOT_IMPLEMENTED(at::isFloatingType(type), "\"", kernel, "\" not implemented for '", c10::toString(type), "'");
+}
+
 // Writes `value` into `out`, resized to its shape (PyTorch's out= rule), in out's dtype:
 // one the result casts to under torch's rule (no float into an integer, complex into a
 // real or anything but bool into bool), checked before out changes, as the CPU does.

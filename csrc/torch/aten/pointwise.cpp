@@ -22,10 +22,20 @@ at::Tensor scalarLike(const at::Tensor& t, const at::Scalar& value) {
 at::Tensor clampInType(const at::Tensor& self, const std::optional<at::Scalar>& low,
                        const std::optional<at::Scalar>& high) {
   TORCH_CHECK(low || high, "torch.clamp: At least one of 'min' or 'max' must not be None");
+  TORCH_CHECK_NOT_IMPLEMENTED(!self.is_complex(), "clamp is not supported for complex types");
   at::Tensor result = self;
   if (low) result = at::maximum(result, scalarLike(self, *low));
   if (high) result = at::minimum(result, scalarLike(self, *high));
   return result.is_same(self) ? self.clone() : result;
+}
+
+// hardtanh's clamp, with the CPU's refusals: bool, and negative limits for an unsigned self.
+at::Tensor hardtanhOf(const at::Tensor& self, const at::Scalar& min, const at::Scalar& max) {
+  TORCH_CHECK(self.scalar_type() != at::kBool, "Bool inputs not supported for hardtanh");
+  if (!c10::isSignedType(self.scalar_type())) {  // uint8 (bool is refused above)
+    TORCH_CHECK(min.toDouble() >= 0 && max.toDouble() >= 0, "cannot do hardtanh on an unsigned type with negative limits");
+  }
+  return clampInType(self, min, max);
 }
 
 // clamp: in the type self and the bounds promote to, as on the CPU (an integer tensor
@@ -132,17 +142,18 @@ at::Tensor& clampMaxOut(const at::Tensor& self, const at::Scalar& max, at::Tenso
 
 at::Tensor& clampMaxInplace(at::Tensor& self, const at::Scalar& max) { return assignInplace(self, clampWith(self, std::nullopt, max)); }
 
-// hardtanh is a clamp (relu6 included); its gradient passes strictly inside the range.
+// hardtanh is a clamp (relu6 included), refusing bool as the CPU's; its gradient passes
+// strictly inside the range.
 at::Tensor hardtanh(const at::Tensor& self, const at::Scalar& min, const at::Scalar& max) {
-  return clampInType(self, min, max);
+  return hardtanhOf(self, min, max);
 }
 
 at::Tensor& hardtanhOut(const at::Tensor& self, const at::Scalar& min, const at::Scalar& max, at::Tensor& out) {
-  return assignPointwise(out, {self}, clampInType(self, min, max));
+  return assignPointwise(out, {self}, hardtanhOf(self, min, max));
 }
 
 at::Tensor& hardtanhInplace(at::Tensor& self, const at::Scalar& min, const at::Scalar& max) {
-  return assignInplace(self, clampInType(self, min, max));
+  return assignInplace(self, hardtanhOf(self, min, max));
 }
 
 at::Tensor hardtanhBackward(const at::Tensor& grad, const at::Tensor& self, const at::Scalar& min,
@@ -212,6 +223,7 @@ at::Tensor& maskedFillTensor(at::Tensor& self, const at::Tensor& mask, const at:
 }
 
 at::Tensor leakyReluOf(const at::Tensor& self, const at::Scalar& slope) {
+  checkFloatingKernel("leaky_relu", self.scalar_type());
   return at::where(at::gt(self, 0), self, at::mul(self, scalarLike(self, slope)));
 }
 
@@ -222,6 +234,7 @@ at::Tensor& leakyReluOut(const at::Tensor& self, const at::Scalar& slope, at::Te
 // softplus(x) = log1p(exp(beta * x)) / beta, linear above the threshold; float16 and
 // bfloat16 in float32, rounded once, as the CPU kernel computes them.
 at::Tensor softplusOf(const at::Tensor& self, const at::Scalar& beta, const at::Scalar& threshold) {
+  checkFloatingKernel("softplus", self.scalar_type());
   const at::Tensor x = widened(self);
   const at::Tensor scaled = at::mul(x, scalarLike(x, beta));
   const at::Tensor smooth = at::div(at::log1p(at::exp(scaled)), scalarLike(x, beta));
