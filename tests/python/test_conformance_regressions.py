@@ -772,6 +772,7 @@ REDUCTIONS_THE_CPU_REFUSES = {
     "median of bool": (NotImplementedError, lambda d: torch.tensor([True, False, True], device=d).median()),
     "nanmedian of bool along a dim": (NotImplementedError,
                                       lambda d: torch.tensor([[True, False, True]], device=d).nanmedian(1)),
+    "kthvalue of bool": (NotImplementedError, lambda d: torch.tensor([True, False, True], device=d).kthvalue(2)),
     "-1 norm of an empty tensor": (RuntimeError, lambda d: torch.linalg.vector_norm(torch.ones(0, device=d), -1)),
     "-0.5 norm along an empty dim": (RuntimeError,
                                      lambda d: torch.linalg.vector_norm(torch.ones(3, 0, device=d), -0.5, dim=1)),
@@ -841,6 +842,15 @@ def test_clamps_and_thresholds_refuse_as_the_cpu(call, error, message):
     for device in ("cpu", "pto"):
         with pytest.raises(error, match=message):
             call(torch.tensor([1.0, -2.0, 0.0, 3.0], device=device))
+
+
+@pytest.mark.parametrize("value", [1.0, torch.tensor(1.0)], ids=["scalar", "tensor"])
+def test_index_fill_takes_int64_indices_only(value):
+    """torch's index_fill_ checks the index's dtype for every device; pto took int32 too."""
+    for device in ("cpu", "pto"):
+        x, index = torch.zeros(3, 4, device=device), torch.tensor([0, 2], dtype=torch.int32, device=device)
+        with pytest.raises(IndexError, match="index_fill_\\(\\): Expected dtype int64 for index."):
+            x.index_fill(1, index, value)
 
 
 def test_deterministic_mode_fills_new_memory():

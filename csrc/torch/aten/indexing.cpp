@@ -372,8 +372,7 @@ at::Tensor nllLossBackward(const at::Tensor& grad_output, const at::Tensor& self
 
 at::Tensor& indexFillScalar(at::Tensor& self, int64_t dim, const at::Tensor& index, const at::Scalar& value) {
   TORCH_CHECK(index.dim() <= 1, "index_fill_(): Index is supposed to be a vector");
-  TORCH_CHECK(index.scalar_type() == at::kLong || index.scalar_type() == at::kInt,
-              "index_fill_(): Expected dtype int32/int64 for index");
+  TORCH_CHECK_INDEX(index.scalar_type() == at::kLong, "index_fill_(): Expected dtype int64 for index.");
   TORCH_CHECK(self.is_complex() || !value.isComplex(),
               "index_fill_(): Converting complex Scalar to non-complex type is not supported");
   at::assert_no_overlap(self, index);

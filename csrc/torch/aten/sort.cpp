@@ -94,8 +94,8 @@ at::Tensor positionTensor(const at::Tensor& self, int64_t axis, int64_t position
 
 bool sortable(const at::Tensor& self) { return accepts(isa::Opcode::kArgsort, self.scalar_type()) && self.numel() > 0; }
 
-// median's kernels on the CPU (and CUDA) have no bool instance: theirs raises.
-bool hasMedian(const at::Tensor& self) { return sortable(self) && self.scalar_type() != at::kBool; }
+// median's and kthvalue's kernels on the CPU (and CUDA) have no bool instance: theirs raises.
+bool selectable(const at::Tensor& self) { return sortable(self) && self.scalar_type() != at::kBool; }
 
 // The lower median along dim; a line holding NaN gives its first NaN (median) or
 // the median of the rest (nanmedian), as PyTorch does.
@@ -115,7 +115,7 @@ template <bool skip_nan, class Op>
 std::tuple<at::Tensor&, at::Tensor&> medianOut(const at::Tensor& self, int64_t dim, bool keepdim, at::Tensor& values,
                                                at::Tensor& indices) {
   const int64_t axis = at::maybe_wrap_dim(dim, std::max<int64_t>(self.dim(), 1));
-  if (!hasMedian(self) || (self.dim() > 0 && self.size(axis) == 0)) {
+  if (!selectable(self) || (self.dim() > 0 && self.size(axis) == 0)) {
     return Fallback<Op>::call(self, dim, keepdim, values, indices);
   }
   return medianAlong(self, axis, keepdim, skip_nan, values, indices);
@@ -123,7 +123,7 @@ std::tuple<at::Tensor&, at::Tensor&> medianOut(const at::Tensor& self, int64_t d
 
 template <bool skip_nan, class Op>
 at::Tensor medianAll(const at::Tensor& self) {
-  if (!hasMedian(self)) return Fallback<Op>::call(self);
+  if (!selectable(self)) return Fallback<Op>::call(self);
   at::Tensor values = at::empty({0}, self.options()), indices = at::empty({0}, self.options().dtype(at::kLong));
   medianAlong(self.reshape({-1}), 0, false, skip_nan, values, indices);
   return values;
@@ -202,7 +202,7 @@ std::tuple<at::Tensor&, at::Tensor&> kthvalueOut(const at::Tensor& self, int64_t
   TORCH_CHECK(indices.scalar_type() == at::kLong, "output indices must be of scalar type Long");
   at::assert_no_overlap(values, self);
   at::assert_no_overlap(indices, self);
-  if (!sortable(self) || k < 1 || k > extent) {
+  if (!selectable(self) || k < 1 || k > extent) {
     return Fallback<ATEN_OP2(kthvalue, values)>::call(self, k, dim, keepdim, values, indices);
   }
   return pickFromSorted(self, axis, keepdim, positionTensor(self, axis, k - 1), values, indices);
