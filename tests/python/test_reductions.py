@@ -86,6 +86,34 @@ def test_large_and_strided_reductions(shape, dims):
                         "sum of the transpose")
 
 
+@pytest.mark.parametrize("rows", [1, 3, 4, 5, 67, 130])
+def test_column_extrema_fold_rows_in_fours_exactly(rows):
+    """amax/amin over dim 0 fold four rows per pass over their accumulators: a NaN, an
+    infinity or a -0.0 in any row, the last rows of a count not a multiple of four
+    included, gives the CPU's result exactly."""
+    base = torch.randn(rows, 37, generator=torch.Generator().manual_seed(rows))
+    for row in range(rows):
+        x = base.clone()
+        x[row, 0], x[row, 1], x[row, 2], x[row, 3] = float("nan"), float("inf"), -float("inf"), -0.0
+        for reduction in (torch.amax, torch.amin):
+            assert_close(reduction(x.to("pto"), 0).cpu(), reduction(x, 0), rtol=0, atol=0, equal_nan=True)
+
+
+@pytest.mark.parametrize("rows", [3, 67, 130])
+def test_column_sums_add_rows_in_order(rows):
+    """A column sum adds its rows in row order into float partial sums of 64 rows, each
+    added into a double (kernels/reduce.cpp, the CPU's cascade): folding four rows per
+    pass over the partials keeps that order, so these exact float32 sums are its bits."""
+    x = torch.randn(rows, 37, generator=torch.Generator().manual_seed(rows))
+    total = torch.zeros(37, dtype=torch.float64)
+    for first in range(0, rows, 64):
+        partial = torch.zeros(37)
+        for row in x[first:first + 64]:
+            partial = partial + row
+        total += partial.double()
+    assert torch.equal(x.to("pto").sum(0).cpu(), total.float())
+
+
 def test_nan_propagates_through_max_and_argmax():
     x = torch.tensor([[1.0, float("nan"), 3.0], [2.0, 5.0, 4.0]])
     p = x.to("pto")

@@ -61,7 +61,15 @@ void cascadeColumnSums(double* acc, int64_t count, int64_t rows, RowAt rowAt) {
     const int64_t width = std::min(tile, count - column);
     for (int64_t first = 0; first < rows; first += kColumnBlockRows) {
       std::fill_n(partial.begin(), width, 0.0f);
-      for (int64_t r = first; r < std::min(rows, first + kColumnBlockRows); ++r) {
+      const int64_t last = std::min(rows, first + kColumnBlockRows);
+      int64_t r = first;
+      if constexpr (!kWidenFirst) {
+        for (; r + 4 <= last; r += 4) {
+          addFourRows(partial.data(), rowAt(r) + column, rowAt(r + 1) + column, rowAt(r + 2) + column,
+                      rowAt(r + 3) + column, width);
+        }
+      }
+      for (; r < last; ++r) {
         if constexpr (kWidenFirst) {
           widenToFloat(widened.data(), rowAt(r) + column, width);
           addRow(partial.data(), widened.data(), width);
@@ -287,9 +295,8 @@ void reduceValues(const isa::Operand& out_op, const isa::Operand& in_op, std::sp
       }
       if constexpr (kVectorFold && op != Opcode::kSum && (std::is_same_v<T, float> || kVectorConverts<T>)) {
         if (stride == sizeof(T)) {
-          for (int64_t r = 0; r < plan.reduced_count; ++r) {
-            foldExtremeRow<op == Opcode::kAmax>(acc.data(), reinterpret_cast<const T*>(rowAt(r)), count);
-          }
+          foldExtremeRows<op == Opcode::kAmax, T>(acc.data(), count, plan.reduced_count,
+                                                 [&](int64_t r) { return reinterpret_cast<const T*>(rowAt(r)); });
           folded = true;
         }
       }
