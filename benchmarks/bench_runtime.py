@@ -2,14 +2,16 @@
 
     python3 benchmarks/bench_runtime.py [--quick]
 
-Four measurements, each printed as a plain-text table:
+Five measurements, each printed as a plain-text table:
   1. per-op launch overhead: rounds of 100 a.add_(1) on 16 floats, pto vs CPU (aim: pto/CPU
      time <= 1.0);
   2. host<->device copy bandwidth (pinned and pageable host memory) vs a host memcpy;
   3. the caching allocator: torch.empty + del of mixed sizes, pto vs CPU;
   4. the simulated device's core hand-off: a parallelFor of two 1 us chunks vs an
      OpenMP team, and the idle pool's CPU time (benchmarks/bench_parallel_for.cpp,
-     built with the C++ suites into build/cmake/tests/cpp).
+     built with the C++ suites into build/cmake/tests/cpp);
+  5. the cost of torch.pto's runtime calls (current stream, memory counters, events)
+     beside torch.accelerator's generic forms of the same.
 
 Every figure is the best of several timed repetitions after warm-up; pto timings
 end with torch.pto.synchronize() inside the timed region.
@@ -176,6 +178,29 @@ def bench_core_handoff() -> None:
     print(subprocess.run([str(PARALLEL_FOR_BENCH)], check=True, capture_output=True, text=True).stdout, end="")
 
 
+def bench_api_calls() -> None:
+    """Microseconds per call of torch.pto's runtime functions that code calls every step."""
+    import torch.accelerator.memory as accelerator_memory
+
+    event = torch.pto.Event()
+    calls = [
+        ("torch.pto.current_stream()", torch.pto.current_stream, torch.accelerator.current_stream),
+        ("torch.pto.default_stream()", torch.pto.default_stream, None),
+        ("torch.pto.memory_allocated()", torch.pto.memory_allocated, accelerator_memory.memory_allocated),
+        ("torch.pto.max_memory_reserved()", torch.pto.max_memory_reserved, accelerator_memory.max_memory_reserved),
+        ("torch.pto.Event().record()", lambda: torch.pto.Event().record(), None),
+        ("event.query()", event.query, None),
+        ("torch.pto.synchronize(), idle", torch.pto.synchronize, torch.accelerator.synchronize),
+    ]
+    count = 2000
+
+    def per_call(fn):
+        return best_time(lambda: [fn() for _ in range(count)], 5) / count * 1e6
+
+    rows = [[name, f"{per_call(pto):.2f}", f"{per_call(generic):.2f}" if generic else "-"] for name, pto, generic in calls]
+    table("5. Runtime calls, us per call (best of 5 rounds of 2000)", ["call", "torch.pto", "torch.accelerator"], rows)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="shorter run (no 1 GiB copies)")
@@ -188,6 +213,7 @@ def main() -> None:
     bench_copies(args.quick)
     bench_allocator(args.quick)
     bench_core_handoff()
+    bench_api_calls()
     print(f"\ntotal time {time.perf_counter() - start:.1f} s")
 
 

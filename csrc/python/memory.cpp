@@ -50,6 +50,19 @@ py::dict hostMemoryStats() {
 
 c10::DeviceIndex deviceIndex(int device) { return static_cast<c10::DeviceIndex>(device); }
 
+// One aggregate counter of the current device allocator's statistics, for
+// torch.pto.memory_allocated and its kin: torch.accelerator's reads it from
+// memory_stats, a dict of every counter flattened in Python (~190 us a call here).
+int64_t allocatorBytes(int device, const std::string& which, bool peak) {
+  c10::DeviceAllocator* allocator = c10::getDeviceAllocator(at::kPrivateUse1);
+  if (!allocator->initialized()) return 0;
+  const c10::CachingDeviceAllocator::DeviceStats stats = allocator->getDeviceStats(deviceIndex(device));
+  TORCH_CHECK(which == "allocated_bytes" || which == "reserved_bytes", "unknown allocator statistic ", which);
+  const auto& counters = which == "allocated_bytes" ? stats.allocated_bytes : stats.reserved_bytes;
+  const c10::CachingAllocator::Stat& all = counters[static_cast<size_t>(c10::CachingAllocator::StatType::AGGREGATE)];
+  return peak ? all.peak : all.current;
+}
+
 }  // namespace
 
 void bindMemory(py::module_& m) {
@@ -78,6 +91,7 @@ void bindMemory(py::module_& m) {
         [](double fraction, int device) { deviceAllocator().setMemoryFraction(deviceIndex(device), fraction); });
   m.def("_get_memory_fraction", [](int device) { return deviceAllocator().memoryFraction(deviceIndex(device)); });
 
+  m.def("_allocator_bytes", &allocatorBytes, py::arg("device"), py::arg("which"), py::arg("peak"));
   m.def("_host_memory_stats", &hostMemoryStats);
   m.def("_reset_accumulated_host_memory_stats",
         [] { at::getHostAllocator(at::kPrivateUse1)->reset_accumulated_stats(); });
