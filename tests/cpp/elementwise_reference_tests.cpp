@@ -322,13 +322,15 @@ Reference referenceOf(Opcode op) {
     case Opcode::kGelu:
       ref.real = REAL { return {A * normalCdf(A), 0, normalCdfRelative(A, r.precision) + 1}; };
       break;
-    // x/2 (1 + tanh(inner)): tanh's 3.5 ulp (7u |t|) and its argument's error (times
-    // sech^2), both times |x|/2, then the sum and the product (2u of the result).
+    // x/2 (1 + tanh(v)), computed as x / (1 + E), E = exp(-2 v): v's error moves the
+    // result by |x|/2 sech^2(v) times it; exp's ulp (2u of E, E / (1 + E) = 1 - s of the
+    // result, s = (1 + tanh v) / 2), the sum and the quotient 2u more. Where E overflows
+    // (v < -44) the result is 0 for one below |x| / the largest float, as silu's.
     case Opcode::kGeluTanh:
       ref.real = REAL {
-        const Real inner = geluInner(A);
-        const Real tanh_error = 7 * U * std::fabs(std::tanh(inner)) + sech2(inner) * geluInnerError(A, U);
-        return {A / 2 * onePlusTanh(inner), 0, 2, std::fabs(A) / 2 * tanh_error,
+        const Real inner = geluInner(A), s = onePlusTanh(inner) / 2;
+        return {A * s, 0, 2 * (1 - s) + 2,
+                std::fabs(A) / 2 * sech2(inner) * geluInnerError(A, U) + std::fabs(A) / r.precision.compute.largest(),
                 std::fabs(kGeluC * A * A * A)};
       };
       break;

@@ -92,7 +92,7 @@ inline C unaryOp(C x) {
   else if constexpr (op == Opcode::kGelu) return x * normalCdfOf(x);
   else if constexpr (op == Opcode::kGeluTanh) {
     const C inner = C(0.79788456080286535588) * (x + C(0.044715) * x * x * x);
-    return C(0.5) * x * (C(1) + tanhOf(inner));
+    return x / (C(1) + expOf(C(-2) * inner));  // x (1 + tanh(inner)) / 2, as vector_math-inl.h
   } else if constexpr (op == Opcode::kErf) return std::erf(x);
   else if constexpr (op == Opcode::kErfc) return erfcOf(x);
   else if constexpr (op == Opcode::kFloor) return std::floor(x);

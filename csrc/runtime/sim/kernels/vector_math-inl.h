@@ -258,16 +258,19 @@ V unaryMath(D d, V x) {
     return result;
   }
   else if constexpr (op == Opcode::kGeluTanh) {
-    return hn::Mul(hn::Mul(hn::Set(d, 0.5), x), hn::Add(one, vectorTanh(d, geluTanhInner(d, x))));
+    // x (1 + tanh(v)) / 2 as x / (1 + exp(-2 v)): the same function, without 1 + tanh's
+    // cancellation as tanh(v) nears -1, and with the inline exp rather than a call into
+    // Sleef's tanh: 16M float32 on the 2-core AVX2 EPYC 29.4 -> 18.9 ms (torch's: 61.6).
+    return hn::Div(x, hn::Add(one, vectorExp(d, hn::Mul(hn::Set(d, -2), geluTanhInner(d, x)))));
   } else static_assert(op == Opcode::kExp, "no vector form");
 }
 
 // How many vectors a row's loop hands unaryMaths or binaryMaths at once: the steps of
 // gelu and its gradient interleave across vectors (normalCdfs), as do those of the
-// inline exp behind exp, sigmoid and silu; the others are a call into Sleef or short.
+// inline exp behind exp, sigmoid, silu and gelu_tanh; the others are a call into Sleef or short.
 template <Opcode op>
 constexpr size_t kMathGroup = op == Opcode::kGelu || op == Opcode::kGeluGrad || op == Opcode::kExp ||
-                                      op == Opcode::kSigmoid || op == Opcode::kSilu
+                                      op == Opcode::kSigmoid || op == Opcode::kSilu || op == Opcode::kGeluTanh
                                   ? 4
                                   : 1;
 
