@@ -29,15 +29,6 @@ at::Tensor clampInType(const at::Tensor& self, const std::optional<at::Scalar>& 
   return result.is_same(self) ? self.clone() : result;
 }
 
-// hardtanh's clamp, with the CPU's refusals: bool, and negative limits for an unsigned self.
-at::Tensor hardtanhOf(const at::Tensor& self, const at::Scalar& min, const at::Scalar& max) {
-  TORCH_CHECK(self.scalar_type() != at::kBool, "Bool inputs not supported for hardtanh");
-  if (!c10::isSignedType(self.scalar_type())) {  // uint8 (bool is refused above)
-    TORCH_CHECK(min.toDouble() >= 0 && max.toDouble() >= 0, "cannot do hardtanh on an unsigned type with negative limits");
-  }
-  return clampInType(self, min, max);
-}
-
 // clamp: in the type self and the bounds promote to, as on the CPU (an integer tensor
 // clamped to 0.5 is a float one; bounds cast to self's dtype would round).
 at::Tensor clampWith(const at::Tensor& self, const std::optional<at::Scalar>& low, const std::optional<at::Scalar>& high) {
@@ -57,9 +48,12 @@ at::Tensor isInfinity(const at::Tensor& self, double infinity) {
 at::Tensor truth(const at::Tensor& t) { return t.scalar_type() == at::kBool ? t : at::ne(t, 0); }
 
 // The CPU's addcmul kernel has no bool instance: a bool common dtype is refused, as there.
+// It is bool exactly when all three are (bool promotes to any other dtype, 0-dim or not),
+// so no promotion is computed here beside ternaryOp's.
 void checkAddcmulTypes(const at::Tensor& self, const at::Tensor& tensor1, const at::Tensor& tensor2) {
-  TORCH_CHECK_NOT_IMPLEMENTED(resultType(self, tensor1, tensor2) != at::kBool,
-                              "\"addcmul\" not implemented for 'Bool'");
+  const bool all_bool = self.scalar_type() == at::kBool && tensor1.scalar_type() == at::kBool &&
+                        tensor2.scalar_type() == at::kBool;
+  TORCH_CHECK_NOT_IMPLEMENTED(!all_bool, "\"addcmul\" not implemented for 'Bool'");
 }
 
 // addcmul_/addcdiv_ write self: the three inputs must broadcast to self's shape.
@@ -142,18 +136,22 @@ at::Tensor& clampMaxOut(const at::Tensor& self, const at::Scalar& max, at::Tenso
 
 at::Tensor& clampMaxInplace(at::Tensor& self, const at::Scalar& max) { return assignInplace(self, clampWith(self, std::nullopt, max)); }
 
-// hardtanh is a clamp (relu6 included), refusing bool as the CPU's; its gradient passes
-// strictly inside the range.
+// hardtanh is a clamp (relu6 included), with the CPU's refusals: bool, and negative
+// limits for an unsigned self; its gradient passes strictly inside the range.
 at::Tensor hardtanh(const at::Tensor& self, const at::Scalar& min, const at::Scalar& max) {
-  return hardtanhOf(self, min, max);
+  TORCH_CHECK(self.scalar_type() != at::kBool, "Bool inputs not supported for hardtanh");
+  if (!c10::isSignedType(self.scalar_type())) {  // uint8 (bool is refused above)
+    TORCH_CHECK(min.toDouble() >= 0 && max.toDouble() >= 0, "cannot do hardtanh on an unsigned type with negative limits");
+  }
+  return clampInType(self, min, max);
 }
 
 at::Tensor& hardtanhOut(const at::Tensor& self, const at::Scalar& min, const at::Scalar& max, at::Tensor& out) {
-  return assignPointwise(out, {self}, hardtanhOf(self, min, max));
+  return assignPointwise(out, {self}, torch_glue::hardtanh(self, min, max));
 }
 
 at::Tensor& hardtanhInplace(at::Tensor& self, const at::Scalar& min, const at::Scalar& max) {
-  return assignInplace(self, hardtanhOf(self, min, max));
+  return assignInplace(self, torch_glue::hardtanh(self, min, max));
 }
 
 at::Tensor hardtanhBackward(const at::Tensor& grad, const at::Tensor& self, const at::Scalar& min,

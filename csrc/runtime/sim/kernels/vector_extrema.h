@@ -70,6 +70,9 @@ inline void foldExtremeRows(float* HWY_RESTRICT acc, int64_t n, int64_t rows, Ro
   auto fold = [](auto a, auto x) {
     return hn::IfThenElse(hn::Or(kMax ? hn::Gt(x, a) : hn::Lt(x, a), hn::IsNaN(x)), x, a);
   };
+  auto foldOne = [](float& a, float x) {
+    if ((kMax ? x > a : x < a) || x != x) a = x;
+  };
   int64_t r = 0;
   for (; r + 4 <= rows; r += 4) {
     const T *in0 = rowAt(r), *in1 = rowAt(r + 1), *in2 = rowAt(r + 2), *in3 = rowAt(r + 3);
@@ -82,20 +85,14 @@ inline void foldExtremeRows(float* HWY_RESTRICT acc, int64_t n, int64_t rows, Ro
       hn::StoreU(fold(a, loadAsFloat(d, in3 + i)), d, acc + i);
     }
     for (; i < n; ++i) {
-      for (const T* in : {in0, in1, in2, in3}) {
-        const float x = widen(in[i]);
-        if ((kMax ? x > acc[i] : x < acc[i]) || x != x) acc[i] = x;
-      }
+      for (const T* in : {in0, in1, in2, in3}) foldOne(acc[i], widen(in[i]));
     }
   }
   for (; r < rows; ++r) {
     const T* in = rowAt(r);
     int64_t i = 0;
     for (; i + lanes <= n; i += lanes) hn::StoreU(fold(hn::LoadU(d, acc + i), loadAsFloat(d, in + i)), d, acc + i);
-    for (; i < n; ++i) {
-      const float x = widen(in[i]);
-      if ((kMax ? x > acc[i] : x < acc[i]) || x != x) acc[i] = x;
-    }
+    for (; i < n; ++i) foldOne(acc[i], widen(in[i]));
   }
 }
 
