@@ -1187,6 +1187,11 @@ OUT_DTYPE_ERRORS = {
                                                         out=torch.empty(3, dtype=torch.double, device=d)),
     "ldexp_ complex growing self": lambda d: torch.ones(5, 1, dtype=torch.complex64, device=d).ldexp_(
         torch.ones(5, dtype=torch.complex64, device=d)),
+    "all into float32": lambda d: torch.all(torch.ones(3, device=d), out=torch.empty(0, device=d)),
+    "any over dim 0 into int64": lambda d: torch.any(torch.ones(3, 2, device=d), 0,
+                                                     out=torch.empty(0, dtype=torch.long, device=d)),
+    "all over dims into float64": lambda d: torch.all(torch.ones(3, 2, device=d), (0, 1),
+                                                      out=torch.empty(0, dtype=torch.double, device=d)),
 }
 
 

@@ -158,8 +158,9 @@ at::Tensor logicalDims(const at::Tensor& self, at::OptionalIntArrayRef dim, bool
 // and takes the functional result (resized as resize_output resizes).
 template <class Op>
 at::Tensor& logicalInto(const at::Tensor& value, at::Tensor& out) {
+  // Op::name is "aten::all" or "aten::any": the message names the op as the CPU's does.
   TORCH_CHECK(out.scalar_type() == at::kBool || out.scalar_type() == at::kByte,
-              std::string_view(Op::name).substr(6),  // "aten::all": all " only supports bool tensor for result, got: ",
+              std::string_view(Op::name).substr(6), " only supports bool tensor for result, got: ",
               out.scalar_type());
   at::native::resize_output(out, value.sizes());
   return out.copy_(value);
