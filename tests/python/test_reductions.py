@@ -99,6 +99,21 @@ def test_column_extrema_fold_rows_in_fours_exactly(rows):
             assert_close(reduction(x.to("pto"), 0).cpu(), reduction(x, 0), rtol=0, atol=0, equal_nan=True)
 
 
+@pytest.mark.parametrize("length", [7, 33, 64, 100])
+def test_row_extrema_flag_a_nan_at_every_position(length):
+    """amax/amin over rows flag NaNs one compare per pair of vectors, four vectors per
+    step, then a vector at a time, then element by element: a NaN at any position of a
+    row (an infinity beside it) gives the CPU's result, as do the rows without one."""
+    base = torch.randn(4, length, generator=torch.Generator().manual_seed(length))
+    for position in range(length):
+        x = base.clone()
+        x[1, position] = float("nan")
+        x[2, position] = float("inf")
+        x[3, position] = -float("inf")
+        for reduction in (torch.amax, torch.amin):
+            assert_close(reduction(x.to("pto"), 1).cpu(), reduction(x, 1), rtol=0, atol=0, equal_nan=True)
+
+
 @pytest.mark.parametrize("rows", [3, 67, 130])
 def test_column_sums_add_rows_in_order(rows):
     """A column sum adds its rows in row order into float partial sums of 64 rows, each
