@@ -146,14 +146,15 @@ struct IntArgs {
 // documentation gives each variant's bound (u10: 1.0, u15: 1.5, u35: 3.5 ulp); glibc
 // lists its largest known errors per function ("Known Maximum Errors in Math
 // Functions", libm-test-ulps: at most 2 ulp for float and double exp, exp2, expm1,
-// log, log2, log1p, sin, cos, tan, tanh, erf, pow and atan2; erfc 5). A row is the
-// larger of its vector form (Sleef) and its strided form (Sleef for exp, tanh and
-// float erfc; libm otherwise).
+// log, log2, log1p, sin, cos, tan, tanh, erf, pow and atan2; erfc 5); MKL's VML, the
+// vector form of erf and erfc, 1 ulp in its high-accuracy mode. A row is the larger of
+// its vector form (Sleef, MKL) and its strided form (Sleef for exp, tanh and float
+// erfc; libm otherwise).
 constexpr Real kExpUlps = 1.0;    // Sleef exp u10; libm exp (double) 1
-constexpr Real kLibmUlps = 2.0;   // Sleef u10 vector forms, libm scalar forms up to 2
+constexpr Real kLibmUlps = 2.0;   // Sleef u10 and MKL vector forms, libm scalar forms up to 2
 constexpr Real kTanhUlps = 3.5;   // Sleef tanh u35
 constexpr Real kAtan2Ulps = 2.0;  // libm atan2f 2 (no vector form)
-constexpr Real kErfcUlps = 5.0;   // Sleef erfcf u15 (float); libm erfc (double) up to 5
+constexpr Real kErfcUlps = 5.0;   // MKL (vector), Sleef erfcf u15 (strided float); libm erfc (double) up to 5
 
 // Sleef's sin, cos and tan keep their 1.0-ulp bound only for |x| below these
 // (float: 1e28, double: 1e299); beyond, any value in [-1, 1] is allowed.

@@ -285,14 +285,15 @@ void setOutputType(Harness& h) {
   h.text = &elementText<T>;
 }
 
-// The instructions whose floating-point results come from Sleef's functions: a
-// contiguous row takes the vector form, the reference the scalar one (Sleef's or
-// libm's), so they agree within the functions' accuracy, not bit for bit.
-constexpr bool computedBySleef(Opcode op) {
+// The instructions whose floating-point results come from vector math libraries
+// (Sleef's functions, MKL's erf and erfc, the inline forms): a contiguous row takes
+// the vector form, the reference the scalar one (Sleef's or libm's), so they agree
+// within the functions' accuracy, not bit for bit.
+constexpr bool computedByVectorMath(Opcode op) {
   switch (op) {
     case Opcode::kExp: case Opcode::kExp2: case Opcode::kExpm1: case Opcode::kLog: case Opcode::kLog2:
     case Opcode::kLog1p: case Opcode::kSin: case Opcode::kCos: case Opcode::kTan: case Opcode::kTanh:
-    case Opcode::kErf: case Opcode::kSigmoid: case Opcode::kSilu: case Opcode::kGelu: case Opcode::kGeluTanh:
+    case Opcode::kErf: case Opcode::kErfc: case Opcode::kSigmoid: case Opcode::kSilu: case Opcode::kGelu: case Opcode::kGeluTanh:
     case Opcode::kPow: case Opcode::kGeluGrad: case Opcode::kGeluTanhGrad: case Opcode::kSiluGrad:
       return true;
     default:
@@ -303,7 +304,7 @@ constexpr bool computedBySleef(Opcode op) {
 template <Opcode op, typename T>
 void setMathOutputType(Harness& h) {
   setOutputType<T>(h);
-  if constexpr (kIsFloat<T> && computedBySleef(op)) h.equal = &elementsClose<T>;
+  if constexpr (kIsFloat<T> && computedByVectorMath(op)) h.equal = &elementsClose<T>;
 }
 
 // ---------------------------------------------------------------------------

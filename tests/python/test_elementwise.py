@@ -189,3 +189,30 @@ def test_outputs_past_the_last_level_cache_match_cpu_and_small_pieces():
                                          b_pto[start:start + pieces], value=0.25).cpu()
                            for start in range(0, n, pieces)])
         assert torch.equal(whole, parts), name
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.bfloat16], ids=str)
+@pytest.mark.parametrize("name", ["erf", "erfc"])
+def test_erf_and_erfc_within_their_libraries_bounds_contiguous_and_strided(name, dtype):
+    """Contiguous erf and erfc rows run on MKL's vector math in its high-accuracy mode
+    (1 ulp, the library torch's CPU kernels call for them), strided elements on the
+    scalar forms: glibc's erf (2 ulp, its list of known errors), Sleef's float erfc
+    (1.5 ulp), glibc's double erfc (5 ulp). Each within its bound of the float64
+    function, over both tails, zeros, infinities and NaN; bfloat16 rows widen to float32
+    and round once (half an ulp of bfloat16 more, inside the same bound)."""
+    x = torch.cat([torch.logspace(-30, 1.2, 4001, dtype=torch.float64), torch.linspace(-9, 9, 4001, dtype=torch.float64)])
+    x = torch.cat([x, -x, torch.tensor([0.0, -0.0, float("inf"), -float("inf"), float("nan")], dtype=torch.float64)])
+    x = x.to(dtype)
+    op = getattr(torch, name)
+    exact = op(x.double())
+    # ulps of the result's dtype at the exact value's magnitude (where it rounds to 0,
+    # the dtype's smallest subnormal)
+    rounded = exact.to(dtype).abs()
+    ulp = torch.nextafter(rounded, torch.tensor(float("inf"), dtype=dtype)).double() - rounded.double()
+    strided_bound = 5.0 if (name, dtype) == ("erfc", torch.float64) else 2.0
+    for got, reference, room, bound in ((op(x.to("pto")).cpu(), exact, ulp, 1.0),
+                                        (op(x.to("pto")[::2]).cpu(), exact[::2], ulp[::2], strided_bound)):
+        assert torch.equal(got.isnan(), reference.isnan())
+        finite = ~reference.isnan()
+        error = (got.double() - reference)[finite].abs() / room[finite]
+        assert error.max() <= bound, f"{name} {dtype}: {error.max():.2f} ulp"

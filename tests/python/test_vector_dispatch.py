@@ -18,7 +18,7 @@ import pypto_torch
 WIDE_TARGETS = {"ymm": ("N_AVX2", "N_AVX3"), "zmm": ("N_AVX3",)}
 # MKL, linked into _C as one object (cmake/mkl.cmake), chooses its kernels by CPUID
 # itself: its functions are the ones that object defines.
-MKL_OBJECT = pathlib.Path(__file__).parents[2] / "build" / "cmake" / "libpto_gemm_mkl.a"
+MKL_OBJECT = pathlib.Path(__file__).parents[2] / "build" / "cmake" / "libpto_mkl.a"
 
 
 def functions_using_wide_registers(disassembly: str) -> dict[str, set[str]]:

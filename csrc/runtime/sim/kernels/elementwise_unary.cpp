@@ -1,6 +1,7 @@
 // Kernels of the unary elementwise instructions. Each inner row has a contiguous
-// fast path (Sleef's vector functions where vector_math-inl.h has a form, else a loop
-// the compiler vectorises) and a strided general path. Compiled once per vector
+// fast path (MKL's erf and erfc, vector_math_mkl.h; Sleef's vector functions where
+// vector_math-inl.h has a form; else a loop the compiler vectorises) and a strided
+// general path. Compiled once per vector
 // target, chosen at run time (vector_target.h describes the pattern: this file is
 // its model).
 #undef HWY_TARGET_INCLUDE
@@ -16,22 +17,43 @@
 #include "elementwise_dispatch-inl.h"
 #include "stream_store-inl.h"
 #include "vector_math-inl.h"
+#include "vector_math_mkl.h"
 
 HWY_BEFORE_NAMESPACE();
 namespace pto::rt::sim::kernels::HWY_NAMESPACE {
 namespace {
+
+// op's contiguous row through MKL (vector_math_mkl.h): float32/float64 directly,
+// float16/bfloat16 widened a block at a time, as unaryMathRow widens them.
+template <Opcode op, typename T>
+void mklRow(T* out, const T* in, int64_t n) {
+  if constexpr (std::is_same_v<T, ComputeType<T>>) {
+    mklMathRow<op>(out, in, n);
+  } else {
+    float block[kBlockElements];
+    for (int64_t start = 0; start < n; start += kBlockElements) {
+      const int64_t count = std::min<int64_t>(kBlockElements, n - start);
+      widenToFloat(block, in + start, count);
+      mklMathRow<op>(block, block, count);
+      roundFromFloat(out + start, block, count);
+    }
+  }
+}
 
 template <Opcode op, typename T>
 void unaryRows(const StridedLoop& loop) {
   using C = ComputeType<T>;
   // The math rows are bound by their arithmetic, not memory: streaming their output
   // through a block only adds work (16M float32 exp on the AVX2 EPYC: 8.2 -> 10.7 ms).
-  const bool streamed = !hasVectorMath<op, T>() && streamsOutput(loop.numel() * static_cast<int64_t>(sizeof(T)));
+  constexpr bool kMkl = kMklMath<op, ComputeType<T>>;
+  constexpr bool kMath = hasVectorMath<op, T>() || kMkl;
+  const bool streamed = !kMath && streamsOutput(loop.numel() * static_cast<int64_t>(sizeof(T)));
   forEachRow(loop, [&](const std::array<char*, kMaxOperands>& p, int64_t n) {
     const int64_t so = loop.innerStride(0), si = loop.innerStride(1);
     if (so == sizeof(T) && si == sizeof(T)) {
       const T* in = reinterpret_cast<const T*>(p[1]);
       return writeRow(reinterpret_cast<T*>(p[0]), n, streamed, [in](T* out, int64_t start, int64_t count) {
+        if constexpr (kMkl) return mklRow<op>(out, in + start, count);
         if constexpr (hasVectorMath<op, T>()) return unaryMathRow<op>(out, in + start, count);
         for (int64_t i = 0; i < count; ++i) out[i] = castTo<T>(unaryOp<op, C>(widen(in[start + i])));
       });

@@ -100,7 +100,7 @@ constexpr bool hasVectorMath() {
   if constexpr (!std::is_floating_point_v<C>) return false;
   else return op == Opcode::kExp || op == Opcode::kExp2 || op == Opcode::kExpm1 || op == Opcode::kLog ||
               op == Opcode::kLog2 || op == Opcode::kLog1p || op == Opcode::kSin || op == Opcode::kCos ||
-              op == Opcode::kTan || op == Opcode::kTanh || op == Opcode::kErf || op == Opcode::kSigmoid ||
+              op == Opcode::kTan || op == Opcode::kTanh || op == Opcode::kSigmoid ||
               op == Opcode::kSilu || op == Opcode::kGelu || op == Opcode::kGeluTanh || op == Opcode::kPow ||
               op == Opcode::kGeluGrad || op == Opcode::kGeluTanhGrad || op == Opcode::kSiluGrad;
 }
@@ -249,7 +249,6 @@ V unaryMath(D d, V x) {
   else if constexpr (op == Opcode::kCos) return PTO_SLEEF_CALL(cos, u10, d, PTO_SLEEF_RAW(x));
   else if constexpr (op == Opcode::kTan) return PTO_SLEEF_CALL(tan, u10, d, PTO_SLEEF_RAW(x));
   else if constexpr (op == Opcode::kTanh) return vectorTanh(d, x);
-  else if constexpr (op == Opcode::kErf) return PTO_SLEEF_CALL(erf, u10, d, PTO_SLEEF_RAW(x));
   else if constexpr (op == Opcode::kSigmoid) return hn::Div(one, hn::Add(one, vectorExp(d, hn::Neg(x))));
   else if constexpr (op == Opcode::kSilu) return hn::Div(x, hn::Add(one, vectorExp(d, hn::Neg(x))));
   else if constexpr (op == Opcode::kGelu) {
