@@ -146,10 +146,10 @@ struct IntArgs {
 // documentation gives each variant's bound (u10: 1.0, u15: 1.5, u35: 3.5 ulp); glibc
 // lists its largest known errors per function ("Known Maximum Errors in Math
 // Functions", libm-test-ulps: at most 2 ulp for float and double exp, exp2, expm1,
-// log, log2, log1p, sin, cos, tan, tanh, erf, pow and atan2; erfc 5); MKL's VML, the
-// vector form of erf and erfc, 1 ulp in its high-accuracy mode. A row is the larger of
-// its vector form (Sleef, MKL) and its strided form (Sleef for exp, tanh and float
-// erfc; libm otherwise).
+// log, log2, log1p, sin, cos, tan, tanh, erf, pow, atan2, log10, asin, acos, atan,
+// sinh, cosh, asinh, acosh and atanh; erfc 5); MKL's VML, the vector form of erf and
+// erfc, 1 ulp in its high-accuracy mode. A row is the larger of its vector form (Sleef,
+// MKL) and its strided form (Sleef for exp, tanh and float erfc; libm otherwise).
 constexpr Real kExpUlps = 1.0;    // Sleef exp u10; libm exp (double) 1
 constexpr Real kLibmUlps = 2.0;   // Sleef u10 and MKL vector forms, libm scalar forms up to 2
 constexpr Real kTanhUlps = 3.5;   // Sleef tanh u35
@@ -301,6 +301,15 @@ Reference referenceOf(Opcode op) {
     case Opcode::kLog1p: ref.real = REAL { return {std::log1p(A), kLibmUlps}; }; break;
     case Opcode::kErf: ref.real = REAL { return {std::erf(A), kLibmUlps}; }; break;
     case Opcode::kErfc: ref.real = REAL { return {std::erfc(A), kErfcUlps}; }; break;
+    case Opcode::kLog10: ref.real = REAL { return {std::log10(A), kLibmUlps}; }; break;
+    case Opcode::kAsin: ref.real = REAL { return {std::asin(A), kLibmUlps}; }; break;
+    case Opcode::kAcos: ref.real = REAL { return {std::acos(A), kLibmUlps}; }; break;
+    case Opcode::kAtan: ref.real = REAL { return {std::atan(A), kLibmUlps}; }; break;
+    case Opcode::kSinh: ref.real = REAL { return {std::sinh(A), kLibmUlps}; }; break;
+    case Opcode::kCosh: ref.real = REAL { return {std::cosh(A), kLibmUlps}; }; break;
+    case Opcode::kAsinh: ref.real = REAL { return {std::asinh(A), kLibmUlps}; }; break;
+    case Opcode::kAcosh: ref.real = REAL { return {std::acosh(A), kLibmUlps}; }; break;
+    case Opcode::kAtanh: ref.real = REAL { return {std::atanh(A), kLibmUlps}; }; break;
     case Opcode::kTanh: ref.real = REAL { return {std::tanh(A), kTanhUlps}; }; break;
     case Opcode::kSin: ref.real = REAL { return {std::sin(A), kLibmUlps}; }; ref.input_limit = trigLimit; break;
     case Opcode::kCos: ref.real = REAL { return {std::cos(A), kLibmUlps}; }; ref.input_limit = trigLimit; break;

@@ -1393,6 +1393,10 @@ Program randomValidProgram(std::mt19937& rng) {
       instruction.immediates[i] = static_cast<double>(rng() % 7) - 3.0;
       if (isFloating(dtypes[0]) && rng() % 2) instruction.immediates[i] = 0.1;
     }
+    if (entry.group == Group::Norm && entry.has(Property::Reduction) && instruction.operands[0].rank > 0) {
+      Operand& out = instruction.operands[0];  // a row's statistic, viewed repeated along its row
+      out.strides[out.rank - 1] = 0;
+    }
     if (has_axis) instruction.immediates[0] = 1.0;  // operandShapes put the index on axis 1
     if (entry.group == Group::Random) instruction.immediates = validRandomImmediates(entry.opcode, rng);
     if (entry.group == Group::Sort) instruction.immediates[1] = static_cast<double>(rng() % 2);  // a 0/1 flag

@@ -3,6 +3,7 @@ PyTorch's own OpInfo samples across dtypes, forward and backward."""
 
 import itertools
 
+import numpy
 import pytest
 import torch
 from torch.testing import assert_close
@@ -15,7 +16,8 @@ NATIVE = {
     "add", "sub", "mul", "div", "maximum", "minimum", "pow", "bitwise_and", "bitwise_or",
     "bitwise_xor", "eq", "ne", "lt", "le", "gt", "ge", "abs", "neg", "sign", "bitwise_not", "exp",
     "exp2", "expm1", "log", "log2", "log1p", "sqrt", "rsqrt", "reciprocal", "sin", "cos", "tan",
-    "tanh", "sigmoid", "erf", "erfc", "floor", "ceil", "round", "trunc", "nn.functional.silu",
+    "tanh", "sigmoid", "erf", "erfc", "log10", "asin", "acos", "atan", "sinh", "cosh", "asinh", "acosh",
+    "atanh", "floor", "ceil", "round", "trunc", "nn.functional.silu",
     "nn.functional.relu", "nn.functional.gelu", "where", "fill", "zero_", "addcmul", "addcdiv",
     "lerp", "nn.functional.mse_loss", "floor_divide", "bitwise_left_shift", "bitwise_right_shift", "sgn",
     "__rpow__",
@@ -216,3 +218,33 @@ def test_erf_and_erfc_within_their_libraries_bounds_contiguous_and_strided(name,
         finite = ~reference.isnan()
         error = (got.double() - reference)[finite].abs() / room[finite]
         assert error.max() <= bound, f"{name} {dtype}: {error.max():.2f} ulp"
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64], ids=str)
+@pytest.mark.parametrize("name", ["sinh", "cosh", "asinh", "acosh"])
+def test_hyperbolic_functions_stay_finite_up_to_where_their_results_overflow(name, dtype):
+    """Sleef's vector sinh and cosh overflow from |x| = 88.7 (float32) or 709.8 (float64)
+    on, its asinh and acosh once x^2 does (|x| from 1.8e19, 1.3e154); the true results
+    are finite up to 89.4 and 710.5, and for every finite x. pto recomputes those lanes
+    with libm (2 ulp); torch's CPU sinh and cosh return infinity there."""
+    finfo = torch.finfo(dtype)
+    if name in ("sinh", "cosh"):
+        edge = 89.41 if dtype == torch.float32 else 710.47
+        x = torch.linspace(edge - 2.0, edge, 64, dtype=torch.float64)
+        x = torch.cat([x, -x]) if name == "sinh" else x
+    else:
+        x = torch.logspace(17, 38.5 if dtype == torch.float32 else 308.2, 64, dtype=torch.float64)
+        x = torch.cat([x, -x]) if name == "asinh" else x
+    x = torch.cat([x, torch.tensor([float("inf"), float("nan")], dtype=torch.float64)]).to(dtype)
+    op = getattr(torch, name)
+    # NumPy's float64 functions are libm's (torch's CPU float64 sinh and cosh overflow early too)
+    with numpy.errstate(over="ignore", invalid="ignore"):
+        exact = torch.from_numpy(getattr(numpy, name.replace("as", "arcs").replace("ac", "arcc"))(x.double().numpy()))
+    got = op(x.to("pto")).cpu().double()
+    finite = exact.abs() <= finfo.max
+    assert torch.isfinite(got[finite]).all()
+    rounded = exact[finite].to(dtype).abs()
+    ulp = torch.nextafter(rounded, torch.tensor(float("inf"), dtype=dtype)).double() - rounded.double()
+    assert ((got[finite] - exact[finite]).abs() / ulp).max() <= 2.0
+    assert torch.equal(got[~finite].isnan(), exact[~finite].isnan())
+    assert torch.equal(got[~finite & ~exact.isnan()], exact[~finite & ~exact.isnan()].to(dtype).double())

@@ -95,6 +95,15 @@ inline C unaryOp(C x) {
     return x / (C(1) + expOf(C(-2) * inner));  // x (1 + tanh(inner)) / 2, as vector_math-inl.h
   } else if constexpr (op == Opcode::kErf) return std::erf(x);
   else if constexpr (op == Opcode::kErfc) return erfcOf(x);
+  else if constexpr (op == Opcode::kLog10) return std::log10(x);
+  else if constexpr (op == Opcode::kAsin) return std::asin(x);
+  else if constexpr (op == Opcode::kAcos) return std::acos(x);
+  else if constexpr (op == Opcode::kAtan) return std::atan(x);
+  else if constexpr (op == Opcode::kSinh) return std::sinh(x);
+  else if constexpr (op == Opcode::kCosh) return std::cosh(x);
+  else if constexpr (op == Opcode::kAsinh) return std::asinh(x);
+  else if constexpr (op == Opcode::kAcosh) return std::acosh(x);
+  else if constexpr (op == Opcode::kAtanh) return std::atanh(x);
   else if constexpr (op == Opcode::kFloor) return std::floor(x);
   else if constexpr (op == Opcode::kCeil) return std::ceil(x);
   else if constexpr (op == Opcode::kRound) return std::nearbyint(x);

@@ -1,13 +1,15 @@
 // Kernels of the unary elementwise instructions. Each inner row has a contiguous
-// fast path (MKL's erf and erfc, vector_math_mkl.h; Sleef's vector functions where
-// vector_math-inl.h has a form; else a loop the compiler vectorises) and a strided
-// general path. Compiled once per vector
-// target, chosen at run time (vector_target.h describes the pattern: this file is
-// its model).
+// fast path (MKL's vector math for the ops vector_math_mkl.h names; Sleef's vector
+// functions where vector_math-inl.h has a form; else a loop the compiler vectorises)
+// and a strided general path. Compiled once per vector target, chosen at run time
+// (vector_target.h describes the pattern: this file is its model).
 #undef HWY_TARGET_INCLUDE
 #define HWY_TARGET_INCLUDE "runtime/sim/kernels/elementwise_unary.cpp"
 #include <hwy/foreach_target.h>  // IWYU pragma: keep
 #include <hwy/highway.h>
+
+#include <stdexcept>
+#include <string>
 
 #include "element_types.h"
 #include "elementwise_ops.h"
@@ -27,14 +29,17 @@ namespace {
 // float16/bfloat16 widened a block at a time, as unaryMathRow widens them.
 template <Opcode op, typename T>
 void mklRow(T* out, const T* in, int64_t n) {
+  const auto computed = [](bool done) {
+    if (!done) throw std::logic_error(std::string(isa::info(op).name) + ": MKL computes no row of it");
+  };
   if constexpr (std::is_same_v<T, ComputeType<T>>) {
-    mklMathRow<op>(out, in, n);
+    computed(mklUnary(op, in, out, n));
   } else {
     float block[kBlockElements];
     for (int64_t start = 0; start < n; start += kBlockElements) {
       const int64_t count = std::min<int64_t>(kBlockElements, n - start);
       widenToFloat(block, in + start, count);
-      mklMathRow<op>(block, block, count);
+      computed(mklUnary(op, block, block, count));
       roundFromFloat(out + start, block, count);
     }
   }

@@ -19,6 +19,7 @@
 #include <type_traits>
 
 #include "element_types.h"
+#include "elementwise_ops.h"
 #include "isa/instructions.h"
 #include "sleef_functions.h"
 #include "vector_widen-inl.h"
@@ -100,7 +101,9 @@ constexpr bool hasVectorMath() {
   if constexpr (!std::is_floating_point_v<C>) return false;
   else return op == Opcode::kExp || op == Opcode::kExp2 || op == Opcode::kExpm1 || op == Opcode::kLog ||
               op == Opcode::kLog2 || op == Opcode::kLog1p || op == Opcode::kSin || op == Opcode::kCos ||
-              op == Opcode::kTan || op == Opcode::kTanh || op == Opcode::kSigmoid ||
+              op == Opcode::kTan || op == Opcode::kTanh || op == Opcode::kLog10 || op == Opcode::kAsin ||
+              op == Opcode::kAcos || op == Opcode::kAtan || op == Opcode::kSinh || op == Opcode::kCosh ||
+              op == Opcode::kAsinh || op == Opcode::kAcosh || op == Opcode::kAtanh || op == Opcode::kSigmoid ||
               op == Opcode::kSilu || op == Opcode::kGelu || op == Opcode::kGeluTanh || op == Opcode::kPow ||
               op == Opcode::kGeluGrad || op == Opcode::kGeluTanhGrad || op == Opcode::kSiluGrad;
 }
@@ -179,6 +182,19 @@ V vectorLog1p(D d, V x) {
   return hn::IfThenElse(huge, PTO_SLEEF_CALL(log, u10, d, PTO_SLEEF_RAW(x)), result);
 }
 
+// Sleef's asinh and acosh return infinity once x^2 overflows (|x| from 1.8e19 for
+// float, 1.3e154 for double) and its sinh and cosh from |x| = 88.7 (float) and 709.8
+// (double) on, short of where the results overflow (89.4, 710.5): op's scalar form
+// (libm's) recomputes the lanes of |x| past the limit for T, inside those bounds
+// (infinities too; NaN stays Sleef's).
+template <Opcode op, class D, class V = hn::Vec<D>>
+V libmPast(D d, V x, V sleef, double float_limit, double double_limit) {
+  using T = hn::TFromD<D>;
+  const auto past = hn::Gt(hn::Abs(x), hn::Set(d, static_cast<T>(sizeof(T) == 4 ? float_limit : double_limit)));
+  if (hn::AllFalse(d, past)) return sleef;
+  return libmLanes(d, past, sleef, [](T a) { return unaryOp<op, T>(a); }, x);
+}
+
 // The standard normal CDF, 0.5 * (1 + erf(x / sqrt 2)), of K vectors at once, for gelu
 // and its gradient: erfc(|x| / sqrt 2) / 2 below 0 and 1 minus it above, so both tails
 // keep their relative accuracy. erfc(a) = t exp(-a^2 + P(t)), t = 1 / (1 + a/2),
@@ -249,6 +265,19 @@ V unaryMath(D d, V x) {
   else if constexpr (op == Opcode::kCos) return PTO_SLEEF_CALL(cos, u10, d, PTO_SLEEF_RAW(x));
   else if constexpr (op == Opcode::kTan) return PTO_SLEEF_CALL(tan, u10, d, PTO_SLEEF_RAW(x));
   else if constexpr (op == Opcode::kTanh) return vectorTanh(d, x);
+  else if constexpr (op == Opcode::kLog10) return PTO_SLEEF_CALL(log10, u10, d, PTO_SLEEF_RAW(x));
+  else if constexpr (op == Opcode::kAsin) return PTO_SLEEF_CALL(asin, u10, d, PTO_SLEEF_RAW(x));
+  else if constexpr (op == Opcode::kAcos) return PTO_SLEEF_CALL(acos, u10, d, PTO_SLEEF_RAW(x));
+  else if constexpr (op == Opcode::kAtan) return PTO_SLEEF_CALL(atan, u10, d, PTO_SLEEF_RAW(x));
+  else if constexpr (op == Opcode::kSinh) return libmPast<op>(d, x, PTO_SLEEF_CALL(sinh, u10, d, PTO_SLEEF_RAW(x)), 88, 709);
+  else if constexpr (op == Opcode::kCosh) return libmPast<op>(d, x, PTO_SLEEF_CALL(cosh, u10, d, PTO_SLEEF_RAW(x)), 88, 709);
+  else if constexpr (op == Opcode::kAsinh) {
+    return libmPast<op>(d, x, PTO_SLEEF_CALL(asinh, u10, d, PTO_SLEEF_RAW(x)), 1e19, 1e154);
+  }
+  else if constexpr (op == Opcode::kAcosh) {
+    return libmPast<op>(d, x, PTO_SLEEF_CALL(acosh, u10, d, PTO_SLEEF_RAW(x)), 1e19, 1e154);
+  }
+  else if constexpr (op == Opcode::kAtanh) return PTO_SLEEF_CALL(atanh, u10, d, PTO_SLEEF_RAW(x));
   else if constexpr (op == Opcode::kSigmoid) return hn::Div(one, hn::Add(one, vectorExp(d, hn::Neg(x))));
   else if constexpr (op == Opcode::kSilu) return hn::Div(x, hn::Add(one, vectorExp(d, hn::Neg(x))));
   else if constexpr (op == Opcode::kGelu) {

@@ -12,9 +12,30 @@ constexpr MKL_INT64 kMode = VML_HA | VML_FTZDAZ_OFF | VML_ERRMODE_IGNORE;
 
 }  // namespace
 
-void mklErf(const float* in, float* out, int64_t n) { vmsErf(n, in, out, kMode); }
-void mklErf(const double* in, double* out, int64_t n) { vmdErf(n, in, out, kMode); }
-void mklErfc(const float* in, float* out, int64_t n) { vmsErfc(n, in, out, kMode); }
-void mklErfc(const double* in, double* out, int64_t n) { vmdErfc(n, in, out, kMode); }
+bool mklUnary(isa::Opcode op, const float* in, float* out, int64_t n) {
+  switch (op) {
+#define PTO_MKL_CASE(opcode, name) \
+  case isa::Opcode::opcode:        \
+    vms##name(n, in, out, kMode);  \
+    return true;
+    PTO_MKL_UNARY(PTO_MKL_CASE)
+#undef PTO_MKL_CASE
+    default:
+      return false;
+  }
+}
+
+bool mklUnary(isa::Opcode op, const double* in, double* out, int64_t n) {
+  switch (op) {
+#define PTO_MKL_CASE(opcode, name) \
+  case isa::Opcode::opcode:        \
+    vmd##name(n, in, out, kMode);  \
+    return true;
+    PTO_MKL_UNARY(PTO_MKL_CASE)
+#undef PTO_MKL_CASE
+    default:
+      return false;
+  }
+}
 
 }  // namespace pto::rt::sim::kernels

@@ -1,10 +1,11 @@
-// erf and erfc of contiguous float32/float64 rows through MKL's vector math (VML),
-// the library PyTorch's CPU kernels call for them (at::vml, VML_HA): on one AVX2 core
-// of an EPYC (Zen 3), float32 erf 1.7 ns an element against 4.2 for Sleef's vector
-// erf, erfc 2.5 against 6.0 (Sleef's vector erfc) and 92 (its scalar one). The other
-// transcendental rows stay on Sleef and the inline forms of vector_math-inl.h, as fast
-// or faster there. MKL is linked in with its symbols kept apart from PyTorch's own
-// (cmake/mkl.cmake); it picks its kernels for the CPU (MKL_ENABLE_INSTRUCTIONS caps them).
+// Unary rows through MKL's vector math (VML), the library PyTorch's CPU kernels call
+// for them (at::vml, VML_HA), where it is faster than Sleef's vector forms: on one AVX2
+// core of an EPYC (Zen 3), float32 erf 1.7 ns an element against 4.2, erfc 2.5 against
+// 6.0 (Sleef's scalar erfc, which had run them: 92). Elsewhere Sleef is as fast or
+// faster (asin 1.4 against MKL's 2.0, atan 2.0 / 3.3, sinh 2.3 / 8.4, asinh 4.5 / 32,
+// log10 1.3 / 1.3), and vector_math-inl.h calls it. MKL is linked in with its symbols
+// kept apart from PyTorch's own (cmake/mkl.cmake); it picks its kernels for the CPU
+// (MKL_ENABLE_INSTRUCTIONS caps them).
 #pragma once
 
 #include <cstdint>
@@ -14,21 +15,27 @@
 
 namespace pto::rt::sim::kernels {
 
-void mklErf(const float* in, float* out, int64_t n);
-void mklErf(const double* in, double* out, int64_t n);
-void mklErfc(const float* in, float* out, int64_t n);
-void mklErfc(const double* in, double* out, int64_t n);
+// The instructions MKL computes, each with its VML name (vms<Name>, vmd<Name>).
+#define PTO_MKL_UNARY(X) \
+  X(kErf, Erf)           \
+  X(kErfc, Erfc)
 
-// Whether a contiguous row of op on T goes to MKL.
-template <isa::Opcode op, typename T>
-constexpr bool kMklMath = (op == isa::Opcode::kErf || op == isa::Opcode::kErfc) &&
-                          (std::is_same_v<T, float> || std::is_same_v<T, double>);
-
-template <isa::Opcode op, typename T>
-void mklMathRow(T* out, const T* in, int64_t n) {
-  static_assert(kMklMath<op, T>);
-  if constexpr (op == isa::Opcode::kErf) mklErf(in, out, n);
-  else mklErfc(in, out, n);
+constexpr bool mklComputes(isa::Opcode op) {
+#define PTO_MKL_CASE(opcode, name) \
+  if (op == isa::Opcode::opcode) return true;
+  PTO_MKL_UNARY(PTO_MKL_CASE)
+#undef PTO_MKL_CASE
+  return false;
 }
+
+// Whether a contiguous row of op on T (its computed type) goes to MKL.
+template <isa::Opcode op, typename T>
+constexpr bool kMklMath = mklComputes(op) && (std::is_same_v<T, float> || std::is_same_v<T, double>);
+
+// out[i] = op(in[i]), i in [0, n) (in may be out), where op is one of PTO_MKL_UNARY's;
+// false for any other op, which it leaves to the caller (the wrappers, linked into
+// MKL's isolated object, throw nothing).
+bool mklUnary(isa::Opcode op, const float* in, float* out, int64_t n);
+bool mklUnary(isa::Opcode op, const double* in, double* out, int64_t n);
 
 }  // namespace pto::rt::sim::kernels
