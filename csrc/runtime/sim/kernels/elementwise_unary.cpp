@@ -8,9 +8,6 @@
 #include <hwy/foreach_target.h>  // IWYU pragma: keep
 #include <hwy/highway.h>
 
-#include <stdexcept>
-#include <string>
-
 #include "element_types.h"
 #include "elementwise_ops.h"
 #include "execute.h"
@@ -29,19 +26,13 @@ namespace {
 // float16/bfloat16 widened a block at a time, as unaryMathRow widens them.
 template <Opcode op, typename T>
 void mklRow(T* out, const T* in, int64_t n) {
-  const auto computed = [](bool done) {
-    if (!done) throw std::logic_error(std::string(isa::info(op).name) + ": MKL computes no row of it");
-  };
   if constexpr (std::is_same_v<T, ComputeType<T>>) {
-    computed(mklUnary(op, in, out, n));
+    mklUnary<op>(in, out, n);
   } else {
-    float block[kBlockElements];
-    for (int64_t start = 0; start < n; start += kBlockElements) {
-      const int64_t count = std::min<int64_t>(kBlockElements, n - start);
+    roundedByBlocks(out, n, [in](float* block, int64_t start, int64_t count) {
       widenToFloat(block, in + start, count);
-      computed(mklUnary(op, block, block, count));
-      roundFromFloat(out + start, block, count);
-    }
+      mklUnary<op>(block, block, count);
+    });
   }
 }
 

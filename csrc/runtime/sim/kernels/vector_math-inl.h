@@ -398,13 +398,10 @@ void unaryMathRow(T* out, const T* in, int64_t n) {
       std::copy(rest, rest + (n - i), out + i);
     }
   } else {
-    float block[kBlockElements];
-    for (int64_t start = 0; start < n; start += kBlockElements) {
-      const int64_t count = std::min<int64_t>(kBlockElements, n - start);
+    roundedByBlocks(out, n, [in](float* block, int64_t start, int64_t count) {
       widenToFloat(block, in + start, count);
       unaryMathRow<op, float>(block, block, count);
-      roundFromFloat(out + start, block, count);
-    }
+    });
   }
 }
 
@@ -442,16 +439,14 @@ void binaryMathRow(T* out, const T* a, int64_t a_step, const T* b, int64_t b_ste
       std::copy(rest_a, rest_a + (n - i), out + i);
     }
   } else {
-    float block_a[kBlockElements], block_b[kBlockElements];
-    for (int64_t start = 0; start < n; start += kBlockElements) {
-      const int64_t count = std::min<int64_t>(kBlockElements, n - start);
+    HWY_ALIGN float block_b[kBlockElements];
+    roundedByBlocks(out, n, [&](float* block_a, int64_t start, int64_t count) {
       for (int64_t i = 0; i < count; ++i) {
         block_a[i] = widen(a[(start + i) * a_step]);
         block_b[i] = widen(b[(start + i) * b_step]);
       }
       binaryMathRow<op, float>(block_a, block_a, 1, block_b, 1, count);
-      roundFromFloat(out + start, block_a, count);
-    }
+    });
   }
 }
 

@@ -12,30 +12,10 @@ constexpr MKL_INT64 kMode = VML_HA | VML_FTZDAZ_OFF | VML_ERRMODE_IGNORE;
 
 }  // namespace
 
-bool mklUnary(isa::Opcode op, const float* in, float* out, int64_t n) {
-  switch (op) {
-#define PTO_MKL_CASE(opcode, name) \
-  case isa::Opcode::opcode:        \
-    vms##name(n, in, out, kMode);  \
-    return true;
-    PTO_MKL_UNARY(PTO_MKL_CASE)
-#undef PTO_MKL_CASE
-    default:
-      return false;
-  }
-}
-
-bool mklUnary(isa::Opcode op, const double* in, double* out, int64_t n) {
-  switch (op) {
-#define PTO_MKL_CASE(opcode, name) \
-  case isa::Opcode::opcode:        \
-    vmd##name(n, in, out, kMode);  \
-    return true;
-    PTO_MKL_UNARY(PTO_MKL_CASE)
-#undef PTO_MKL_CASE
-    default:
-      return false;
-  }
-}
+#define PTO_MKL_DEFINE(opcode, name)                                                         \
+  void mkl##name(const float* in, float* out, int64_t n) { vms##name(n, in, out, kMode); }   \
+  void mkl##name(const double* in, double* out, int64_t n) { vmd##name(n, in, out, kMode); }
+PTO_MKL_UNARY(PTO_MKL_DEFINE)
+#undef PTO_MKL_DEFINE
 
 }  // namespace pto::rt::sim::kernels

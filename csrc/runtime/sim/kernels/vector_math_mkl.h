@@ -32,10 +32,22 @@ constexpr bool mklComputes(isa::Opcode op) {
 template <isa::Opcode op, typename T>
 constexpr bool kMklMath = mklComputes(op) && (std::is_same_v<T, float> || std::is_same_v<T, double>);
 
-// out[i] = op(in[i]), i in [0, n) (in may be out), where op is one of PTO_MKL_UNARY's;
-// false for any other op, which it leaves to the caller (the wrappers, linked into
-// MKL's isolated object, throw nothing).
-bool mklUnary(isa::Opcode op, const float* in, float* out, int64_t n);
-bool mklUnary(isa::Opcode op, const double* in, double* out, int64_t n);
+// The wrappers (vector_math_mkl.cpp), one pair per instruction: out[i] = op(in[i]),
+// i in [0, n) (in may be out).
+#define PTO_MKL_DECLARE(opcode, name)                          \
+  void mkl##name(const float* in, float* out, int64_t n);      \
+  void mkl##name(const double* in, double* out, int64_t n);
+PTO_MKL_UNARY(PTO_MKL_DECLARE)
+#undef PTO_MKL_DECLARE
+
+// out[i] = op(in[i]), i in [0, n), for an op and type kMklMath names.
+template <isa::Opcode op, typename T>
+void mklUnary(const T* in, T* out, int64_t n) {
+  static_assert(kMklMath<op, T>, "MKL computes no row of this instruction on this type");
+#define PTO_MKL_CALL(opcode, name) \
+  if constexpr (op == isa::Opcode::opcode) mkl##name(in, out, n);
+  PTO_MKL_UNARY(PTO_MKL_CALL)
+#undef PTO_MKL_CALL
+}
 
 }  // namespace pto::rt::sim::kernels

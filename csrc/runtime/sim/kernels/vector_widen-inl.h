@@ -19,6 +19,7 @@
 
 #include <hwy/highway.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <type_traits>
 
@@ -88,6 +89,19 @@ inline void roundFromFloat(T* HWY_RESTRICT out, const float* HWY_RESTRICT in, in
     }
   }
   narrowRun(out + i, in + i, count - i);
+}
+
+// A float16/bfloat16 row of n computed in float32 a block at a time: fill(block,
+// start, count) leaves the float results of elements [start, start + count) in block,
+// which are rounded to out.
+template <typename T, class Fill>
+inline void roundedByBlocks(T* HWY_RESTRICT out, int64_t n, Fill&& fill) {
+  HWY_ALIGN float block[kBlockElements];
+  for (int64_t start = 0; start < n; start += kBlockElements) {
+    const int64_t count = std::min<int64_t>(kBlockElements, n - start);
+    fill(block, start, count);
+    roundFromFloat(out + start, block, count);
+  }
 }
 
 }  // namespace pto::rt::sim::kernels::HWY_NAMESPACE
