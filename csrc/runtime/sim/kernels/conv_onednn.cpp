@@ -7,9 +7,9 @@
 // back: two passes over the images, where im2col's columns cost kernel-volume times
 // as much. On AVX2, oneDNN 2.6's direct kernels for channels_last images are slower
 // than its blocked ones and the reorders together (32x64x32x32, 3x3, on the 2-core
-// Zen 3 EPYC: forward 18.4 -> 14.7-15.3 ms, forward + backward 57.7 -> 52.8-54.5 ms). The weights are
-// always the blocked ones its kernels choose (a small reorder per call). Created once
-// per problem and kept in a least-recently-used cache.
+// Zen 3 EPYC: forward 18.4 -> 14.7-15.3 ms, forward + backward 57.7 -> 52.8-54.5 ms).
+// The weights are always the blocked ones its kernels choose (a small reorder per
+// call). Created once per problem and kept in a least-recently-used cache.
 //
 // Kernels not taken: the reference loops ("ref:", 100-1000x slower), and the GEMM-based
 // ones ("gemm:jit"), which fail in a process that has loaded PyTorch (gemm_onednn.cpp
