@@ -31,7 +31,7 @@ using isa::Opcode;
 
 
 // A contiguous float32 row: max, then exp(x - max) summed (one exp per element,
-// Sleef's vector exp), then one pass writing softmax's exp(x - max) / sum or
+// vectorExp), then one pass writing softmax's exp(x - max) / sum or
 // log_softmax's (x - max) - log(sum). Softmax keeps its exps in out between the
 // passes; log_softmax has nothing to keep. The sums are float vectors, as
 // PyTorch's vectorised softmax keeps them.
@@ -44,22 +44,26 @@ void softmaxRow(float* HWY_RESTRICT out, const float* HWY_RESTRICT in, int64_t l
   if (nan) max = std::numeric_limits<float>::quiet_NaN();
   if (max == -std::numeric_limits<float>::infinity()) max = 0;  // a row of -inf: exp(-inf - 0) = 0
   const auto shift = hn::Set(d, max);
-  auto sum0 = hn::Zero(d), sum1 = hn::Zero(d);
+  // Four exps in flight per step, as unaryMathRow runs exp's rows: one exp is a chain
+  // of ~15 dependent instructions, which the core overlaps only across vectors that
+  // lie side by side.
+  constexpr size_t kGroup = kMathGroup<Opcode::kExp>;
+  hn::Vec<decltype(d)> sums[kGroup];
+  for (auto& sum : sums) sum = hn::Zero(d);
   int64_t i = 0;
-  for (; i + 2 * lanes <= length; i += 2 * lanes) {
-    const auto e0 = vectorExp(d, hn::Sub(hn::LoadU(d, in + i), shift));
-    const auto e1 = vectorExp(d, hn::Sub(hn::LoadU(d, in + i + lanes), shift));
-    if constexpr (!kLog) {
-      hn::StoreU(e0, d, out + i);
-      hn::StoreU(e1, d, out + i + lanes);
+  for (; i + static_cast<int64_t>(kGroup) * lanes <= length; i += static_cast<int64_t>(kGroup) * lanes) {
+    hn::Vec<decltype(d)> e[kGroup];
+    for (size_t j = 0; j < kGroup; ++j) e[j] = hn::Sub(hn::LoadU(d, in + i + static_cast<int64_t>(j) * lanes), shift);
+    for (size_t j = 0; j < kGroup; ++j) e[j] = vectorExp(d, e[j]);
+    for (size_t j = 0; j < kGroup; ++j) {
+      if constexpr (!kLog) hn::StoreU(e[j], d, out + i + static_cast<int64_t>(j) * lanes);
+      sums[j] = hn::Add(sums[j], e[j]);
     }
-    sum0 = hn::Add(sum0, e0);
-    sum1 = hn::Add(sum1, e1);
   }
   for (; i + lanes <= length; i += lanes) {
     const auto e = vectorExp(d, hn::Sub(hn::LoadU(d, in + i), shift));
     if constexpr (!kLog) hn::StoreU(e, d, out + i);
-    sum0 = hn::Add(sum0, e);
+    sums[0] = hn::Add(sums[0], e);
   }
   if (i < length) {  // the last partial vector, padded with -inf (whose exp adds 0)
     HWY_ALIGN float rest[hn::MaxLanes(d)];
@@ -70,9 +74,10 @@ void softmaxRow(float* HWY_RESTRICT out, const float* HWY_RESTRICT in, int64_t l
       hn::Store(e, d, rest);
       std::copy(rest, rest + (length - i), out + i);
     }
-    sum1 = hn::Add(sum1, e);
+    sums[kGroup - 1] = hn::Add(sums[kGroup - 1], e);
   }
-  const float sum = hn::GetLane(hn::SumOfLanes(d, hn::Add(sum0, sum1)));
+  for (size_t j = 1; j < kGroup; ++j) sums[0] = hn::Add(sums[0], sums[j]);
+  const float sum = hn::GetLane(hn::SumOfLanes(d, sums[0]));
   if constexpr (kLog) {
     // (x - max) - log(sum), in this order: x - (max + log(sum)) cancels badly.
     const float log_sum = std::log(sum);
