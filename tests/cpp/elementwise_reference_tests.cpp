@@ -155,6 +155,10 @@ constexpr Real kLibmUlps = 2.0;   // Sleef u10 and MKL vector forms, libm scalar
 constexpr Real kTanhUlps = 3.5;   // Sleef tanh u35
 constexpr Real kAtan2Ulps = 2.0;  // libm atan2f 2 (no vector form)
 constexpr Real kErfcUlps = 5.0;   // MKL (vector), Sleef erfcf u15 (strided float); libm erfc (double) up to 5
+// Sleef's lgamma: 1 ulp for x > 0; below, max(1 ulp, an absolute 1e-8 (float) or 1e-15
+// (double)); past 4e36 (float) or 2e305 (double) it may return infinity.
+Real lgammaAbsolute(Real x, const Precision& p) { return x < 0 ? (p.compute.digits > 24 ? 1e-15L : 1e-8L) : 0; }
+Real lgammaInfiniteFrom(const Precision& p) { return p.compute.digits > 24 ? 2e305L : 4e36L; }
 
 // Sleef's sin, cos and tan keep their 1.0-ulp bound only for |x| below these
 // (float: 1e28, double: 1e299); beyond, any value in [-1, 1] is allowed.
@@ -291,6 +295,7 @@ Reference referenceOf(Opcode op) {
     case Opcode::kCeil: ref.real = REAL { return {std::ceil(A)}; }; break;
     case Opcode::kRound: ref.real = REAL { return {std::nearbyint(A)}; }; break;  // half to even
     case Opcode::kTrunc: ref.real = REAL { return {std::trunc(A)}; }; break;
+    case Opcode::kFrac: ref.real = REAL { return {A - std::trunc(A)}; }; break;  // exact: inf gives NaN
 
     // One function of the input: the function's own accuracy; IEEE operations 0.5 ulp.
     case Opcode::kExp: ref.real = REAL { return {std::exp(A), kExpUlps}; }; break;
@@ -310,6 +315,11 @@ Reference referenceOf(Opcode op) {
     case Opcode::kAsinh: ref.real = REAL { return {std::asinh(A), kLibmUlps}; }; break;
     case Opcode::kAcosh: ref.real = REAL { return {std::acosh(A), kLibmUlps}; }; break;
     case Opcode::kAtanh: ref.real = REAL { return {std::atanh(A), kLibmUlps}; }; break;
+    case Opcode::kLgamma:
+      ref.real = REAL {
+        return {std::lgamma(A), 1, 0, lgammaAbsolute(A, r.precision), A > lgammaInfiniteFrom(r.precision) ? kInf : 0};
+      };
+      break;
     case Opcode::kTanh: ref.real = REAL { return {std::tanh(A), kTanhUlps}; }; break;
     case Opcode::kSin: ref.real = REAL { return {std::sin(A), kLibmUlps}; }; ref.input_limit = trigLimit; break;
     case Opcode::kCos: ref.real = REAL { return {std::cos(A), kLibmUlps}; }; ref.input_limit = trigLimit; break;
@@ -382,6 +392,8 @@ Reference referenceOf(Opcode op) {
       break;
     case Opcode::kPow: ref.real = REAL { return {std::pow(A, B), kLibmUlps}; }; break;
     case Opcode::kAtan2: ref.real = REAL { return {std::atan2(A, B), kAtan2Ulps}; }; break;
+    case Opcode::kCopySign: ref.real = REAL { return {std::copysign(A, B)}; }; break;
+    case Opcode::kHypot: ref.real = REAL { return {std::hypot(A, B), kLibmUlps}; }; break;  // Sleef u05, libm 1
     case Opcode::kAnd: ref.integer = INT { return i.in[0] & i.in[1]; }; break;
     case Opcode::kOr: ref.integer = INT { return wrapTo(i.in[0] | i.in[1], i.bits, i.is_signed); }; break;
     case Opcode::kXor: ref.integer = INT { return wrapTo(i.in[0] ^ i.in[1], i.bits, i.is_signed); }; break;

@@ -295,8 +295,9 @@ constexpr bool computedByVectorMath(Opcode op) {
     case Opcode::kLog1p: case Opcode::kSin: case Opcode::kCos: case Opcode::kTan: case Opcode::kTanh:
     case Opcode::kErf: case Opcode::kErfc: case Opcode::kLog10: case Opcode::kAsin: case Opcode::kAcos:
     case Opcode::kAtan: case Opcode::kSinh: case Opcode::kCosh: case Opcode::kAsinh: case Opcode::kAcosh:
-    case Opcode::kAtanh: case Opcode::kSigmoid: case Opcode::kSilu: case Opcode::kGelu: case Opcode::kGeluTanh:
+    case Opcode::kAtanh: case Opcode::kLgamma: case Opcode::kSigmoid: case Opcode::kSilu: case Opcode::kGelu: case Opcode::kGeluTanh:
     case Opcode::kPow: case Opcode::kGeluGrad: case Opcode::kGeluTanhGrad: case Opcode::kSiluGrad:
+    case Opcode::kHypot:
       return true;
     default:
       return false;

@@ -3,6 +3,7 @@ PyTorch's own OpInfo samples across dtypes, forward and backward."""
 
 import itertools
 
+import mpmath
 import numpy
 import pytest
 import torch
@@ -17,7 +18,7 @@ NATIVE = {
     "bitwise_xor", "eq", "ne", "lt", "le", "gt", "ge", "abs", "neg", "sign", "bitwise_not", "exp",
     "exp2", "expm1", "log", "log2", "log1p", "sqrt", "rsqrt", "reciprocal", "sin", "cos", "tan",
     "tanh", "sigmoid", "erf", "erfc", "log10", "asin", "acos", "atan", "sinh", "cosh", "asinh", "acosh",
-    "atanh", "floor", "ceil", "round", "trunc", "nn.functional.silu",
+    "atanh", "lgamma", "floor", "ceil", "round", "trunc", "frac", "copysign", "hypot", "nn.functional.silu",
     "nn.functional.relu", "nn.functional.gelu", "where", "fill", "zero_", "addcmul", "addcdiv",
     "lerp", "nn.functional.mse_loss", "floor_divide", "bitwise_left_shift", "bitwise_right_shift", "sgn",
     "__rpow__",
@@ -248,3 +249,52 @@ def test_hyperbolic_functions_stay_finite_up_to_where_their_results_overflow(nam
     assert ((got[finite] - exact[finite]).abs() / ulp).max() <= 2.0
     assert torch.equal(got[~finite].isnan(), exact[~finite].isnan())
     assert torch.equal(got[~finite & ~exact.isnan()], exact[~finite & ~exact.isnan()].to(dtype).double())
+
+
+SPECIALS = [0.0, -0.0, 1.0, -1.0, 2.0, -2.5, 0.5, -0.5, 1e-30, -1e-30, 3.0e38, -3.0e38,
+            float("inf"), float("-inf"), float("nan")]
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.bfloat16])
+def test_frac_copysign_and_hypot_keep_the_cpus_zeros_infinities_and_nans(dtype):
+    """frac(x) = x - trunc(x) (NaN at infinities, +0 from -0), copysign's sign of -0.0 and
+    of NaN, hypot's infinity beside a NaN: the CPU's values, signs of zeros included."""
+    x = torch.tensor(SPECIALS, dtype=dtype)
+    a, b = x.repeat_interleave(len(SPECIALS)), x.repeat(len(SPECIALS))
+    for name, args in (("frac", (x,)), ("copysign", (a, b)), ("hypot", (a, b))):
+        got = getattr(torch, name)(*(t.to("pto") for t in args)).cpu()
+        expected = getattr(torch, name)(*args)
+        assert torch.equal(got.isnan(), expected.isnan()), name
+        kept = ~expected.isnan()
+        assert torch.equal(got[kept], expected[kept]), name
+        assert torch.equal(got[kept].signbit(), expected[kept].signbit()), name
+    assert torch.equal(torch.copysign(x.to("pto"), -1).cpu().signbit(), torch.ones(len(SPECIALS), dtype=torch.bool))
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+def test_lgamma_is_within_sleefs_bound_at_its_roots_and_poles(dtype):
+    """lgamma is Sleef's, as the CPU's vector kernels: within 1 ulp of the true value
+    (mpmath's, at 40 digits) for x > 0, within max(1 ulp, 1e-8 (float32) or 1e-15
+    (float64)) below 0, at lgamma's roots (1, 2, -2.457...) and beside its poles too,
+    strided as well as contiguous. Poles give +inf, as on the CPU."""
+    generator = torch.Generator().manual_seed(0)
+    x = torch.cat([torch.rand(2000, generator=generator, dtype=torch.float64) * 40 - 20,
+                   torch.linspace(0.99, 2.01, 513, dtype=torch.float64),
+                   torch.linspace(-2.46, -2.45, 257, dtype=torch.float64),
+                   torch.tensor([1e-30, 3.0e38, 1e30, 0.5, 2.5])]).to(dtype)
+    with mpmath.workdps(40):
+        exact = torch.tensor([float(mpmath.loggamma(mpmath.mpf(v)).real) for v in x.double().tolist()],
+                             dtype=torch.float64)
+    finite = exact.abs() <= torch.finfo(dtype).max
+    rounded = exact[finite].to(dtype).abs()
+    ulp = torch.nextafter(rounded, torch.tensor(float("inf"), dtype=dtype)).double() - rounded.double()
+    absolute = torch.where(x[finite] < 0, 1e-8 if dtype == torch.float32 else 1e-15, 0.0).double()
+    for got in (torch.lgamma(x.to("pto")).cpu(), torch.lgamma(x.repeat_interleave(2).to("pto")[::2]).cpu()):
+        got = got.double()
+        assert torch.equal(got[~finite], exact[~finite].to(dtype).double())  # 3e38: lgamma overflows float32
+        assert ((got[finite] - exact[finite]).abs() <= torch.maximum(ulp, absolute)).all()
+        assert_close(got, torch.lgamma(x).double())
+    poles = torch.tensor([0.0, -0.0, -1.0, -2.0, -50.0, float("inf"), float("-inf"), float("nan")], dtype=dtype)
+    assert torch.equal(torch.lgamma(poles.to("pto")).cpu()[:-1], torch.lgamma(poles)[:-1])
+    assert torch.lgamma(poles.to("pto")).cpu()[-1].isnan()
+    assert torch.lgamma(torch.arange(1, 6, device="pto")).dtype == torch.float32

@@ -103,6 +103,11 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
     m.impl("atan2_", TORCH_FN(F::template inplace<ATEN_OP(atan2_)>));
   }
   {
+    constexpr AtenInstruction row = atenInstruction("hypot");
+    using F = Binary<row.opcode, row.promotion, ATEN_OP(hypot), ATEN_OP2(hypot, out)>;
+    m.impl("hypot_", TORCH_FN(F::template inplace<ATEN_OP(hypot_)>));
+  }
+  {
     constexpr AtenInstruction row = atenInstruction("floor_divide");
     using F = Binary<row.opcode, row.promotion, ATEN_OP(floor_divide), ATEN_OP2(floor_divide, out)>;
     m.impl("floor_divide_.Tensor", TORCH_FN(F::template inplace<ATEN_OP2(floor_divide_, Tensor)>));

@@ -17,11 +17,11 @@
   __m512 Sleef_##name##f16_##ulp##avx512f(__m512);                 \
   __m512d Sleef_##name##d8_##ulp##avx512f(__m512d);
 #define PTO_SLEEF_DECLARE(name) PTO_SLEEF_DECLARE_ULP(name, u10)
-#define PTO_SLEEF_DECLARE_BINARY(name)                            \
-  __m256 Sleef_##name##f8_u10avx2(__m256, __m256);                 \
-  __m256d Sleef_##name##d4_u10avx2(__m256d, __m256d);              \
-  __m512 Sleef_##name##f16_u10avx512f(__m512, __m512);             \
-  __m512d Sleef_##name##d8_u10avx512f(__m512d, __m512d);
+#define PTO_SLEEF_DECLARE_BINARY(name, ulp)                       \
+  __m256 Sleef_##name##f8_##ulp##avx2(__m256, __m256);             \
+  __m256d Sleef_##name##d4_##ulp##avx2(__m256d, __m256d);          \
+  __m512 Sleef_##name##f16_##ulp##avx512f(__m512, __m512);         \
+  __m512d Sleef_##name##d8_##ulp##avx512f(__m512d, __m512d);
 
 extern "C" {
 PTO_SLEEF_DECLARE(exp)
@@ -43,10 +43,12 @@ PTO_SLEEF_DECLARE(cosh)
 PTO_SLEEF_DECLARE(asinh)
 PTO_SLEEF_DECLARE(acosh)
 PTO_SLEEF_DECLARE(atanh)
+PTO_SLEEF_DECLARE(lgamma)
 PTO_SLEEF_DECLARE_ULP(erfc, u15)
 PTO_SLEEF_DECLARE_ULP(sinpi, u05)
 PTO_SLEEF_DECLARE_ULP(cospi, u05)
-PTO_SLEEF_DECLARE_BINARY(pow)
+PTO_SLEEF_DECLARE_BINARY(pow, u10)
+PTO_SLEEF_DECLARE_BINARY(hypot, u05)
 }
 
 #undef PTO_SLEEF_DECLARE

@@ -103,9 +103,11 @@ constexpr bool hasVectorMath() {
               op == Opcode::kLog2 || op == Opcode::kLog1p || op == Opcode::kSin || op == Opcode::kCos ||
               op == Opcode::kTan || op == Opcode::kTanh || op == Opcode::kLog10 || op == Opcode::kAsin ||
               op == Opcode::kAcos || op == Opcode::kAtan || op == Opcode::kSinh || op == Opcode::kCosh ||
-              op == Opcode::kAsinh || op == Opcode::kAcosh || op == Opcode::kAtanh || op == Opcode::kSigmoid ||
+              op == Opcode::kAsinh || op == Opcode::kAcosh || op == Opcode::kAtanh || op == Opcode::kLgamma ||
+              op == Opcode::kSigmoid ||
               op == Opcode::kSilu || op == Opcode::kGelu || op == Opcode::kGeluTanh || op == Opcode::kPow ||
-              op == Opcode::kGeluGrad || op == Opcode::kGeluTanhGrad || op == Opcode::kSiluGrad;
+              op == Opcode::kGeluGrad || op == Opcode::kGeluTanhGrad || op == Opcode::kSiluGrad ||
+              op == Opcode::kHypot;
 }
 
 // f (libm's) on every lane of `args`, taken where `lanes` holds, `result` elsewhere.
@@ -278,6 +280,7 @@ V unaryMath(D d, V x) {
     return libmPast<op>(d, x, PTO_SLEEF_CALL(acosh, u10, d, PTO_SLEEF_RAW(x)), 1e19, 1e154);
   }
   else if constexpr (op == Opcode::kAtanh) return PTO_SLEEF_CALL(atanh, u10, d, PTO_SLEEF_RAW(x));
+  else if constexpr (op == Opcode::kLgamma) return PTO_SLEEF_CALL(lgamma, u10, d, PTO_SLEEF_RAW(x));
   else if constexpr (op == Opcode::kSigmoid) return hn::Div(one, hn::Add(one, vectorExp(d, hn::Neg(x))));
   else if constexpr (op == Opcode::kSilu) return hn::Div(x, hn::Add(one, vectorExp(d, hn::Neg(x))));
   else if constexpr (op == Opcode::kGelu) {
@@ -322,7 +325,8 @@ void geluGrads(D d, const V* g, const V* x, V* out) {
   }
 }
 
-// The binary ops hasVectorMath names: a is the incoming gradient (or the base), b the input.
+// The binary ops hasVectorMath names: a is the incoming gradient (or the base, or hypot's
+// first side), b the input.
 template <Opcode op, class D, class V = hn::Vec<D>>
 V binaryMath(D d, V a, V b) {
   const V one = hn::Set(d, 1), half = hn::Set(d, 0.5);
@@ -335,6 +339,8 @@ V binaryMath(D d, V a, V b) {
       }
     }
     return result;
+  } else if constexpr (op == Opcode::kHypot) {
+    return PTO_SLEEF_CALL(hypot, u05, d, PTO_SLEEF_RAW(a), PTO_SLEEF_RAW(b));  // 0.5001 ulp, C99's inf and NaN
   } else if constexpr (op == Opcode::kGeluGrad) {
     V result;
     geluGrads<1>(d, &a, &b, &result);
