@@ -19,6 +19,7 @@ using isa::Opcode;
 std::vector<std::string> loweredOverloads(std::string_view form) {
   if (form == "Unary" || form == "UnaryNoOut" || form == "BinaryDefault" || form == "Gradient") return {""};
   if (form == "Binary" || form == "BinaryTensorOut" || form == "Compare") return {".Tensor", ".Scalar"};
+  if (form == "BinaryOutTensor") return {".Tensor", ".Scalar_Other"};
   return {};
 }
 

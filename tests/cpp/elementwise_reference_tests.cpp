@@ -394,6 +394,15 @@ Reference referenceOf(Opcode op) {
     case Opcode::kAtan2: ref.real = REAL { return {std::atan2(A, B), kAtan2Ulps}; }; break;
     case Opcode::kCopySign: ref.real = REAL { return {std::copysign(A, B)}; }; break;
     case Opcode::kHypot: ref.real = REAL { return {std::hypot(A, B), kLibmUlps}; }; break;  // Sleef u05, libm 1
+    // a log(b): libm's log (2 ulp: 4u relative) and the product (u); float16/bfloat16
+    // round log(b) to storage before the product (half an ulp of it, relative).
+    case Opcode::kXlogy:
+      ref.real = REAL {
+        const Real relative = 5 + (r.precision.storage.digits < r.precision.compute.digits
+                                       ? r.precision.storage.unitRoundoff() / U : 0);
+        return {std::isnan(B) ? kNaN : A == 0 ? Real(0) : A * std::log(B), 0, relative};
+      };
+      break;
     case Opcode::kAnd: ref.integer = INT { return i.in[0] & i.in[1]; }; break;
     case Opcode::kOr: ref.integer = INT { return wrapTo(i.in[0] | i.in[1], i.bits, i.is_signed); }; break;
     case Opcode::kXor: ref.integer = INT { return wrapTo(i.in[0] ^ i.in[1], i.bits, i.is_signed); }; break;

@@ -22,6 +22,7 @@ FORM_CALLS = {
     "UnaryNoOut": lambda op: (lambda x: op.default(x), 1),
     "Binary": lambda op: (lambda a, b: op.Tensor(a, b), 2),
     "BinaryTensorOut": lambda op: (lambda a, b: op.Tensor(a, b), 2),
+    "BinaryOutTensor": lambda op: (lambda a, b: op.Tensor(a, b), 2),
     "BinaryAlpha": lambda op: (lambda a, b: op.Tensor(a, b, alpha=2), 2),
     "BinaryDefault": lambda op: (lambda a, b: op.default(a, b), 2),
     "Compare": lambda op: (lambda a, b: op.Tensor(a, b), 2),
@@ -94,12 +95,19 @@ def test_a_row_lowers_to_its_instruction(row):
     assert row["mnemonic"] in mnemonics(report.program)
 
 
-@pytest.mark.parametrize("row", [row for row in ROWS if row["form"] in ("Binary", "BinaryTensorOut", "Compare")
-                                 and "Scalar" in getattr(aten, row["op"]).overloads()], ids=row_id)
+# The overload each form has for a tensor and a number (the tensor's op with a wrapped number).
+SCALAR_OVERLOADS = {"Binary": "Scalar", "BinaryTensorOut": "Scalar", "Compare": "Scalar",
+                    "BinaryOutTensor": "Scalar_Other"}
+
+
+@pytest.mark.parametrize("row", [row for row in ROWS if row["form"] in SCALAR_OVERLOADS
+                                 and SCALAR_OVERLOADS[row["form"]] in getattr(aten, row["op"]).overloads()],
+                         ids=row_id)
 def test_a_rows_scalar_overload_lowers_to_its_instruction(row):
     """op.Scalar is op.Tensor with a wrapped number: the same instruction."""
     x = inputs_for(row, 1)[0].to("pto")
-    report = pypto_torch.explain(lambda t: getattr(aten, row["op"]).Scalar(t, 2), x)
+    overload = getattr(getattr(aten, row["op"]), SCALAR_OVERLOADS[row["form"]])
+    report = pypto_torch.explain(lambda t: overload(t, 2), x)
     assert report.fallback_nodes == []
     assert row["mnemonic"] in mnemonics(report.program)
 

@@ -18,7 +18,8 @@ NATIVE = {
     "bitwise_xor", "eq", "ne", "lt", "le", "gt", "ge", "abs", "neg", "sign", "bitwise_not", "exp",
     "exp2", "expm1", "log", "log2", "log1p", "sqrt", "rsqrt", "reciprocal", "sin", "cos", "tan",
     "tanh", "sigmoid", "erf", "erfc", "log10", "asin", "acos", "atan", "sinh", "cosh", "asinh", "acosh",
-    "atanh", "lgamma", "floor", "ceil", "round", "trunc", "frac", "copysign", "hypot", "nn.functional.silu",
+    "atanh", "lgamma", "floor", "ceil", "round", "trunc", "frac", "copysign", "hypot", "xlogy",
+    "nn.functional.silu",
     "nn.functional.relu", "nn.functional.gelu", "where", "fill", "zero_", "addcmul", "addcdiv",
     "lerp", "nn.functional.mse_loss", "floor_divide", "bitwise_left_shift", "bitwise_right_shift", "sgn",
     "__rpow__",
@@ -256,12 +257,13 @@ SPECIALS = [0.0, -0.0, 1.0, -1.0, 2.0, -2.5, 0.5, -0.5, 1e-30, -1e-30, 3.0e38, -
 
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.bfloat16])
-def test_frac_copysign_and_hypot_keep_the_cpus_zeros_infinities_and_nans(dtype):
+def test_frac_copysign_hypot_and_xlogy_keep_the_cpus_zeros_infinities_and_nans(dtype):
     """frac(x) = x - trunc(x) (NaN at infinities, +0 from -0), copysign's sign of -0.0 and
-    of NaN, hypot's infinity beside a NaN: the CPU's values, signs of zeros included."""
+    of NaN, hypot's infinity beside a NaN, xlogy's 0 where x = 0 (even at y = 0 or inf)
+    and NaN where y is: the CPU's values, signs of zeros included."""
     x = torch.tensor(SPECIALS, dtype=dtype)
     a, b = x.repeat_interleave(len(SPECIALS)), x.repeat(len(SPECIALS))
-    for name, args in (("frac", (x,)), ("copysign", (a, b)), ("hypot", (a, b))):
+    for name, args in (("frac", (x,)), ("copysign", (a, b)), ("hypot", (a, b)), ("xlogy", (a, b))):
         got = getattr(torch, name)(*(t.to("pto") for t in args)).cpu()
         expected = getattr(torch, name)(*args)
         assert torch.equal(got.isnan(), expected.isnan()), name

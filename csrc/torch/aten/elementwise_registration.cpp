@@ -40,6 +40,8 @@ using P = Promotion;
 #define PTO_REGISTER_Binary(m, name, opcode, promotion) PTO_REGISTER_BINARY(m, name, out, opcode, promotion)
 #define PTO_REGISTER_BinaryTensorOut(m, name, opcode, promotion)                                      \
   PTO_REGISTER_BINARY(m, name, Tensor_out, opcode, promotion)
+#define PTO_REGISTER_BinaryOutTensor(m, name, opcode, promotion)                                      \
+  PTO_REGISTER_BINARY(m, name, OutTensor, opcode, promotion)
 
 #define PTO_REGISTER_BinaryAlpha(m, name, opcode, promotion)                                          \
   {                                                                                                   \

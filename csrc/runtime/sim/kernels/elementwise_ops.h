@@ -193,6 +193,12 @@ inline C binaryOp(C a, C b, C alpha) {
   } else if constexpr (op == Opcode::kAtan2) return std::atan2(a, b);
   else if constexpr (op == Opcode::kCopySign) return std::copysign(a, b);
   else if constexpr (op == Opcode::kHypot) return std::hypot(a, b);
+  else if constexpr (op == Opcode::kXlogy) {
+    // float16/bfloat16: log(b) rounded to the storage type before the product, as PyTorch's
+    // CPU kernel computes in their own arithmetic.
+    if (isNaN(b)) return b;
+    return a == C(0) ? C(0) : a * static_cast<C>(widen(castTo<Storage>(std::log(b))));
+  }
   else if constexpr (op == Opcode::kReluGrad) return b <= alpha ? C(0) : a;  // alpha: the threshold; NaN passes a, as on the CPU
   else if constexpr (op == Opcode::kGeluGrad) {
     const C cdf = normalCdfOf(b);
