@@ -124,6 +124,13 @@ inline C unaryOp(C x) {
   else static_assert(op == Opcode::kAbs, "not a unary instruction");
 }
 
+// x rounded to the storage type and back: PyTorch's CPU kernels compute some float16 /
+// bfloat16 ops step by step in those types' own arithmetic, rounding each step.
+template <typename Storage, typename C>
+inline C roundedToStorage(C x) {
+  return static_cast<C>(widen(castTo<Storage>(x)));
+}
+
 // The integer divisions check for zero, as PyTorch's CPU kernels do, and take
 // b == -1 apart: the lowest value divided by it would trap (it wraps, as negation does).
 template <typename C>
@@ -136,7 +143,7 @@ inline void checkDivisor(C b) {
 template <Opcode op, typename C, typename Storage>
 inline C divisionOp(C a, C b) {
   if constexpr (std::is_floating_point_v<C>) {
-    auto round = [](C x) { return static_cast<C>(widen(castTo<Storage>(x))); };
+    auto round = roundedToStorage<Storage, C>;
     if constexpr (op == Opcode::kFmod) return std::fmod(a, b);
     if constexpr (op == Opcode::kTruncDiv) return std::trunc(round(a / b));
     const C mod = std::fmod(a, b);
@@ -197,7 +204,7 @@ inline C binaryOp(C a, C b, C alpha) {
     // float16/bfloat16: log(b) rounded to the storage type before the product, as PyTorch's
     // CPU kernel computes in their own arithmetic.
     if (isNaN(b)) return b;
-    return a == C(0) ? C(0) : a * static_cast<C>(widen(castTo<Storage>(std::log(b))));
+    return a == C(0) ? C(0) : a * roundedToStorage<Storage>(std::log(b));
   }
   else if constexpr (op == Opcode::kReluGrad) return b <= alpha ? C(0) : a;  // alpha: the threshold; NaN passes a, as on the CPU
   else if constexpr (op == Opcode::kGeluGrad) {
