@@ -17,7 +17,10 @@ using isa::Opcode;
 // .Tensor one with a wrapped number, as aten computes it). The other forms
 // (BinaryAlpha, Custom) have recipes of their own, below.
 std::vector<std::string> loweredOverloads(std::string_view form) {
-  if (form == "Unary" || form == "UnaryNoOut" || form == "BinaryDefault" || form == "Gradient") return {""};
+  if (form == "Unary" || form == "UnaryNoOut" || form == "BinaryDefault" || form == "BinaryDefaultInplace" ||
+      form == "Gradient") {
+    return {""};
+  }
   if (form == "Binary" || form == "BinaryTensorOut" || form == "Compare") return {".Tensor", ".Scalar"};
   if (form == "BinaryOutTensor") return {".Tensor", ".Scalar_Other"};
   return {};

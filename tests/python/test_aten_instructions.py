@@ -25,6 +25,7 @@ FORM_CALLS = {
     "BinaryOutTensor": lambda op: (lambda a, b: op.Tensor(a, b), 2),
     "BinaryAlpha": lambda op: (lambda a, b: op.Tensor(a, b, alpha=2), 2),
     "BinaryDefault": lambda op: (lambda a, b: op.default(a, b), 2),
+    "BinaryDefaultInplace": lambda op: (lambda a, b: op.default(a, b), 2),
     "Compare": lambda op: (lambda a, b: op.Tensor(a, b), 2),
     "Gradient": lambda op: (lambda grad, x: op.default(grad, x), 2),
 }

@@ -300,3 +300,15 @@ def test_lgamma_is_within_sleefs_bound_at_its_roots_and_poles(dtype):
     assert torch.equal(torch.lgamma(poles.to("pto")).cpu()[:-1], torch.lgamma(poles)[:-1])
     assert torch.lgamma(poles.to("pto")).cpu()[-1].isnan()
     assert torch.lgamma(torch.arange(1, 6, device="pto")).dtype == torch.float32
+
+
+@pytest.mark.parametrize("name", ["atan2_", "hypot_"])
+def test_in_place_binary_functions_run_natively(name):
+    """atan2_ and hypot_ (the BinaryDefaultInplace rows' op_) are their instructions
+    in place, with the CPU's values."""
+    generator = torch.Generator().manual_seed(0)
+    a, b = torch.randn(5, 7, generator=generator), torch.randn(5, 7, generator=generator)
+    before = pypto_torch.fallback_ops()
+    got = getattr(a.to("pto"), name)(b.to("pto"))
+    assert pypto_torch.fallback_ops() == before
+    assert_close(got.cpu(), getattr(a.clone(), name)(b))

@@ -58,6 +58,12 @@ using P = Promotion;
     m.impl(#name, TORCH_FN(F::functional));                                                           \
     m.impl(#name ".out", TORCH_FN(F::out));                                                           \
   }
+#define PTO_REGISTER_BinaryDefaultInplace(m, name, opcode, promotion)                                 \
+  {                                                                                                   \
+    PTO_REGISTER_BinaryDefault(m, name, opcode, promotion)                                            \
+    using F = Binary<opcode, promotion, ATEN_OP(name), ATEN_OP2(name, out)>;                          \
+    m.impl(#name "_", TORCH_FN(F::template inplace<ATEN_OP(name##_)>));                               \
+  }
 
 #define PTO_REGISTER_Compare(m, name, opcode, promotion)                                              \
   {                                                                                                   \
@@ -99,16 +105,6 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
 
   PTO_REGISTER_SHIFT_OPERATORS(m, lshift, bitwise_left_shift)
   PTO_REGISTER_SHIFT_OPERATORS(m, rshift, bitwise_right_shift)
-  {
-    constexpr AtenInstruction row = atenInstruction("atan2");
-    using F = Binary<row.opcode, row.promotion, ATEN_OP(atan2), ATEN_OP2(atan2, out)>;
-    m.impl("atan2_", TORCH_FN(F::template inplace<ATEN_OP(atan2_)>));
-  }
-  {
-    constexpr AtenInstruction row = atenInstruction("hypot");
-    using F = Binary<row.opcode, row.promotion, ATEN_OP(hypot), ATEN_OP2(hypot, out)>;
-    m.impl("hypot_", TORCH_FN(F::template inplace<ATEN_OP(hypot_)>));
-  }
   {
     constexpr AtenInstruction row = atenInstruction("floor_divide");
     using F = Binary<row.opcode, row.promotion, ATEN_OP(floor_divide), ATEN_OP2(floor_divide, out)>;
