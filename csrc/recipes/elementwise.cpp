@@ -1,6 +1,8 @@
 // Elementwise recipes: each row of aten_instructions.def as its one instruction over
 // operands cast to the compute dtype and broadcast to the result's shape, and the
 // ops that are one instruction with an immediate, a variant or a few more steps.
+#include <bit>
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -53,22 +55,45 @@ void addSubtract(Recipe& r, const Arguments& args, Opcode opcode, bool reversed)
   r.emit(opcode, out, reversed ? std::vector{other, self} : std::vector{self, other}, {args.number("alpha", 1.0)});
 }
 
-// x ** exponent: the exponents a model's graph spells as a product or a root are those.
+// `value` as a bfloat16 holds it: float32's bits rounded to their upper half, to
+// nearest even, as c10::BFloat16 converts a number.
+double roundedToBFloat16(double value) {
+  const auto bits = std::bit_cast<uint32_t>(static_cast<float>(value));
+  return std::bit_cast<float>((bits + 0x7fffu + ((bits >> 16) & 1u)) & 0xffff0000u);
+}
+
+// x ** exponent with the steps PyTorch's CPU kernel takes (pow_Tensor_Scalar_out and
+// pow_tensor_scalar_kernel), which give its bits and cost a product, not a pow: 0 and 1
+// a fill and a copy for every dtype; float32, float64 and bfloat16 take 0.5, -0.5 and -1
+// as sqrt, rsqrt and reciprocal, and 2, 3 and -2 (bfloat16's exponent rounded to
+// bfloat16 first, as the kernel converts it) as products, each step rounded to the
+// dtype; integers 2 and 3 as products too, which wrap as its repeated squaring does.
+// float16 takes the general pow for every other exponent, as there.
 void powScalar(Recipe& r, const Arguments& args) {
   const View& out = args.result();
-  const View x = r.operand(args.operand("self"), out.dtype, out.shape);
   const double exponent = args.number("exponent");
-  if (exponent == 2) {
-    r.emit(atenInstruction("mul").opcode, out, {x, x});
-  } else if (exponent == 3) {  // gelu's tanh form (GPT-2) cubes: two products, not a pow
-    const View square = r.emit(atenInstruction("mul").opcode, r.temporary(out.dtype, out.shape), {x, x});
-    r.emit(atenInstruction("mul").opcode, out, {square, x});
-  } else if (exponent == 1) {
+  if (exponent == 0) {
+    r.emit(Opcode::kFill, out, {}, {1.0});
+    return;
+  }
+  const View x = r.operand(args.operand("self"), out.dtype, out.shape);
+  const Opcode multiply = atenInstruction("mul").opcode;
+  const bool floating = out.dtype == DType::kFloat32 || out.dtype == DType::kFloat64 || out.dtype == DType::kBFloat16;
+  const double power = out.dtype == DType::kBFloat16 ? roundedToBFloat16(exponent) : exponent;
+  if (exponent == 1) {
     r.emit(Opcode::kMove, out, {x});
-  } else if (exponent == 0.5) {
+  } else if (floating && exponent == 0.5) {
     r.emit(atenInstruction("sqrt").opcode, out, {x});
-  } else if (exponent == -1) {
+  } else if (floating && exponent == -0.5) {
+    r.emit(atenInstruction("rsqrt").opcode, out, {x});
+  } else if (floating && exponent == -1) {
     r.emit(atenInstruction("reciprocal").opcode, out, {x});
+  } else if ((floating || isa::isIntegral(out.dtype)) && power == 2) {
+    r.emit(multiply, out, {x, x});
+  } else if ((floating || isa::isIntegral(out.dtype)) && power == 3) {
+    r.emit(multiply, out, {r.emit(multiply, r.temporary(out.dtype, out.shape), {x, x}), x});
+  } else if (floating && power == -2) {
+    r.emit(atenInstruction("reciprocal").opcode, out, {r.emit(multiply, r.temporary(out.dtype, out.shape), {x, x})});
   } else {
     r.emit(atenInstruction("pow").opcode, out, {x, r.operand(exponent, out.dtype, out.shape)});
   }

@@ -312,3 +312,56 @@ def test_in_place_binary_functions_run_natively(name):
     got = getattr(a.to("pto"), name)(b.to("pto"))
     assert pypto_torch.fallback_ops() == before
     assert_close(got.cpu(), getattr(a.clone(), name)(b))
+
+
+POW_STEPS = [0, 1, 2, 3, -2, 0.5, -0.5, -1, True, False, 2.5, 2.001]
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.bfloat16, torch.float16, torch.int32,
+                                   torch.uint8, torch.bool])
+def test_pow_with_a_number_takes_the_cpus_steps(dtype):
+    """x ** n for the exponents the CPU's kernel computes as a fill, a copy, products
+    (2, 3, -2: its bits, integers wrapping) or roots (0.5, -0.5, -1), and a general
+    exponent, in every form, natively. sqrt and rsqrt are correctly rounded on pto;
+    the CPU's (MKL's vector sqrt here) may be 1 ulp off, the one tolerance allowed."""
+    generator = torch.Generator().manual_seed(0)
+    if dtype.is_floating_point:
+        x = torch.cat([torch.randn(500, generator=generator, dtype=torch.float64) * 30,
+                       torch.tensor([0.0, -0.0, 1e-30, -1e30, float("inf"), float("-inf"), float("nan")],
+                                    dtype=torch.float64)]).to(dtype)
+    elif dtype == torch.bool:
+        x = torch.rand(100, generator=generator) > 0.5
+    else:
+        x = torch.randint(0 if dtype == torch.uint8 else -60, 60, (300,), generator=generator).to(dtype)
+    before = pypto_torch.fallback_ops()
+    for exponent in POW_STEPS:
+        if not dtype.is_floating_point and exponent in (-2, -1) and not isinstance(exponent, bool):
+            continue  # the CPU's error: test_pow_refuses_what_the_cpu_refuses
+        expected = torch.pow(x, exponent)
+        results = [torch.pow(x.to("pto"), exponent), torch.pow(x.to("pto"), exponent, out=torch.empty(
+            0, dtype=expected.dtype, device="pto"))]
+        if expected.dtype == x.dtype:
+            results.append(x.to("pto").pow_(exponent))
+        roots = exponent in (0.5, -0.5)
+        general = not isinstance(exponent, bool) and exponent in (2.5, 2.001)
+        for got in results:
+            assert got.dtype == expected.dtype, exponent
+            if roots or general:  # 1.5 ulp apart at most (Sleef's pow 1, libm's 0.5): <= 3 eps relative
+                assert_close(got.cpu(), expected, rtol=3 * torch.finfo(expected.dtype).eps, atol=0, equal_nan=True)
+            else:
+                assert_close(got.cpu(), expected, rtol=0, atol=0, equal_nan=True)
+    assert pypto_torch.fallback_ops() == before
+    if dtype.is_floating_point:
+        square = (x.to("pto") * x.to("pto")).cpu()
+        assert_close(torch.pow(x.to("pto"), 2).cpu(), square, rtol=0, atol=0, equal_nan=True)
+
+
+def test_pow_refuses_what_the_cpu_refuses():
+    """Integers to negative integer powers raise the CPU's error; an out of a narrower
+    dtype than the result the CPU's cast error; the device stays usable."""
+    x = torch.arange(1, 5)
+    with pytest.raises(RuntimeError, match="Integers to negative integer powers are not allowed"):
+        torch.pow(x.to("pto"), -2)
+    with pytest.raises(RuntimeError, match="result type Float can't be cast to the desired output type Long"):
+        x.to("pto").pow_(0.5)
+    assert torch.equal(torch.pow(x.to("pto"), 3).cpu(), x ** 3)

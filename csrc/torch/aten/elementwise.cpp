@@ -14,6 +14,7 @@
 #include "composite.h"
 #include "host_scalars.h"
 #include "instruction_launch.h"
+#include "recipe_launch.h"
 #include "tensor_factories.h"
 
 namespace pto::torch_glue {
@@ -296,6 +297,47 @@ at::Tensor wrapped(const at::Scalar& value) {
   at::Tensor tensor = c10::scalar_to_tensor(value);
   tensor.unsafeGetTensorImpl()->set_wrapped_number(true);
   return tensor;
+}
+
+// pow with a number for its exponent: its recipe (csrc/recipes/elementwise.cpp), which
+// takes the CPU kernel's steps (a product for 2, a root for 0.5 ...), computed in the
+// promoted dtype and converted into an out of another.
+Result powScalarOp(const at::Tensor& self, const at::Scalar& exponent, const at::Tensor& out) {
+  const c10::Device device = commonDevice({self, out}, isa::info(Opcode::kPow).name);
+  const at::Tensor other = wrapped(exponent);
+  const at::ScalarType compute = resultType(self, other);
+  checkOutputOverlap(out, {self});
+  if (out.defined() && out.is_same(self)) checkInplaceShape(out, self.sizes());
+  if (compute == at::kComplexHalf) return complexHalfPow(self, other, out, device);
+  if (exponent.isComplex() || !ptoDType(compute)) return Result::owned(at::Tensor());
+  Result output = outputFor(out, {self}, self.sizes(), compute, device);
+  if (output->numel() == 0) return output;
+  const c10::MaybeOwned<at::Tensor> base = onDevice(self, self.scalar_type(), device);
+  const bool direct = output->scalar_type() == compute;
+  const at::Tensor result = direct ? *output : at::empty(output->sizes(), output->options().dtype(compute));
+  const double power = exponent.isBoolean() ? static_cast<double>(exponent.toBool()) : exponent.toDouble();
+  if (!RecipeCall("aten::pow.Tensor_Scalar").tensor("self", *base).value("exponent", power).result(result).launch()) {
+    return Result::owned(at::Tensor());
+  }
+  if (!direct) output->copy_(result);
+  return output;
+}
+
+at::Tensor powTensorScalar(const at::Tensor& self, const at::Scalar& exponent) {
+  at::Tensor r = *powScalarOp(self, exponent, {});
+  return r.defined() ? r : Fallback<ATEN_OP2(pow, Tensor_Scalar)>::call(self, exponent);
+}
+
+at::Tensor& powTensorScalarInplace(at::Tensor& self, const at::Scalar& exponent) {
+  if (!powScalarOp(self, exponent, self)->defined()) Fallback<ATEN_OP2(pow_, Scalar)>::call(self, exponent);
+  return self;
+}
+
+at::Tensor& powTensorScalarOut(const at::Tensor& self, const at::Scalar& exponent, at::Tensor& result) {
+  if (!powScalarOp(self, exponent, result)->defined()) {
+    Fallback<ATEN_OP2(pow, Tensor_Scalar_out)>::call(self, exponent, result);
+  }
+  return result;
 }
 
 at::Tensor gelu(const at::Tensor& self, c10::string_view approximate) {

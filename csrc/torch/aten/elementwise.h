@@ -177,6 +177,11 @@ struct Gradient {
 at::Tensor gelu(const at::Tensor& self, c10::string_view approximate);
 at::Tensor& geluInplace(at::Tensor& self, c10::string_view approximate);
 at::Tensor& geluOut(const at::Tensor& self, c10::string_view approximate, at::Tensor& result);
+// pow with a number for its exponent, through its recipe: the CPU's steps for the
+// exponents its kernel treats apart (0, 1, 2, 3, -2, 0.5, -0.5, -1).
+at::Tensor powTensorScalar(const at::Tensor& self, const at::Scalar& exponent);
+at::Tensor& powTensorScalarInplace(at::Tensor& self, const at::Scalar& exponent);
+at::Tensor& powTensorScalarOut(const at::Tensor& self, const at::Scalar& exponent, at::Tensor& result);
 at::Tensor where(const at::Tensor& condition, const at::Tensor& self, const at::Tensor& other);
 at::Tensor& whereOut(const at::Tensor& condition, const at::Tensor& self, const at::Tensor& other,
                      at::Tensor& result);

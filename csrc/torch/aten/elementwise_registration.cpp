@@ -116,12 +116,12 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
     m.impl("pow.Tensor_Tensor", TORCH_FN(F::functional));
     m.impl("pow.Tensor_Tensor_out", TORCH_FN(F::out));
     m.impl("pow_.Tensor", TORCH_FN(F::template inplace<ATEN_OP2(pow_, Tensor)>));
-    m.impl("pow.Tensor_Scalar", TORCH_FN(F::template functionalScalar<ATEN_OP2(pow, Tensor_Scalar)>));
-    m.impl("pow.Tensor_Scalar_out", TORCH_FN(F::template outScalar<ATEN_OP2(pow, Tensor_Scalar_out)>));
-    m.impl("pow_.Scalar", TORCH_FN(F::template inplaceScalar<ATEN_OP2(pow_, Scalar)>));
     m.impl("pow.Scalar", TORCH_FN(F::template functionalScalarSelf<ATEN_OP2(pow, Scalar)>));
     m.impl("pow.Scalar_out", TORCH_FN(F::template outScalarSelf<ATEN_OP2(pow, Scalar_out)>));
   }
+  m.impl("pow.Tensor_Scalar", TORCH_FN(powTensorScalar));
+  m.impl("pow_.Scalar", TORCH_FN(powTensorScalarInplace));
+  m.impl("pow.Tensor_Scalar_out", TORCH_FN(powTensorScalarOut));
   m.impl("div.Tensor_mode", TORCH_FN(divMode));
   m.impl("div_.Tensor_mode", TORCH_FN(divModeInplace));
   m.impl("div.out_mode", TORCH_FN(divModeOut));
