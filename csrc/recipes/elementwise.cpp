@@ -78,7 +78,8 @@ void powScalar(Recipe& r, const Arguments& args) {
   }
   const View x = r.operand(args.operand("self"), out.dtype, out.shape);
   const Opcode multiply = atenInstruction("mul").opcode;
-  const bool floating = out.dtype == DType::kFloat32 || out.dtype == DType::kFloat64 || out.dtype == DType::kBFloat16;
+  const bool floating =
+      out.dtype == DType::kFloat32 || out.dtype == DType::kFloat64 || out.dtype == DType::kBFloat16;
   const double power = out.dtype == DType::kBFloat16 ? roundedToBFloat16(exponent) : exponent;
   if (exponent == 1) {
     r.emit(Opcode::kMove, out, {x});
@@ -99,18 +100,22 @@ void powScalar(Recipe& r, const Arguments& args) {
   }
 }
 
+// clamp in one pass: tclamp between two bounds, maximum's or minimum's instruction
+// against one (each propagates a NaN bound, as the CPU's clamp does).
 void clamp(Recipe& r, const Arguments& args) {
   const View& out = args.result();
-  View value = r.operand(args.operand("self"), out.dtype, out.shape);
+  const View value = r.operand(args.operand("self"), out.dtype, out.shape);
   const bool low = args.has("min"), high = args.has("max");
-  if (low) {
-    value = r.emit(atenInstruction("maximum").opcode, high ? r.temporary(out.dtype, out.shape) : out,
-                   {value, r.operand(args.operand("min"), out.dtype, out.shape)});
+  auto bound = [&](std::string_view name) { return r.operand(args.operand(name), out.dtype, out.shape); };
+  if (low && high) {
+    r.emit(atenInstruction("clamp").opcode, out, {value, bound("min"), bound("max")});
+  } else if (low) {
+    r.emit(atenInstruction("maximum").opcode, out, {value, bound("min")});
+  } else if (high) {
+    r.emit(atenInstruction("minimum").opcode, out, {value, bound("max")});
+  } else {
+    r.emit(Opcode::kMove, out, {value});
   }
-  if (high) {
-    value = r.emit(atenInstruction("minimum").opcode, out, {value, r.operand(args.operand("max"), out.dtype, out.shape)});
-  }
-  if (!low && !high) r.emit(Opcode::kMove, out, {value});
 }
 
 void where(Recipe& r, const Arguments& args, std::string_view condition, std::string_view taken,

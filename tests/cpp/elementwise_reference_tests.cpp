@@ -551,6 +551,15 @@ Reference referenceOf(Opcode op) {
       };
       ref.float_immediates = {1.0, -0.5, 0.3};
       break;
+    // min(max(a, b), c), exact: a at a tie (its sign of zero), NaN where any input is.
+    case Opcode::kClamp:
+      ref.real = REAL {
+        if (std::isnan(A) || std::isnan(B) || std::isnan(C)) return {kNaN};
+        const Real raised = A < B ? B : A;
+        return {C < raised ? C : raised};
+      };
+      ref.integer = INT { return std::min(std::max(i.in[0], i.in[1]), i.in[2]); };
+      break;
 
     // Comparisons: IEEE (NaN unordered, -0 == 0).
     case Opcode::kEq:

@@ -626,8 +626,9 @@ TEST(Kernels, TernaryEveryOpcodeAndDType) {
   forEachOpcode<Group::Ternary>([&]<Opcode op>() {
     forEachType([&]<typename T>() {
       if constexpr (accepts<op, T>()) {
-        const std::vector<double> values = kIsFloat<T> ? std::vector<double>{1.0, -0.5, 0.3}
-                                                       : std::vector<double>{1.0, 3.0, -2.0};
+        std::vector<double> values = kIsFloat<T> ? std::vector<double>{1.0, -0.5, 0.3}
+                                                 : std::vector<double>{1.0, 3.0, -2.0};
+        if (isa::info(op).immediateCount() == 0) values = {0.0};  // tclamp: no value to vary
         for (double value : values) {
           runCases(ternaryHarness<op, T>(value), smallCases(), 20000 + combinations);
           runCases(ternaryHarness<op, T>(value), mixed_broadcasts, 21000 + combinations);
@@ -636,7 +637,8 @@ TEST(Kernels, TernaryEveryOpcodeAndDType) {
       }
     });
   });
-  EXPECT_EQ(combinations, 3 * 9 + 3 * 4);  // taddcmul: 5 integer and 4 float dtypes; taddcdiv: the floats
+  // taddcmul: 5 integer and 4 float dtypes, 3 values each; taddcdiv: the floats; tclamp: all 9 once
+  EXPECT_EQ(combinations, 3 * 9 + 3 * 4 + 9);
 }
 
 TEST(Kernels, TernaryLarge) {

@@ -42,6 +42,7 @@ CUSTOM_CALLS = {
     ("gelu_backward", "tanh"): (lambda grad, x: aten.gelu_backward(grad, x, approximate="tanh"), 2),
     ("addcmul", ""): (lambda a, b, c: aten.addcmul(a, b, c, value=0.5), 3),
     ("addcdiv", ""): (lambda a, b, c: aten.addcdiv(a, b, c, value=0.5), 3),
+    ("clamp", ""): (lambda x: aten.clamp(x, 0.75, 1.25), 1),
 }
 
 

@@ -2,6 +2,7 @@
 PyTorch's own OpInfo samples across dtypes, forward and backward."""
 
 import itertools
+import re
 
 import mpmath
 import numpy
@@ -365,3 +366,52 @@ def test_pow_refuses_what_the_cpu_refuses():
     with pytest.raises(RuntimeError, match="result type Float can't be cast to the desired output type Long"):
         x.to("pto").pow_(0.5)
     assert torch.equal(torch.pow(x.to("pto"), 3).cpu(), x ** 3)
+
+
+CLAMP_BOUNDS = [(0, 1), (-1.0, 1.0), (None, 0.5), (-0.5, None), (1, -1), (float("nan"), 1.0), (0.0, float("nan")),
+                (None, float("nan")), (-0.0, 0.0), (0.0, -0.0), (2, 100000)]
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.bfloat16, torch.float16, torch.int32,
+                                   torch.uint8])
+def test_clamp_is_one_instruction_with_the_cpus_values_and_errors(dtype):
+    """clamp, clamp_min/max, hardtanh and relu6 in every form run as one tclamp (or
+    tmax/tmin) with the CPU's values: a NaN input or bound gives NaN, lower > upper
+    gives the upper, a tie keeps the input's sign of zero; an integer clamped to a
+    fraction is a float; the CPU's errors for an out of another dtype, an in-place
+    promotion and a bound the dtype cannot hold."""
+    generator = torch.Generator().manual_seed(0)
+    if dtype.is_floating_point:
+        x = torch.cat([torch.randn(200, generator=generator) * 3,
+                       torch.tensor([0.0, -0.0, float("nan"), float("inf"), float("-inf"), 1.0, -1.0])]).to(dtype)
+    else:
+        x = torch.randint(0 if dtype == torch.uint8 else -100, 100, (200,), generator=generator).to(dtype)
+    before = pypto_torch.fallback_ops()
+    for low, high in CLAMP_BOUNDS:
+        forms = [lambda t: torch.clamp(t, low, high), lambda t: t.clone().clamp_(low, high),
+                 lambda t: torch.clamp(t, low, high, out=torch.empty(0, dtype=torch.clamp(x[:1], low, high).dtype,
+                                                                     device=t.device))]
+        if low is not None and high is not None:
+            forms.append(lambda t: torch.nn.functional.hardtanh(t, low, high))
+        elif low is not None:
+            forms.append(lambda t: torch.clamp_min(t, low))
+        else:
+            forms.append(lambda t: torch.clamp_max(t, high))
+        for form in forms:
+            try:
+                expected = form(x)
+            except (RuntimeError, ValueError) as error:  # hardtanh's ValueError: low > high
+                with pytest.raises(type(error), match=re.escape(str(error).split("\n")[0][:40])):
+                    form(x.to("pto"))
+                continue
+            got = form(x.to("pto")).cpu()
+            assert got.dtype == expected.dtype
+            assert_close(got, expected, rtol=0, atol=0, equal_nan=True)
+            if dtype.is_floating_point:
+                kept = ~expected.isnan()
+                assert torch.equal(got[kept].signbit(), expected[kept].signbit())
+    assert pypto_torch.fallback_ops() == before
+    assert_close(torch.nn.functional.relu6(x.to("pto")).cpu(), torch.nn.functional.relu6(x), rtol=0, atol=0,
+                 equal_nan=True)
+    with pytest.raises(RuntimeError, match="Found dtype Short but expected"):
+        torch.clamp(x.to("pto"), 0, 1, out=torch.empty(0, dtype=torch.int16, device="pto"))

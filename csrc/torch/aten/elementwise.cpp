@@ -266,14 +266,7 @@ bool copyOnDevice(const at::Tensor& dst, const at::Tensor& src) {
 }
 
 at::Tensor& fill(at::Tensor& self, const at::Scalar& value) {
-  // The CPU converts the value with Scalar::to<T>, which refuses one outside the
-  // dtype's range ("value cannot be converted to type float without overflow"); the
-  // dtypes PTO lacks (unsigned wider than 8 bits, float8) fill on the CPU, which checks.
-  const at::ScalarType type = self.scalar_type();
-  if (!c10::isBarebonesUnsignedType(type) && !c10::isFloat8Type(type)) {
-    AT_DISPATCH_ALL_TYPES_AND_COMPLEX_AND4(at::kBool, at::kHalf, at::kBFloat16, at::kComplexHalf, type, "fill_",
-                                           [&] { (void)value.to<scalar_t>(); });
-  }
+  checkScalarFits(self.scalar_type(), value);
   if (self.numel() == 0) return self;
   // An expanded tensor (stride 0) holds each element once: fill that, as CPU's
   // fill_ allows, since an instruction's output may not write an element twice.
@@ -291,6 +284,13 @@ at::Tensor& fill(at::Tensor& self, const at::Scalar& value) {
   const double immediate = value.isBoolean() ? static_cast<double>(value.toBool()) : value.toDouble();
   launchInstruction(Opcode::kFill, distinct, {}, {immediate, 0.0});
   return self;
+}
+
+void checkScalarFits(at::ScalarType type, const at::Scalar& value) {
+  // The dtypes PTO lacks (unsigned wider than 8 bits, float8) run on the CPU, which checks.
+  if (c10::isBarebonesUnsignedType(type) || c10::isFloat8Type(type)) return;
+  AT_DISPATCH_ALL_TYPES_AND_COMPLEX_AND4(at::kBool, at::kHalf, at::kBFloat16, at::kComplexHalf, type, "to",
+                                         [&] { (void)value.to<scalar_t>(); });
 }
 
 at::Tensor wrapped(const at::Scalar& value) {

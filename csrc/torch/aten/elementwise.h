@@ -48,6 +48,11 @@ at::Tensor elementwiseResult(TensorRefs inputs, c10::IntArrayRef shape,
 
 at::Tensor& fill(at::Tensor& self, const at::Scalar& value);  // falls back itself if needed
 
+// The CPU's kernels convert a number argument to their dtype with Scalar::to<T>, which
+// refuses one outside its range ("value cannot be converted to type float without
+// overflow"): the same check, at the call.
+void checkScalarFits(at::ScalarType type, const at::Scalar& value);
+
 // A Scalar argument as torch passes it to the Tensor overload: a wrapped number.
 at::Tensor wrapped(const at::Scalar& value);
 

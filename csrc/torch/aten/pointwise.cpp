@@ -17,26 +17,54 @@ at::Tensor scalarLike(const at::Tensor& t, const at::Scalar& value) {
   return at::full({}, value, t.options());
 }
 
-// max(min) then min(max) in self's dtype (hardtanh's rule: the bounds take self's
-// type); NaN propagates through both, as in PyTorch.
-at::Tensor clampInType(const at::Tensor& self, const std::optional<at::Scalar>& low,
-                       const std::optional<at::Scalar>& high) {
-  TORCH_CHECK(low || high, "torch.clamp: At least one of 'min' or 'max' must not be None");
-  TORCH_CHECK_NOT_IMPLEMENTED(!self.is_complex(), "clamp is not supported for complex types");
-  at::Tensor result = self;
-  if (low) result = at::maximum(result, scalarLike(self, *low));
-  if (high) result = at::minimum(result, scalarLike(self, *high));
-  return result.is_same(self) ? self.clone() : result;
+// A bound of hardtanh, which takes self's dtype: a host scalar of it, not a device one
+// filled by a launch of its own.
+at::Tensor boundOf(const at::Tensor& self, const at::Scalar& value) {
+  return at::scalar_tensor(value, self.options().device(at::kCPU));
 }
 
-// clamp: in the type self and the bounds promote to, as on the CPU (an integer tensor
-// clamped to 0.5 is a float one; bounds cast to self's dtype would round).
-at::Tensor clampWith(const at::Tensor& self, const std::optional<at::Scalar>& low, const std::optional<at::Scalar>& high) {
-  at::ScalarType type = self.scalar_type();
-  for (const std::optional<at::Scalar>& bound : {low, high}) {
-    if (bound) type = at::promote_types(type, at::result_type(self, *bound));
+// The dtype clamp computes in: self's and its bounds' (0-dim tensors, or numbers wrapped)
+// promoted, as the CPU's clamp meta promotes them by hand.
+at::ScalarType clampType(const at::Tensor& self, const std::array<at::Tensor, 2>& bounds) {
+  at::native::ResultTypeState state = at::native::update_result_type_state(self, {});
+  for (const at::Tensor& bound : bounds) {
+    if (bound.defined()) state = at::native::update_result_type_state(bound, state);
   }
-  return clampInType(self.to(type), low, high);
+  return at::native::result_type(state);
+}
+
+// clamp in one pass: tclamp between two bounds, tmax / tmin against one, in clampType
+// (an integer tensor clamped to 0.5 is a float one), into an out of exactly that dtype
+// and never promoting in place, as the CPU's meta checks. Each propagates a NaN, a
+// bound's too, as the CPU's clamp fills NaN for a NaN bound. Undefined where PTO
+// cannot run it.
+Result clampOp(const at::Tensor& self, const std::array<at::Tensor, 2>& bounds, const at::Tensor& out) {
+  const auto& [low, high] = bounds;
+  TORCH_CHECK(low.defined() || high.defined(), "torch.clamp: At least one of 'min' or 'max' must not be None");
+  TORCH_CHECK_NOT_IMPLEMENTED(!self.is_complex(), "clamp is not supported for complex types");
+  const at::ScalarType type = clampType(self, bounds);
+  if (out.defined() && out.is_same(self)) {
+    TORCH_CHECK(type == self.scalar_type(), "result type ", type, " can't be cast to the desired output type ",
+                self.dtype());
+  } else if (out.defined()) {
+    TORCH_CHECK(out.scalar_type() == type, "Found dtype ", out.scalar_type(), " but expected ", type);
+  }
+  // The CPU converts number bounds to the type (Scalar::to, refusing an overflow), and has
+  // no bool kernel: its error comes from the fallback.
+  for (const at::Tensor& bound : bounds) {
+    if (bound.defined() && bound.unsafeGetTensorImpl()->is_wrapped_number()) checkScalarFits(type, bound.item());
+  }
+  if (type == at::kBool) return Result::owned(at::Tensor());
+  if (low.defined() && high.defined()) return ternaryOp(atenInstruction("clamp").opcode, self, low, high, out, 0);
+  const AtenInstruction& row = low.defined() ? atenInstruction("maximum") : atenInstruction("minimum");
+  return binaryOp(row.opcode, row.promotion, self, low.defined() ? low : high, out);
+}
+
+at::Tensor wrappedBound(const std::optional<at::Scalar>& bound) { return bound ? wrapped(*bound) : at::Tensor(); }
+
+// clamp's number bounds as wrapped numbers, as torch passes a Scalar to a Tensor overload.
+std::array<at::Tensor, 2> numberBounds(const std::optional<at::Scalar>& min, const std::optional<at::Scalar>& max) {
+  return {wrappedBound(min), wrappedBound(max)};
 }
 
 at::Tensor isInfinity(const at::Tensor& self, double infinity) {
@@ -108,50 +136,93 @@ at::Tensor lerpWide(const at::Tensor& self, const at::Tensor& end, const at::Sca
 }  // namespace
 
 at::Tensor clamp(const at::Tensor& self, const std::optional<at::Scalar>& min, const std::optional<at::Scalar>& max) {
-  return clampWith(self, min, max);
+  at::Tensor r = *clampOp(self, numberBounds(min, max), {});
+  return r.defined() ? r : Fallback<ATEN_OP(clamp)>::call(self, min, max);
 }
 
 at::Tensor& clampOut(const at::Tensor& self, const std::optional<at::Scalar>& min, const std::optional<at::Scalar>& max,
                      at::Tensor& out) {
-  return assignPointwise(out, {self}, clampWith(self, min, max));
+  if (!clampOp(self, numberBounds(min, max), out)->defined()) {
+    Fallback<ATEN_OP2(clamp, out)>::call(self, min, max, out);
+  }
+  return out;
 }
 
 at::Tensor& clampInplace(at::Tensor& self, const std::optional<at::Scalar>& min, const std::optional<at::Scalar>& max) {
-  return assignInplace(self, clampWith(self, min, max));
+  if (!clampOp(self, numberBounds(min, max), self)->defined()) {
+    Fallback<ATEN_OP(clamp_)>::call(self, min, max);
+  }
+  return self;
 }
 
-at::Tensor clampMin(const at::Tensor& self, const at::Scalar& min) { return clampWith(self, min, std::nullopt); }
+at::Tensor clampMin(const at::Tensor& self, const at::Scalar& min) {
+  at::Tensor r = *clampOp(self, numberBounds(min, std::nullopt), {});
+  return r.defined() ? r : Fallback<ATEN_OP(clamp_min)>::call(self, min);
+}
 
 at::Tensor& clampMinOut(const at::Tensor& self, const at::Scalar& min, at::Tensor& out) {
-  return assignPointwise(out, {self}, clampWith(self, min, std::nullopt));
+  if (!clampOp(self, numberBounds(min, std::nullopt), out)->defined()) {
+    Fallback<ATEN_OP2(clamp_min, out)>::call(self, min, out);
+  }
+  return out;
 }
 
-at::Tensor& clampMinInplace(at::Tensor& self, const at::Scalar& min) { return assignInplace(self, clampWith(self, min, std::nullopt)); }
+at::Tensor& clampMinInplace(at::Tensor& self, const at::Scalar& min) {
+  if (!clampOp(self, numberBounds(min, std::nullopt), self)->defined()) {
+    Fallback<ATEN_OP(clamp_min_)>::call(self, min);
+  }
+  return self;
+}
 
-at::Tensor clampMax(const at::Tensor& self, const at::Scalar& max) { return clampWith(self, std::nullopt, max); }
+at::Tensor clampMax(const at::Tensor& self, const at::Scalar& max) {
+  at::Tensor r = *clampOp(self, numberBounds(std::nullopt, max), {});
+  return r.defined() ? r : Fallback<ATEN_OP(clamp_max)>::call(self, max);
+}
 
 at::Tensor& clampMaxOut(const at::Tensor& self, const at::Scalar& max, at::Tensor& out) {
-  return assignPointwise(out, {self}, clampWith(self, std::nullopt, max));
+  if (!clampOp(self, numberBounds(std::nullopt, max), out)->defined()) {
+    Fallback<ATEN_OP2(clamp_max, out)>::call(self, max, out);
+  }
+  return out;
 }
 
-at::Tensor& clampMaxInplace(at::Tensor& self, const at::Scalar& max) { return assignInplace(self, clampWith(self, std::nullopt, max)); }
-
-// hardtanh is a clamp (relu6 included), with the CPU's refusals: bool, and negative
-// limits for an unsigned self; its gradient passes strictly inside the range.
-at::Tensor hardtanh(const at::Tensor& self, const at::Scalar& min, const at::Scalar& max) {
-  TORCH_CHECK(self.scalar_type() != at::kBool, "Bool inputs not supported for hardtanh");
-  if (!c10::isSignedType(self.scalar_type())) {  // uint8 (bool is refused above)
-    TORCH_CHECK(min.toDouble() >= 0 && max.toDouble() >= 0, "cannot do hardtanh on an unsigned type with negative limits");
+at::Tensor& clampMaxInplace(at::Tensor& self, const at::Scalar& max) {
+  if (!clampOp(self, numberBounds(std::nullopt, max), self)->defined()) {
+    Fallback<ATEN_OP(clamp_max_)>::call(self, max);
   }
-  return clampInType(self, min, max);
+  return self;
+}
+
+// hardtanh is a clamp in self's dtype (relu6 included), with the CPU's refusals and its
+// legacy bounds: an integer self's truncated to int64 first (NaN refused there), never
+// negative for uint8; its gradient passes strictly inside the range.
+Result hardtanhOp(const at::Tensor& self, const at::Scalar& min, const at::Scalar& max, const at::Tensor& out) {
+  TORCH_CHECK(self.scalar_type() != at::kBool, "Bool inputs not supported for hardtanh");
+  at::Scalar low = min, high = max;
+  if (at::isIntegralType(self.scalar_type(), /*includeBool=*/false)) {
+    low = min.toLong();
+    high = max.toLong();
+    TORCH_CHECK(self.scalar_type() != at::kByte || (low.toLong() >= 0 && high.toLong() >= 0),
+                "cannot do hardtanh on an unsigned type with negative limits");
+  }
+  checkScalarFits(self.scalar_type(), low);
+  checkScalarFits(self.scalar_type(), high);
+  return clampOp(self, {boundOf(self, low), boundOf(self, high)}, out);
+}
+
+at::Tensor hardtanh(const at::Tensor& self, const at::Scalar& min, const at::Scalar& max) {
+  at::Tensor r = *hardtanhOp(self, min, max, {});
+  return r.defined() ? r : Fallback<ATEN_OP(hardtanh)>::call(self, min, max);
 }
 
 at::Tensor& hardtanhOut(const at::Tensor& self, const at::Scalar& min, const at::Scalar& max, at::Tensor& out) {
-  return assignPointwise(out, {self}, torch_glue::hardtanh(self, min, max));
+  if (!hardtanhOp(self, min, max, out)->defined()) Fallback<ATEN_OP2(hardtanh, out)>::call(self, min, max, out);
+  return out;
 }
 
 at::Tensor& hardtanhInplace(at::Tensor& self, const at::Scalar& min, const at::Scalar& max) {
-  return assignInplace(self, torch_glue::hardtanh(self, min, max));
+  if (!hardtanhOp(self, min, max, self)->defined()) Fallback<ATEN_OP(hardtanh_)>::call(self, min, max);
+  return self;
 }
 
 at::Tensor hardtanhBackward(const at::Tensor& grad, const at::Tensor& self, const at::Scalar& min,

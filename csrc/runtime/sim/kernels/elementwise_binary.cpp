@@ -7,6 +7,7 @@
 #include <hwy/highway.h>
 
 #include <algorithm>
+#include <limits>
 #include <array>
 #include <utility>
 
@@ -97,9 +98,15 @@ void ternaryVectorRow(T* out, std::array<const T*, 3> in, std::array<int64_t, 3>
   const auto lanes = static_cast<int64_t>(hn::Lanes(d));
   const auto scale = hn::Set(d, value);
   auto apply = [&](auto a, auto b, auto c) {
-    const auto scaled = hn::Mul(scale, b);
-    if constexpr (op == Opcode::kAddcmul) return hn::MulAdd(scaled, c, a);
-    else return hn::Add(a, hn::Div(scaled, c));
+    if constexpr (op == Opcode::kClamp) {  // ternaryOp's selections, lane by lane
+      const auto raised = hn::IfThenElse(hn::Lt(a, b), b, a);
+      const auto held = hn::IfThenElse(hn::Lt(c, raised), c, raised);
+      return hn::IfThenElse(hn::Or(hn::IsNaN(b), hn::IsNaN(c)), hn::Set(d, std::numeric_limits<T>::quiet_NaN()), held);
+    } else {
+      const auto scaled = hn::Mul(scale, b);
+      if constexpr (op == Opcode::kAddcmul) return hn::MulAdd(scaled, c, a);
+      else return hn::Add(a, hn::Div(scaled, c));
+    }
   };
   auto operand = [&](int k, int64_t i) { return step[k] == 0 ? hn::Set(d, *in[k]) : hn::LoadU(d, in[k] + i); };
   int64_t i = 0;
@@ -121,7 +128,7 @@ void ternaryRunRow(T* out, std::array<const T*, 3> in, std::array<int64_t, 3> st
   using C = ComputeType<T>;
   // taddcmul's multiply-add is fused: vectors on targets with FMA only, the scalar
   // loop (std::fma) on the others.
-  constexpr bool vectors = op == Opcode::kAddcdiv || HWY_NATIVE_FMA;
+  constexpr bool vectors = op != Opcode::kAddcmul || HWY_NATIVE_FMA;
   if constexpr ((std::is_same_v<T, float> || std::is_same_v<T, double>) && vectors) {
     ternaryVectorRow<op>(out, in, step, n, value);
   } else if constexpr (std::is_floating_point_v<C> && !std::is_same_v<C, T> && vectors) {

@@ -243,11 +243,19 @@ inline C binaryOp(C a, C b, C alpha) {
 // in1 + value * in2 * in3 (kAddcmul) or in1 + value * in2 / in3 (kAddcdiv) in the
 // compute type, as PyTorch's CPU kernels round them on FMA hosts: value * in2 first,
 // then one fused multiply-add with in3 and in1 (addcmul), or a division then the
-// sum (addcdiv). Integers wrap.
+// sum (addcdiv). Integers wrap. kClamp: a held within [b, c] as the CPU's
+// min(max(a, b), c), a at a tie; NaN where any of the three is (the CPU's clamp with
+// tensor bounds, and its NaN fill for a NaN number bound).
 template <Opcode op, typename C>
 inline C ternaryOp(C a, C b, C c, C value) {
-  static_assert(op == Opcode::kAddcmul || op == Opcode::kAddcdiv, "not a ternary instruction");
-  if constexpr (std::is_floating_point_v<C>) {
+  static_assert(op == Opcode::kAddcmul || op == Opcode::kAddcdiv || op == Opcode::kClamp, "not a ternary instruction");
+  if constexpr (op == Opcode::kClamp) {
+    if constexpr (std::is_floating_point_v<C>) {
+      if (std::isnan(b) || std::isnan(c)) return std::numeric_limits<C>::quiet_NaN();
+    }
+    const C raised = a < b ? b : a;  // a NaN a stays
+    return c < raised ? c : raised;
+  } else if constexpr (std::is_floating_point_v<C>) {
     const C scaled = value * b;
     return op == Opcode::kAddcmul ? std::fma(scaled, c, a) : a + scaled / c;
   } else {
