@@ -64,14 +64,16 @@ a row stride of 0, so `%1[i,j] = %0[i,j] + 1 * %0[0,j]`: a broadcast with no cop
 # What each group is, in the words of instructions.def. A group that the table gains
 # without a line here is an error, so that the document explains every group.
 GROUPS = {
-    "Unary": "Elementwise unary: `out = f(in1)`.",
+    "Unary": "Elementwise unary: `out = f(in1)`, with the instruction's immediates where it has "
+             "them (`tleakyrelu`'s slope, `tnantonum`'s replacements).",
     "Binary": "Elementwise binary: `out = f(in1, in2)`; the activation gradients take "
               "`(grad, x)` or `(grad, y = f(x))`.",
     "Ternary": "Elementwise ternary in one pass: `out = in1 + value * in2 * in3` (`taddcmul`) or "
                "`in1 + value * in2 / in3` (`taddcdiv`), rounded as PyTorch's CPU kernels round "
                "torch.addcmul and torch.addcdiv on FMA hosts: `value * in2` first, then one fused "
                "multiply-add with `in3` and `in1`, or the division and the sum; float16/bfloat16 "
-               "in float32, rounded once.",
+               "in float32, rounded once. `tclamp`: `in1` held within `[in2, in3]` (`in3` where "
+               "`in2 > in3`, `in1` at a tie), NaN where any input is.",
     "Compare": "Elementwise comparisons, with a bool output.",
     "Select": "`out = in1 ? in2 : in3`, with a bool condition `in1`.",
     "Convert": "Data movement and conversion: any strided view to any strided view.",

@@ -3,6 +3,7 @@
 // ops that are one instruction with an immediate, a variant or a few more steps.
 #include <bit>
 #include <cstdint>
+#include <limits>
 #include <string>
 #include <vector>
 
@@ -118,6 +119,17 @@ void clamp(Recipe& r, const Arguments& args) {
   }
 }
 
+// The largest finite value of a floating dtype: nan_to_num's default for an infinity.
+double largestFinite(DType dtype) {
+  switch (dtype) {
+    case DType::kFloat16: return 65504.0;
+    case DType::kBFloat16: return 3.3895313892515355e38;
+    case DType::kFloat32: return std::numeric_limits<float>::max();
+    case DType::kFloat64: return std::numeric_limits<double>::max();
+    default: throw NotApplicable("nan_to_num of a dtype without infinities (the CPU's copy)");
+  }
+}
+
 void where(Recipe& r, const Arguments& args, std::string_view condition, std::string_view taken,
            std::string_view otherwise) {
   const View& out = args.result();
@@ -160,6 +172,18 @@ void addElementwiseRecipes(Table& table) {
     elementwise(r, args, atenInstruction("pow").opcode, args.result().dtype);
   };
   table["aten::pow.Tensor_Scalar"] = powScalar;
+  // Their numbers are immediates, not operands.
+  table["aten::leaky_relu"] = [](Recipe& r, const Arguments& args) {
+    const View& out = args.result();
+    r.emit(atenInstruction("leaky_relu").opcode, out, {r.operand(args.operand("self"), out.dtype, out.shape)},
+           {args.number("negative_slope", 0.01)});
+  };
+  table["aten::nan_to_num"] = [](Recipe& r, const Arguments& args) {
+    const View& out = args.result();
+    const double largest = largestFinite(out.dtype);
+    r.emit(atenInstruction("nan_to_num").opcode, out, {r.operand(args.operand("self"), out.dtype, out.shape)},
+           {args.number("nan", 0.0), args.number("posinf", largest), args.number("neginf", -largest)});
+  };
   // The logical ops are the bitwise ones on truth values: their bool result casts the
   // operands to bool first, as the eager composites compute them.
   table["aten::logical_and"] = [](Recipe& r, const Arguments& args) {

@@ -288,6 +288,28 @@ Reference referenceOf(Opcode op) {
       ref.real = REAL { return {A < 0 ? Real(0) : A}; };
       ref.integer = INT { return i.in[0] < 0 ? 0 : i.in[0]; };
       break;
+    // The CPU kernels' steps: x + 3 (rounded), held in [0, 6], over 6 (rounded), and for
+    // hardswish times x first (rounded); the sum's rounding carries through.
+    case Opcode::kHardSigmoid:
+      ref.real = REAL {
+        const Real held = std::min(std::max(A + 3, Real(0)), Real(6));
+        return {held / 6, 0.5, 0, r.precision.u() * std::fabs(A + 3) / 6};
+      };
+      break;
+    case Opcode::kHardSwish:
+      ref.real = REAL {
+        const Real held = std::min(std::max(A + 3, Real(0)), Real(6));
+        return {A * held / 6, 0, 2, std::fabs(A) * r.precision.u() * std::fabs(A + 3) / 6, std::fabs(A * held)};
+      };
+      break;
+    case Opcode::kLeakyRelu:  // one product, rounded
+      ref.real = REAL { return {A > 0 ? A : A * r.immediate, 0.5}; };
+      ref.float_immediates = {0.01, 0.2, -1.5};
+      break;
+    case Opcode::kNanToNum:  // the harness sets the first immediate, NaN's replacement; the infinities' are 0
+      ref.real = REAL { return {std::isnan(A) ? r.immediate : std::isinf(A) ? Real(0) : A}; };
+      ref.float_immediates = {0.0, 1.5, -2.0};
+      break;
     case Opcode::kNot:
       ref.integer = INT { return i.bits == 1 ? Int(i.in[0] == 0) : wrapTo(~i.in[0], i.bits, i.is_signed); };
       break;

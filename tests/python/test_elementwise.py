@@ -23,7 +23,8 @@ NATIVE = {
     "nn.functional.silu",
     "nn.functional.relu", "nn.functional.gelu", "where", "fill", "zero_", "addcmul", "addcdiv",
     "lerp", "nn.functional.mse_loss", "floor_divide", "bitwise_left_shift", "bitwise_right_shift", "sgn",
-    "__rpow__",
+    "__rpow__", "clamp", "clamp_min", "clamp_max", "nn.functional.hardtanh", "nn.functional.relu6",
+    "nn.functional.hardsigmoid", "nn.functional.hardswish", "nn.functional.leaky_relu", "nan_to_num",
 }
 OPS = [op for op in op_db
        if op.name in NATIVE and op.variant_test_name in ("", "no_rounding_mode", "trunc_rounding", "floor_rounding")]
@@ -415,3 +416,42 @@ def test_clamp_is_one_instruction_with_the_cpus_values_and_errors(dtype):
                  equal_nan=True)
     with pytest.raises(RuntimeError, match="Found dtype Short but expected"):
         torch.clamp(x.to("pto"), 0, 1, out=torch.empty(0, dtype=torch.int16, device="pto"))
+
+
+ACTIVATION_FORMS = {
+    "hardsigmoid": lambda t: torch.nn.functional.hardsigmoid(t),
+    "hardsigmoid_": lambda t: torch.nn.functional.hardsigmoid(t.clone(), inplace=True),
+    "hardswish": lambda t: torch.nn.functional.hardswish(t),
+    "hardswish_": lambda t: torch.nn.functional.hardswish(t.clone(), inplace=True),
+    "leaky_relu": lambda t: torch.nn.functional.leaky_relu(t),
+    "leaky_relu 0.2": lambda t: torch.nn.functional.leaky_relu(t, 0.2),
+    "leaky_relu -1.5": lambda t: torch.nn.functional.leaky_relu(t, -1.5),
+    "leaky_relu_": lambda t: torch.nn.functional.leaky_relu(t.clone(), 0.3, inplace=True),
+    "leaky_relu.out": lambda t: torch._C._nn.leaky_relu(t, 0.1, out=torch.empty(0, dtype=t.dtype, device=t.device)),
+    "nan_to_num": lambda t: torch.nan_to_num(t),
+    "nan_to_num 1.5 1e10 -2": lambda t: torch.nan_to_num(t, 1.5, 1e10, -2.0),
+    "nan_to_num_": lambda t: t.clone().nan_to_num_(nan=-1.0),
+    "nan_to_num.out": lambda t: torch.nan_to_num(t, 0.5, out=torch.empty(0, dtype=t.dtype, device=t.device)),
+}
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.bfloat16, torch.float16])
+def test_hard_activations_leaky_relu_and_nan_to_num_are_instructions_with_the_cpus_bits(dtype):
+    """thardsigmoid, thardswish, tleakyrelu and tnantonum compute the CPU kernels'
+    expressions step for step: equal bits (signs of zero, NaN, -inf * 0 in hardswish,
+    infinities replaced by the dtype's largest finite values, a replacement rounded to the
+    dtype), in every form, with no fallback."""
+    generator = torch.Generator().manual_seed(0)
+    x = torch.cat([torch.randn(2000, generator=generator) * 5,
+                   torch.tensor([0.0, -0.0, float("nan"), float("inf"), float("-inf"), 3.0, -3.0, -3.0001,
+                                 2.9999, 1e-30, -1e-30, 65504.0, -70000.0])]).to(dtype)
+    before = pypto_torch.fallback_ops()
+    for name, form in ACTIVATION_FORMS.items():
+        expected, got = form(x), form(x.to("pto")).cpu()
+        assert got.dtype == expected.dtype, name
+        assert_close(got, expected, rtol=0, atol=0, equal_nan=True, msg=name)
+        kept = ~expected.isnan()
+        assert torch.equal(got[kept].signbit(), expected[kept].signbit()), name
+    assert pypto_torch.fallback_ops() == before
+    with pytest.raises(RuntimeError, match="nan_to_num: dtype of out: Int should be same as input"):
+        torch.nan_to_num(x.to("pto"), out=torch.empty(0, dtype=torch.int32, device="pto"))

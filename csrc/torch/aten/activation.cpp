@@ -49,13 +49,8 @@ at::Tensor& eluBackwardOut(const at::Tensor& grad, const at::Scalar& alpha, cons
   return assignPointwise(grad_input, {grad, self_or_result}, eluBackward(grad, alpha, scale, input_scale, is_result, self_or_result));
 }
 
-// min(max(x + 3, 0), 6) / 6
-// These three take self widened: float16/bfloat16 are float32 by then, the rest unchanged.
-at::Tensor hardsigmoidOf(const at::Tensor& x) {
-  checkFloatingKernel("hardsigmoid", x.scalar_type());
-  return at::add(x, 3).clamp_(0, 6).div_(6);
-}
-
+// hardsigmoid and hardswish are instructions (thardsigmoid, thardswish); their
+// gradients are compositions.
 at::Tensor hardsigmoidBackward(const at::Tensor& grad, const at::Tensor& self) {
   const at::Tensor x = widened(self);
   const at::Tensor inside = at::logical_and(at::gt(x, -3), at::lt(x, 3));
@@ -64,12 +59,6 @@ at::Tensor hardsigmoidBackward(const at::Tensor& grad, const at::Tensor& self) {
 
 at::Tensor& hardsigmoidBackwardOut(const at::Tensor& grad, const at::Tensor& self, at::Tensor& grad_input) {
   return assignPointwise(grad_input, {grad, self}, hardsigmoidBackward(grad, self));
-}
-
-// x * min(max(x + 3, 0), 6) / 6
-at::Tensor hardswishOf(const at::Tensor& x) {
-  checkFloatingKernel("hardswish", x.scalar_type());
-  return at::mul(x, at::add(x, 3).clamp_(0, 6)).div_(6);
 }
 
 at::Tensor hardswishBackward(const at::Tensor& grad, const at::Tensor& self) {

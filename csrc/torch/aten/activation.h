@@ -1,5 +1,5 @@
 // Activations pto runs as short sequences of native instructions, with the
-// formulas of PyTorch's CPU kernels: elu (selu, celu), hardsigmoid, hardswish, mish,
+// formulas of PyTorch's CPU kernels: elu (selu, celu), hardsigmoid's and hardswish's gradients, mish,
 // glu, prelu, logit, softshrink and threshold, forward and backward. float16/bfloat16 compute in float32 and round once.
 #pragma once
 
@@ -32,13 +32,11 @@ at::Tensor& eluBackwardOut(const at::Tensor& grad, const at::Scalar& alpha, cons
                            const at::Scalar& input_scale, bool is_result, const at::Tensor& self_or_result,
                            at::Tensor& grad_input);
 
-// min(max(x + 3, 0), 6) / 6
-at::Tensor hardsigmoidOf(const at::Tensor& x);
+// The gradients of min(max(x + 3, 0), 6) / 6 and x min(max(x + 3, 0), 6) / 6 (the
+// forward ops are instructions: aten_instructions.def).
 at::Tensor hardsigmoidBackward(const at::Tensor& grad, const at::Tensor& self);
 at::Tensor& hardsigmoidBackwardOut(const at::Tensor& grad, const at::Tensor& self, at::Tensor& grad_input);
 
-// x * min(max(x + 3, 0), 6) / 6
-at::Tensor hardswishOf(const at::Tensor& x);
 at::Tensor hardswishBackward(const at::Tensor& grad, const at::Tensor& self);
 
 // x * tanh(log1p(exp(x)))

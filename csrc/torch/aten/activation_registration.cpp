@@ -14,16 +14,8 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("elu.out", TORCH_FN(eluOut));
   m.impl("elu_backward", TORCH_FN(eluBackward));
   m.impl("elu_backward.grad_input", TORCH_FN(eluBackwardOut));
-  using Hardsigmoid = Activation<hardsigmoidOf>;
-  m.impl("hardsigmoid", TORCH_FN(Hardsigmoid::functional));
-  m.impl("hardsigmoid_", TORCH_FN(Hardsigmoid::inplace));
-  m.impl("hardsigmoid.out", TORCH_FN(Hardsigmoid::out));
   m.impl("hardsigmoid_backward", TORCH_FN(hardsigmoidBackward));
   m.impl("hardsigmoid_backward.grad_input", TORCH_FN(hardsigmoidBackwardOut));
-  using Hardswish = Activation<hardswishOf>;
-  m.impl("hardswish", TORCH_FN(Hardswish::functional));
-  m.impl("hardswish_", TORCH_FN(Hardswish::inplace));
-  m.impl("hardswish.out", TORCH_FN(Hardswish::out));
   m.impl("hardswish_backward", TORCH_FN(hardswishBackward));
   using Mish = Activation<mishOf>;
   m.impl("mish", TORCH_FN(Mish::functional));

@@ -209,7 +209,8 @@ Result binaryOp(Opcode opcode, Promotion promotion, const at::Tensor& self, cons
   return output;
 }
 
-Result unaryOp(Opcode opcode, Promotion promotion, const at::Tensor& self, const at::Tensor& out) {
+Result unaryOp(Opcode opcode, Promotion promotion, const at::Tensor& self, const at::Tensor& out,
+               std::array<double, isa::kMaxImmediates> immediates) {
   const c10::Device device = commonDevice({self, out}, isa::info(opcode).name);
   at::ScalarType compute = self.scalar_type();
   if (promotion == Promotion::kIntToFloat && at::isIntegralType(compute, /*includeBool=*/true)) {
@@ -219,7 +220,7 @@ Result unaryOp(Opcode opcode, Promotion promotion, const at::Tensor& self, const
   if (!accepts(opcode, compute)) return Result::owned(at::Tensor());
   Result output = outputFor(out, {self}, self.sizes(), compute, device);
   const c10::MaybeOwned<at::Tensor> input = onDevice(self, compute, device);
-  launchInto(opcode, *output, compute, {*input}, {});
+  launchInto(opcode, *output, compute, {*input}, immediates);
   return output;
 }
 

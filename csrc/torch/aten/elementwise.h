@@ -29,7 +29,8 @@ using Result = c10::MaybeOwned<at::Tensor>;
 
 Result binaryOp(isa::Opcode opcode, Promotion promotion, const at::Tensor& self, const at::Tensor& other,
                 const at::Tensor& out, double alpha = 1.0);
-Result unaryOp(isa::Opcode opcode, Promotion promotion, const at::Tensor& self, const at::Tensor& out);
+Result unaryOp(isa::Opcode opcode, Promotion promotion, const at::Tensor& self, const at::Tensor& out,
+               std::array<double, isa::kMaxImmediates> immediates = {});
 Result whereOp(const at::Tensor& condition, const at::Tensor& self, const at::Tensor& other, const at::Tensor& out);
 // taddcmul/taddcdiv: self + value * tensor1 (* or /) tensor2 in one pass, in the
 // three inputs' promoted dtype. Undefined where PTO cannot run it (the caller composes it).

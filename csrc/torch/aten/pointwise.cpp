@@ -1,5 +1,6 @@
 #include "pointwise.h"
 
+#include <ATen/Dispatch.h>
 #include <ATen/ExpandUtils.h>
 #include <ATen/MemoryOverlap.h>
 #include <ATen/Operators.h>
@@ -291,13 +292,66 @@ at::Tensor& maskedFillTensor(at::Tensor& self, const at::Tensor& mask, const at:
   return maskedFillWith(self, mask, value.to(self.device(), self.scalar_type()));
 }
 
+// leaky_relu: its instruction, the slope an immediate (float16/bfloat16 take it in
+// float32, as their CPU kernel does); integers go to the CPU for its error.
 at::Tensor leakyReluOf(const at::Tensor& self, const at::Scalar& slope) {
-  checkFloatingKernel("leaky_relu", self.scalar_type());
-  return at::where(at::gt(self, 0), self, at::mul(self, scalarLike(self, slope)));
+  const AtenInstruction& row = atenInstruction("leaky_relu");
+  at::Tensor r = *unaryOp(row.opcode, row.promotion, self, {}, {slope.toDouble()});
+  return r.defined() ? r : Fallback<ATEN_OP(leaky_relu)>::call(self, slope);
 }
 
 at::Tensor& leakyReluOut(const at::Tensor& self, const at::Scalar& slope, at::Tensor& out) {
-  return assignPointwise(out, {self}, leakyReluOf(self, slope));
+  const AtenInstruction& row = atenInstruction("leaky_relu");
+  if (!unaryOp(row.opcode, row.promotion, self, out, {slope.toDouble()})->defined()) {
+    Fallback<ATEN_OP2(leaky_relu, out)>::call(self, slope, out);
+  }
+  return out;
+}
+
+at::Tensor& leakyReluInplace(at::Tensor& self, const at::Scalar& slope) {
+  const AtenInstruction& row = atenInstruction("leaky_relu");
+  if (!unaryOp(row.opcode, row.promotion, self, self, {slope.toDouble()})->defined()) {
+    Fallback<ATEN_OP(leaky_relu_)>::call(self, slope);
+  }
+  return self;
+}
+
+// nan_to_num: its instruction, the replacements immediates (infinities by default the
+// dtype's largest finite values, as on the CPU); an out of exactly self's dtype, the
+// CPU's check. Integers (a copy there) and complex go to the CPU.
+Result nanToNumOp(const at::Tensor& self, std::optional<double> nan, std::optional<double> posinf,
+                  std::optional<double> neginf, const at::Tensor& out) {
+  TORCH_CHECK(!out.defined() || out.scalar_type() == self.scalar_type(), "nan_to_num: dtype of out: ",
+              out.scalar_type(), " should be same as input: ", self.scalar_type());
+  if (!at::isFloatingType(self.scalar_type())) return Result::owned(at::Tensor());
+  double largest = 0;
+  AT_DISPATCH_FLOATING_TYPES_AND2(at::kHalf, at::kBFloat16, self.scalar_type(), "nan_to_num",
+                                  [&] { largest = static_cast<double>(std::numeric_limits<scalar_t>::max()); });
+  const AtenInstruction& row = atenInstruction("nan_to_num");
+  return unaryOp(row.opcode, row.promotion, self, out,
+                 {nan.value_or(0.0), posinf.value_or(largest), neginf.value_or(-largest)});
+}
+
+at::Tensor nanToNum(const at::Tensor& self, std::optional<double> nan, std::optional<double> posinf,
+                    std::optional<double> neginf) {
+  at::Tensor r = *nanToNumOp(self, nan, posinf, neginf, {});
+  return r.defined() ? r : Fallback<ATEN_OP(nan_to_num)>::call(self, nan, posinf, neginf);
+}
+
+at::Tensor& nanToNumOut(const at::Tensor& self, std::optional<double> nan, std::optional<double> posinf,
+                        std::optional<double> neginf, at::Tensor& out) {
+  if (!nanToNumOp(self, nan, posinf, neginf, out)->defined()) {
+    Fallback<ATEN_OP2(nan_to_num, out)>::call(self, nan, posinf, neginf, out);
+  }
+  return out;
+}
+
+at::Tensor& nanToNumInplace(at::Tensor& self, std::optional<double> nan, std::optional<double> posinf,
+                            std::optional<double> neginf) {
+  if (!nanToNumOp(self, nan, posinf, neginf, self)->defined()) {
+    Fallback<ATEN_OP(nan_to_num_)>::call(self, nan, posinf, neginf);
+  }
+  return self;
 }
 
 // softplus(x) = log1p(exp(beta * x)) / beta, linear above the threshold; float16 and

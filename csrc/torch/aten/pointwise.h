@@ -1,5 +1,5 @@
 // Pointwise aten ops pto runs as one or a few native instructions, with the formulas
-// and NaN behaviour of PyTorch's CPU kernels: clamp, masked_fill, leaky_relu,
+// and NaN behaviour of PyTorch's CPU kernels: clamp, masked_fill, leaky_relu, nan_to_num,
 // softplus, isnan, isposinf/isneginf, the logical ops, and the optimizers' updates
 // (addcmul, addcdiv, lerp). Each step dispatches to pto's own kernels, so nothing
 // leaves the device.
@@ -39,6 +39,13 @@ at::Tensor& maskedFillScalar(at::Tensor& self, const at::Tensor& mask, const at:
 at::Tensor& maskedFillTensor(at::Tensor& self, const at::Tensor& mask, const at::Tensor& value);
 at::Tensor leakyReluOf(const at::Tensor& self, const at::Scalar& slope);
 at::Tensor& leakyReluOut(const at::Tensor& self, const at::Scalar& slope, at::Tensor& out);
+at::Tensor& leakyReluInplace(at::Tensor& self, const at::Scalar& slope);
+at::Tensor nanToNum(const at::Tensor& self, std::optional<double> nan, std::optional<double> posinf,
+                    std::optional<double> neginf);
+at::Tensor& nanToNumOut(const at::Tensor& self, std::optional<double> nan, std::optional<double> posinf,
+                        std::optional<double> neginf, at::Tensor& out);
+at::Tensor& nanToNumInplace(at::Tensor& self, std::optional<double> nan, std::optional<double> posinf,
+                            std::optional<double> neginf);
 
 // softplus(x) = log1p(exp(beta * x)) / beta, linear above the threshold.
 at::Tensor softplusOf(const at::Tensor& self, const at::Scalar& beta, const at::Scalar& threshold);

@@ -30,6 +30,10 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("masked_fill_.Tensor", TORCH_FN(maskedFillTensor));
   m.impl("leaky_relu", TORCH_FN(leakyReluOf));
   m.impl("leaky_relu.out", TORCH_FN(leakyReluOut));
+  m.impl("leaky_relu_", TORCH_FN(leakyReluInplace));
+  m.impl("nan_to_num", TORCH_FN(nanToNum));
+  m.impl("nan_to_num.out", TORCH_FN(nanToNumOut));
+  m.impl("nan_to_num_", TORCH_FN(nanToNumInplace));
   m.impl("softplus", TORCH_FN(softplusOf));
   m.impl("softplus.out", TORCH_FN(softplusOut));
   m.impl("isposinf.out", TORCH_FN(isposinfOut));

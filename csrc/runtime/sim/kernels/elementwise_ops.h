@@ -2,6 +2,7 @@
 // PyTorch CPU's semantics (NaN propagation, integer wrap-around, -0.0).
 #pragma once
 
+#include <array>
 #include <cmath>
 #include <limits>
 #include <stdexcept>
@@ -68,8 +69,13 @@ inline C normalCdfOf(C x) {
   return C(0.5) * erfcOf(z);
 }
 
+// The immediates of a unary instruction (tleakyrelu's slope, tnantonum's replacements),
+// in its compute type: float16/bfloat16's in float32, as their CPU kernels take them.
+template <typename C>
+using UnaryImmediates = std::array<C, isa::kMaxImmediates>;
+
 template <Opcode op, typename C>
-inline C unaryOp(C x) {
+inline C unaryOp(C x, const UnaryImmediates<C>& immediates = {}) {
   if constexpr (op == Opcode::kAbs) {
     if constexpr (std::is_floating_point_v<C>) return std::abs(x);
     else if constexpr (std::is_unsigned_v<C> || std::is_same_v<C, bool>) return x;
@@ -121,7 +127,18 @@ inline C unaryOp(C x) {
   else if constexpr (op == Opcode::kRound) return std::nearbyint(x);
   else if constexpr (op == Opcode::kTrunc) return std::trunc(x);
   else if constexpr (op == Opcode::kFrac) return x - std::trunc(x);  // exact; inf - inf: NaN, as on the CPU
-  else static_assert(op == Opcode::kAbs, "not a unary instruction");
+  // The CPU kernels' expressions, step for step: a NaN stays NaN; -inf * 0 in hardswish
+  // is NaN there too.
+  else if constexpr (op == Opcode::kHardSigmoid || op == Opcode::kHardSwish) {
+    const C raised = x + C(3) < C(0) ? C(0) : x + C(3);
+    const C held = C(6) < raised ? C(6) : raised;
+    return op == Opcode::kHardSigmoid ? held / C(6) : x * held / C(6);
+  } else if constexpr (op == Opcode::kLeakyRelu) return x > C(0) ? x : x * immediates[0];
+  else if constexpr (op == Opcode::kNanToNum) {
+    if (isNaN(x)) return immediates[0];
+    if (x == std::numeric_limits<C>::infinity()) return immediates[1];
+    return x == -std::numeric_limits<C>::infinity() ? immediates[2] : x;
+  } else static_assert(op == Opcode::kAbs, "not a unary instruction");
 }
 
 // x rounded to the storage type and back: PyTorch's CPU kernels compute some float16 /
