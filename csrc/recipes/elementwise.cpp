@@ -173,6 +173,12 @@ void addElementwiseRecipes(Table& table) {
   };
   table["aten::pow.Tensor_Scalar"] = powScalar;
   // Their numbers are immediates, not operands.
+  table["aten::lerp.Scalar"] = [](Recipe& r, const Arguments& args) {
+    const View& out = args.result();
+    r.emit(atenInstruction("lerp").opcode, out,
+           {r.operand(args.operand("self"), out.dtype, out.shape), r.operand(args.operand("end"), out.dtype, out.shape)},
+           {args.number("weight")});
+  };
   table["aten::leaky_relu"] = [](Recipe& r, const Arguments& args) {
     const View& out = args.result();
     r.emit(atenInstruction("leaky_relu").opcode, out, {r.operand(args.operand("self"), out.dtype, out.shape)},

@@ -415,6 +415,16 @@ Reference referenceOf(Opcode op) {
     case Opcode::kPow: ref.real = REAL { return {std::pow(A, B), kLibmUlps}; }; break;
     case Opcode::kAtan2: ref.real = REAL { return {std::atan2(A, B), kAtan2Ulps}; }; break;
     case Opcode::kCopySign: ref.real = REAL { return {std::copysign(A, B)}; }; break;
+    // From the nearer end, one fused multiply-add: the difference's rounding (and
+    // weight - 1's, past 2) carry through, then the final rounding.
+    case Opcode::kLerp:
+      ref.real = REAL {
+        const Real weight = r.immediate, difference = B - A;
+        const Real carried = 2 * r.precision.u() * std::fabs(difference) * (std::fabs(weight) + 1);
+        return {A + weight * difference, 0.5, 0, carried, std::fabs(difference) * (std::fabs(weight) + 1)};
+      };
+      ref.float_immediates = {0.25, 0.75, -1.5};
+      break;
     case Opcode::kHypot: ref.real = REAL { return {std::hypot(A, B), kLibmUlps}; }; break;  // Sleef u05, libm 1
     // a log(b): libm's log (2 ulp: 4u relative) and the product (u); float16/bfloat16
     // round log(b) to storage before the product (half an ulp of it, relative).

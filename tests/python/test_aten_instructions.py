@@ -43,6 +43,7 @@ CUSTOM_CALLS = {
     ("addcmul", ""): (lambda a, b, c: aten.addcmul(a, b, c, value=0.5), 3),
     ("addcdiv", ""): (lambda a, b, c: aten.addcdiv(a, b, c, value=0.5), 3),
     ("clamp", ""): (lambda x: aten.clamp(x, 0.75, 1.25), 1),
+    ("lerp", ""): (lambda a, b: aten.lerp.Scalar(a, b, 0.3), 2),
     ("leaky_relu", ""): (lambda x: aten.leaky_relu(x - 1, 0.2), 1),
     ("nan_to_num", ""): (lambda x: aten.nan_to_num(x.log() / (x - x), 0.5), 1),
 }

@@ -455,3 +455,26 @@ def test_hard_activations_leaky_relu_and_nan_to_num_are_instructions_with_the_cp
     assert pypto_torch.fallback_ops() == before
     with pytest.raises(RuntimeError, match="nan_to_num: dtype of out: Int should be same as input"):
         torch.nan_to_num(x.to("pto"), out=torch.empty(0, dtype=torch.int32, device="pto"))
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.bfloat16, torch.float16])
+def test_lerp_with_a_number_is_one_instruction_from_the_nearer_end(dtype):
+    """lerp.Scalar (and lerp_, as optimizers' moving averages call it) is tlerp: PyTorch's
+    vector formula, one fused multiply-add from the nearer end, the weight in float32 for
+    float16/bfloat16. The CPU's scalar tail rounds the product apart, so an element may
+    differ from it by the product's rounding: 2 eps (|start| + |end|) at most."""
+    generator = torch.Generator().manual_seed(0)
+    start = torch.randn(1003, generator=generator).to(dtype)
+    end = torch.randn(1003, generator=generator).to(dtype)
+    before = pypto_torch.fallback_ops()
+    for weight in (0.1, 0.3, 0.5, 0.9, -1.5, 2.5):
+        expected = torch.lerp(start, end, weight)
+        for got in (torch.lerp(start.to("pto"), end.to("pto"), weight), start.to("pto").lerp_(end.to("pto"), weight),
+                    torch.lerp(start.to("pto"), end.to("pto"), weight, out=torch.empty(0, dtype=dtype, device="pto"))):
+            got = got.cpu()
+            bound = 2 * torch.finfo(dtype).eps * (start.double().abs() + end.double().abs())
+            assert ((got.double() - expected.double()).abs() <= bound).all(), weight
+    assert pypto_torch.fallback_ops() == before
+    with pytest.raises(RuntimeError, match="expected dtype"):
+        other = torch.float32 if dtype == torch.float64 else torch.float64
+        torch.lerp(start.to("pto"), end.to(other).to("pto"), 0.5)

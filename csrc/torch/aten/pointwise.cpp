@@ -118,14 +118,27 @@ at::Tensor addcdivWide(const at::Tensor& self, const at::Tensor& tensor1, const 
   return at::add(widened(self), at::div(widened(tensor1), widened(tensor2)), alphaOf(value));
 }
 
-// lerp as PyTorch computes it: from the nearer end (|weight| < 0.5, complex weights
-// by their modulus), for precision. With the CPU's refusals: an end of another dtype
-// (lerp does not promote), and dtypes its kernel lacks (integers, bool).
-at::Tensor lerpWide(const at::Tensor& self, const at::Tensor& end, const at::Scalar& weight) {
+// lerp's refusals on the CPU: an end of another dtype (lerp does not promote), and
+// dtypes its kernel lacks (integers, bool).
+void checkLerpTypes(const at::Tensor& self, const at::Tensor& end) {
   TORCH_CHECK(self.dtype() == end.dtype(), "expected dtype ", self.dtype(), " for `end` but got dtype ", end.dtype());
   const at::ScalarType type = self.scalar_type();
   TORCH_CHECK_NOT_IMPLEMENTED(at::isFloatingType(type) || at::isComplexType(type),
                               "\"lerp_kernel_scalar\" not implemented for '", c10::toString(type), "'");
+}
+
+// lerp.Scalar as tlerp, the weight an immediate (in float32 for float16/bfloat16, as
+// the CPU takes it). Undefined for a complex weight or dtype: the composition below.
+Result lerpOp(const at::Tensor& self, const at::Tensor& end, const at::Scalar& weight, const at::Tensor& out) {
+  checkLerpTypes(self, end);
+  if (weight.isComplex()) return Result::owned(at::Tensor());
+  const AtenInstruction& row = atenInstruction("lerp");
+  return binaryOp(row.opcode, row.promotion, self, end, out, weight.toDouble());
+}
+
+// lerp as PyTorch computes it: from the nearer end (|weight| < 0.5, complex weights
+// by their modulus), for precision.
+at::Tensor lerpWide(const at::Tensor& self, const at::Tensor& end, const at::Scalar& weight) {
   const at::Tensor start = widened(self), stop = widened(end);
   const at::Tensor difference = at::sub(stop, start);
   const c10::complex<double> w = weight.toComplexDouble();
@@ -447,15 +460,18 @@ at::Tensor& addcdivInplace(at::Tensor& self, const at::Tensor& tensor1, const at
 }
 
 at::Tensor& lerpOut(const at::Tensor& self, const at::Tensor& end, const at::Scalar& weight, at::Tensor& out) {
+  if (lerpOp(self, end, weight, out)->defined()) return out;
   return assignPointwise(out, {self, end}, lerpWide(self, end, weight));
 }
 
 at::Tensor lerp(const at::Tensor& self, const at::Tensor& end, const at::Scalar& weight) {
+  if (at::Tensor r = *lerpOp(self, end, weight, {}); r.defined()) return r;
   const at::Tensor value = lerpWide(self, end, weight);
   return elementwiseResult({self, end}, value.sizes(), self.scalar_type(), self.device()).copy_(value);
 }
 
 at::Tensor& lerpInplace(at::Tensor& self, const at::Tensor& end, const at::Scalar& weight) {
+  if (lerpOp(self, end, weight, self)->defined()) return self;
   return assignInplace(self, lerpWide(self, end, weight));
 }
 

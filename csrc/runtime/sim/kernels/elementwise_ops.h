@@ -215,7 +215,12 @@ inline C binaryOp(C a, C b, C alpha) {
                      op == Opcode::kTruncDiv) {
     return divisionOp<op, C, Storage>(a, b);
   } else if constexpr (op == Opcode::kAtan2) return std::atan2(a, b);
-  else if constexpr (op == Opcode::kCopySign) return std::copysign(a, b);
+  else if constexpr (op == Opcode::kLerp) {
+    // alpha: the weight. PyTorch's vector kernel: from the nearer end, one fused
+    // multiply-add of the rounded difference (and of weight - 1 from b's end).
+    const C difference = b - a;
+    return std::abs(alpha) < C(0.5) ? std::fma(alpha, difference, a) : std::fma(alpha - C(1), difference, b);
+  } else if constexpr (op == Opcode::kCopySign) return std::copysign(a, b);
   else if constexpr (op == Opcode::kHypot) return std::hypot(a, b);
   else if constexpr (op == Opcode::kXlogy) {
     // float16/bfloat16: log(b) rounded to the storage type before the product, as PyTorch's
