@@ -316,8 +316,8 @@ Result powScalarOp(const at::Tensor& self, const at::Scalar& exponent, const at:
   const c10::MaybeOwned<at::Tensor> base = onDevice(self, self.scalar_type(), device);
   const bool direct = output->scalar_type() == compute;
   const at::Tensor result = direct ? *output : at::empty(output->sizes(), output->options().dtype(compute));
-  const double power = exponent.isBoolean() ? static_cast<double>(exponent.toBool()) : exponent.toDouble();
-  if (!RecipeCall("aten::pow.Tensor_Scalar").tensor("self", *base).value("exponent", power).result(result).launch()) {
+  RecipeCall call("aten::pow.Tensor_Scalar");
+  if (!call.tensor("self", *base).value("exponent", exponent.toDouble()).result(result).launch()) {
     return Result::owned(at::Tensor());
   }
   if (!direct) output->copy_(result);

@@ -24,17 +24,9 @@ at::Tensor boundOf(const at::Tensor& self, const at::Scalar& value) {
   return at::scalar_tensor(value, self.options().device(at::kCPU));
 }
 
-// The dtype clamp computes in: self's and its bounds' (0-dim tensors, or numbers wrapped)
-// promoted, as the CPU's clamp meta promotes them by hand.
-at::ScalarType clampType(const at::Tensor& self, const std::array<at::Tensor, 2>& bounds) {
-  at::native::ResultTypeState state = at::native::update_result_type_state(self, {});
-  for (const at::Tensor& bound : bounds) {
-    if (bound.defined()) state = at::native::update_result_type_state(bound, state);
-  }
-  return at::native::result_type(state);
-}
-
-// clamp in one pass: tclamp between two bounds, tmax / tmin against one, in clampType
+// clamp in one pass: tclamp between two bounds, tmax / tmin against one, in the dtype
+// self and its bounds (0-dim tensors, or numbers wrapped; an absent one is undefined,
+// which the promotion skips) promote to, as the CPU's clamp meta promotes them by hand
 // (an integer tensor clamped to 0.5 is a float one), into an out of exactly that dtype
 // and never promoting in place, as the CPU's meta checks. Each propagates a NaN, a
 // bound's too, as the CPU's clamp fills NaN for a NaN bound. Undefined where PTO
@@ -43,7 +35,7 @@ Result clampOp(const at::Tensor& self, const std::array<at::Tensor, 2>& bounds, 
   const auto& [low, high] = bounds;
   TORCH_CHECK(low.defined() || high.defined(), "torch.clamp: At least one of 'min' or 'max' must not be None");
   TORCH_CHECK_NOT_IMPLEMENTED(!self.is_complex(), "clamp is not supported for complex types");
-  const at::ScalarType type = clampType(self, bounds);
+  const at::ScalarType type = resultType(self, low, high);
   if (out.defined() && out.is_same(self)) {
     TORCH_CHECK(type == self.scalar_type(), "result type ", type, " can't be cast to the desired output type ",
                 self.dtype());
@@ -61,11 +53,9 @@ Result clampOp(const at::Tensor& self, const std::array<at::Tensor, 2>& bounds, 
   return binaryOp(row.opcode, row.promotion, self, low.defined() ? low : high, out);
 }
 
-at::Tensor wrappedBound(const std::optional<at::Scalar>& bound) { return bound ? wrapped(*bound) : at::Tensor(); }
-
 // clamp's number bounds as wrapped numbers, as torch passes a Scalar to a Tensor overload.
 std::array<at::Tensor, 2> numberBounds(const std::optional<at::Scalar>& min, const std::optional<at::Scalar>& max) {
-  return {wrappedBound(min), wrappedBound(max)};
+  return {min ? wrapped(*min) : at::Tensor(), max ? wrapped(*max) : at::Tensor()};
 }
 
 at::Tensor isInfinity(const at::Tensor& self, double infinity) {
