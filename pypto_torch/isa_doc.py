@@ -65,7 +65,8 @@ a row stride of 0, so `%1[i,j] = %0[i,j] + 1 * %0[0,j]`: a broadcast with no cop
 # without a line here is an error, so that the document explains every group.
 GROUPS = {
     "Unary": "Elementwise unary: `out = f(in1)`, with the instruction's immediates where it has "
-             "them (`tleakyrelu`'s slope, `tnantonum`'s replacements).",
+             "them (`tleakyrelu`'s slope, `tnantonum`'s replacements, `telu`'s alpha, scale and "
+             "input scale, `tsoftplus`'s beta and threshold, the shrinks' lambd).",
     "Binary": "Elementwise binary: `out = f(in1, in2)`; the activation gradients take "
               "`(grad, x)` or `(grad, y = f(x))`.",
     "Ternary": "Elementwise ternary in one pass: `out = in1 + value * in2 * in3` (`taddcmul`) or "

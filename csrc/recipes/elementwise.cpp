@@ -63,6 +63,14 @@ double roundedToBFloat16(double value) {
   return std::bit_cast<float>((bits + 0x7fffu + ((bits >> 16) & 1u)) & 0xffff0000u);
 }
 
+}  // namespace
+
+double hardshrinkLambd(DType dtype, double lambd) {
+  return dtype == DType::kBFloat16 ? roundedToBFloat16(lambd) : lambd;
+}
+
+namespace {
+
 // x ** exponent with the steps PyTorch's CPU kernel takes (pow_Tensor_Scalar_out and
 // pow_tensor_scalar_kernel), which give its bits and cost a product, not a pow: 0 and 1
 // a fill and a copy for every dtype; float32, float64 and bfloat16 take 0.5, -0.5 and -1
@@ -183,6 +191,38 @@ void addElementwiseRecipes(Table& table) {
     const View& out = args.result();
     r.emit(atenInstruction("leaky_relu").opcode, out, {r.operand(args.operand("self"), out.dtype, out.shape)},
            {args.number("negative_slope", 0.01)});
+  };
+  table["aten::elu"] = [](Recipe& r, const Arguments& args) {
+    const View& out = args.result();
+    r.emit(atenInstruction("elu").opcode, out, {r.operand(args.operand("self"), out.dtype, out.shape)},
+           {args.number("alpha", 1.0), args.number("scale", 1.0), args.number("input_scale", 1.0)});
+  };
+  table["aten::softplus"] = [](Recipe& r, const Arguments& args) {
+    const View& out = args.result();
+    r.emit(atenInstruction("softplus").opcode, out, {r.operand(args.operand("self"), out.dtype, out.shape)},
+           {args.number("beta", 1.0), args.number("threshold", 20.0)});
+  };
+  table["aten::hardshrink"] = [](Recipe& r, const Arguments& args) {
+    const View& out = args.result();
+    r.emit(atenInstruction("hardshrink").opcode, out, {r.operand(args.operand("self"), out.dtype, out.shape)},
+           {hardshrinkLambd(out.dtype, args.number("lambd", 0.5))});
+  };
+  table["aten::softshrink"] = [](Recipe& r, const Arguments& args) {
+    const View& out = args.result();
+    r.emit(atenInstruction("softshrink").opcode, out, {r.operand(args.operand("self"), out.dtype, out.shape)},
+           {args.number("lambd", 0.5)});
+  };
+  // The output, and where the graph holds one (the meta kernel's, as the CPU's) the
+  // buffer exp(-|x|) that torch's decomposition of the backward then reads.
+  table["aten::log_sigmoid_forward"] = [](Recipe& r, const Arguments& args) {
+    const View& out = args.result(0);
+    const View self = r.operand(args.operand("self"), out.dtype, out.shape);
+    r.emit(atenInstruction("log_sigmoid_forward").opcode, out, {self});
+    if (args.resultCount() < 2 || args.result(1).numel() == 0) return;
+    const View& buffer = args.result(1);
+    const View magnitude = r.emit(atenInstruction("abs").opcode, r.temporary(out.dtype, out.shape), {self});
+    const View negated = r.emit(atenInstruction("neg").opcode, r.temporary(out.dtype, out.shape), {magnitude});
+    r.emit(atenInstruction("exp").opcode, buffer, {negated});
   };
   table["aten::nan_to_num"] = [](Recipe& r, const Arguments& args) {
     const View& out = args.result();

@@ -133,6 +133,7 @@ struct RealArgs {
   Real in[3];
   Real immediate;
   Precision precision;
+  Real later[2] = {};  // the immediates after the first (Reference::later_immediates)
 };
 
 struct IntArgs {
@@ -240,6 +241,9 @@ struct Reference {
   bool divides = false;  // integer zero divisors fail the kernel: the inputs avoid them
   std::vector<double> float_immediates = {0};
   std::vector<double> integer_immediates = {0};
+  // The immediates after the first, fixed (elu's scale and input_scale): each case
+  // varies the first alone.
+  std::vector<double> later_immediates = {};
 };
 
 Int wrapTo(Int v, int bits, bool is_signed) {
@@ -309,6 +313,54 @@ Reference referenceOf(Opcode op) {
     case Opcode::kNanToNum:  // the harness sets the first immediate, NaN's replacement; the infinities' are 0
       ref.real = REAL { return {std::isnan(A) ? r.immediate : std::isinf(A) ? Real(0) : A}; };
       ref.float_immediates = {0.0, 1.5, -2.0};
+      break;
+    // expm1(x input_scale) alpha scale: expm1's ulps (libm's scalar form: 2, 4u of it),
+    // its argument's rounding (moving it by exp(z) |z| u), then the product with alpha
+    // scale, itself a rounded product (2u of the value); scale x one rounding, zeros too.
+    case Opcode::kElu:
+      ref.real = REAL {
+        const Real scale = r.later[0], input_scale = r.later[1], coefficient = r.immediate * scale;
+        if (!(A < 0)) return {A * scale, 0.5, 0, 0, std::fabs(A * scale)};
+        const Real z = A * input_scale, e = std::exp(z);
+        return {std::expm1(z) * coefficient, 0, 6, e == 0 ? 0 : std::fabs(coefficient) * e * std::fabs(z) * U};
+      };
+      ref.float_immediates = {1.0, 1.6732632423543772, -0.5};
+      ref.later_immediates = {1.0507009873554805, 0.5};
+      break;
+    // log1p(exp(z)) / beta of z = beta x as rounded (the kernel's branch reads it): z's
+    // rounding moves log1p(exp(z)) by sigmoid(z) |z| u, exp's ulp by sigmoid(z) 2u;
+    // log1p's 2 ulps (libm's scalar form) and the quotient 5u of the value; a subnormal
+    // exp (z below -87) carries its absolute ulp through.
+    case Opcode::kSoftplus:
+      ref.real = REAL {
+        const Real beta = r.immediate, threshold = r.later[0];
+        const Real z = r.precision.compute.round(A * beta);
+        if (z > threshold) return {A};
+        const Real e = std::exp(z), sigmoid = e / (1 + e);
+        const Real moved = sigmoid == 0 ? 0 : sigmoid * (std::fabs(z) + 2) * U;
+        return {std::log1p(e) / beta, 0, 5, (moved + 2 * r.precision.compute.ulp(0)) / std::fabs(beta)};
+      };
+      ref.float_immediates = {1.0, 2.0, -0.5};
+      ref.later_immediates = {2.0};
+      break;
+    // min(x, 0) - log1p(e), e = exp(-|x|): exp's ulp (2u of e) moves log1p by e / (1 + e)
+    // 2u, log1p's 2 ulps 4u of it, a subnormal e its absolute ulp; the difference u.
+    case Opcode::kLogSigmoid:
+      ref.real = REAL {
+        const Real e = std::exp(-std::fabs(A)), l = std::log1p(e);
+        return {std::min(A, Real(0)) - l, 0, 1, (2 * e / (1 + e) + 4 * l) * U + r.precision.compute.ulp(0)};
+      };
+      break;
+    case Opcode::kHardShrink:  // exact
+      ref.real = REAL { return {A >= -r.immediate && A <= r.immediate ? Real(0) : A}; };
+      ref.float_immediates = {0.5, 0.0, 1.5};
+      break;
+    case Opcode::kSoftShrink:  // one rounded sum; +0 between, NaN stays
+      ref.real = REAL {
+        const Real l = r.immediate;
+        return {std::isnan(A) ? A : A > l ? A - l : A < -l ? A + l : Real(0), 0.5};
+      };
+      ref.float_immediates = {0.5, 0.0, 1.5};
       break;
     case Opcode::kNot:
       ref.integer = INT { return i.bits == 1 ? Int(i.in[0] == 0) : wrapTo(~i.in[0], i.bits, i.is_signed); };
@@ -785,6 +837,7 @@ class Case {
     isa::Instruction instruction;
     instruction.opcode = row_.opcode;
     instruction.immediates[0] = row_.immediateCount() > 0 ? immediate_ : 0;
+    for (size_t k = 0; k < ref_.later_immediates.size(); ++k) instruction.immediates[1 + k] = ref_.later_immediates[k];
     std::vector<std::vector<Memory>> inputs(row_.inputs);
     int64_t elements = 0;
     std::vector<uint8_t> out_memory;
@@ -826,6 +879,9 @@ class Case {
   std::string check(const std::array<S, 3>& in, Real got) const {
     if constexpr (kFloating<dtype>) {
       RealArgs args{{}, static_cast<Real>(precision().compute.round(immediate_)), precision()};
+      for (size_t k = 0; k < ref_.later_immediates.size(); ++k) {
+        args.later[k] = static_cast<Real>(precision().compute.round(ref_.later_immediates[k]));
+      }
       for (int k = 0; k < row_.inputs; ++k) args.in[k] = Element<dtype>::decode(in[k]);
       const Bound bound = ref_.real(args);
       if (row_.output == isa::OutputDType::Bool) {

@@ -297,7 +297,7 @@ constexpr bool computedByVectorMath(Opcode op) {
     case Opcode::kAtan: case Opcode::kSinh: case Opcode::kCosh: case Opcode::kAsinh: case Opcode::kAcosh:
     case Opcode::kAtanh: case Opcode::kLgamma: case Opcode::kSigmoid: case Opcode::kSilu: case Opcode::kGelu: case Opcode::kGeluTanh:
     case Opcode::kPow: case Opcode::kGeluGrad: case Opcode::kGeluTanhGrad: case Opcode::kSiluGrad:
-    case Opcode::kHypot:
+    case Opcode::kHypot: case Opcode::kElu: case Opcode::kSoftplus: case Opcode::kLogSigmoid:
       return true;
     default:
       return false;

@@ -46,6 +46,11 @@ CUSTOM_CALLS = {
     ("lerp", ""): (lambda a, b: aten.lerp.Scalar(a, b, 0.3), 2),
     ("leaky_relu", ""): (lambda x: aten.leaky_relu(x - 1, 0.2), 1),
     ("nan_to_num", ""): (lambda x: aten.nan_to_num(x.log() / (x - x), 0.5), 1),
+    ("elu", ""): (lambda x: aten.elu(x - 1, 1.5, 1.2, 0.5), 1),
+    ("softplus", ""): (lambda x: aten.softplus(x - 1, 2.0, 1.0), 1),
+    ("log_sigmoid_forward", ""): (lambda x: aten.log_sigmoid_forward(x - 1)[0], 1),
+    ("hardshrink", ""): (lambda x: aten.hardshrink(x - 1, 0.25), 1),
+    ("softshrink", ""): (lambda x: aten.softshrink(x - 1, 0.25), 1),
 }
 
 

@@ -25,6 +25,8 @@ NATIVE = {
     "lerp", "nn.functional.mse_loss", "floor_divide", "bitwise_left_shift", "bitwise_right_shift", "sgn",
     "__rpow__", "clamp", "clamp_min", "clamp_max", "nn.functional.hardtanh", "nn.functional.relu6",
     "nn.functional.hardsigmoid", "nn.functional.hardswish", "nn.functional.leaky_relu", "nan_to_num",
+    "nn.functional.elu", "nn.functional.selu", "nn.functional.celu", "nn.functional.softplus",
+    "nn.functional.logsigmoid", "nn.functional.hardshrink", "nn.functional.softshrink",
 }
 OPS = [op for op in op_db
        if op.name in NATIVE and op.variant_test_name in ("", "no_rounding_mode", "trunc_rounding", "floor_rounding")]
@@ -432,19 +434,41 @@ ACTIVATION_FORMS = {
     "nan_to_num 1.5 1e10 -2": lambda t: torch.nan_to_num(t, 1.5, 1e10, -2.0),
     "nan_to_num_": lambda t: t.clone().nan_to_num_(nan=-1.0),
     "nan_to_num.out": lambda t: torch.nan_to_num(t, 0.5, out=torch.empty(0, dtype=t.dtype, device=t.device)),
+    "elu": lambda t: torch.nn.functional.elu(t),
+    "elu 0.3": lambda t: torch.nn.functional.elu(t, 0.3),
+    "elu -0.7": lambda t: torch.nn.functional.elu(t, -0.7),
+    "elu_": lambda t: torch.nn.functional.elu(t.clone(), 1.3, inplace=True),
+    "elu.out": lambda t: torch._C._nn.elu(t, 0.5, 1.5, 0.25, out=torch.empty(0, dtype=t.dtype, device=t.device)),
+    "selu": lambda t: torch.nn.functional.selu(t),
+    "celu 1.7": lambda t: torch.nn.functional.celu(t, 1.7),
+    "softplus": lambda t: torch.nn.functional.softplus(t),
+    "softplus 2 3": lambda t: torch.nn.functional.softplus(t, 2.0, 3.0),
+    "softplus -0.5 1": lambda t: torch.nn.functional.softplus(t, -0.5, 1.0),
+    "softplus.out": lambda t: torch._C._nn.softplus(t, 1.5, 4.0, out=torch.empty(0, dtype=t.dtype, device=t.device)),
+    "logsigmoid": lambda t: torch.nn.functional.logsigmoid(t),
+    "log_sigmoid.out": lambda t: torch._C._nn.log_sigmoid(t, out=torch.empty(0, dtype=t.dtype, device=t.device)),
+    "hardshrink": lambda t: torch.nn.functional.hardshrink(t),
+    "hardshrink 0.502": lambda t: torch.nn.functional.hardshrink(t, 0.502),  # bfloat16's rounds to 0.5039
+    "hardshrink.out": lambda t: torch.hardshrink(t, 1.5, out=torch.empty(0, dtype=t.dtype, device=t.device)),
+    "softshrink": lambda t: torch.nn.functional.softshrink(t),
+    "softshrink 0.502": lambda t: torch.nn.functional.softshrink(t, 0.502),
+    "softshrink.out": lambda t: torch._C._nn.softshrink(t, 2.5, out=torch.empty(0, dtype=t.dtype, device=t.device)),
 }
 
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.bfloat16, torch.float16])
-def test_hard_activations_leaky_relu_and_nan_to_num_are_instructions_with_the_cpus_bits(dtype):
-    """thardsigmoid, thardswish, tleakyrelu and tnantonum compute the CPU kernels'
-    expressions step for step: equal bits (signs of zero, NaN, -inf * 0 in hardswish,
-    infinities replaced by the dtype's largest finite values, a replacement rounded to the
-    dtype), in every form, with no fallback."""
+def test_activations_with_numbers_are_instructions_with_the_cpus_bits(dtype):
+    """thardsigmoid, thardswish, tleakyrelu, tnantonum, telu (selu, celu), tsoftplus,
+    tlogsigmoid, thardshrink and tsoftshrink compute the CPU kernels' expressions step for
+    step: equal bits (signs of zero, NaN, -inf * 0 in hardswish, infinities replaced by the
+    dtype's largest finite values, a replacement rounded to the dtype, elu's expm1 and
+    softplus's and log_sigmoid's exp and log1p, which are Sleef's there as here), in every
+    form, with no fallback. 2048 elements: the CPU's vector loop takes them all (its scalar
+    loop, for a row's last few elements, keeps x's sign where softshrink gives 0)."""
     generator = torch.Generator().manual_seed(0)
-    x = torch.cat([torch.randn(2000, generator=generator) * 5,
+    x = torch.cat([torch.randn(2032, generator=generator) * 5,
                    torch.tensor([0.0, -0.0, float("nan"), float("inf"), float("-inf"), 3.0, -3.0, -3.0001,
-                                 2.9999, 1e-30, -1e-30, 65504.0, -70000.0])]).to(dtype)
+                                 2.9999, 1e-30, -1e-30, 65504.0, -70000.0, 0.50390625, -0.5, -90.0])]).to(dtype)
     before = pypto_torch.fallback_ops()
     for name, form in ACTIVATION_FORMS.items():
         expected, got = form(x), form(x.to("pto")).cpu()
@@ -457,24 +481,33 @@ def test_hard_activations_leaky_relu_and_nan_to_num_are_instructions_with_the_cp
         torch.nan_to_num(x.to("pto"), out=torch.empty(0, dtype=torch.int32, device="pto"))
 
 
-@pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.bfloat16, torch.float16])
-def test_lerp_with_a_number_is_one_instruction_from_the_nearer_end(dtype):
-    """lerp.Scalar (and lerp_, as optimizers' moving averages call it) is tlerp: PyTorch's
-    vector formula, one fused multiply-add from the nearer end, the weight in float32 for
-    float16/bfloat16. The CPU's scalar tail rounds the product apart, so an element may
-    differ from it by the product's rounding: 2 eps (|start| + |end|) at most."""
-    generator = torch.Generator().manual_seed(0)
-    start = torch.randn(1003, generator=generator).to(dtype)
-    end = torch.randn(1003, generator=generator).to(dtype)
-    before = pypto_torch.fallback_ops()
-    for weight in (0.1, 0.3, 0.5, 0.9, -1.5, 2.5):
-        expected = torch.lerp(start, end, weight)
-        for got in (torch.lerp(start.to("pto"), end.to("pto"), weight), start.to("pto").lerp_(end.to("pto"), weight),
-                    torch.lerp(start.to("pto"), end.to("pto"), weight, out=torch.empty(0, dtype=dtype, device="pto"))):
-            got = got.cpu()
-            bound = 2 * torch.finfo(dtype).eps * (start.double().abs() + end.double().abs())
-            assert ((got.double() - expected.double()).abs() <= bound).all(), weight
-    assert pypto_torch.fallback_ops() == before
-    with pytest.raises(RuntimeError, match="expected dtype"):
-        other = torch.float32 if dtype == torch.float64 else torch.float64
-        torch.lerp(start.to("pto"), end.to(other).to("pto"), 0.5)
+def test_log_sigmoid_keeps_no_buffer_and_its_gradient_recomputes_it():
+    """log_sigmoid_forward's buffer is empty on pto, as on CUDA (the CPU's holds exp(-|x|));
+    the backward recomputes it and matches the CPU's gradient, eager and compiled."""
+    x = torch.linspace(-30, 30, 1001, dtype=torch.float64)
+    output, buffer = torch.ops.aten.log_sigmoid_forward(x.to("pto"))
+    assert buffer.numel() == 0
+    assert_close(output.cpu(), torch.nn.functional.logsigmoid(x), rtol=0, atol=0)
+    expected = torch.autograd.grad(torch.nn.functional.logsigmoid(x.requires_grad_()).sum(), x)[0]
+    x_pto = x.detach().to("pto").requires_grad_()
+    got = torch.autograd.grad(torch.nn.functional.logsigmoid(x_pto).sum(), x_pto)[0]
+    assert_close(got.cpu(), expected)
+    compiled = torch.compile(lambda t: torch.nn.functional.logsigmoid(t).sum(), backend="pypto")
+    x_pto.grad = None
+    compiled(x_pto).backward()
+    assert_close(x_pto.grad.cpu(), expected)
+
+
+def test_activations_with_numbers_give_the_cpus_errors():
+    x = torch.randn(8)
+    for call in (lambda t: torch.nn.functional.softshrink(t, -0.5),
+                 lambda t: torch.nn.functional.elu(t.long()),
+                 lambda t: torch.nn.functional.softplus(t.int()),
+                 lambda t: torch.nn.functional.hardshrink(t.long()),
+                 lambda t: torch.nn.functional.logsigmoid(t.long())):
+        with pytest.raises(Exception) as cpu_error:
+            call(x)
+        with pytest.raises(type(cpu_error.value)) as pto_error:
+            call(x.to("pto"))
+        assert str(pto_error.value).splitlines()[0] == str(cpu_error.value).splitlines()[0]
+    assert torch.equal(torch.nn.functional.elu(x.to("pto")).cpu(), torch.nn.functional.elu(x))

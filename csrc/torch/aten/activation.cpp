@@ -1,30 +1,120 @@
 #include "activation.h"
 
 #include <ATen/Dispatch.h>
+#include <ATen/Operators.h>
 #include <ATen/WrapDimUtils.h>
 
 #include <limits>
 
+#include "../dtype_map.h"
+#include "elementwise.h"
+#include "fallback.h"
+
 namespace pto::torch_glue {
 
-// x > 0 ? scale * x : alpha * scale * (exp(input_scale * x) - 1)
+namespace {
+
+using recipes::AtenInstruction;
+using recipes::atenInstruction;
+
+// `row`'s instruction with `immediates` into `out` (a new tensor where undefined);
+// undefined where pto has no kernel for the dtype (integers, complex), which the
+// caller's fallback then gives the CPU's result or error.
+Result activationOp(const AtenInstruction& row, const at::Tensor& self, const at::Tensor& out,
+                    std::array<double, isa::kMaxImmediates> immediates) {
+  return unaryOp(row.opcode, row.promotion, self, out, immediates);
+}
+
+std::array<double, isa::kMaxImmediates> eluImmediates(const at::Scalar& alpha, const at::Scalar& scale,
+                                                      const at::Scalar& input_scale) {
+  return {alpha.toDouble(), scale.toDouble(), input_scale.toDouble()};
+}
+
+// softshrink: x - lambd above lambd, x + lambd below -lambd, +0 between, NaN kept;
+// lambd checked as the CPU's meta function checks and words it.
+Result softshrinkOp(const at::Tensor& self, const at::Scalar& lambd, const at::Tensor& out) {
+  const double l = lambd.toDouble();
+  AT_DISPATCH_FLOATING_TYPES_AND2(at::kHalf, at::kBFloat16, self.scalar_type(), "softshrink_check", [&] {
+    const double limit = static_cast<double>(std::numeric_limits<scalar_t>::max());
+    TORCH_CHECK(0 <= l && l <= limit, "lambda must be in range [0, ", limit, "] for input dtype ",
+                self.scalar_type(), ", but found ", l);
+  });
+  return activationOp(atenInstruction("softshrink"), self, out, {l});
+}
+
+// hardshrink: 0 where |x| <= lambd (bfloat16's lambd rounded to bfloat16 first, as the
+// CPU converts it: recipes::hardshrinkLambd), x elsewhere.
+Result hardshrinkOp(const at::Tensor& self, const at::Scalar& lambd, const at::Tensor& out) {
+  const std::optional<isa::DType> dtype = ptoDType(self.scalar_type());
+  const double l = dtype ? recipes::hardshrinkLambd(*dtype, lambd.toDouble()) : lambd.toDouble();
+  return activationOp(atenInstruction("hardshrink"), self, out, {l});
+}
+
+}  // namespace
+
 at::Tensor eluOf(const at::Tensor& self, const at::Scalar& alpha, const at::Scalar& scale,
                  const at::Scalar& input_scale) {
-  checkFloatingKernel("elu", self.scalar_type());  // selu and celu's too
-  const at::Tensor x = widened(self);
-  const double negative = alpha.toDouble() * scale.toDouble();
-  const at::Tensor below = at::expm1(at::mul(x, input_scale)).mul_(negative);
-  return at::where(at::gt(x, 0), at::mul(x, scale), below).to(self.scalar_type());
+  at::Tensor r = *activationOp(atenInstruction("elu"), self, {}, eluImmediates(alpha, scale, input_scale));
+  return r.defined() ? r : Fallback<ATEN_OP(elu)>::call(self, alpha, scale, input_scale);
 }
 
 at::Tensor& eluOut(const at::Tensor& self, const at::Scalar& alpha, const at::Scalar& scale,
                    const at::Scalar& input_scale, at::Tensor& out) {
-  return assignPointwise(out, {self}, eluOf(self, alpha, scale, input_scale));
+  if (!activationOp(atenInstruction("elu"), self, out, eluImmediates(alpha, scale, input_scale))->defined()) {
+    Fallback<ATEN_OP2(elu, out)>::call(self, alpha, scale, input_scale, out);
+  }
+  return out;
 }
 
 at::Tensor& eluInplace(at::Tensor& self, const at::Scalar& alpha, const at::Scalar& scale,
                        const at::Scalar& input_scale) {
-  return assignInplace(self, eluOf(self, alpha, scale, input_scale));
+  if (!activationOp(atenInstruction("elu"), self, self, eluImmediates(alpha, scale, input_scale))->defined()) {
+    Fallback<ATEN_OP(elu_)>::call(self, alpha, scale, input_scale);
+  }
+  return self;
+}
+
+at::Tensor softplusOf(const at::Tensor& self, const at::Scalar& beta, const at::Scalar& threshold) {
+  at::Tensor r = *activationOp(atenInstruction("softplus"), self, {}, {beta.toDouble(), threshold.toDouble()});
+  return r.defined() ? r : Fallback<ATEN_OP(softplus)>::call(self, beta, threshold);
+}
+
+at::Tensor& softplusOut(const at::Tensor& self, const at::Scalar& beta, const at::Scalar& threshold, at::Tensor& out) {
+  if (!activationOp(atenInstruction("softplus"), self, out, {beta.toDouble(), threshold.toDouble()})->defined()) {
+    Fallback<ATEN_OP2(softplus, out)>::call(self, beta, threshold, out);
+  }
+  return out;
+}
+
+// The buffer is empty, as CUDA's: the CPU's holds exp(-|x|) for its backward, which
+// pto's recomputes instead (torch's decomposition of the backward takes either).
+std::tuple<at::Tensor, at::Tensor> logSigmoidForward(const at::Tensor& self) {
+  at::Tensor r = *activationOp(atenInstruction("log_sigmoid_forward"), self, {}, {});
+  if (!r.defined()) return Fallback<ATEN_OP(log_sigmoid_forward)>::call(self);
+  return {r, at::empty({0}, self.options())};
+}
+
+std::tuple<at::Tensor&, at::Tensor&> logSigmoidForwardOut(const at::Tensor& self, at::Tensor& output,
+                                                          at::Tensor& buffer) {
+  if (!activationOp(atenInstruction("log_sigmoid_forward"), self, output, {})->defined()) {
+    Fallback<ATEN_OP2(log_sigmoid_forward, output)>::call(self, output, buffer);
+  }
+  return {output, buffer};
+}
+
+// grad * (x < 0 ? 1 - z / (1 + z) : z / (1 + z)), z = exp(-|x|) recomputed (the
+// buffer may be empty), in float32 for float16/bfloat16, as CUDA's kernel.
+at::Tensor logSigmoidBackward(const at::Tensor& grad, const at::Tensor& self, const at::Tensor& /*buffer*/) {
+  const at::Tensor x = widened(self);
+  const at::Tensor z = at::exp(at::neg(at::abs(x)));
+  const at::Tensor share = at::div(z, at::add(z, 1));
+  const at::Tensor slope = at::where(at::lt(x, 0), at::rsub(share, 1), share);
+  return at::mul(widened(grad), slope).to(at::result_type(grad, self));
+}
+
+at::Tensor& logSigmoidBackwardOut(const at::Tensor& grad, const at::Tensor& self, const at::Tensor& buffer,
+                                  at::Tensor& grad_input) {
+  return assignPointwise(grad_input, {grad, self}, logSigmoidBackward(grad, self, buffer));
 }
 
 // From the input, or (is_result) from the output y, as the CPU kernel takes it.
@@ -153,22 +243,25 @@ at::Tensor& logitBackwardOut(const at::Tensor& grad, const at::Tensor& self, std
   return assignPointwise(grad_input, {grad, self}, logitBackward(grad, self, eps));
 }
 
-// softshrink: x - lambd above lambd, x + lambd below -lambd, 0 between.
+
 at::Tensor softshrinkOf(const at::Tensor& self, const at::Scalar& lambd) {
-  const double l = lambd.toDouble();
-  // The CPU's check of lambd, as its meta function words it: in range for the dtype.
-  AT_DISPATCH_FLOATING_TYPES_AND2(at::kHalf, at::kBFloat16, self.scalar_type(), "softshrink_check", [&] {
-    const double limit = static_cast<double>(std::numeric_limits<scalar_t>::max());
-    TORCH_CHECK(0 <= l && l <= limit, "lambda must be in range [0, ", limit, "] for input dtype ",
-                self.scalar_type(), ", but found ", l);
-  });
-  const at::Tensor x = widened(self);
-  const at::Tensor shrunk = at::where(at::gt(x, l), at::sub(x, l), at::where(at::lt(x, -l), at::add(x, l), at::zeros({}, x.options())));
-  return at::where(at::isnan(x), x, shrunk).to(self.scalar_type());
+  at::Tensor r = *softshrinkOp(self, lambd, {});
+  return r.defined() ? r : Fallback<ATEN_OP(softshrink)>::call(self, lambd);
 }
 
 at::Tensor& softshrinkOut(const at::Tensor& self, const at::Scalar& lambd, at::Tensor& out) {
-  return assignPointwise(out, {self}, softshrinkOf(self, lambd));
+  if (!softshrinkOp(self, lambd, out)->defined()) Fallback<ATEN_OP2(softshrink, out)>::call(self, lambd, out);
+  return out;
+}
+
+at::Tensor hardshrinkOf(const at::Tensor& self, const at::Scalar& lambd) {
+  at::Tensor r = *hardshrinkOp(self, lambd, {});
+  return r.defined() ? r : Fallback<ATEN_OP(hardshrink)>::call(self, lambd);
+}
+
+at::Tensor& hardshrinkOut(const at::Tensor& self, const at::Scalar& lambd, at::Tensor& out) {
+  if (!hardshrinkOp(self, lambd, out)->defined()) Fallback<ATEN_OP2(hardshrink, out)>::call(self, lambd, out);
+  return out;
 }
 
 at::Tensor softshrinkBackward(const at::Tensor& grad, const at::Tensor& self, const at::Scalar& lambd) {

@@ -1,6 +1,8 @@
-// Activations pto runs as short sequences of native instructions, with the
-// formulas of PyTorch's CPU kernels: elu (selu, celu), hardsigmoid's and hardswish's gradients, mish,
-// glu, prelu, logit, softshrink and threshold, forward and backward. float16/bfloat16 compute in float32 and round once.
+// Activations pto runs as one native instruction with the activation's numbers for
+// immediates (elu, and selu and celu through it, softplus, log_sigmoid, hardshrink,
+// softshrink) or as short sequences of them (hardsigmoid's and hardswish's gradients,
+// mish, glu, prelu, logit, threshold), forward and backward, with the formulas of
+// PyTorch's CPU kernels. float16/bfloat16 compute in float32 and round once.
 #pragma once
 
 #include <ATen/ATen.h>
@@ -24,6 +26,21 @@ at::Tensor& eluOut(const at::Tensor& self, const at::Scalar& alpha, const at::Sc
                    const at::Scalar& input_scale, at::Tensor& out);
 at::Tensor& eluInplace(at::Tensor& self, const at::Scalar& alpha, const at::Scalar& scale,
                        const at::Scalar& input_scale);
+
+// softplus(x) = log1p(exp(beta * x)) / beta, x itself where beta * x > threshold.
+at::Tensor softplusOf(const at::Tensor& self, const at::Scalar& beta, const at::Scalar& threshold);
+at::Tensor& softplusOut(const at::Tensor& self, const at::Scalar& beta, const at::Scalar& threshold, at::Tensor& out);
+
+// log_sigmoid(x) = min(x, 0) - log1p(exp(-|x|)), and its gradient.
+std::tuple<at::Tensor, at::Tensor> logSigmoidForward(const at::Tensor& self);
+std::tuple<at::Tensor&, at::Tensor&> logSigmoidForwardOut(const at::Tensor& self, at::Tensor& output,
+                                                          at::Tensor& buffer);
+at::Tensor logSigmoidBackward(const at::Tensor& grad, const at::Tensor& self, const at::Tensor& buffer);
+at::Tensor& logSigmoidBackwardOut(const at::Tensor& grad, const at::Tensor& self, const at::Tensor& buffer,
+                                  at::Tensor& grad_input);
+
+at::Tensor hardshrinkOf(const at::Tensor& self, const at::Scalar& lambd);
+at::Tensor& hardshrinkOut(const at::Tensor& self, const at::Scalar& lambd, at::Tensor& out);
 
 // From the input, or (is_result) from the output y, as the CPU kernel takes it.
 at::Tensor eluBackward(const at::Tensor& grad, const at::Scalar& alpha, const at::Scalar& scale,

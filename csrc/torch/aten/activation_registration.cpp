@@ -13,6 +13,14 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("elu_", TORCH_FN(eluInplace));
   m.impl("elu.out", TORCH_FN(eluOut));
   m.impl("elu_backward", TORCH_FN(eluBackward));
+  m.impl("softplus", TORCH_FN(softplusOf));
+  m.impl("softplus.out", TORCH_FN(softplusOut));
+  m.impl("log_sigmoid_forward", TORCH_FN(logSigmoidForward));
+  m.impl("log_sigmoid_forward.output", TORCH_FN(logSigmoidForwardOut));
+  m.impl("log_sigmoid_backward", TORCH_FN(logSigmoidBackward));
+  m.impl("log_sigmoid_backward.grad_input", TORCH_FN(logSigmoidBackwardOut));
+  m.impl("hardshrink", TORCH_FN(hardshrinkOf));
+  m.impl("hardshrink.out", TORCH_FN(hardshrinkOut));
   m.impl("elu_backward.grad_input", TORCH_FN(eluBackwardOut));
   m.impl("hardsigmoid_backward", TORCH_FN(hardsigmoidBackward));
   m.impl("hardsigmoid_backward.grad_input", TORCH_FN(hardsigmoidBackwardOut));

@@ -357,20 +357,6 @@ at::Tensor& nanToNumInplace(at::Tensor& self, std::optional<double> nan, std::op
   return self;
 }
 
-// softplus(x) = log1p(exp(beta * x)) / beta, linear above the threshold; float16 and
-// bfloat16 in float32, rounded once, as the CPU kernel computes them.
-at::Tensor softplusOf(const at::Tensor& self, const at::Scalar& beta, const at::Scalar& threshold) {
-  checkFloatingKernel("softplus", self.scalar_type());
-  const at::Tensor x = widened(self);
-  const at::Tensor scaled = at::mul(x, scalarLike(x, beta));
-  const at::Tensor smooth = at::div(at::log1p(at::exp(scaled)), scalarLike(x, beta));
-  return at::where(at::gt(scaled, scalarLike(x, threshold)), x, smooth).to(self.scalar_type());
-}
-
-at::Tensor& softplusOut(const at::Tensor& self, const at::Scalar& beta, const at::Scalar& threshold, at::Tensor& out) {
-  return assignPointwise(out, {self}, softplusOf(self, beta, threshold));
-}
-
 at::Tensor& isposinfOut(const at::Tensor& self, at::Tensor& out) {
   TORCH_CHECK(!self.is_complex(), "isposinf does not support complex inputs.");
   TORCH_CHECK(out.scalar_type() == at::kBool, "isposinf does not support non-boolean outputs.");

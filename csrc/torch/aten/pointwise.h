@@ -1,6 +1,6 @@
 // Pointwise aten ops pto runs as one or a few native instructions, with the formulas
 // and NaN behaviour of PyTorch's CPU kernels: clamp, masked_fill, leaky_relu, nan_to_num,
-// softplus, isnan, isposinf/isneginf, the logical ops, and the optimizers' updates
+// isnan, isposinf/isneginf, the logical ops, and the optimizers' updates
 // (addcmul, addcdiv, lerp). Each step dispatches to pto's own kernels, so nothing
 // leaves the device.
 #pragma once
@@ -47,9 +47,6 @@ at::Tensor& nanToNumOut(const at::Tensor& self, std::optional<double> nan, std::
 at::Tensor& nanToNumInplace(at::Tensor& self, std::optional<double> nan, std::optional<double> posinf,
                             std::optional<double> neginf);
 
-// softplus(x) = log1p(exp(beta * x)) / beta, linear above the threshold.
-at::Tensor softplusOf(const at::Tensor& self, const at::Scalar& beta, const at::Scalar& threshold);
-at::Tensor& softplusOut(const at::Tensor& self, const at::Scalar& beta, const at::Scalar& threshold, at::Tensor& out);
 at::Tensor& isposinfOut(const at::Tensor& self, at::Tensor& out);
 at::Tensor& isneginfOut(const at::Tensor& self, at::Tensor& out);
 at::Tensor& logicalAndOut(const at::Tensor& self, const at::Tensor& other, at::Tensor& out);

@@ -34,8 +34,6 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("nan_to_num", TORCH_FN(nanToNum));
   m.impl("nan_to_num.out", TORCH_FN(nanToNumOut));
   m.impl("nan_to_num_", TORCH_FN(nanToNumInplace));
-  m.impl("softplus", TORCH_FN(softplusOf));
-  m.impl("softplus.out", TORCH_FN(softplusOut));
   m.impl("isposinf.out", TORCH_FN(isposinfOut));
   m.impl("isneginf.out", TORCH_FN(isneginfOut));
   m.impl("isnan", TORCH_FN(isnan));

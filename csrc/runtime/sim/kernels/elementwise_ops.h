@@ -134,6 +134,22 @@ inline C unaryOp(C x, const UnaryImmediates<C>& immediates = {}) {
     const C held = C(6) < raised ? C(6) : raised;
     return op == Opcode::kHardSigmoid ? held / C(6) : x * held / C(6);
   } else if constexpr (op == Opcode::kLeakyRelu) return x > C(0) ? x : x * immediates[0];
+  // elu, softplus, log_sigmoid and the shrinks: the CPU kernels' expressions, their
+  // coefficients rounded to C as the CPU rounds them (elu's alpha * scale one product).
+  else if constexpr (op == Opcode::kElu) {
+    return x < C(0) ? C(std::expm1(x * immediates[2])) * (immediates[0] * immediates[1]) : x * immediates[1];
+  } else if constexpr (op == Opcode::kSoftplus) {
+    return x * immediates[0] > immediates[1] ? x : C(std::log1p(expOf(x * immediates[0]))) / immediates[0];
+  } else if constexpr (op == Opcode::kLogSigmoid) {
+    return (x < C(0) ? x : C(0)) - C(std::log1p(expOf(-std::abs(x))));
+  } else if constexpr (op == Opcode::kHardShrink) {
+    return x >= -immediates[0] && x <= immediates[0] ? C(0) : x;
+  } else if constexpr (op == Opcode::kSoftShrink) {
+    if (isNaN(x)) return x;
+    // +0 between, as the CPU's vector loop (its scalar loop, for a row's last few
+    // elements, keeps x's sign there).
+    return x > immediates[0] ? x - immediates[0] : x < -immediates[0] ? x + immediates[0] : C(0);
+  }
   else if constexpr (op == Opcode::kNanToNum) {
     if (isNaN(x)) return immediates[0];
     if (x == std::numeric_limits<C>::infinity()) return immediates[1];

@@ -55,7 +55,7 @@ void unaryRows(const StridedLoop& loop, const std::array<double, isa::kMaxImmedi
       // The immediates by value: a copy of the row's own, which out cannot alias, lets the loop vectorise.
       auto row = [in, immediates](T* out, int64_t start, int64_t count) {
         if constexpr (kMkl) return mklRow<op>(out, in + start, count);
-        if constexpr (hasVectorMath<op, T>()) return unaryMathRow<op>(out, in + start, count);
+        if constexpr (hasVectorMath<op, T>()) return unaryMathRow<op>(out, in + start, count, immediates);
         for (int64_t i = 0; i < count; ++i) out[i] = castTo<T>(unaryOp<op, C>(widen(in[start + i]), immediates));
       };
       return writeRow(reinterpret_cast<T*>(p[0]), n, streamed, row);

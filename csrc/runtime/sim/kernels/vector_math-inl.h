@@ -107,7 +107,7 @@ constexpr bool hasVectorMath() {
               op == Opcode::kSigmoid ||
               op == Opcode::kSilu || op == Opcode::kGelu || op == Opcode::kGeluTanh || op == Opcode::kPow ||
               op == Opcode::kGeluGrad || op == Opcode::kGeluTanhGrad || op == Opcode::kSiluGrad ||
-              op == Opcode::kHypot;
+              op == Opcode::kHypot || op == Opcode::kElu || op == Opcode::kSoftplus || op == Opcode::kLogSigmoid;
 }
 
 // f (libm's) on every lane of `args`, taken where `lanes` holds, `result` elsewhere.
@@ -253,9 +253,10 @@ V geluTanhInner(D d, V x) {
   return hn::Mul(hn::Set(d, 0.79788456080286535588), hn::Add(x, cube));
 }
 
-// The unary ops hasVectorMath names, with the formulas of elementwise_ops.h.
+// The unary ops hasVectorMath names, with the formulas of elementwise_ops.h and the
+// instruction's immediates.
 template <Opcode op, class D, class V = hn::Vec<D>>
-V unaryMath(D d, V x) {
+V unaryMath(D d, V x, const UnaryImmediates<hn::TFromD<D>>& immediates) {
   const V one = hn::Set(d, 1);
   if constexpr (op == Opcode::kExp) return vectorExp(d, x);
   else if constexpr (op == Opcode::kExp2) return PTO_SLEEF_CALL(exp2, u10, d, PTO_SLEEF_RAW(x));
@@ -293,6 +294,21 @@ V unaryMath(D d, V x) {
     // cancellation as tanh(v) nears -1, and with the inline exp rather than a call into
     // Sleef's tanh: 16M float32 on the 2-core AVX2 EPYC 29.4 -> 18.9 ms (torch's: 61.6).
     return hn::Div(x, hn::Add(one, vectorExp(d, hn::Mul(hn::Set(d, -2), geluTanhInner(d, x)))));
+  } else if constexpr (op == Opcode::kElu) {
+    // Zeros take scale x, keeping their sign whatever alpha's, as on the CPU.
+    const V scaled = hn::Mul(x, hn::Set(d, immediates[1]));
+    const auto negative = hn::Lt(x, hn::Zero(d));
+    if (hn::AllFalse(d, negative)) return scaled;  // no expm1 to take, as the CPU kernel skips it
+    const V below = PTO_SLEEF_CALL(expm1, u10, d, PTO_SLEEF_RAW(hn::Mul(x, hn::Set(d, immediates[2]))));
+    return hn::IfThenElse(negative, hn::Mul(below, hn::Set(d, immediates[0] * immediates[1])), scaled);
+  } else if constexpr (op == Opcode::kSoftplus) {
+    const V beta = hn::Set(d, immediates[0]), scaled = hn::Mul(x, beta);
+    const V smooth = hn::Div(vectorLog1p(d, vectorExp(d, scaled)), beta);
+    return hn::IfThenElse(hn::Gt(scaled, hn::Set(d, immediates[1])), x, smooth);
+  } else if constexpr (op == Opcode::kLogSigmoid) {
+    // min(x, 0) with a NaN x taken as 0: the log1p term is NaN then.
+    return hn::Sub(hn::IfThenElse(hn::Lt(x, hn::Zero(d)), x, hn::Zero(d)),
+                   vectorLog1p(d, vectorExp(d, hn::Neg(hn::Abs(x)))));
   } else static_assert(op == Opcode::kExp, "no vector form");
 }
 
@@ -307,9 +323,9 @@ constexpr size_t kMathGroup = op == Opcode::kGelu || op == Opcode::kGeluGrad || 
 
 // unaryMath of K vectors.
 template <Opcode op, size_t K, class D, class V = hn::Vec<D>>
-void unaryMaths(D d, const V* x, V* out) {
+void unaryMaths(D d, const V* x, V* out, const UnaryImmediates<hn::TFromD<D>>& immediates) {
   if constexpr (op == Opcode::kGelu) gelus<K>(d, x, out);
-  else for (size_t j = 0; j < K; ++j) out[j] = unaryMath<op>(d, x[j]);
+  else for (size_t j = 0; j < K; ++j) out[j] = unaryMath<op>(d, x[j], immediates);
 }
 
 // gelu's gradient g (Phi(x) + x phi(x)), phi(x) = exp(-x^2 / 2) / sqrt(2 pi), of K pairs
@@ -381,9 +397,10 @@ void prefetchAhead(const T* p, int64_t count) {
 }
 
 // out[i] = op(in[i]) for contiguous rows, a vector at a time; the last partial
-// vector goes through a zero-padded copy.
+// vector goes through a zero-padded copy. `immediates` are the instruction's, in T's
+// compute type (float32 for float16/bfloat16).
 template <Opcode op, typename T>
-void unaryMathRow(T* out, const T* in, int64_t n) {
+void unaryMathRow(T* out, const T* in, int64_t n, const UnaryImmediates<ComputeType<T>>& immediates) {
   if constexpr (std::is_same_v<T, float> || std::is_same_v<T, double>) {
     const hn::ScalableTag<T> d;
     const auto lanes = static_cast<int64_t>(hn::Lanes(d));
@@ -393,20 +410,20 @@ void unaryMathRow(T* out, const T* in, int64_t n) {
       prefetchAhead(in + i, static_cast<int64_t>(kGroup) * lanes);
       hn::Vec<decltype(d)> x[kGroup], y[kGroup];
       for (size_t j = 0; j < kGroup; ++j) x[j] = hn::LoadU(d, in + i + static_cast<int64_t>(j) * lanes);
-      unaryMaths<op, kGroup>(d, x, y);
+      unaryMaths<op, kGroup>(d, x, y, immediates);
       for (size_t j = 0; j < kGroup; ++j) hn::StoreU(y[j], d, out + i + static_cast<int64_t>(j) * lanes);
     }
-    for (; i + lanes <= n; i += lanes) hn::StoreU(unaryMath<op>(d, hn::LoadU(d, in + i)), d, out + i);
+    for (; i + lanes <= n; i += lanes) hn::StoreU(unaryMath<op>(d, hn::LoadU(d, in + i), immediates), d, out + i);
     if (i < n) {
       HWY_ALIGN T rest[hn::MaxLanes(hn::ScalableTag<T>())] = {};
       std::copy(in + i, in + n, rest);
-      hn::Store(unaryMath<op>(d, hn::Load(d, rest)), d, rest);
+      hn::Store(unaryMath<op>(d, hn::Load(d, rest), immediates), d, rest);
       std::copy(rest, rest + (n - i), out + i);
     }
   } else {
-    roundedByBlocks(out, n, [in](float* block, int64_t start, int64_t count) {
+    roundedByBlocks(out, n, [in, &immediates](float* block, int64_t start, int64_t count) {
       widenToFloat(block, in + start, count);
-      unaryMathRow<op, float>(block, block, count);
+      unaryMathRow<op, float>(block, block, count, immediates);
     });
   }
 }
