@@ -2,7 +2,7 @@
 
     python3 benchmarks/bench_ops.py [--quick]
 
-Nine measurements, each printed as a plain-text table with a column saying whether
+Ten measurements, each printed as a plain-text table with a column saying whether
 the aim is met (✓) or not (✗):
   1. large elementwise ops on 16M float32: time vs CPU (aim <= 1.0) and achieved
      bandwidth vs a STREAM-style copy measured in the same run (aim >= 80%, add >= 85%);
@@ -20,7 +20,10 @@ the aim is met (✓) or not (✗):
      nn.MultiheadAttention in eval under no_grad: aten::_transformer_encoder_layer_fwd and
      aten::_native_multi_head_attention), eager and the layer compiled: time vs CPU
      (aim <= 1.0);
-  9. float16 and bfloat16 softmax and sums of a 4096x4096: time vs CPU (aim <= 1.0).
+  9. float16 and bfloat16 softmax and sums of a 4096x4096: time vs CPU (aim <= 1.0);
+ 10. activations and pointwise ops with numbers (pow with a number, clamp, lerp, nan_to_num,
+     hardswish, leaky_relu, elu, softplus, log_sigmoid, the shrinks ...) on 4M float32,
+     each one PTO instruction: time vs CPU (aim <= 1.0).
 
 Every figure is the best of several timed repetitions after warm-up. A repetition
 runs the op enough times back to back to last a few tens of milliseconds; pto
@@ -517,6 +520,36 @@ def bench_half_rows(b: Bench) -> None:
     torch.pto.empty_cache()
 
 
+# 10. Activations and pointwise ops with numbers --------------------------------------------
+
+def bench_pointwise_with_numbers(b: Bench) -> None:
+    torch.manual_seed(0)
+    n = 4 * MiB
+    x_cpu, y_cpu = torch.randn(n), torch.rand(n) + 0.5  # y positive: its square root
+    x_pto, y_pto = x_cpu.to("pto"), y_cpu.to("pto")
+    cases = [
+        ("x ** 2", lambda x, y: x ** 2),
+        ("y ** 0.5", lambda x, y: y ** 0.5),
+        ("clamp(x, -1, 1)", lambda x, y: x.clamp(-1, 1)),
+        ("lerp(x, y, 0.3)", lambda x, y: torch.lerp(x, y, 0.3)),
+        ("nan_to_num(x)", lambda x, y: torch.nan_to_num(x)),
+        ("hardswish", lambda x, y: F.hardswish(x)),
+        ("hardsigmoid", lambda x, y: F.hardsigmoid(x)),
+        ("leaky_relu", lambda x, y: F.leaky_relu(x)),
+        ("elu", lambda x, y: F.elu(x)),
+        ("selu", lambda x, y: F.selu(x)),
+        ("softplus", lambda x, y: F.softplus(x)),
+        ("logsigmoid", lambda x, y: F.logsigmoid(x)),
+        ("hardshrink", lambda x, y: F.hardshrink(x)),
+        ("softshrink", lambda x, y: F.softshrink(x)),
+    ]
+    time_ratio_table(b, f"10. Activations and pointwise ops with numbers on 4M float32 (16 MiB), ms per op "
+                        f"(best of {b.reps}), functional: each one PTO instruction", "", cases,
+                     (x_cpu, y_cpu), (x_pto, y_pto))
+    del x_pto, y_pto
+    torch.pto.empty_cache()
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="shorter run (no 4096 matmul, shorter repetitions)")
@@ -532,7 +565,8 @@ def main() -> None:
     failed = []
     with fresh_inductor_cache():
         for section in (bench_elementwise, bench_reductions, bench_matmul, bench_row_ops, bench_small_ops,
-                        bench_random, bench_convolution, bench_transformer_fast_paths, bench_half_rows):
+                        bench_random, bench_convolution, bench_transformer_fast_paths, bench_half_rows,
+                        bench_pointwise_with_numbers):
             if bench.budget.exhausted():
                 print("\n" + bench.note(bench.budget.skipped(section.__name__)))
                 continue
