@@ -227,6 +227,21 @@ std::pair<Real, Real> scaledOperandError(const RealArgs& r) {
   return {p.storage.ulp(scaled) / 2, overflows ? kInf : 0};
 }
 
+// logaddexp: max + log1p(e), e = exp(-g), g = |a - b| (logaddexp2: exp2, and the term
+// over ln 2): g's rounding moves the term by e / (1 + e) g u; the exponential's ulp (2u
+// of e; libm's exp2 2 ulps, and the 1 / ln 2 factor: 4u / ln 2) by e / (1 + e) 2u (6u);
+// log1p's 2 ulps 4u of the term (its product with 1 / ln 2 2u more); the sum u; a
+// subnormal e its absolute ulp. Where a and b are one infinity, a.
+Bound logAddExpBound(const RealArgs& r, bool base2) {
+  const Real a = r.in[0], b = r.in[1], u = r.precision.u();
+  if (std::isnan(a) || std::isnan(b)) return {kNaN};
+  if (std::isinf(a) && a == b) return {a};
+  const Real g = std::fabs(a - b), e = base2 ? std::exp2(-g) : std::exp(-g);
+  const Real term = base2 ? std::log1p(e) / std::log(Real(2)) : std::log1p(e);
+  const Real share = e == 0 ? 0 : e / (1 + e) * (g + (base2 ? 6 : 2));
+  return {std::max(a, b) + term, 0, 1, (share + (base2 ? 6 : 4) * term) * u + r.precision.compute.ulp(0)};
+}
+
 // ---------------------------------------------------------------------------
 // The references, one per opcode.
 // ---------------------------------------------------------------------------
@@ -478,6 +493,14 @@ Reference referenceOf(Opcode op) {
       ref.float_immediates = {0.25, 0.75, -1.5};
       break;
     case Opcode::kHypot: ref.real = REAL { return {std::hypot(A, B), kLibmUlps}; }; break;  // Sleef u05, libm 1
+    case Opcode::kFMax:  // std::max and std::min keep a at a tie (0 and -0), as the kernels
+      ref.real = REAL { return {std::isnan(A) ? B : std::isnan(B) ? A : std::max(A, B)}; };
+      break;
+    case Opcode::kFMin:
+      ref.real = REAL { return {std::isnan(A) ? B : std::isnan(B) ? A : std::min(A, B)}; };
+      break;
+    case Opcode::kLogAddExp: ref.real = REAL { return logAddExpBound(r, false); }; break;
+    case Opcode::kLogAddExp2: ref.real = REAL { return logAddExpBound(r, true); }; break;
     // a log(b): libm's log (2 ulp: 4u relative) and the product (u); float16/bfloat16
     // round log(b) to storage before the product (half an ulp of it, relative).
     case Opcode::kXlogy:

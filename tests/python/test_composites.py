@@ -1,5 +1,5 @@
 """Ops pto runs as a few native instructions (cat, masked_fill, var/std, logsumexp,
-fmod, remainder, atan2, attention, losses, mish, glu, prelu, logit, logaddexp): OpInfo
+fmod, remainder, atan2, attention, losses, mish, glu, prelu, logit): OpInfo
 samples match CPU, forward and backward, and none of them falls back. The ops that are
 one instruction (clamp, the activations with numbers) are test_elementwise.py's."""
 
@@ -8,12 +8,12 @@ import torch
 from torch.testing._internal.common_methods_invocations import op_db
 
 import pypto_torch
-from opinfo_sweep import check_forward, opinfo_tests
+from opinfo_sweep import opinfo_tests
 
 NAMES = {"cat", "stack", "masked_fill", "var", "std", "logsumexp", "fmod", "remainder", "atan2",
          "nn.functional.scaled_dot_product_attention", "nn.functional.smooth_l1_loss", "nn.functional.huber_loss",
          "nn.functional.binary_cross_entropy", "nn.functional.binary_cross_entropy_with_logits",
-         "nn.functional.mish", "nn.functional.glu", "nn.functional.prelu", "logit", "logaddexp", "var_mean",
+         "nn.functional.mish", "nn.functional.glu", "nn.functional.prelu", "logit", "var_mean",
          "std_mean", "nansum", "count_nonzero", "trace"}
 OPS = [op for op in op_db if op.name in NAMES and op.variant_test_name == ""]
 DTYPES = [torch.float32, torch.float16, torch.bfloat16, torch.int64, torch.bool]
@@ -21,13 +21,6 @@ DTYPES = [torch.float32, torch.float16, torch.bfloat16, torch.int64, torch.bool]
 # at most an ulp or two apart.
 TOLERANCES = {torch.float32: {"rtol": 1e-5, "atol": 1e-5}, torch.float16: {"rtol": 2e-3, "atol": 2e-3},
               torch.bfloat16: {"rtol": 1.6e-2, "atol": 1.6e-2}}
-
-
-def test_logaddexp_of_complex_numbers_keeps_them_complex():
-    """Complex operands have no maximum to shift by: they take the CPU's kernel."""
-    op = next(op for op in OPS if op.name == "logaddexp")
-    for dtype in (torch.complex64, torch.complex128):
-        assert check_forward(op, dtype, rtol=1e-5, atol=1e-5) > 0
 
 
 def test_the_sweep_covers_every_composite():

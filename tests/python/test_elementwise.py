@@ -26,7 +26,8 @@ NATIVE = {
     "__rpow__", "clamp", "clamp_min", "clamp_max", "nn.functional.hardtanh", "nn.functional.relu6",
     "nn.functional.hardsigmoid", "nn.functional.hardswish", "nn.functional.leaky_relu", "nan_to_num",
     "nn.functional.elu", "nn.functional.selu", "nn.functional.celu", "nn.functional.softplus",
-    "nn.functional.logsigmoid", "nn.functional.hardshrink", "nn.functional.softshrink",
+    "nn.functional.logsigmoid", "nn.functional.hardshrink", "nn.functional.softshrink", "fmax", "fmin",
+    "logaddexp", "logaddexp2",
 }
 OPS = [op for op in op_db
        if op.name in NATIVE and op.variant_test_name in ("", "no_rounding_mode", "trunc_rounding", "floor_rounding")]
@@ -39,6 +40,22 @@ def test_the_sweep_covers_every_native_family():
 
 test_opinfo_forward_matches_cpu, test_opinfo_gradients_match_cpu = opinfo_tests(
     OPS, DTYPES)
+
+
+@pytest.mark.parametrize("op", [op for op in OPS if op.name in ("logaddexp", "logaddexp2")], ids=lambda op: op.name)
+def test_complex_logaddexp_takes_the_cpus_kernel(op):
+    """Complex operands have no maximum to shift by: they take the CPU's kernel (which
+    has one for logaddexp, and for logaddexp2 its error)."""
+    for dtype in (torch.complex64, torch.complex128):
+        sample = next(iter(op.sample_inputs("cpu", dtype)))
+        try:
+            expected = op(sample.input, *sample.args, **sample.kwargs)
+        except Exception as error:  # noqa: BLE001 -- the CPU's error, checked on pto
+            with pytest.raises(type(error)):
+                op(sample.input.to("pto"), *(a.to("pto") for a in sample.args), **sample.kwargs)
+            continue
+        got = op(sample.input.to("pto"), *(a.to("pto") for a in sample.args), **sample.kwargs)
+        assert_close(got.cpu(), expected)
 
 
 @pytest.mark.parametrize("op", [op for op in OPS if op.name in ("add", "sub", "lerp")], ids=lambda op: op.name)
@@ -479,6 +496,40 @@ def test_activations_with_numbers_are_instructions_with_the_cpus_bits(dtype):
     assert pypto_torch.fallback_ops() == before
     with pytest.raises(RuntimeError, match="nan_to_num: dtype of out: Int should be same as input"):
         torch.nan_to_num(x.to("pto"), out=torch.empty(0, dtype=torch.int32, device="pto"))
+
+
+BINARY_FORMS = {
+    "fmax": torch.fmax,
+    "fmin": torch.fmin,
+    "logaddexp": torch.logaddexp,
+    "logaddexp2": torch.logaddexp2,
+    "fmax.out": lambda a, b: torch.fmax(a, b, out=torch.empty(0, dtype=a.dtype, device=a.device)),
+    "logaddexp.out": lambda a, b: torch.logaddexp(a, b, out=torch.empty(0, dtype=a.dtype, device=a.device)),
+    "logaddexp2 broadcast": lambda a, b: torch.logaddexp2(a.reshape(32, 64), b[:64]),
+}
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.bfloat16, torch.float16])
+def test_fmax_fmin_and_logaddexp_are_instructions_with_the_cpus_bits(dtype):
+    """tfmax, tfmin, tlogaddexp and tlogaddexp2 compute the CPU kernels' expressions:
+    equal bits on every pair of specials (NaN ignored by fmax/fmin, a at a tie of 0 and -0,
+    a where both are one infinity) and on random pairs, with no fallback. The CPU's
+    bfloat16 fmax and fmin alone give b at that tie: the sign of their zeros is not
+    compared there."""
+    generator = torch.Generator().manual_seed(0)
+    specials = torch.tensor([0.0, -0.0, float("nan"), float("inf"), float("-inf"), 1.0, -1.0, 100.0, -100.0, 1e-30])
+    a = torch.cat([specials.repeat_interleave(10), torch.randn(1948, generator=generator) * 5]).to(dtype)
+    b = torch.cat([specials.repeat(10), torch.randn(1948, generator=generator) * 5]).to(dtype)
+    before = pypto_torch.fallback_ops()
+    for name, form in BINARY_FORMS.items():
+        expected, got = form(a, b), form(a.to("pto"), b.to("pto")).cpu()
+        assert got.dtype == expected.dtype, name
+        assert_close(got, expected, rtol=0, atol=0, equal_nan=True, msg=name)
+        kept = ~expected.isnan()
+        if dtype == torch.bfloat16 and name.startswith(("fmax", "fmin")):
+            kept &= expected != 0
+        assert torch.equal(got[kept].signbit(), expected[kept].signbit()), name
+    assert pypto_torch.fallback_ops() == before
 
 
 def test_log_sigmoid_keeps_no_buffer_and_its_gradient_recomputes_it():

@@ -240,23 +240,6 @@ at::Tensor& hardtanhBackwardOut(const at::Tensor& grad, const at::Tensor& self, 
   return assignPointwise(grad_input, {grad, self}, hardtanhBackward(grad, self, min, max));
 }
 
-// log(exp(a) + exp(b)) as the CPU computes it: max + log1p(exp(-|a - b|)), and
-// a itself where both are the same infinity. Complex operands have no maximum: the
-// CPU's kernel takes them. Integers and bool do not promote to a float here: the
-// CPU's kernel has none of them.
-at::Tensor logaddexpOf(const at::Tensor& self, const at::Tensor& other) {
-  const at::ScalarType type = resultType(self, other);
-  if (at::isComplexType(type)) return Fallback<ATEN_OP(logaddexp)>::call(self, other);
-  TORCH_CHECK_NOT_IMPLEMENTED(at::isFloatingType(type), "\"logaddexp\" not implemented for '", c10::toString(type), "'");
-  const at::Tensor a = widened(self.to(type)), b = widened(other.to(type));
-  const at::Tensor sum = at::add(at::maximum(a, b), at::log1p(at::exp(at::neg(at::abs(at::sub(a, b))))));
-  return at::where(at::logical_and(at::isinf(a), at::eq(a, b)), a, sum).to(type);
-}
-
-at::Tensor& logaddexpOut(const at::Tensor& self, const at::Tensor& other, at::Tensor& out) {
-  return assignPointwise(out, {self, other}, logaddexpOf(self, other));
-}
-
 // self where mask, else value (0-dim, self's dtype). On a tensor whose elements
 // repeat, as the CPU: a deprecation warning, and an element takes the value if any of
 // its repeats is masked.

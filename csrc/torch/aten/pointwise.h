@@ -30,11 +30,6 @@ at::Tensor hardtanhBackward(const at::Tensor& grad, const at::Tensor& self, cons
 at::Tensor& hardtanhBackwardOut(const at::Tensor& grad, const at::Tensor& self, const at::Scalar& min,
                                 const at::Scalar& max, at::Tensor& grad_input);
 
-// log(exp(a) + exp(b)) as the CPU computes it: max + log1p(exp(-|a - b|)), and
-// a itself where both are the same infinity. Complex operands have no maximum: the
-// CPU's kernel takes them.
-at::Tensor logaddexpOf(const at::Tensor& self, const at::Tensor& other);
-at::Tensor& logaddexpOut(const at::Tensor& self, const at::Tensor& other, at::Tensor& out);
 at::Tensor& maskedFillScalar(at::Tensor& self, const at::Tensor& mask, const at::Scalar& value);
 at::Tensor& maskedFillTensor(at::Tensor& self, const at::Tensor& mask, const at::Tensor& value);
 at::Tensor leakyReluOf(const at::Tensor& self, const at::Scalar& slope);

@@ -19,8 +19,6 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("clamp_max", TORCH_FN(clampMax));
   m.impl("clamp_max.out", TORCH_FN(clampMaxOut));
   m.impl("clamp_max_", TORCH_FN(clampMaxInplace));
-  m.impl("logaddexp", TORCH_FN(logaddexpOf));
-  m.impl("logaddexp.out", TORCH_FN(logaddexpOut));
   m.impl("hardtanh", TORCH_FN(hardtanh));
   m.impl("hardtanh.out", TORCH_FN(hardtanhOut));
   m.impl("hardtanh_", TORCH_FN(hardtanhInplace));

@@ -244,6 +244,18 @@ inline C binaryOp(C a, C b, C alpha) {
     if (isNaN(b)) return b;
     return a == C(0) ? C(0) : a * roundedToStorage<Storage>(std::log(b));
   }
+  // fmax/fmin: std::fmax's NaN rule, a at a tie (0 and -0), as the CPU's kernels;
+  // logaddexp/logaddexp2 their max + log1p(exp(-|a - b|)) (log1p(exp2(...)) / ln 2 in one
+  // fused multiply-add, as torch's vector loop is compiled for FMA hosts), a itself where
+  // both are one infinity.
+  else if constexpr (op == Opcode::kFMax) return isNaN(a) ? b : isNaN(b) ? a : a < b ? b : a;
+  else if constexpr (op == Opcode::kFMin) return isNaN(a) ? b : isNaN(b) ? a : b < a ? b : a;
+  else if constexpr (op == Opcode::kLogAddExp || op == Opcode::kLogAddExp2) {
+    if (std::isinf(a) && a == b) return a;
+    const C larger = a > b ? a : b;  // a NaN makes the log1p term NaN
+    if constexpr (op == Opcode::kLogAddExp) return larger + C(std::log1p(expOf(-std::abs(a - b))));
+    else return std::fma(C(std::log1p(std::exp2(-std::abs(a - b)))), C(1.4426950408889634), larger);
+  }
   else if constexpr (op == Opcode::kReluGrad) return b <= alpha ? C(0) : a;  // alpha: the threshold; NaN passes a, as on the CPU
   else if constexpr (op == Opcode::kGeluGrad) {
     const C cdf = normalCdfOf(b);

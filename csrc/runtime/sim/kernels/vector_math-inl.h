@@ -107,7 +107,8 @@ constexpr bool hasVectorMath() {
               op == Opcode::kSigmoid ||
               op == Opcode::kSilu || op == Opcode::kGelu || op == Opcode::kGeluTanh || op == Opcode::kPow ||
               op == Opcode::kGeluGrad || op == Opcode::kGeluTanhGrad || op == Opcode::kSiluGrad ||
-              op == Opcode::kHypot || op == Opcode::kElu || op == Opcode::kSoftplus || op == Opcode::kLogSigmoid;
+              op == Opcode::kHypot || op == Opcode::kElu || op == Opcode::kSoftplus || op == Opcode::kLogSigmoid ||
+              op == Opcode::kLogAddExp || op == Opcode::kLogAddExp2;
 }
 
 // f (libm's) on every lane of `args`, taken where `lanes` holds, `result` elsewhere.
@@ -370,6 +371,17 @@ V binaryMath(D d, V a, V b) {
   } else if constexpr (op == Opcode::kSiluGrad) {
     const V s = hn::Div(one, hn::Add(one, vectorExp(d, hn::Neg(b))));
     return hn::Mul(hn::Mul(a, s), hn::Add(one, hn::Mul(b, hn::Sub(one, s))));
+  } else if constexpr (op == Opcode::kLogAddExp || op == Opcode::kLogAddExp2) {
+    // a itself where both are one infinity (the gap is NaN there); a NaN makes the sum NaN.
+    // logaddexp2's product and sum in one fused multiply-add, as torch's vector loop.
+    const V gap = hn::Neg(hn::Abs(hn::Sub(a, b)));
+    const V larger = hn::Max(a, b);
+    const V sum = op == Opcode::kLogAddExp
+                      ? hn::Add(larger, vectorLog1p(d, vectorExp(d, gap)))
+                      : hn::MulAdd(vectorLog1p(d, PTO_SLEEF_CALL(exp2, u10, d, PTO_SLEEF_RAW(gap))),
+                                   hn::Set(d, 1.4426950408889634), larger);
+    const auto same_infinity = hn::And(hn::Eq(a, b), hn::IsInf(a));
+    return hn::IfThenElse(same_infinity, a, sum);
   } else static_assert(op == Opcode::kPow, "no vector form");
 }
 
