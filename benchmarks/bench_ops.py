@@ -22,8 +22,8 @@ the aim is met (✓) or not (✗):
      (aim <= 1.0);
   9. float16 and bfloat16 softmax and sums of a 4096x4096: time vs CPU (aim <= 1.0);
  10. activations and pointwise ops with numbers (pow with a number, clamp, lerp, nan_to_num,
-     hardswish, leaky_relu, elu, softplus, log_sigmoid, the shrinks ...), fmax and logaddexp
-     on 4M float32, each one PTO instruction: time vs CPU (aim <= 1.0).
+     hardswish, leaky_relu, elu, softplus, log_sigmoid, the shrinks ...), fmax, logaddexp
+     and activation gradients on 4M float32, each one PTO instruction: time vs CPU (aim <= 1.0).
 
 Every figure is the best of several timed repetitions after warm-up. A repetition
 runs the op enough times back to back to last a few tens of milliseconds; pto
@@ -544,6 +544,9 @@ def bench_pointwise_with_numbers(b: Bench) -> None:
         ("softshrink", lambda x, y: F.softshrink(x)),
         ("fmax(x, y)", lambda x, y: torch.fmax(x, y)),
         ("logaddexp(x, y)", lambda x, y: torch.logaddexp(x, y)),
+        ("hardswish_backward(y, x)", lambda x, y: torch.ops.aten.hardswish_backward(y, x)),
+        ("leaky_relu_backward(y, x)", lambda x, y: torch.ops.aten.leaky_relu_backward(y, x, 0.01, False)),
+        ("softshrink_backward(y, x)", lambda x, y: torch.ops.aten.softshrink_backward(y, x, 0.5)),
     ]
     time_ratio_table(b, f"10. Activations and pointwise ops with numbers on 4M float32 (16 MiB), ms per op "
                         f"(best of {b.reps}), functional: each one PTO instruction", "", cases,

@@ -55,9 +55,9 @@ consteval const AtenInstruction& atenInstruction(std::string_view op, std::strin
   throw "no such row in aten_instructions.def";
 }
 
-// hardshrink's lambd as the CPU's kernel takes it for `dtype`: rounded to bfloat16 for
-// bfloat16 (the kernel converts it to the element type), else as given (float16's
-// kernel compares in float32).
+// hardshrink's lambd, and the shrinks' gradients', as the CPU's kernels take it for
+// `dtype`: rounded to bfloat16 for bfloat16 (the kernels convert it to the element
+// type), else as given (float16's kernels compare in float32).
 double hardshrinkLambd(isa::DType dtype, double lambd);
 
 }  // namespace pto::recipes

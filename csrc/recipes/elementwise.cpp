@@ -1,6 +1,7 @@
 // Elementwise recipes: each row of aten_instructions.def as its one instruction over
 // operands cast to the compute dtype and broadcast to the result's shape, and the
 // ops that are one instruction with an immediate, a variant or a few more steps.
+#include <array>
 #include <bit>
 #include <cstdint>
 #include <limits>
@@ -61,6 +62,16 @@ void addSubtract(Recipe& r, const Arguments& args, Opcode opcode, bool reversed)
 double roundedToBFloat16(double value) {
   const auto bits = std::bit_cast<uint32_t>(static_cast<float>(value));
   return std::bit_cast<float>((bits + 0x7fffu + ((bits >> 16) & 1u)) & 0xffff0000u);
+}
+
+// An activation's gradient instruction of (grad_output, self), with `immediates`;
+// `grad` names the incoming gradient as the op's schema does (hardshrink's: grad_out).
+void gradient(Recipe& r, const Arguments& args, Opcode opcode, std::array<double, isa::kMaxImmediates> immediates = {},
+              const char* grad = "grad_output") {
+  const View& out = args.result();
+  r.emit(opcode, out,
+         {r.operand(args.operand(grad), out.dtype, out.shape), r.operand(args.operand("self"), out.dtype, out.shape)},
+         immediates);
 }
 
 }  // namespace
@@ -277,6 +288,27 @@ void addElementwiseRecipes(Table& table) {
     r.emit(atenInstruction("threshold_backward").opcode, out,
            {expand(args.tensor("grad_output"), out.shape), expand(args.tensor("self"), out.shape)},
            {args.number("threshold")});
+  };
+  table["aten::hardswish_backward"] = [](Recipe& r, const Arguments& args) {
+    gradient(r, args, atenInstruction("hardswish_backward").opcode);
+  };
+  table["aten::leaky_relu_backward"] = [](Recipe& r, const Arguments& args) {
+    if (args.flag("self_is_result") && args.number("negative_slope") < 0) {
+      throw NotApplicable("the in-place form's gradient with a negative slope (the CPU's error)");
+    }
+    gradient(r, args, atenInstruction("leaky_relu_backward").opcode, {args.number("negative_slope")});
+  };
+  // Both shrinks' gradients are one instruction; hardshrink's schema names its gradient grad_out.
+  const auto shrink_gradient = [](const char* grad) {
+    return [grad](Recipe& r, const Arguments& args) {
+      gradient(r, args, atenInstruction("hardshrink_backward").opcode,
+               {hardshrinkLambd(args.result().dtype, args.number("lambd"))}, grad);
+    };
+  };
+  table["aten::hardshrink_backward"] = shrink_gradient("grad_out");
+  table["aten::softshrink_backward"] = shrink_gradient("grad_output");
+  table["aten::log_sigmoid_backward"] = [](Recipe& r, const Arguments& args) {
+    gradient(r, args, atenInstruction("log_sigmoid_backward").opcode);
   };
 }
 

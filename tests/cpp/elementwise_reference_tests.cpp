@@ -588,6 +588,34 @@ Reference referenceOf(Opcode op) {
     case Opcode::kSigmoidGrad:
       ref.real = REAL { return {A * (1 - B) * B, 0, 3, 0, std::fabs(A * (1 - B))}; };
       break;
+    // The CPU's vector loops: 1/6 a float32 constant (for float64 too), hardswish's
+    // corners -3 (0) and 3 (the gradient), a NaN x gives NaN there and 0 for the shrinks.
+    case Opcode::kHardSigmoidGrad:
+      ref.real = REAL { return {B > -3 && B < 3 ? A * Real(1.0f / 6.0f) : Real(0), 0.5}; };
+      break;
+    case Opcode::kHardSwishGrad:  // x / 3 and the sum rounded (u each, of what they are), then the product
+      ref.real = REAL {
+        if (B <= -3) return {Real(0)};
+        if (B >= 3) return {A};
+        return {A * (B / 3 + Real(0.5)), 0, 2, U * std::fabs(A * B / 3), std::fabs(A)};
+      };
+      break;
+    case Opcode::kLeakyReluGrad:
+      ref.real = REAL { return {A * (B > 0 ? Real(1) : r.immediate), 0.5}; };
+      ref.float_immediates = {0.01, 0.2, -1.5};
+      break;
+    case Opcode::kShrinkGrad:
+      ref.real = REAL { return {B < -r.immediate || B > r.immediate ? A : Real(0)}; };
+      ref.float_immediates = {0.5, 0.0, 1.5};
+      break;
+    // g (x < 0 ? 1 - q : q), q = e / (1 + e), e = exp(-|x|): e's ulp, the sum and the
+    // quotient carry 5u of q into either side, the product u; a subnormal e its ulp.
+    case Opcode::kLogSigmoidGrad:
+      ref.real = REAL {
+        const Real e = std::exp(-std::fabs(B)), q = e / (1 + e);
+        return {A * (B < 0 ? 1 - q : q), 0, 2, std::fabs(A) * (6 * U * q + r.precision.compute.ulp(0)), std::fabs(A)};
+      };
+      break;
     case Opcode::kTanhGrad:
       ref.real = REAL {
         return {A * (1 - B * B), 0, 2, U * std::fabs(A) * (B * B + std::fabs(1 - B * B)), std::max(B * B, std::fabs(A * B * B))};

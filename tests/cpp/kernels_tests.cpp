@@ -298,7 +298,7 @@ constexpr bool computedByVectorMath(Opcode op) {
     case Opcode::kAtanh: case Opcode::kLgamma: case Opcode::kSigmoid: case Opcode::kSilu: case Opcode::kGelu: case Opcode::kGeluTanh:
     case Opcode::kPow: case Opcode::kGeluGrad: case Opcode::kGeluTanhGrad: case Opcode::kSiluGrad:
     case Opcode::kHypot: case Opcode::kElu: case Opcode::kSoftplus: case Opcode::kLogSigmoid:
-    case Opcode::kLogAddExp: case Opcode::kLogAddExp2:
+    case Opcode::kLogAddExp: case Opcode::kLogAddExp2: case Opcode::kLogSigmoidGrad:
       return true;
     default:
       return false;

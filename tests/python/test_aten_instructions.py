@@ -51,6 +51,13 @@ CUSTOM_CALLS = {
     ("log_sigmoid_forward", ""): (lambda x: aten.log_sigmoid_forward(x - 1)[0], 1),
     ("hardshrink", ""): (lambda x: aten.hardshrink(x - 1, 0.25), 1),
     ("softshrink", ""): (lambda x: aten.softshrink(x - 1, 0.25), 1),
+    ("hardswish_backward", ""): (lambda grad, x: aten.hardswish_backward(grad, x * 4 - 4), 2),
+    ("leaky_relu_backward", ""): (lambda grad, x: aten.leaky_relu_backward(grad, x - 1, 0.2, False), 2),
+    ("hardshrink_backward", ""): (lambda grad, x: aten.hardshrink_backward(grad, x - 1, 0.25), 2),
+    ("softshrink_backward", ""): (lambda grad, x: aten.softshrink_backward(grad, x - 1, 0.25), 2),
+    # The forward's buffer: empty on pto, exp(-|x|) on the CPU, whose kernel reads it.
+    ("log_sigmoid_backward", ""): (lambda grad, x: aten.log_sigmoid_backward(grad, x - 1,
+                                                                             aten.log_sigmoid_forward(x - 1)[1]), 2),
 }
 
 

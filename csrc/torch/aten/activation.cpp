@@ -50,6 +50,34 @@ Result hardshrinkOp(const at::Tensor& self, const at::Scalar& lambd, const at::T
   return activationOp(atenInstruction("hardshrink"), self, out, {l});
 }
 
+// `row`'s gradient instruction of (grad, self) into `out` (a new tensor where
+// undefined), the activation's number its immediate; undefined where pto has no kernel
+// for the dtype.
+Result gradientOp(const AtenInstruction& row, const at::Tensor& grad, const at::Tensor& self, const at::Tensor& out,
+                  double immediate = 0.0) {
+  return binaryOp(row.opcode, row.promotion, grad, self, out, immediate);
+}
+
+// Both shrinks' gradient: grad where |x| > lambd (bfloat16's lambd rounded to bfloat16).
+Result shrinkBackwardOp(const at::Tensor& grad, const at::Tensor& self, const at::Scalar& lambd,
+                        const at::Tensor& out) {
+  const std::optional<isa::DType> dtype = ptoDType(at::result_type(grad, self));
+  const double l = dtype ? recipes::hardshrinkLambd(*dtype, lambd.toDouble()) : lambd.toDouble();
+  return gradientOp(atenInstruction("hardshrink_backward"), grad, self, out, l);
+}
+
+// From the result (in-place leaky_relu_), the CPU's check: the result alone no longer
+// tells the input's sign when the slope is negative.
+Result leakyReluBackwardOp(const at::Tensor& grad, const at::Tensor& self, const at::Scalar& slope,
+                           bool self_is_result, const at::Tensor& out) {
+  TORCH_CHECK(!self_is_result || slope.toDouble() >= 0.0,
+              "In-place leakyReLu backward calculation is triggered with a negative slope which is not supported. "
+              "This is caused by calling in-place forward function with a negative slope, please call out-of-place "
+              "version instead. File an issue at https://github.com/pytorch/pytorch if you do require supporting "
+              "in-place leakRelu backward calculation with negative slope");
+  return gradientOp(atenInstruction("leaky_relu_backward"), grad, self, out, slope.toDouble());
+}
+
 }  // namespace
 
 at::Tensor eluOf(const at::Tensor& self, const at::Scalar& alpha, const at::Scalar& scale,
@@ -102,19 +130,19 @@ std::tuple<at::Tensor&, at::Tensor&> logSigmoidForwardOut(const at::Tensor& self
   return {output, buffer};
 }
 
-// grad * (x < 0 ? 1 - z / (1 + z) : z / (1 + z)), z = exp(-|x|) recomputed (the
-// buffer may be empty), in float32 for float16/bfloat16, as CUDA's kernel.
-at::Tensor logSigmoidBackward(const at::Tensor& grad, const at::Tensor& self, const at::Tensor& /*buffer*/) {
-  const at::Tensor x = widened(self);
-  const at::Tensor z = at::exp(at::neg(at::abs(x)));
-  const at::Tensor share = at::div(z, at::add(z, 1));
-  const at::Tensor slope = at::where(at::lt(x, 0), at::rsub(share, 1), share);
-  return at::mul(widened(grad), slope).to(at::result_type(grad, self));
+// exp(-|x|) recomputed by the instruction: the buffer may be empty (pto's forward
+// keeps none), and is then unread.
+at::Tensor logSigmoidBackward(const at::Tensor& grad, const at::Tensor& self, const at::Tensor& buffer) {
+  at::Tensor r = *gradientOp(atenInstruction("log_sigmoid_backward"), grad, self, {});
+  return r.defined() ? r : Fallback<ATEN_OP(log_sigmoid_backward)>::call(grad, self, buffer);
 }
 
 at::Tensor& logSigmoidBackwardOut(const at::Tensor& grad, const at::Tensor& self, const at::Tensor& buffer,
                                   at::Tensor& grad_input) {
-  return assignPointwise(grad_input, {grad, self}, logSigmoidBackward(grad, self, buffer));
+  if (!gradientOp(atenInstruction("log_sigmoid_backward"), grad, self, grad_input)->defined()) {
+    Fallback<ATEN_OP2(log_sigmoid_backward, grad_input)>::call(grad, self, buffer, grad_input);
+  }
+  return grad_input;
 }
 
 // From the input, or (is_result) from the output y, as the CPU kernel takes it.
@@ -139,24 +167,30 @@ at::Tensor& eluBackwardOut(const at::Tensor& grad, const at::Scalar& alpha, cons
   return assignPointwise(grad_input, {grad, self_or_result}, eluBackward(grad, alpha, scale, input_scale, is_result, self_or_result));
 }
 
-// hardsigmoid and hardswish are instructions (thardsigmoid, thardswish); their
-// gradients are compositions.
-at::Tensor hardsigmoidBackward(const at::Tensor& grad, const at::Tensor& self) {
-  const at::Tensor x = widened(self);
-  const at::Tensor inside = at::logical_and(at::gt(x, -3), at::lt(x, 3));
-  return at::where(inside, at::div(widened(grad), 6), at::zeros({}, x.options())).to(grad.scalar_type());
-}
-
-at::Tensor& hardsigmoidBackwardOut(const at::Tensor& grad, const at::Tensor& self, at::Tensor& grad_input) {
-  return assignPointwise(grad_input, {grad, self}, hardsigmoidBackward(grad, self));
-}
-
 at::Tensor hardswishBackward(const at::Tensor& grad, const at::Tensor& self) {
-  const at::Tensor x = widened(self), g = widened(grad);
-  const at::Tensor middle = at::mul(g, at::div(x, 3).add_(0.5));
-  // The CPU's one-sided corners: 0 at -3, the incoming gradient at 3.
-  const at::Tensor result = at::where(at::le(x, -3), at::zeros({}, x.options()), at::where(at::lt(x, 3), middle, g));
-  return result.to(grad.scalar_type());
+  at::Tensor r = *gradientOp(atenInstruction("hardswish_backward"), grad, self, {});
+  return r.defined() ? r : Fallback<ATEN_OP(hardswish_backward)>::call(grad, self);
+}
+
+at::Tensor& hardswishBackwardOut(const at::Tensor& grad, const at::Tensor& self, at::Tensor& out) {
+  if (!gradientOp(atenInstruction("hardswish_backward"), grad, self, out)->defined()) {
+    Fallback<ATEN_OP2(hardswish_backward, out)>::call(grad, self, out);
+  }
+  return out;
+}
+
+at::Tensor leakyReluBackward(const at::Tensor& grad, const at::Tensor& self, const at::Scalar& slope,
+                             bool self_is_result) {
+  at::Tensor r = *leakyReluBackwardOp(grad, self, slope, self_is_result, {});
+  return r.defined() ? r : Fallback<ATEN_OP(leaky_relu_backward)>::call(grad, self, slope, self_is_result);
+}
+
+at::Tensor& leakyReluBackwardOut(const at::Tensor& grad, const at::Tensor& self, const at::Scalar& slope,
+                                 bool self_is_result, at::Tensor& grad_input) {
+  if (!leakyReluBackwardOp(grad, self, slope, self_is_result, grad_input)->defined()) {
+    Fallback<ATEN_OP2(leaky_relu_backward, grad_input)>::call(grad, self, slope, self_is_result, grad_input);
+  }
+  return grad_input;
 }
 
 // x * tanh(log1p(exp(x)))
@@ -265,14 +299,29 @@ at::Tensor& hardshrinkOut(const at::Tensor& self, const at::Scalar& lambd, at::T
 }
 
 at::Tensor softshrinkBackward(const at::Tensor& grad, const at::Tensor& self, const at::Scalar& lambd) {
-  const double l = lambd.toDouble();
-  const at::Tensor inside = at::logical_and(at::ge(self, -l), at::le(self, l));
-  return at::where(inside, at::zeros({}, grad.options()), grad);
+  at::Tensor r = *shrinkBackwardOp(grad, self, lambd, {});
+  return r.defined() ? r : Fallback<ATEN_OP(softshrink_backward)>::call(grad, self, lambd);
 }
 
 at::Tensor& softshrinkBackwardOut(const at::Tensor& grad, const at::Tensor& self, const at::Scalar& lambd,
                                   at::Tensor& grad_input) {
-  return assignPointwise(grad_input, {grad, self}, softshrinkBackward(grad, self, lambd));
+  if (!shrinkBackwardOp(grad, self, lambd, grad_input)->defined()) {
+    Fallback<ATEN_OP2(softshrink_backward, grad_input)>::call(grad, self, lambd, grad_input);
+  }
+  return grad_input;
+}
+
+at::Tensor hardshrinkBackward(const at::Tensor& grad, const at::Tensor& self, const at::Scalar& lambd) {
+  at::Tensor r = *shrinkBackwardOp(grad, self, lambd, {});
+  return r.defined() ? r : Fallback<ATEN_OP(hardshrink_backward)>::call(grad, self, lambd);
+}
+
+at::Tensor& hardshrinkBackwardOut(const at::Tensor& grad, const at::Tensor& self, const at::Scalar& lambd,
+                                  at::Tensor& grad_input) {
+  if (!shrinkBackwardOp(grad, self, lambd, grad_input)->defined()) {
+    Fallback<ATEN_OP2(hardshrink_backward, grad_input)>::call(grad, self, lambd, grad_input);
+  }
+  return grad_input;
 }
 
 at::Tensor thresholdOf(const at::Tensor& self, const at::Scalar& threshold, const at::Scalar& value) {

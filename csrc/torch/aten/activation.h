@@ -49,12 +49,14 @@ at::Tensor& eluBackwardOut(const at::Tensor& grad, const at::Scalar& alpha, cons
                            const at::Scalar& input_scale, bool is_result, const at::Tensor& self_or_result,
                            at::Tensor& grad_input);
 
-// The gradients of min(max(x + 3, 0), 6) / 6 and x min(max(x + 3, 0), 6) / 6 (the
-// forward ops are instructions: aten_instructions.def).
-at::Tensor hardsigmoidBackward(const at::Tensor& grad, const at::Tensor& self);
-at::Tensor& hardsigmoidBackwardOut(const at::Tensor& grad, const at::Tensor& self, at::Tensor& grad_input);
-
+// The gradients of x min(max(x + 3, 0), 6) / 6 and of leaky_relu, instructions
+// (hardsigmoid's is a row of aten_instructions.def).
 at::Tensor hardswishBackward(const at::Tensor& grad, const at::Tensor& self);
+at::Tensor& hardswishBackwardOut(const at::Tensor& grad, const at::Tensor& self, at::Tensor& out);
+at::Tensor leakyReluBackward(const at::Tensor& grad, const at::Tensor& self, const at::Scalar& slope,
+                             bool self_is_result);
+at::Tensor& leakyReluBackwardOut(const at::Tensor& grad, const at::Tensor& self, const at::Scalar& slope,
+                                 bool self_is_result, at::Tensor& grad_input);
 
 // x * tanh(log1p(exp(x)))
 at::Tensor mishOf(const at::Tensor& x);
@@ -94,6 +96,9 @@ at::Tensor softshrinkOf(const at::Tensor& self, const at::Scalar& lambd);
 at::Tensor& softshrinkOut(const at::Tensor& self, const at::Scalar& lambd, at::Tensor& out);
 at::Tensor softshrinkBackward(const at::Tensor& grad, const at::Tensor& self, const at::Scalar& lambd);
 at::Tensor& softshrinkBackwardOut(const at::Tensor& grad, const at::Tensor& self, const at::Scalar& lambd,
+                                  at::Tensor& grad_input);
+at::Tensor hardshrinkBackward(const at::Tensor& grad, const at::Tensor& self, const at::Scalar& lambd);
+at::Tensor& hardshrinkBackwardOut(const at::Tensor& grad, const at::Tensor& self, const at::Scalar& lambd,
                                   at::Tensor& grad_input);
 
 }  // namespace pto::torch_glue

@@ -22,9 +22,10 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("hardshrink", TORCH_FN(hardshrinkOf));
   m.impl("hardshrink.out", TORCH_FN(hardshrinkOut));
   m.impl("elu_backward.grad_input", TORCH_FN(eluBackwardOut));
-  m.impl("hardsigmoid_backward", TORCH_FN(hardsigmoidBackward));
-  m.impl("hardsigmoid_backward.grad_input", TORCH_FN(hardsigmoidBackwardOut));
   m.impl("hardswish_backward", TORCH_FN(hardswishBackward));
+  m.impl("hardswish_backward.out", TORCH_FN(hardswishBackwardOut));
+  m.impl("leaky_relu_backward", TORCH_FN(leakyReluBackward));
+  m.impl("leaky_relu_backward.grad_input", TORCH_FN(leakyReluBackwardOut));
   using Mish = Activation<mishOf>;
   m.impl("mish", TORCH_FN(Mish::functional));
   m.impl("mish_", TORCH_FN(Mish::inplace));
@@ -45,6 +46,8 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("softshrink.out", TORCH_FN(softshrinkOut));
   m.impl("softshrink_backward", TORCH_FN(softshrinkBackward));
   m.impl("softshrink_backward.grad_input", TORCH_FN(softshrinkBackwardOut));
+  m.impl("hardshrink_backward", TORCH_FN(hardshrinkBackward));
+  m.impl("hardshrink_backward.grad_input", TORCH_FN(hardshrinkBackwardOut));
 }
 
 }  // namespace pto::torch_glue

@@ -256,7 +256,17 @@ inline C binaryOp(C a, C b, C alpha) {
     if constexpr (op == Opcode::kLogAddExp) return larger + C(std::log1p(expOf(-std::abs(a - b))));
     else return std::fma(C(std::log1p(std::exp2(-std::abs(a - b)))), C(1.4426950408889634), larger);
   }
-  else if constexpr (op == Opcode::kReluGrad) return b <= alpha ? C(0) : a;  // alpha: the threshold; NaN passes a, as on the CPU
+  else if constexpr (op == Opcode::kReluGrad) return b <= alpha ? C(0) : a;
+  // The CPU's vector loops (its scalar ones, for a row's last few elements, differ at a
+  // NaN x and, for hardswish, at -3 and 3): alpha is the slope or lambd.
+  else if constexpr (op == Opcode::kHardSigmoidGrad) return b > C(-3) && b < C(3) ? a * C(1.0f / 6.0f) : C(0);
+  else if constexpr (op == Opcode::kHardSwishGrad) return b <= C(-3) ? C(0) : b >= C(3) ? a : a * (b / C(3) + C(0.5));
+  else if constexpr (op == Opcode::kLeakyReluGrad) return a * (b > C(0) ? C(1) : alpha);
+  else if constexpr (op == Opcode::kShrinkGrad) return b < -alpha || b > alpha ? a : C(0);
+  else if constexpr (op == Opcode::kLogSigmoidGrad) {
+    const C e = expOf(-std::abs(b)), share = e / (C(1) + e);
+    return (b < C(0) ? C(1) - share : share) * a;
+  }  // alpha: the threshold; NaN passes a, as on the CPU
   else if constexpr (op == Opcode::kGeluGrad) {
     const C cdf = normalCdfOf(b);
     const C pdf = expOf(C(-0.5) * b * b) * C(0.39894228040143267794);

@@ -108,7 +108,7 @@ constexpr bool hasVectorMath() {
               op == Opcode::kSilu || op == Opcode::kGelu || op == Opcode::kGeluTanh || op == Opcode::kPow ||
               op == Opcode::kGeluGrad || op == Opcode::kGeluTanhGrad || op == Opcode::kSiluGrad ||
               op == Opcode::kHypot || op == Opcode::kElu || op == Opcode::kSoftplus || op == Opcode::kLogSigmoid ||
-              op == Opcode::kLogAddExp || op == Opcode::kLogAddExp2;
+              op == Opcode::kLogAddExp || op == Opcode::kLogAddExp2 || op == Opcode::kLogSigmoidGrad;
 }
 
 // f (libm's) on every lane of `args`, taken where `lanes` holds, `result` elsewhere.
@@ -371,6 +371,9 @@ V binaryMath(D d, V a, V b) {
   } else if constexpr (op == Opcode::kSiluGrad) {
     const V s = hn::Div(one, hn::Add(one, vectorExp(d, hn::Neg(b))));
     return hn::Mul(hn::Mul(a, s), hn::Add(one, hn::Mul(b, hn::Sub(one, s))));
+  } else if constexpr (op == Opcode::kLogSigmoidGrad) {
+    const V e = vectorExp(d, hn::Neg(hn::Abs(b))), share = hn::Div(e, hn::Add(one, e));
+    return hn::Mul(hn::IfThenElse(hn::Lt(b, hn::Zero(d)), hn::Sub(one, share), share), a);
   } else if constexpr (op == Opcode::kLogAddExp || op == Opcode::kLogAddExp2) {
     // a itself where both are one infinity (the gap is NaN there); a NaN makes the sum NaN.
     // logaddexp2's product and sum in one fused multiply-add, as torch's vector loop.
