@@ -64,6 +64,13 @@ double roundedToBFloat16(double value) {
   return std::bit_cast<float>((bits + 0x7fffu + ((bits >> 16) & 1u)) & 0xffff0000u);
 }
 
+// `opcode` of self, cast to the result's dtype and broadcast to its shape, the op's
+// numbers its immediates (leaky_relu's slope, elu's alpha, scale and input_scale ...).
+void unaryWithNumbers(Recipe& r, const Arguments& args, Opcode opcode, std::array<double, isa::kMaxImmediates> immediates) {
+  const View& out = args.result();
+  r.emit(opcode, out, {r.operand(args.operand("self"), out.dtype, out.shape)}, immediates);
+}
+
 // An activation's gradient instruction of (grad_output, self), with `immediates`;
 // `grad` names the incoming gradient as the op's schema does (hardshrink's: grad_out).
 void gradient(Recipe& r, const Arguments& args, Opcode opcode, std::array<double, isa::kMaxImmediates> immediates = {},
@@ -199,29 +206,22 @@ void addElementwiseRecipes(Table& table) {
            {args.number("weight")});
   };
   table["aten::leaky_relu"] = [](Recipe& r, const Arguments& args) {
-    const View& out = args.result();
-    r.emit(atenInstruction("leaky_relu").opcode, out, {r.operand(args.operand("self"), out.dtype, out.shape)},
-           {args.number("negative_slope", 0.01)});
+    unaryWithNumbers(r, args, atenInstruction("leaky_relu").opcode, {args.number("negative_slope", 0.01)});
   };
   table["aten::elu"] = [](Recipe& r, const Arguments& args) {
-    const View& out = args.result();
-    r.emit(atenInstruction("elu").opcode, out, {r.operand(args.operand("self"), out.dtype, out.shape)},
-           {args.number("alpha", 1.0), args.number("scale", 1.0), args.number("input_scale", 1.0)});
+    unaryWithNumbers(r, args, atenInstruction("elu").opcode,
+                     {args.number("alpha", 1.0), args.number("scale", 1.0), args.number("input_scale", 1.0)});
   };
   table["aten::softplus"] = [](Recipe& r, const Arguments& args) {
-    const View& out = args.result();
-    r.emit(atenInstruction("softplus").opcode, out, {r.operand(args.operand("self"), out.dtype, out.shape)},
-           {args.number("beta", 1.0), args.number("threshold", 20.0)});
+    unaryWithNumbers(r, args, atenInstruction("softplus").opcode,
+                     {args.number("beta", 1.0), args.number("threshold", 20.0)});
   };
   table["aten::hardshrink"] = [](Recipe& r, const Arguments& args) {
-    const View& out = args.result();
-    r.emit(atenInstruction("hardshrink").opcode, out, {r.operand(args.operand("self"), out.dtype, out.shape)},
-           {hardshrinkLambd(out.dtype, args.number("lambd", 0.5))});
+    unaryWithNumbers(r, args, atenInstruction("hardshrink").opcode,
+                     {hardshrinkLambd(args.result().dtype, args.number("lambd", 0.5))});
   };
   table["aten::softshrink"] = [](Recipe& r, const Arguments& args) {
-    const View& out = args.result();
-    r.emit(atenInstruction("softshrink").opcode, out, {r.operand(args.operand("self"), out.dtype, out.shape)},
-           {args.number("lambd", 0.5)});
+    unaryWithNumbers(r, args, atenInstruction("softshrink").opcode, {args.number("lambd", 0.5)});
   };
   // The output, and where the graph holds one (the meta kernel's, as the CPU's) the
   // buffer exp(-|x|) that torch's decomposition of the backward then reads.
@@ -236,10 +236,9 @@ void addElementwiseRecipes(Table& table) {
     r.emit(atenInstruction("exp").opcode, buffer, {negated});
   };
   table["aten::nan_to_num"] = [](Recipe& r, const Arguments& args) {
-    const View& out = args.result();
-    const double largest = largestFinite(out.dtype);
-    r.emit(atenInstruction("nan_to_num").opcode, out, {r.operand(args.operand("self"), out.dtype, out.shape)},
-           {args.number("nan", 0.0), args.number("posinf", largest), args.number("neginf", -largest)});
+    const double largest = largestFinite(args.result().dtype);
+    unaryWithNumbers(r, args, atenInstruction("nan_to_num").opcode,
+                     {args.number("nan", 0.0), args.number("posinf", largest), args.number("neginf", -largest)});
   };
   // The logical ops are the bitwise ones on truth values: their bool result casts the
   // operands to bool first, as the eager composites compute them.

@@ -42,12 +42,16 @@ Result softshrinkOp(const at::Tensor& self, const at::Scalar& lambd, const at::T
   return activationOp(atenInstruction("softshrink"), self, out, {l});
 }
 
-// hardshrink: 0 where |x| <= lambd (bfloat16's lambd rounded to bfloat16 first, as the
-// CPU converts it: recipes::hardshrinkLambd), x elsewhere.
+// lambd as hardshrink and the shrinks' gradients take it for `type`
+// (recipes::hardshrinkLambd: bfloat16's rounded to bfloat16).
+double shrinkLambd(at::ScalarType type, const at::Scalar& lambd) {
+  const std::optional<isa::DType> dtype = ptoDType(type);
+  return dtype ? recipes::hardshrinkLambd(*dtype, lambd.toDouble()) : lambd.toDouble();
+}
+
+// hardshrink: 0 where |x| <= lambd, x elsewhere.
 Result hardshrinkOp(const at::Tensor& self, const at::Scalar& lambd, const at::Tensor& out) {
-  const std::optional<isa::DType> dtype = ptoDType(self.scalar_type());
-  const double l = dtype ? recipes::hardshrinkLambd(*dtype, lambd.toDouble()) : lambd.toDouble();
-  return activationOp(atenInstruction("hardshrink"), self, out, {l});
+  return activationOp(atenInstruction("hardshrink"), self, out, {shrinkLambd(self.scalar_type(), lambd)});
 }
 
 // `row`'s gradient instruction of (grad, self) into `out` (a new tensor where
@@ -58,12 +62,11 @@ Result gradientOp(const AtenInstruction& row, const at::Tensor& grad, const at::
   return binaryOp(row.opcode, row.promotion, grad, self, out, immediate);
 }
 
-// Both shrinks' gradient: grad where |x| > lambd (bfloat16's lambd rounded to bfloat16).
+// Both shrinks' gradient: grad where |x| > lambd.
 Result shrinkBackwardOp(const at::Tensor& grad, const at::Tensor& self, const at::Scalar& lambd,
                         const at::Tensor& out) {
-  const std::optional<isa::DType> dtype = ptoDType(at::result_type(grad, self));
-  const double l = dtype ? recipes::hardshrinkLambd(*dtype, lambd.toDouble()) : lambd.toDouble();
-  return gradientOp(atenInstruction("hardshrink_backward"), grad, self, out, l);
+  return gradientOp(atenInstruction("hardshrink_backward"), grad, self, out,
+                    shrinkLambd(at::result_type(grad, self), lambd));
 }
 
 // From the result (in-place leaky_relu_), the CPU's check: the result alone no longer
@@ -276,7 +279,6 @@ at::Tensor& logitBackwardOut(const at::Tensor& grad, const at::Tensor& self, std
                              at::Tensor& grad_input) {
   return assignPointwise(grad_input, {grad, self}, logitBackward(grad, self, eps));
 }
-
 
 at::Tensor softshrinkOf(const at::Tensor& self, const at::Scalar& lambd) {
   at::Tensor r = *softshrinkOp(self, lambd, {});

@@ -1,8 +1,9 @@
 // Activations pto runs as one native instruction with the activation's numbers for
 // immediates (elu, and selu and celu through it, softplus, log_sigmoid, hardshrink,
-// softshrink) or as short sequences of them (hardsigmoid's and hardswish's gradients,
-// mish, glu, prelu, logit, threshold), forward and backward, with the formulas of
-// PyTorch's CPU kernels. float16/bfloat16 compute in float32 and round once.
+// softshrink, and the gradients of hardswish, leaky_relu, log_sigmoid and the shrinks)
+// or as short sequences of them (elu's gradient, mish, glu, prelu, logit, threshold),
+// with the formulas of PyTorch's CPU kernels. float16/bfloat16 compute in float32 and
+// round once.
 #pragma once
 
 #include <ATen/ATen.h>

@@ -204,6 +204,9 @@ inline C divisionOp(C a, C b) {
   }
 }
 
+// log2(e) = 1 / ln 2, logaddexp2's factor: torch's inv_log_2.
+constexpr double kLog2E = 1.4426950408889634;
+
 template <Opcode op, typename C, typename Storage = C>
 inline C binaryOp(C a, C b, C alpha) {
   if constexpr (op == Opcode::kAdd || op == Opcode::kSub) {
@@ -254,9 +257,9 @@ inline C binaryOp(C a, C b, C alpha) {
     if (std::isinf(a) && a == b) return a;
     const C larger = a > b ? a : b;  // a NaN makes the log1p term NaN
     if constexpr (op == Opcode::kLogAddExp) return larger + C(std::log1p(expOf(-std::abs(a - b))));
-    else return std::fma(C(std::log1p(std::exp2(-std::abs(a - b)))), C(1.4426950408889634), larger);
+    else return std::fma(C(std::log1p(std::exp2(-std::abs(a - b)))), C(kLog2E), larger);
   }
-  else if constexpr (op == Opcode::kReluGrad) return b <= alpha ? C(0) : a;
+  else if constexpr (op == Opcode::kReluGrad) return b <= alpha ? C(0) : a;  // alpha: the threshold; NaN passes a, as on the CPU
   // The CPU's vector loops (its scalar ones, for a row's last few elements, differ at a
   // NaN x and, for hardswish, at -3 and 3): alpha is the slope or lambd.
   else if constexpr (op == Opcode::kHardSigmoidGrad) return b > C(-3) && b < C(3) ? a * C(1.0f / 6.0f) : C(0);
@@ -266,7 +269,7 @@ inline C binaryOp(C a, C b, C alpha) {
   else if constexpr (op == Opcode::kLogSigmoidGrad) {
     const C e = expOf(-std::abs(b)), share = e / (C(1) + e);
     return (b < C(0) ? C(1) - share : share) * a;
-  }  // alpha: the threshold; NaN passes a, as on the CPU
+  }
   else if constexpr (op == Opcode::kGeluGrad) {
     const C cdf = normalCdfOf(b);
     const C pdf = expOf(C(-0.5) * b * b) * C(0.39894228040143267794);

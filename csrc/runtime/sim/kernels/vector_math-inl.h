@@ -382,7 +382,7 @@ V binaryMath(D d, V a, V b) {
     const V sum = op == Opcode::kLogAddExp
                       ? hn::Add(larger, vectorLog1p(d, vectorExp(d, gap)))
                       : hn::MulAdd(vectorLog1p(d, PTO_SLEEF_CALL(exp2, u10, d, PTO_SLEEF_RAW(gap))),
-                                   hn::Set(d, 1.4426950408889634), larger);
+                                   hn::Set(d, kLog2E), larger);
     const auto same_infinity = hn::And(hn::Eq(a, b), hn::IsInf(a));
     return hn::IfThenElse(same_infinity, a, sum);
   } else static_assert(op == Opcode::kPow, "no vector form");
