@@ -547,6 +547,9 @@ def bench_pointwise_with_numbers(b: Bench) -> None:
         ("hardswish_backward(y, x)", lambda x, y: torch.ops.aten.hardswish_backward(y, x)),
         ("leaky_relu_backward(y, x)", lambda x, y: torch.ops.aten.leaky_relu_backward(y, x, 0.01, False)),
         ("softshrink_backward(y, x)", lambda x, y: torch.ops.aten.softshrink_backward(y, x, 0.5)),
+        ("elu_backward(y, x)", lambda x, y: torch.ops.aten.elu_backward(y, 1.0, 1.0, 1.0, False, x)),
+        ("softplus_backward(y, x)", lambda x, y: torch.ops.aten.softplus_backward(y, x, 1.0, 20.0)),
+        ("hardtanh_backward(y, x)", lambda x, y: torch.ops.aten.hardtanh_backward(y, x, -1.0, 1.0)),
     ]
     time_ratio_table(b, f"10. Activations and pointwise ops with numbers on 4M float32 (16 MiB), ms per op "
                         f"(best of {b.reps}), functional: each one PTO instruction", "", cases,

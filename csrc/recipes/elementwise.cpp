@@ -72,12 +72,13 @@ void unaryWithNumbers(Recipe& r, const Arguments& args, Opcode opcode, std::arra
 }
 
 // An activation's gradient instruction of (grad_output, self), with `immediates`;
-// `grad` names the incoming gradient as the op's schema does (hardshrink's: grad_out).
+// `grad` and `input` name the operands as the op's schema does (hardshrink's gradient
+// is grad_out, elu's input self_or_result).
 void gradient(Recipe& r, const Arguments& args, Opcode opcode, std::array<double, isa::kMaxImmediates> immediates = {},
-              const char* grad = "grad_output") {
+              const char* grad = "grad_output", const char* input = "self") {
   const View& out = args.result();
   r.emit(opcode, out,
-         {r.operand(args.operand(grad), out.dtype, out.shape), r.operand(args.operand("self"), out.dtype, out.shape)},
+         {r.operand(args.operand(grad), out.dtype, out.shape), r.operand(args.operand(input), out.dtype, out.shape)},
          immediates);
 }
 
@@ -308,6 +309,21 @@ void addElementwiseRecipes(Table& table) {
   table["aten::softshrink_backward"] = shrink_gradient("grad_output");
   table["aten::log_sigmoid_backward"] = [](Recipe& r, const Arguments& args) {
     gradient(r, args, atenInstruction("log_sigmoid_backward").opcode);
+  };
+  table["aten::elu_backward"] = [](Recipe& r, const Arguments& args) {
+    const bool is_result = args.flag("is_result");
+    if (is_result && args.number("alpha") < 0) {
+      throw NotApplicable("the in-place form's gradient with a negative alpha (the CPU's error)");
+    }
+    gradient(r, args, atenInstruction("elu_backward").opcode,
+             {args.number("alpha"), args.number("scale"), args.number("input_scale"), is_result ? 1.0 : 0.0},
+             "grad_output", "self_or_result");
+  };
+  table["aten::softplus_backward"] = [](Recipe& r, const Arguments& args) {
+    gradient(r, args, atenInstruction("softplus_backward").opcode, {args.number("beta"), args.number("threshold")});
+  };
+  table["aten::hardtanh_backward"] = [](Recipe& r, const Arguments& args) {
+    gradient(r, args, atenInstruction("hardtanh_backward").opcode, {args.number("min_val"), args.number("max_val")});
   };
 }
 

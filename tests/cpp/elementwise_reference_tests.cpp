@@ -133,7 +133,7 @@ struct RealArgs {
   Real in[3];
   Real immediate;
   Precision precision;
-  Real later[2] = {};  // the immediates after the first (Reference::later_immediates)
+  Real later[3] = {};  // the immediates after the first (Reference::later_immediates)
 };
 
 struct IntArgs {
@@ -615,6 +615,41 @@ Reference referenceOf(Opcode op) {
         const Real e = std::exp(-std::fabs(B)), q = e / (1 + e);
         return {A * (B < 0 ? 1 - q : q), 0, 2, std::fabs(A) * (6 * U * q + r.precision.compute.ulp(0)), std::fabs(A)};
       };
+      break;
+    // From x (is_result 0; the from-y form is bare arithmetic, compared with the CPU's bits
+    // in test_elementwise.py): ((g input_scale) c) exp(z), c = alpha scale rounded,
+    // z = x input_scale: three rounded products (u each), exp's ulp (2u), z's rounding
+    // (|z| u of exp); a subnormal exp its absolute ulp times the factors before it.
+    case Opcode::kEluGrad:
+      ref.real = REAL {
+        const Real scale = r.later[0], input_scale = r.later[1];
+        if (B > 0) return {A * scale, 0.5, 0, 0, std::fabs(A * scale)};
+        const Real coefficient = r.precision.compute.round(r.immediate * scale), z = B * input_scale;
+        const Real factor = std::fabs(A * input_scale * coefficient);
+        return {A * input_scale * coefficient * std::exp(z), 0, 5 + std::fabs(z),
+                (factor + 1) * r.precision.compute.ulp(0), std::max(std::fabs(A * input_scale), factor)};
+      };
+      ref.float_immediates = {1.0, 1.6732632423543772, -0.5};
+      ref.later_immediates = {1.0507009873554805, 0.5, 0.0};
+      break;
+    // g e / (e + 1), e = exp(z), z = beta x as rounded (the branch reads it): z's rounding
+    // and exp's ulp carry (|z| + 2) u into e, at most that into e + 1, the product, sum and
+    // quotient u each; a subnormal e its absolute ulp through the product.
+    case Opcode::kSoftplusGrad:
+      ref.real = REAL {
+        const Real z = r.precision.compute.round(B * r.immediate);
+        if (z > r.later[0]) return {A};
+        const Real e = std::exp(z);
+        return {A * e / (e + 1), 0, 7 + 2 * std::fabs(z), (std::fabs(A) + 1) * r.precision.compute.ulp(0),
+                std::fabs(A * e)};
+      };
+      ref.float_immediates = {1.0, 2.0, -0.5};
+      ref.later_immediates = {2.0};
+      break;
+    case Opcode::kHardtanhGrad:  // exact; a NaN x gives 0, as the CPU's vector loop
+      ref.real = REAL { return {B > r.immediate && B < r.later[0] ? A : Real(0)}; };
+      ref.float_immediates = {-1.0, 0.0, 0.5};
+      ref.later_immediates = {1.0};
       break;
     case Opcode::kTanhGrad:
       ref.real = REAL {

@@ -298,7 +298,8 @@ constexpr bool computedByVectorMath(Opcode op) {
     case Opcode::kAtanh: case Opcode::kLgamma: case Opcode::kSigmoid: case Opcode::kSilu: case Opcode::kGelu: case Opcode::kGeluTanh:
     case Opcode::kPow: case Opcode::kGeluGrad: case Opcode::kGeluTanhGrad: case Opcode::kSiluGrad:
     case Opcode::kHypot: case Opcode::kElu: case Opcode::kSoftplus: case Opcode::kLogSigmoid:
-    case Opcode::kLogAddExp: case Opcode::kLogAddExp2: case Opcode::kLogSigmoidGrad:
+    case Opcode::kLogAddExp: case Opcode::kLogAddExp2: case Opcode::kLogSigmoidGrad: case Opcode::kEluGrad:
+    case Opcode::kSoftplusGrad:
       return true;
     default:
       return false;
@@ -493,7 +494,9 @@ Harness binaryHarness(double alpha) {
       }
       alpha = C(1);
     }
-    refStore<T>(p[0], kernels::binaryOp<op, C, T>(refLoad<T>(p[1]), b, alpha));
+    kernels::Immediates<C> immediates{};
+    immediates[0] = alpha;
+    refStore<T>(p[0], kernels::binaryOp<op, C, T>(refLoad<T>(p[1]), b, immediates));
   };
   setMathOutputType<op, T>(h);
   h.label = std::string(isa::info(op).name) + " " + typeName<T>() + (has_alpha ? " alpha=" + std::to_string(alpha) : "");

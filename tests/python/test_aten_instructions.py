@@ -58,6 +58,9 @@ CUSTOM_CALLS = {
     # The forward's buffer: empty on pto, exp(-|x|) on the CPU, whose kernel reads it.
     ("log_sigmoid_backward", ""): (lambda grad, x: aten.log_sigmoid_backward(grad, x - 1,
                                                                              aten.log_sigmoid_forward(x - 1)[1]), 2),
+    ("elu_backward", ""): (lambda grad, x: aten.elu_backward(grad, 1.5, 1.2, 0.5, False, x - 1), 2),
+    ("softplus_backward", ""): (lambda grad, x: aten.softplus_backward(grad, x - 1, 2.0, 1.0), 2),
+    ("hardtanh_backward", ""): (lambda grad, x: aten.hardtanh_backward(grad, x - 1, -0.5, 0.5), 2),
 }
 
 

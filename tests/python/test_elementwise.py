@@ -547,15 +547,30 @@ GRADIENT_FORMS = {
     "softshrink_backward": lambda g, x: aten.softshrink_backward(g, x, 0.5),
     "softshrink_backward.grad_input": lambda g, x: aten.softshrink_backward.grad_input(
         g, x, 1.5, grad_input=torch.empty(0, dtype=g.dtype, device=g.device)),
+    "elu_backward": lambda g, x: aten.elu_backward(g, 1.0, 1.0, 1.0, False, x),
+    "elu_backward selu": lambda g, x: aten.elu_backward(g, 1.6732632423543772, 1.0507009873554805, 1.0, False, x),
+    "elu_backward celu 0.5": lambda g, x: aten.elu_backward(g, 0.5, 1.0, 2.0, False, x),
+    "elu_backward from the result": lambda g, y: aten.elu_backward(g, 1.3, 1.1, 0.7, True, y),
+    "elu_backward.grad_input": lambda g, x: aten.elu_backward.grad_input(
+        g, 1.0, 1.0, 1.0, False, x, grad_input=torch.empty(0, dtype=g.dtype, device=g.device)),
+    "softplus_backward": lambda g, x: aten.softplus_backward(g, x, 1.0, 20.0),
+    "softplus_backward 2, 1": lambda g, x: aten.softplus_backward(g, x, 2.0, 1.0),
+    "softplus_backward.grad_input": lambda g, x: aten.softplus_backward.grad_input(
+        g, x, -0.5, 5.0, grad_input=torch.empty(0, dtype=g.dtype, device=g.device)),
+    "hardtanh_backward": lambda g, x: aten.hardtanh_backward(g, x, -1.0, 1.0),
+    "hardtanh_backward relu6": lambda g, x: aten.hardtanh_backward(g, x, 0.0, 6.0),
+    "hardtanh_backward.grad_input": lambda g, x: aten.hardtanh_backward.grad_input(
+        g, x, -0.5, 3.0, grad_input=torch.empty(0, dtype=g.dtype, device=g.device)),
 }
 
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.bfloat16, torch.float16])
 def test_activation_gradients_are_instructions_with_the_cpus_bits(dtype):
-    """thardsigmoidgrad, thardswishgrad, tleakyrelugrad and tshrinkgrad compute the CPU's
-    vector loops step for step (1/6 a float32 constant, hardswish's corners at -3 and 3, a
-    NaN x giving NaN or 0 as there): equal bits on 2048 elements, which the CPU's vector loop
-    takes whole (its scalar loop, for a row's last few, differs at NaN and at -3 and 3)."""
+    """thardsigmoidgrad, thardswishgrad, tleakyrelugrad, tshrinkgrad, telugrad, tsoftplusgrad
+    and thardtanhgrad compute the CPU's vector loops step for step (1/6 a float32 constant,
+    hardswish's corners at -3 and 3, elu's products in its order, a NaN x giving NaN or 0 as
+    there): equal bits on 2048 elements, which the CPU's vector loop takes whole (its scalar
+    loop, for a row's last few, differs at NaN and at -3 and 3)."""
     generator = torch.Generator().manual_seed(0)
     x = torch.cat([torch.randn(2032, generator=generator) * 5,
                    torch.tensor([0.0, -0.0, float("nan"), float("inf"), float("-inf"), 3.0, -3.0, -3.0001,
@@ -564,6 +579,8 @@ def test_activation_gradients_are_instructions_with_the_cpus_bits(dtype):
     assert_forms_give_the_cpus_bits(GRADIENT_FORMS, (g, x))
     with pytest.raises(RuntimeError, match="In-place leakyReLu backward calculation is triggered with a negative"):
         aten.leaky_relu_backward(g.to("pto"), x.to("pto"), -0.5, True)
+    with pytest.raises(RuntimeError, match="In-place elu backward calculation is triggered with a negative slope"):
+        aten.elu_backward(g.to("pto"), -0.5, 1.0, 1.0, True, x.to("pto"))
 
 
 def test_log_sigmoid_keeps_no_buffer_and_its_gradient_recomputes_it():

@@ -58,15 +58,15 @@ Result hardshrinkOp(const at::Tensor& self, const at::Scalar& lambd, const at::T
 // undefined), the activation's number its immediate; undefined where pto has no kernel
 // for the dtype.
 Result gradientOp(const AtenInstruction& row, const at::Tensor& grad, const at::Tensor& self, const at::Tensor& out,
-                  double immediate = 0.0) {
-  return binaryOp(row.opcode, row.promotion, grad, self, out, immediate);
+                  std::array<double, isa::kMaxImmediates> immediates = {}) {
+  return binaryOp(row.opcode, row.promotion, grad, self, out, immediates);
 }
 
 // Both shrinks' gradient: grad where |x| > lambd.
 Result shrinkBackwardOp(const at::Tensor& grad, const at::Tensor& self, const at::Scalar& lambd,
                         const at::Tensor& out) {
   return gradientOp(atenInstruction("hardshrink_backward"), grad, self, out,
-                    shrinkLambd(at::result_type(grad, self), lambd));
+                    {shrinkLambd(at::result_type(grad, self), lambd)});
 }
 
 // From the result (in-place leaky_relu_), the CPU's check: the result alone no longer
@@ -78,7 +78,20 @@ Result leakyReluBackwardOp(const at::Tensor& grad, const at::Tensor& self, const
               "This is caused by calling in-place forward function with a negative slope, please call out-of-place "
               "version instead. File an issue at https://github.com/pytorch/pytorch if you do require supporting "
               "in-place leakRelu backward calculation with negative slope");
-  return gradientOp(atenInstruction("leaky_relu_backward"), grad, self, out, slope.toDouble());
+  return gradientOp(atenInstruction("leaky_relu_backward"), grad, self, out, {slope.toDouble()});
+}
+
+// From the input, or (is_result) from the output y, as the CPU kernel takes it; from
+// the result (in-place elu_), the CPU's check: the result alone no longer tells the
+// input's sign when alpha is negative.
+Result eluBackwardOp(const at::Tensor& grad, const at::Scalar& alpha, const at::Scalar& scale,
+                     const at::Scalar& input_scale, bool is_result, const at::Tensor& self_or_result,
+                     const at::Tensor& out) {
+  TORCH_CHECK(!is_result || alpha.toDouble() >= 0.0, "In-place elu backward calculation is triggered with a "
+              "negative slope which is not supported. This is caused by calling in-place forward function with a "
+              "negative slope, please call out-of-place version instead.");
+  return gradientOp(atenInstruction("elu_backward"), grad, self_or_result, out,
+                    {alpha.toDouble(), scale.toDouble(), input_scale.toDouble(), is_result ? 1.0 : 0.0});
 }
 
 }  // namespace
@@ -148,26 +161,51 @@ at::Tensor& logSigmoidBackwardOut(const at::Tensor& grad, const at::Tensor& self
   return grad_input;
 }
 
-// From the input, or (is_result) from the output y, as the CPU kernel takes it.
 at::Tensor eluBackward(const at::Tensor& grad, const at::Scalar& alpha, const at::Scalar& scale,
                        const at::Scalar& input_scale, bool is_result, const at::Tensor& self_or_result) {
-  // From the result (in-place elu_), the CPU's check: the result alone no longer
-  // tells the input's sign when alpha is negative.
-  TORCH_CHECK(!is_result || alpha.toDouble() >= 0.0, "In-place elu backward calculation is triggered with a "
-              "negative slope which is not supported. This is caused by calling in-place forward function with a "
-              "negative slope, please call out-of-place version instead.");
-  const at::Tensor v = widened(self_or_result), g = widened(grad);
-  const double negative = alpha.toDouble() * scale.toDouble(), inner = input_scale.toDouble();
-  const at::Tensor slope = is_result ? at::add(v, negative).mul_(inner)
-                                     : at::exp(at::mul(v, inner)).mul_(inner * negative);
-  const at::Tensor chosen = at::where(at::le(v, 0), slope, at::full({}, scale.toDouble(), v.options()));
-  return at::mul(g, chosen).to(grad.scalar_type());
+  at::Tensor r = *eluBackwardOp(grad, alpha, scale, input_scale, is_result, self_or_result, {});
+  return r.defined() ? r : Fallback<ATEN_OP(elu_backward)>::call(grad, alpha, scale, input_scale, is_result, self_or_result);
 }
 
 at::Tensor& eluBackwardOut(const at::Tensor& grad, const at::Scalar& alpha, const at::Scalar& scale,
                            const at::Scalar& input_scale, bool is_result, const at::Tensor& self_or_result,
                            at::Tensor& grad_input) {
-  return assignPointwise(grad_input, {grad, self_or_result}, eluBackward(grad, alpha, scale, input_scale, is_result, self_or_result));
+  if (!eluBackwardOp(grad, alpha, scale, input_scale, is_result, self_or_result, grad_input)->defined()) {
+    Fallback<ATEN_OP2(elu_backward, grad_input)>::call(grad, alpha, scale, input_scale, is_result, self_or_result,
+                                                       grad_input);
+  }
+  return grad_input;
+}
+
+at::Tensor softplusBackward(const at::Tensor& grad, const at::Tensor& self, const at::Scalar& beta,
+                            const at::Scalar& threshold) {
+  at::Tensor r = *gradientOp(atenInstruction("softplus_backward"), grad, self, {},
+                             {beta.toDouble(), threshold.toDouble()});
+  return r.defined() ? r : Fallback<ATEN_OP(softplus_backward)>::call(grad, self, beta, threshold);
+}
+
+at::Tensor& softplusBackwardOut(const at::Tensor& grad, const at::Tensor& self, const at::Scalar& beta,
+                                const at::Scalar& threshold, at::Tensor& grad_input) {
+  if (!gradientOp(atenInstruction("softplus_backward"), grad, self, grad_input,
+                  {beta.toDouble(), threshold.toDouble()})->defined()) {
+    Fallback<ATEN_OP2(softplus_backward, grad_input)>::call(grad, self, beta, threshold, grad_input);
+  }
+  return grad_input;
+}
+
+at::Tensor hardtanhBackward(const at::Tensor& grad, const at::Tensor& self, const at::Scalar& min,
+                            const at::Scalar& max) {
+  at::Tensor r = *gradientOp(atenInstruction("hardtanh_backward"), grad, self, {}, {min.toDouble(), max.toDouble()});
+  return r.defined() ? r : Fallback<ATEN_OP(hardtanh_backward)>::call(grad, self, min, max);
+}
+
+at::Tensor& hardtanhBackwardOut(const at::Tensor& grad, const at::Tensor& self, const at::Scalar& min,
+                                const at::Scalar& max, at::Tensor& grad_input) {
+  if (!gradientOp(atenInstruction("hardtanh_backward"), grad, self, grad_input,
+                  {min.toDouble(), max.toDouble()})->defined()) {
+    Fallback<ATEN_OP2(hardtanh_backward, grad_input)>::call(grad, self, min, max, grad_input);
+  }
+  return grad_input;
 }
 
 at::Tensor hardswishBackward(const at::Tensor& grad, const at::Tensor& self) {

@@ -1,7 +1,8 @@
 // Activations pto runs as one native instruction with the activation's numbers for
 // immediates (elu, and selu and celu through it, softplus, log_sigmoid, hardshrink,
-// softshrink, and the gradients of hardswish, leaky_relu, log_sigmoid and the shrinks)
-// or as short sequences of them (elu's gradient, mish, glu, prelu, logit, threshold),
+// softshrink, and the gradients of elu, softplus, hardtanh, hardswish, leaky_relu,
+// log_sigmoid and the shrinks) or as short sequences of them (mish, glu, prelu, logit,
+// threshold),
 // with the formulas of PyTorch's CPU kernels. float16/bfloat16 compute in float32 and
 // round once.
 #pragma once
@@ -49,6 +50,18 @@ at::Tensor eluBackward(const at::Tensor& grad, const at::Scalar& alpha, const at
 at::Tensor& eluBackwardOut(const at::Tensor& grad, const at::Scalar& alpha, const at::Scalar& scale,
                            const at::Scalar& input_scale, bool is_result, const at::Tensor& self_or_result,
                            at::Tensor& grad_input);
+
+// grad e / (e + 1), e = exp(beta x); grad itself where beta x > threshold.
+at::Tensor softplusBackward(const at::Tensor& grad, const at::Tensor& self, const at::Scalar& beta,
+                            const at::Scalar& threshold);
+at::Tensor& softplusBackwardOut(const at::Tensor& grad, const at::Tensor& self, const at::Scalar& beta,
+                                const at::Scalar& threshold, at::Tensor& grad_input);
+
+// hardtanh's (relu6's): grad strictly inside (min, max), 0 elsewhere.
+at::Tensor hardtanhBackward(const at::Tensor& grad, const at::Tensor& self, const at::Scalar& min,
+                            const at::Scalar& max);
+at::Tensor& hardtanhBackwardOut(const at::Tensor& grad, const at::Tensor& self, const at::Scalar& min,
+                                const at::Scalar& max, at::Tensor& grad_input);
 
 // The gradients of x min(max(x + 3, 0), 6) / 6 and of leaky_relu, instructions
 // (hardsigmoid's is a row of aten_instructions.def).

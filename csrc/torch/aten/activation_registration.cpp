@@ -22,6 +22,10 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("hardshrink", TORCH_FN(hardshrinkOf));
   m.impl("hardshrink.out", TORCH_FN(hardshrinkOut));
   m.impl("elu_backward.grad_input", TORCH_FN(eluBackwardOut));
+  m.impl("softplus_backward", TORCH_FN(softplusBackward));
+  m.impl("softplus_backward.grad_input", TORCH_FN(softplusBackwardOut));
+  m.impl("hardtanh_backward", TORCH_FN(hardtanhBackward));
+  m.impl("hardtanh_backward.grad_input", TORCH_FN(hardtanhBackwardOut));
   m.impl("hardswish_backward", TORCH_FN(hardswishBackward));
   m.impl("hardswish_backward.out", TORCH_FN(hardswishBackwardOut));
   m.impl("leaky_relu_backward", TORCH_FN(leakyReluBackward));

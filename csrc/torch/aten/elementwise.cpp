@@ -184,7 +184,7 @@ Result complexHalfPow(const at::Tensor& self, const at::Tensor& other, const at:
 }  // namespace
 
 Result binaryOp(Opcode opcode, Promotion promotion, const at::Tensor& self, const at::Tensor& other,
-                const at::Tensor& out, double alpha) {
+                const at::Tensor& out, std::array<double, isa::kMaxImmediates> immediates) {
   const auto name = isa::info(opcode).name;
   const c10::Device device = commonDevice({self, other, out}, name);
   at::ScalarType compute = resultType(self, other);
@@ -205,7 +205,7 @@ Result binaryOp(Opcode opcode, Promotion promotion, const at::Tensor& self, cons
   const at::ScalarType launched = scalarInFloat(opcode, compute, other) ? at::kFloat : compute;
   const c10::MaybeOwned<at::Tensor> a = onDevice(self, launched, device, shape);
   const c10::MaybeOwned<at::Tensor> b = onDevice(other, launched, device, shape);
-  launchInto(opcode, *output, promotion == Promotion::kCompare ? at::kBool : launched, {*a, *b}, {alpha, 0.0});
+  launchInto(opcode, *output, promotion == Promotion::kCompare ? at::kBool : launched, {*a, *b}, immediates);
   return output;
 }
 
@@ -381,14 +381,14 @@ at::Tensor& whereOut(const at::Tensor& condition, const at::Tensor& self, const 
 
 at::Tensor thresholdBackward(const at::Tensor& grad, const at::Tensor& self, const at::Scalar& threshold) {
   const AtenInstruction& row = atenInstruction("threshold_backward");
-  at::Tensor r = *binaryOp(row.opcode, row.promotion, grad, self, {}, threshold.toDouble());
+  at::Tensor r = *binaryOp(row.opcode, row.promotion, grad, self, {}, {threshold.toDouble()});
   return r.defined() ? r : Fallback<ATEN_OP(threshold_backward)>::call(grad, self, threshold);
 }
 
 at::Tensor& thresholdBackwardOut(const at::Tensor& grad, const at::Tensor& self, const at::Scalar& threshold,
                                  at::Tensor& result) {
   const AtenInstruction& row = atenInstruction("threshold_backward");
-  if (!binaryOp(row.opcode, row.promotion, grad, self, result, threshold.toDouble())->defined()) {
+  if (!binaryOp(row.opcode, row.promotion, grad, self, result, {threshold.toDouble()})->defined()) {
     Fallback<ATEN_OP2(threshold_backward, grad_input)>::call(grad, self, threshold, result);
   }
   return result;

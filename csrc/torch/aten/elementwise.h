@@ -28,7 +28,7 @@ using recipes::Promotion;
 using Result = c10::MaybeOwned<at::Tensor>;
 
 Result binaryOp(isa::Opcode opcode, Promotion promotion, const at::Tensor& self, const at::Tensor& other,
-                const at::Tensor& out, double alpha = 1.0);
+                const at::Tensor& out, std::array<double, isa::kMaxImmediates> immediates = {1.0});
 Result unaryOp(isa::Opcode opcode, Promotion promotion, const at::Tensor& self, const at::Tensor& out,
                std::array<double, isa::kMaxImmediates> immediates = {});
 Result whereOp(const at::Tensor& condition, const at::Tensor& self, const at::Tensor& other, const at::Tensor& out);
@@ -79,7 +79,7 @@ struct BinaryWithAlpha {
     if constexpr (opcode == isa::Opcode::kSub) at::native::sub_check(self, other);  // bool operands
     at::native::alpha_check(resultType(self, other), alpha);
     if (alpha.isComplex()) return Result::owned(at::Tensor());
-    return binaryOp(opcode, promotion, self, other, out, alpha.toDouble());
+    return binaryOp(opcode, promotion, self, other, out, {alpha.toDouble()});
   }
   static at::Tensor functional(const at::Tensor& self, const at::Tensor& other, const at::Scalar& alpha) {
     at::Tensor r = *native(self, other, alpha, {});

@@ -123,7 +123,7 @@ Result lerpOp(const at::Tensor& self, const at::Tensor& end, const at::Scalar& w
   checkLerpTypes(self, end);
   if (weight.isComplex()) return Result::owned(at::Tensor());
   const AtenInstruction& row = atenInstruction("lerp");
-  return binaryOp(row.opcode, row.promotion, self, end, out, weight.toDouble());
+  return binaryOp(row.opcode, row.promotion, self, end, out, {weight.toDouble()});
 }
 
 // lerp as PyTorch computes it: from the nearer end (|weight| < 0.5, complex weights
@@ -227,17 +227,6 @@ at::Tensor& hardtanhOut(const at::Tensor& self, const at::Scalar& min, const at:
 at::Tensor& hardtanhInplace(at::Tensor& self, const at::Scalar& min, const at::Scalar& max) {
   if (!hardtanhOp(self, min, max, self)->defined()) Fallback<ATEN_OP(hardtanh_)>::call(self, min, max);
   return self;
-}
-
-at::Tensor hardtanhBackward(const at::Tensor& grad, const at::Tensor& self, const at::Scalar& min,
-                            const at::Scalar& max) {
-  const at::Tensor outside = at::logical_or(at::le(self, min), at::ge(self, max));
-  return at::where(outside, scalarLike(grad, 0), grad);
-}
-
-at::Tensor& hardtanhBackwardOut(const at::Tensor& grad, const at::Tensor& self, const at::Scalar& min,
-                                const at::Scalar& max, at::Tensor& grad_input) {
-  return assignPointwise(grad_input, {grad, self}, hardtanhBackward(grad, self, min, max));
 }
 
 // self where mask, else value (0-dim, self's dtype). On a tensor whose elements

@@ -20,16 +20,12 @@ at::Tensor clampMax(const at::Tensor& self, const at::Scalar& max);
 at::Tensor& clampMaxOut(const at::Tensor& self, const at::Scalar& max, at::Tensor& out);
 at::Tensor& clampMaxInplace(at::Tensor& self, const at::Scalar& max);
 
-// masked_fill_: tsel(mask, value, self) written over self.
-// hardtanh is a clamp (relu6 included); its gradient passes strictly inside the range.
+// hardtanh is a clamp (relu6 included); its gradient is an instruction (activation.h).
 at::Tensor hardtanh(const at::Tensor& self, const at::Scalar& min, const at::Scalar& max);
 at::Tensor& hardtanhOut(const at::Tensor& self, const at::Scalar& min, const at::Scalar& max, at::Tensor& out);
 at::Tensor& hardtanhInplace(at::Tensor& self, const at::Scalar& min, const at::Scalar& max);
-at::Tensor hardtanhBackward(const at::Tensor& grad, const at::Tensor& self, const at::Scalar& min,
-                            const at::Scalar& max);
-at::Tensor& hardtanhBackwardOut(const at::Tensor& grad, const at::Tensor& self, const at::Scalar& min,
-                                const at::Scalar& max, at::Tensor& grad_input);
 
+// masked_fill_: tsel(mask, value, self) written over self.
 at::Tensor& maskedFillScalar(at::Tensor& self, const at::Tensor& mask, const at::Scalar& value);
 at::Tensor& maskedFillTensor(at::Tensor& self, const at::Tensor& mask, const at::Tensor& value);
 at::Tensor leakyReluOf(const at::Tensor& self, const at::Scalar& slope);

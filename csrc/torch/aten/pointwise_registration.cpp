@@ -22,8 +22,6 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("hardtanh", TORCH_FN(hardtanh));
   m.impl("hardtanh.out", TORCH_FN(hardtanhOut));
   m.impl("hardtanh_", TORCH_FN(hardtanhInplace));
-  m.impl("hardtanh_backward", TORCH_FN(hardtanhBackward));
-  m.impl("hardtanh_backward.grad_input", TORCH_FN(hardtanhBackwardOut));
   m.impl("masked_fill_.Scalar", TORCH_FN(maskedFillScalar));
   m.impl("masked_fill_.Tensor", TORCH_FN(maskedFillTensor));
   m.impl("leaky_relu", TORCH_FN(leakyReluOf));

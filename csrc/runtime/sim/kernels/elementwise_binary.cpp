@@ -38,37 +38,41 @@ inline ComputeType<T> scaledOperand(ComputeType<T> b, ComputeType<T> alpha) {
 }
 
 // out[i] = a[i * a_step] op b[i * b_step] for a step of 1 (contiguous) or 0 (a
-// broadcast scalar), in loops the compiler vectorises. Scalars arrive by value: by
-// reference the compiler must assume a store through `out` may change them, reloads
-// them per element and cannot vectorise.
+// broadcast scalar), in loops the compiler vectorises. Scalars and the immediates
+// arrive by value: by reference the compiler must assume a store through `out` may
+// change them, reloads them per element and cannot vectorise.
 template <Opcode op, typename T, typename Operand>
-void binaryRunRow(T* out, const T* a, int64_t a_step, const T* b, int64_t b_step, int64_t n, ComputeType<T> alpha,
-                  Operand operand) {
+void binaryRunRow(T* out, const T* a, int64_t a_step, const T* b, int64_t b_step, int64_t n,
+                  Immediates<ComputeType<T>> immediates, Operand operand) {
   using C = ComputeType<T>;
   if (a_step == 1 && b_step == 1) {
-    for (int64_t i = 0; i < n; ++i) out[i] = castTo<T>(binaryOp<op, C, T>(widen(a[i]), operand(widen(b[i])), alpha));
+    for (int64_t i = 0; i < n; ++i) out[i] = castTo<T>(binaryOp<op, C, T>(widen(a[i]), operand(widen(b[i])), immediates));
   } else if (a_step == 1) {
     const C scalar = operand(widen(*b));
-    for (int64_t i = 0; i < n; ++i) out[i] = castTo<T>(binaryOp<op, C, T>(widen(a[i]), scalar, alpha));
+    for (int64_t i = 0; i < n; ++i) out[i] = castTo<T>(binaryOp<op, C, T>(widen(a[i]), scalar, immediates));
   } else if (b_step == 1) {
     const C scalar = widen(*a);
-    for (int64_t i = 0; i < n; ++i) out[i] = castTo<T>(binaryOp<op, C, T>(scalar, operand(widen(b[i])), alpha));
+    for (int64_t i = 0; i < n; ++i) out[i] = castTo<T>(binaryOp<op, C, T>(scalar, operand(widen(b[i])), immediates));
   } else {
-    const T result = castTo<T>(binaryOp<op, C, T>(widen(*a), operand(widen(*b)), alpha));
+    const T result = castTo<T>(binaryOp<op, C, T>(widen(*a), operand(widen(*b)), immediates));
     std::fill(out, out + n, result);
   }
 }
 
 template <Opcode op, typename T>
-void binaryRows(const StridedLoop& loop, double alpha_value) {
+void binaryRows(const StridedLoop& loop, const std::array<double, isa::kMaxImmediates>& given) {
   using C = ComputeType<T>;
   constexpr bool prescaled = !std::is_same_v<C, T> && (op == Opcode::kAdd || op == Opcode::kSub);
-  const C given_alpha = castTo<C>(alpha_value);  // verified to fit; u8 takes negatives (wrapping)
-  const C alpha = prescaled ? C(1) : given_alpha;
+  const C given_alpha = castTo<C>(given[0]);  // verified to fit; u8 takes negatives (wrapping)
+  Immediates<C> immediates{};
+  immediates[0] = prescaled ? C(1) : given_alpha;
+  if constexpr (std::is_floating_point_v<C>) {  // the immediates after alpha: floating instructions' only
+    for (size_t i = 1; i < given.size(); ++i) immediates[i] = static_cast<C>(given[i]);
+  }
   auto operand = [given_alpha](C b) { return scaledOperand<op, T>(b, given_alpha); };
   // As in unaryRows, the math rows are bound by their arithmetic and write in place.
   const bool streamed = !hasVectorMath<op, T>() && streamsOutput(loop.numel() * static_cast<int64_t>(sizeof(T)));
-  forEachRow(loop, [&loop, alpha, operand, streamed](const std::array<char*, kMaxOperands>& p, int64_t n) {
+  forEachRow(loop, [&loop, immediates, operand, streamed](const std::array<char*, kMaxOperands>& p, int64_t n) {
     const int64_t so = loop.innerStride(0), sa = loop.innerStride(1), sb = loop.innerStride(2);
     T* out = reinterpret_cast<T*>(p[0]);
     const T* a = reinterpret_cast<const T*>(p[1]);
@@ -78,12 +82,15 @@ void binaryRows(const StridedLoop& loop, double alpha_value) {
       return writeRow(out, n, streamed, [=](T* dst, int64_t start, int64_t count) {
         const T* a_at = a + start * a_step;
         const T* b_at = b + start * b_step;
-        if constexpr (hasVectorMath<op, T>()) return binaryMathRow<op>(dst, a_at, a_step, b_at, b_step, count);
-        else return binaryRunRow<op>(dst, a_at, a_step, b_at, b_step, count, alpha, operand);
+        if constexpr (hasVectorMath<op, T>()) {
+          return binaryMathRow<op>(dst, a_at, a_step, b_at, b_step, count, immediates);
+        } else {
+          return binaryRunRow<op>(dst, a_at, a_step, b_at, b_step, count, immediates, operand);
+        }
       });
     }
     for (int64_t i = 0; i < n; ++i) {
-      store<T>(p[0] + i * so, binaryOp<op, C, T>(load<T>(p[1] + i * sa), operand(load<T>(p[2] + i * sb)), alpha));
+      store<T>(p[0] + i * so, binaryOp<op, C, T>(load<T>(p[1] + i * sa), operand(load<T>(p[2] + i * sb)), immediates));
     }
   });
 }
@@ -185,11 +192,11 @@ void ternaryRows(const StridedLoop& loop, double value_immediate) {
 // The entry points, one copy per target.
 void binaryKernel(const isa::Instruction& instruction, std::span<void* const> buffers) {
   const StridedLoop loop = loopOf(instruction, buffers);
-  const bool has_alpha = isa::info(instruction.opcode).immediateCount() > 0;
-  const double alpha = has_alpha ? instruction.immediates[0] : 1.0;
+  std::array<double, isa::kMaxImmediates> immediates = instruction.immediates;
+  if (isa::info(instruction.opcode).immediateCount() == 0) immediates[0] = 1.0;  // alpha's default
   dispatchDType(instruction.operands[0].dtype, [&]<typename T>() {
     dispatchOpcode<Group::Binary>(instruction.opcode, [&]<Opcode op>() {
-      if constexpr (accepts<op, T>()) binaryRows<op, T>(loop, alpha);
+      if constexpr (accepts<op, T>()) binaryRows<op, T>(loop, immediates);
     });
   });
 }

@@ -69,13 +69,14 @@ inline C normalCdfOf(C x) {
   return C(0.5) * erfcOf(z);
 }
 
-// The immediates of a unary instruction (tleakyrelu's slope, tnantonum's replacements),
-// in its compute type: float16/bfloat16's in float32, as their CPU kernels take them.
+// The immediates of an elementwise instruction (tleakyrelu's slope, tnantonum's
+// replacements, tadd's alpha), in its compute type: float16/bfloat16's in float32, as
+// their CPU kernels take them.
 template <typename C>
-using UnaryImmediates = std::array<C, isa::kMaxImmediates>;
+using Immediates = std::array<C, isa::kMaxImmediates>;
 
 template <Opcode op, typename C>
-inline C unaryOp(C x, const UnaryImmediates<C>& immediates = {}) {
+inline C unaryOp(C x, const Immediates<C>& immediates = {}) {
   if constexpr (op == Opcode::kAbs) {
     if constexpr (std::is_floating_point_v<C>) return std::abs(x);
     else if constexpr (std::is_unsigned_v<C> || std::is_same_v<C, bool>) return x;
@@ -207,8 +208,11 @@ inline C divisionOp(C a, C b) {
 // log2(e) = 1 / ln 2, logaddexp2's factor: torch's inv_log_2.
 constexpr double kLog2E = 1.4426950408889634;
 
+// immediates[0] is alpha for tadd/tsub (the weight, threshold, slope or lambd of the
+// others).
 template <Opcode op, typename C, typename Storage = C>
-inline C binaryOp(C a, C b, C alpha) {
+inline C binaryOp(C a, C b, const Immediates<C>& immediates) {
+  const C alpha = immediates[0];
   if constexpr (op == Opcode::kAdd || op == Opcode::kSub) {
     if constexpr (std::is_floating_point_v<C>) {
       const C scaled = alpha * b;  // exact when alpha == 1 (NaN, inf and -0.0 included): no branch
@@ -270,6 +274,18 @@ inline C binaryOp(C a, C b, C alpha) {
     const C e = expOf(-std::abs(b)), share = e / (C(1) + e);
     return (b < C(0) ? C(1) - share : share) * a;
   }
+  // elu's from x, or from y = elu(x) where is_result (immediates: alpha, scale,
+  // input_scale, is_result); a NaN b takes the branch below 0, as the vector loop's blend.
+  else if constexpr (op == Opcode::kEluGrad) {
+    const C input_scale = immediates[2], negative = immediates[0] * immediates[1];
+    if (b > C(0)) return a * immediates[1];
+    return immediates[3] != C(0) ? a * input_scale * (b + negative) : a * input_scale * negative * expOf(b * input_scale);
+  } else if constexpr (op == Opcode::kSoftplusGrad) {  // immediates: beta, threshold
+    const C scaled = b * immediates[0];
+    if (scaled > immediates[1]) return a;
+    const C z = expOf(scaled);
+    return a * z / (z + C(1));
+  } else if constexpr (op == Opcode::kHardtanhGrad) return b > immediates[0] && b < immediates[1] ? a : C(0);
   else if constexpr (op == Opcode::kGeluGrad) {
     const C cdf = normalCdfOf(b);
     const C pdf = expOf(C(-0.5) * b * b) * C(0.39894228040143267794);

@@ -39,7 +39,7 @@ void mklRow(T* out, const T* in, int64_t n) {
 template <Opcode op, typename T>
 void unaryRows(const StridedLoop& loop, const std::array<double, isa::kMaxImmediates>& given) {
   using C = ComputeType<T>;
-  UnaryImmediates<C> immediates{};
+  Immediates<C> immediates{};
   if constexpr (std::is_floating_point_v<C>) {  // only floating instructions take them
     for (size_t i = 0; i < given.size(); ++i) immediates[i] = static_cast<C>(given[i]);
   }

@@ -108,7 +108,8 @@ constexpr bool hasVectorMath() {
               op == Opcode::kSilu || op == Opcode::kGelu || op == Opcode::kGeluTanh || op == Opcode::kPow ||
               op == Opcode::kGeluGrad || op == Opcode::kGeluTanhGrad || op == Opcode::kSiluGrad ||
               op == Opcode::kHypot || op == Opcode::kElu || op == Opcode::kSoftplus || op == Opcode::kLogSigmoid ||
-              op == Opcode::kLogAddExp || op == Opcode::kLogAddExp2 || op == Opcode::kLogSigmoidGrad;
+              op == Opcode::kLogAddExp || op == Opcode::kLogAddExp2 || op == Opcode::kLogSigmoidGrad ||
+              op == Opcode::kEluGrad || op == Opcode::kSoftplusGrad;
 }
 
 // f (libm's) on every lane of `args`, taken where `lanes` holds, `result` elsewhere.
@@ -257,7 +258,7 @@ V geluTanhInner(D d, V x) {
 // The unary ops hasVectorMath names, with the formulas of elementwise_ops.h and the
 // instruction's immediates.
 template <Opcode op, class D, class V = hn::Vec<D>>
-V unaryMath(D d, V x, const UnaryImmediates<hn::TFromD<D>>& immediates) {
+V unaryMath(D d, V x, const Immediates<hn::TFromD<D>>& immediates) {
   const V one = hn::Set(d, 1);
   if constexpr (op == Opcode::kExp) return vectorExp(d, x);
   else if constexpr (op == Opcode::kExp2) return PTO_SLEEF_CALL(exp2, u10, d, PTO_SLEEF_RAW(x));
@@ -324,7 +325,7 @@ constexpr size_t kMathGroup = op == Opcode::kGelu || op == Opcode::kGeluGrad || 
 
 // unaryMath of K vectors.
 template <Opcode op, size_t K, class D, class V = hn::Vec<D>>
-void unaryMaths(D d, const V* x, V* out, const UnaryImmediates<hn::TFromD<D>>& immediates) {
+void unaryMaths(D d, const V* x, V* out, const Immediates<hn::TFromD<D>>& immediates) {
   if constexpr (op == Opcode::kGelu) gelus<K>(d, x, out);
   else for (size_t j = 0; j < K; ++j) out[j] = unaryMath<op>(d, x[j], immediates);
 }
@@ -343,9 +344,9 @@ void geluGrads(D d, const V* g, const V* x, V* out) {
 }
 
 // The binary ops hasVectorMath names: a is the incoming gradient (or the base, or hypot's
-// first side), b the input.
+// first side), b the input; the instruction's immediates as in unaryMath.
 template <Opcode op, class D, class V = hn::Vec<D>>
-V binaryMath(D d, V a, V b) {
+V binaryMath(D d, V a, V b, const Immediates<hn::TFromD<D>>& immediates) {
   const V one = hn::Set(d, 1), half = hn::Set(d, 0.5);
   if constexpr (op == Opcode::kPow) {
     const V result = PTO_SLEEF_CALL(pow, u10, d, PTO_SLEEF_RAW(a), PTO_SLEEF_RAW(b));
@@ -385,14 +386,28 @@ V binaryMath(D d, V a, V b) {
                                    hn::Set(d, kLog2E), larger);
     const auto same_infinity = hn::And(hn::Eq(a, b), hn::IsInf(a));
     return hn::IfThenElse(same_infinity, a, sum);
+  } else if constexpr (op == Opcode::kEluGrad) {
+    // The CPU's vector loop: a blend on b > 0, its products in its order; no exp to take
+    // where every lane is above 0.
+    const V above_zero = hn::Mul(a, hn::Set(d, immediates[1]));
+    const auto above = hn::Gt(b, hn::Zero(d));
+    if (hn::AllTrue(d, above)) return above_zero;
+    const V input_scale = hn::Set(d, immediates[2]), negative = hn::Set(d, immediates[0] * immediates[1]);
+    const V scaled_grad = hn::Mul(a, input_scale);
+    const V below = immediates[3] != 0 ? hn::Mul(scaled_grad, hn::Add(b, negative))
+                                       : hn::Mul(hn::Mul(scaled_grad, negative), vectorExp(d, hn::Mul(b, input_scale)));
+    return hn::IfThenElse(above, above_zero, below);
+  } else if constexpr (op == Opcode::kSoftplusGrad) {
+    const V scaled = hn::Mul(b, hn::Set(d, immediates[0])), z = vectorExp(d, scaled);
+    return hn::IfThenElse(hn::Gt(scaled, hn::Set(d, immediates[1])), a, hn::Div(hn::Mul(a, z), hn::Add(z, one)));
   } else static_assert(op == Opcode::kPow, "no vector form");
 }
 
 // binaryMath of K pairs of vectors.
 template <Opcode op, size_t K, class D, class V = hn::Vec<D>>
-void binaryMaths(D d, const V* a, const V* b, V* out) {
+void binaryMaths(D d, const V* a, const V* b, V* out, const Immediates<hn::TFromD<D>>& immediates) {
   if constexpr (op == Opcode::kGeluGrad) geluGrads<K>(d, a, b, out);
-  else for (size_t j = 0; j < K; ++j) out[j] = binaryMath<op>(d, a[j], b[j]);
+  else for (size_t j = 0; j < K; ++j) out[j] = binaryMath<op>(d, a[j], b[j], immediates);
 }
 
 // How far ahead of its loads a math row prefetches its inputs: 4 KiB of float32. A
@@ -415,7 +430,7 @@ void prefetchAhead(const T* p, int64_t count) {
 // vector goes through a zero-padded copy. `immediates` are the instruction's, in T's
 // compute type (float32 for float16/bfloat16).
 template <Opcode op, typename T>
-void unaryMathRow(T* out, const T* in, int64_t n, const UnaryImmediates<ComputeType<T>>& immediates) {
+void unaryMathRow(T* out, const T* in, int64_t n, const Immediates<ComputeType<T>>& immediates) {
   if constexpr (std::is_same_v<T, float> || std::is_same_v<T, double>) {
     const hn::ScalableTag<T> d;
     const auto lanes = static_cast<int64_t>(hn::Lanes(d));
@@ -444,9 +459,10 @@ void unaryMathRow(T* out, const T* in, int64_t n, const UnaryImmediates<ComputeT
 }
 
 // out[i] = op(a[i * a_step], b[i * b_step]) for a step of 1 (contiguous) or 0 (a
-// broadcast scalar).
+// broadcast scalar), with the instruction's immediates as in unaryMathRow.
 template <Opcode op, typename T>
-void binaryMathRow(T* out, const T* a, int64_t a_step, const T* b, int64_t b_step, int64_t n) {
+void binaryMathRow(T* out, const T* a, int64_t a_step, const T* b, int64_t b_step, int64_t n,
+                   const Immediates<ComputeType<T>>& immediates) {
   if constexpr (std::is_same_v<T, float> || std::is_same_v<T, double>) {
     const hn::ScalableTag<T> d;
     const auto lanes = static_cast<int64_t>(hn::Lanes(d));
@@ -461,11 +477,11 @@ void binaryMathRow(T* out, const T* a, int64_t a_step, const T* b, int64_t b_ste
         x[j] = operand(a, a_step, i + static_cast<int64_t>(j) * lanes);
         y[j] = operand(b, b_step, i + static_cast<int64_t>(j) * lanes);
       }
-      binaryMaths<op, kGroup>(d, x, y, result);
+      binaryMaths<op, kGroup>(d, x, y, result, immediates);
       for (size_t j = 0; j < kGroup; ++j) hn::StoreU(result[j], d, out + i + static_cast<int64_t>(j) * lanes);
     }
     for (; i + lanes <= n; i += lanes) {
-      hn::StoreU(binaryMath<op>(d, operand(a, a_step, i), operand(b, b_step, i)), d, out + i);
+      hn::StoreU(binaryMath<op>(d, operand(a, a_step, i), operand(b, b_step, i), immediates), d, out + i);
     }
     if (i < n) {
       HWY_ALIGN T rest_a[hn::MaxLanes(hn::ScalableTag<T>())] = {}, rest_b[hn::MaxLanes(hn::ScalableTag<T>())] = {};
@@ -473,7 +489,7 @@ void binaryMathRow(T* out, const T* a, int64_t a_step, const T* b, int64_t b_ste
         rest_a[k - i] = a[k * a_step];
         rest_b[k - i] = b[k * b_step];
       }
-      hn::Store(binaryMath<op>(d, hn::Load(d, rest_a), hn::Load(d, rest_b)), d, rest_a);
+      hn::Store(binaryMath<op>(d, hn::Load(d, rest_a), hn::Load(d, rest_b), immediates), d, rest_a);
       std::copy(rest_a, rest_a + (n - i), out + i);
     }
   } else {
@@ -483,7 +499,7 @@ void binaryMathRow(T* out, const T* a, int64_t a_step, const T* b, int64_t b_ste
         block_a[i] = widen(a[(start + i) * a_step]);
         block_b[i] = widen(b[(start + i) * b_step]);
       }
-      binaryMathRow<op, float>(block_a, block_a, 1, block_b, 1, count);
+      binaryMathRow<op, float>(block_a, block_a, 1, block_b, 1, count, immediates);
     });
   }
 }
