@@ -544,6 +544,7 @@ def bench_pointwise_with_numbers(b: Bench) -> None:
         ("softshrink", lambda x, y: F.softshrink(x)),
         ("fmax(x, y)", lambda x, y: torch.fmax(x, y)),
         ("logaddexp(x, y)", lambda x, y: torch.logaddexp(x, y)),
+        ("signbit(x)", lambda x, y: torch.signbit(x)),
         ("hardswish_backward(y, x)", lambda x, y: torch.ops.aten.hardswish_backward(y, x)),
         ("leaky_relu_backward(y, x)", lambda x, y: torch.ops.aten.leaky_relu_backward(y, x, 0.01, False)),
         ("softshrink_backward(y, x)", lambda x, y: torch.ops.aten.softshrink_backward(y, x, 0.5)),

@@ -27,7 +27,7 @@ NATIVE = {
     "nn.functional.hardsigmoid", "nn.functional.hardswish", "nn.functional.leaky_relu", "nan_to_num",
     "nn.functional.elu", "nn.functional.selu", "nn.functional.celu", "nn.functional.softplus",
     "nn.functional.logsigmoid", "nn.functional.hardshrink", "nn.functional.softshrink", "fmax", "fmin",
-    "logaddexp", "logaddexp2",
+    "logaddexp", "logaddexp2", "signbit",
 }
 OPS = [op for op in op_db
        if op.name in NATIVE and op.variant_test_name in ("", "no_rounding_mode", "trunc_rounding", "floor_rounding")]
@@ -581,6 +581,33 @@ def test_activation_gradients_are_instructions_with_the_cpus_bits(dtype):
         aten.leaky_relu_backward(g.to("pto"), x.to("pto"), -0.5, True)
     with pytest.raises(RuntimeError, match="In-place elu backward calculation is triggered with a negative slope"):
         aten.elu_backward(g.to("pto"), -0.5, 1.0, 1.0, True, x.to("pto"))
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.bfloat16, torch.float16, torch.int64,
+                                   torch.int8, torch.uint8, torch.bool])
+def test_signbit_is_one_comparison_with_the_cpus_values_and_errors(dtype):
+    """signbit compares the bits of a floating tensor, as signed integers of its width,
+    with 0: the sign bit of -0.0 and of a negative NaN too, as the CPU's std::signbit;
+    integers compare themselves, unsigned ones and bool give False. Functional and out=,
+    contiguous and strided, never the fallback; complex and a non-bool out raise the
+    CPU's errors."""
+    values = torch.tensor(SPECIALS + [-float("nan"), 1e-40, -1e-40, -7.0, 100.0])
+    x = values.to(dtype) if dtype.is_floating_point else (values.nan_to_num() % 100).to(dtype)
+    if dtype.is_floating_point:  # a NaN of each sign, whichever the conversions made
+        bits = x.view({2: torch.int16, 4: torch.int32, 8: torch.int64}[x.element_size()])
+        bits[-6] &= torch.iinfo(bits.dtype).max
+        bits[-5] = bits[-6] | torch.iinfo(bits.dtype).min
+    before = pypto_torch.fallback_ops()
+    for sample in (x, x[::2], x.reshape(4, 5).t()):
+        assert torch.equal(torch.signbit(sample.to("pto")).cpu(), torch.signbit(sample))
+        out = torch.empty(0, dtype=torch.bool, device="pto")
+        assert torch.signbit(sample.to("pto"), out=out) is out
+        assert torch.equal(out.cpu(), torch.signbit(sample))
+    assert pypto_torch.fallback_ops() == before
+    with pytest.raises(RuntimeError, match="signbit does not support non-boolean outputs"):
+        torch.signbit(x.to("pto"), out=torch.empty(0, device="pto"))
+    with pytest.raises(NotImplementedError, match="signbit is not implemented for complex tensors"):
+        torch.signbit(torch.zeros(3, dtype=torch.complex64, device="pto"))
 
 
 def test_log_sigmoid_keeps_no_buffer_and_its_gradient_recomputes_it():

@@ -423,6 +423,29 @@ at::Tensor& lerpInplace(at::Tensor& self, const at::Tensor& end, const at::Scala
   return assignInplace(self, lerpWide(self, end, weight));
 }
 
+// The tensor whose sign signbit reads: a floating tensor's bits as a signed integer of
+// the same width, whose sign is the sign bit (-0.0 and a negative NaN included), so one
+// comparison with 0 on a view of the same memory gives it; any other tensor itself (an
+// unsigned one or bool is never below 0).
+at::Tensor signedView(const at::Tensor& self) {
+  TORCH_CHECK_NOT_IMPLEMENTED(!self.is_complex(), "signbit is not implemented for complex tensors.");
+  if (!at::isFloatingType(self.scalar_type())) return self;
+  switch (self.element_size()) {
+    case 1: return self.view(at::kChar);
+    case 2: return self.view(at::kShort);
+    case 4: return self.view(at::kInt);
+    default: return self.view(at::kLong);
+  }
+}
+
+at::Tensor signbit(const at::Tensor& self) { return at::lt(signedView(self), 0); }
+
+at::Tensor& signbitOut(const at::Tensor& self, at::Tensor& out) {
+  const at::Tensor view = signedView(self);
+  TORCH_CHECK(out.scalar_type() == at::kBool, "signbit does not support non-boolean outputs.");
+  return at::lt_out(out, view, 0);
+}
+
 // NaN is the one value unequal to itself (a complex one has a NaN part); integers
 // and bool have none.
 at::Tensor isnan(const at::Tensor& self) {

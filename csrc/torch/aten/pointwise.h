@@ -1,6 +1,6 @@
 // Pointwise aten ops pto runs as one or a few native instructions, with the formulas
 // and NaN behaviour of PyTorch's CPU kernels: clamp, masked_fill, leaky_relu, nan_to_num,
-// isnan, isposinf/isneginf, the logical ops, and the optimizers' updates
+// isnan, isposinf/isneginf, signbit, the logical ops, and the optimizers' updates
 // (addcmul, addcdiv, lerp). Each step dispatches to pto's own kernels, so nothing
 // leaves the device.
 #pragma once
@@ -63,5 +63,9 @@ at::Tensor& lerpInplace(at::Tensor& self, const at::Tensor& end, const at::Scala
 
 // NaN is the one value unequal to itself; integers and bool have none.
 at::Tensor isnan(const at::Tensor& self);
+
+// signbit: one comparison with 0 of a floating tensor's bits as signed integers.
+at::Tensor signbit(const at::Tensor& self);
+at::Tensor& signbitOut(const at::Tensor& self, at::Tensor& out);
 
 }  // namespace pto::torch_glue

@@ -33,6 +33,8 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("isposinf.out", TORCH_FN(isposinfOut));
   m.impl("isneginf.out", TORCH_FN(isneginfOut));
   m.impl("isnan", TORCH_FN(isnan));
+  m.impl("signbit", TORCH_FN(signbit));
+  m.impl("signbit.out", TORCH_FN(signbitOut));
   m.impl("addcmul", TORCH_FN(addcmul));
   m.impl("addcmul_", TORCH_FN(addcmulInplace));
   m.impl("addcmul.out", TORCH_FN(addcmulOut));
