@@ -540,6 +540,7 @@ def bench_pointwise_with_numbers(b: Bench) -> None:
         ("selu", lambda x, y: F.selu(x)),
         ("softplus", lambda x, y: F.softplus(x)),
         ("logsigmoid", lambda x, y: F.logsigmoid(x)),
+        ("mish", lambda x, y: F.mish(x)),
         ("hardshrink", lambda x, y: F.hardshrink(x)),
         ("softshrink", lambda x, y: F.softshrink(x)),
         ("fmax(x, y)", lambda x, y: torch.fmax(x, y)),
@@ -551,6 +552,7 @@ def bench_pointwise_with_numbers(b: Bench) -> None:
         ("elu_backward(y, x)", lambda x, y: torch.ops.aten.elu_backward(y, 1.0, 1.0, 1.0, False, x)),
         ("softplus_backward(y, x)", lambda x, y: torch.ops.aten.softplus_backward(y, x, 1.0, 20.0)),
         ("hardtanh_backward(y, x)", lambda x, y: torch.ops.aten.hardtanh_backward(y, x, -1.0, 1.0)),
+        ("mish_backward(y, x)", lambda x, y: torch.ops.aten.mish_backward(y, x)),
     ]
     time_ratio_table(b, f"10. Activations and pointwise ops with numbers on 4M float32 (16 MiB), ms per op "
                         f"(best of {b.reps}), functional: each one PTO instruction", "", cases,

@@ -67,8 +67,9 @@ GROUPS = {
     "Unary": "Elementwise unary: `out = f(in1)`, with the instruction's immediates where it has "
              "them (`tleakyrelu`'s slope, `tnantonum`'s replacements, `telu`'s alpha, scale and "
              "input scale, `tsoftplus`'s beta and threshold, the shrinks' lambd).",
-    "Binary": "Elementwise binary: `out = f(in1, in2)`; the activation gradients take "
-              "`(grad, x)` or `(grad, y = f(x))`.",
+    "Binary": "Elementwise binary: `out = f(in1, in2)`, with the instruction's immediates where it "
+              "has them (`tadd`'s alpha, `tlerp`'s weight, the activations' numbers); the activation "
+              "gradients take `(grad, x)` or `(grad, y = f(x))` (`telugrad` with is_result).",
     "Ternary": "Elementwise ternary in one pass: `out = in1 + value * in2 * in3` (`taddcmul`) or "
                "`in1 + value * in2 / in3` (`taddcdiv`), rounded as PyTorch's CPU kernels round "
                "torch.addcmul and torch.addcdiv on FMA hosts: `value * in2` first, then one fused "

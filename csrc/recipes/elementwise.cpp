@@ -319,6 +319,9 @@ void addElementwiseRecipes(Table& table) {
              {args.number("alpha"), args.number("scale"), args.number("input_scale"), is_result ? 1.0 : 0.0},
              "grad_output", "self_or_result");
   };
+  table["aten::mish_backward"] = [](Recipe& r, const Arguments& args) {
+    gradient(r, args, atenInstruction("mish_backward").opcode);
+  };
   table["aten::softplus_backward"] = [](Recipe& r, const Arguments& args) {
     gradient(r, args, atenInstruction("softplus_backward").opcode, {args.number("beta"), args.number("threshold")});
   };

@@ -366,6 +366,16 @@ Reference referenceOf(Opcode op) {
         return {std::min(A, Real(0)) - l, 0, 1, (2 * e / (1 + e) + 4 * l) * U + r.precision.compute.ulp(0)};
       };
       break;
+    // x tanh(p), p = log1p(e), e = exp(x): exp's ulp moves p by e / (1 + e) 2u <= 2u of p,
+    // log1p's 2u of it; tanh turns p's relative error into at most as much of t
+    // ((1 - t^2) p / t <= 1) and adds its own 7u (Sleef's 3.5-ulp tanh); the product u.
+    // A subnormal e carries its absolute ulp through p, t and the product.
+    case Opcode::kMish:
+      ref.real = REAL {
+        const Real t = std::tanh(std::log1p(std::exp(A)));
+        return {A * t, 0, 12, (2 * std::fabs(A) + 1) * r.precision.compute.ulp(0)};
+      };
+      break;
     case Opcode::kHardShrink:  // exact
       ref.real = REAL { return {A >= -r.immediate && A <= r.immediate ? Real(0) : A}; };
       ref.float_immediates = {0.5, 0.0, 1.5};
@@ -645,6 +655,24 @@ Reference referenceOf(Opcode op) {
       };
       ref.float_immediates = {1.0, 2.0, -0.5};
       ref.later_immediates = {2.0};
+      break;
+    // g (t + x s (1 - t^2)) with t as in tmish (12u) and
+    // s = 1 / (1 + exp(-x)) (exp's ulp, the sum and quotient: 4u): the terms' errors are
+    // absolute, t's 12u |t|, t^2's 25u t^2 and (1 - t^2)'s u of x s's product, x s's 5u of
+    // |x s (1 - t^2)|; the sum and the product with g 2u of the value. The sum cancels near
+    // x = -1.19, where only this absolute bound holds; a subnormal exp (t's, or s's, which
+    // x then scales) its absolute ulp, and s 0 where exp(-x) overflows (as the CPU's
+    // formula gives it) all of s, below the smallest normal, x s then off by |x| times that.
+    case Opcode::kMishGrad:
+      ref.real = REAL {
+        const Real t = std::tanh(std::log1p(std::exp(B))), s = 1 / (1 + std::exp(-B)), xs = B * s;
+        const Real inner = t + xs * (1 - t * t);
+        const Real terms = 12 * std::fabs(t) + std::fabs(xs) * (25 * t * t + 6 * std::fabs(1 - t * t));
+        const Real lost = std::exp(-B) > r.precision.compute.largest() ? r.precision.compute.smallestNormal() : 0;
+        return {A * inner, 0, 2,
+                std::fabs(A) * (terms * U + (2 * std::fabs(B) + 4) * r.precision.compute.ulp(0) + std::fabs(B) * lost),
+                std::fabs(A) * (std::fabs(t) + std::fabs(xs))};
+      };
       break;
     case Opcode::kHardtanhGrad:  // exact; a NaN x gives 0, as the CPU's vector loop
       ref.real = REAL { return {B > r.immediate && B < r.later[0] ? A : Real(0)}; };

@@ -299,7 +299,7 @@ constexpr bool computedByVectorMath(Opcode op) {
     case Opcode::kPow: case Opcode::kGeluGrad: case Opcode::kGeluTanhGrad: case Opcode::kSiluGrad:
     case Opcode::kHypot: case Opcode::kElu: case Opcode::kSoftplus: case Opcode::kLogSigmoid:
     case Opcode::kLogAddExp: case Opcode::kLogAddExp2: case Opcode::kLogSigmoidGrad: case Opcode::kEluGrad:
-    case Opcode::kSoftplusGrad:
+    case Opcode::kSoftplusGrad: case Opcode::kMish: case Opcode::kMishGrad:
       return true;
     default:
       return false;

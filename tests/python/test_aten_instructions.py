@@ -60,6 +60,7 @@ CUSTOM_CALLS = {
                                                                              aten.log_sigmoid_forward(x - 1)[1]), 2),
     ("elu_backward", ""): (lambda grad, x: aten.elu_backward(grad, 1.5, 1.2, 0.5, False, x - 1), 2),
     ("softplus_backward", ""): (lambda grad, x: aten.softplus_backward(grad, x - 1, 2.0, 1.0), 2),
+    ("mish_backward", ""): (lambda grad, x: aten.mish_backward(grad, x - 1), 2),
     ("hardtanh_backward", ""): (lambda grad, x: aten.hardtanh_backward(grad, x - 1, -0.5, 0.5), 2),
 }
 

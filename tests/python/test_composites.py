@@ -1,5 +1,5 @@
 """Ops pto runs as a few native instructions (cat, masked_fill, var/std, logsumexp,
-fmod, remainder, atan2, attention, losses, mish, glu, prelu, logit): OpInfo
+fmod, remainder, atan2, attention, losses, glu, prelu, logit): OpInfo
 samples match CPU, forward and backward, and none of them falls back. The ops that are
 one instruction (clamp, the activations with numbers) are test_elementwise.py's."""
 
@@ -13,7 +13,7 @@ from opinfo_sweep import opinfo_tests
 NAMES = {"cat", "stack", "masked_fill", "var", "std", "logsumexp", "fmod", "remainder", "atan2",
          "nn.functional.scaled_dot_product_attention", "nn.functional.smooth_l1_loss", "nn.functional.huber_loss",
          "nn.functional.binary_cross_entropy", "nn.functional.binary_cross_entropy_with_logits",
-         "nn.functional.mish", "nn.functional.glu", "nn.functional.prelu", "logit", "var_mean",
+         "nn.functional.glu", "nn.functional.prelu", "logit", "var_mean",
          "std_mean", "nansum", "count_nonzero", "trace"}
 OPS = [op for op in op_db if op.name in NAMES and op.variant_test_name == ""]
 DTYPES = [torch.float32, torch.float16, torch.bfloat16, torch.int64, torch.bool]

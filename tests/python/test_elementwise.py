@@ -27,7 +27,7 @@ NATIVE = {
     "nn.functional.hardsigmoid", "nn.functional.hardswish", "nn.functional.leaky_relu", "nan_to_num",
     "nn.functional.elu", "nn.functional.selu", "nn.functional.celu", "nn.functional.softplus",
     "nn.functional.logsigmoid", "nn.functional.hardshrink", "nn.functional.softshrink", "fmax", "fmin",
-    "logaddexp", "logaddexp2", "signbit",
+    "logaddexp", "logaddexp2", "signbit", "nn.functional.mish",
 }
 OPS = [op for op in op_db
        if op.name in NATIVE and op.variant_test_name in ("", "no_rounding_mode", "trunc_rounding", "floor_rounding")]
@@ -608,6 +608,42 @@ def test_signbit_is_one_comparison_with_the_cpus_values_and_errors(dtype):
         torch.signbit(x.to("pto"), out=torch.empty(0, device="pto"))
     with pytest.raises(NotImplementedError, match="signbit is not implemented for complex tensors"):
         torch.signbit(torch.zeros(3, dtype=torch.complex64, device="pto"))
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+def test_mish_and_its_gradient_are_instructions_within_their_bounds(dtype):
+    """tmish, x tanh(log1p(exp(x))), and tmishgrad, g (t + x s (1 - t^2)), in one pass each
+    with a 3.5-ulp tanh where the CPU's is 1-ulp: within the bounds of their GoogleTest
+    references (12u of mish; the gradient's terms' errors, absolute where its sum cancels
+    near x = -1.19, and s lost where exp(-x) overflows) of the exact values, in every form,
+    never the fallback."""
+    generator = torch.Generator().manual_seed(0)
+    x = torch.cat([torch.randn(3990, generator=generator) * 6,
+                   torch.tensor([0.0, -0.0, -1.19, 20.0, -20.0, 90.0, -90.0, -104.0, 1e-30, -1e-30])]).to(dtype)
+    g = (torch.randn(len(x), generator=generator) * 3).to(dtype)
+    exact_x, exact_g = x.double(), g.double()
+    u = torch.finfo(dtype).eps / 2
+    tiny = torch.finfo(dtype).smallest_normal * torch.finfo(dtype).eps
+    t = torch.tanh(torch.log1p(torch.exp(exact_x)))
+    xs = exact_x * torch.sigmoid(exact_x)
+    mish_bound = 12 * u * (exact_x * t).abs() + (2 * exact_x.abs() + 1) * tiny
+    terms = 12 * t.abs() + xs.abs() * (25 * t * t + 6 * (1 - t * t).abs())
+    # s = 1 / (1 + exp(-x)) is 0 where exp(-x) overflows (the CPU's formula too): all of
+    # s, below the smallest normal, is lost there.
+    lost = torch.where(torch.exp(-exact_x) > torch.finfo(dtype).max, torch.finfo(dtype).smallest_normal, 0.0)
+    grad_bound = g.double().abs() * (u * terms + (2 * exact_x.abs() + 4) * tiny + exact_x.abs() * lost)
+    grad_exact = exact_g * (t + xs * (1 - t * t))
+    grad_bound = grad_bound + 2 * u * grad_exact.abs()
+    before = pypto_torch.fallback_ops()
+    xp = x.to("pto")
+    for got in (torch.nn.functional.mish(xp), torch.nn.functional.mish(xp.clone(), inplace=True),
+                torch._C._nn.mish(xp, out=torch.empty(0, dtype=dtype, device="pto")),
+                torch.nn.functional.mish(x.to("pto").reshape(40, 100).t()).t().reshape(-1)):
+        assert got.dtype == dtype
+        assert ((got.cpu().double() - exact_x * t).abs() <= mish_bound).all()
+    got = torch.ops.aten.mish_backward(g.to("pto"), xp).cpu().double()
+    assert ((got - grad_exact).abs() <= grad_bound).all()
+    assert pypto_torch.fallback_ops() == before
 
 
 def test_log_sigmoid_keeps_no_buffer_and_its_gradient_recomputes_it():

@@ -234,17 +234,9 @@ at::Tensor& leakyReluBackwardOut(const at::Tensor& grad, const at::Tensor& self,
   return grad_input;
 }
 
-// x * tanh(log1p(exp(x)))
-at::Tensor mishOf(const at::Tensor& x) {
-  checkFloatingKernel("mish", x.scalar_type());
-  return at::mul(x, at::tanh(at::log1p(at::exp(x))));
-}
-
 at::Tensor mishBackward(const at::Tensor& grad, const at::Tensor& self) {
-  const at::Tensor x = widened(self);
-  const at::Tensor tanh_softplus = at::tanh(at::log1p(at::exp(x)));
-  const at::Tensor slope = at::mul(x, at::sigmoid(x)).mul_(at::rsub(at::mul(tanh_softplus, tanh_softplus), 1));
-  return at::mul(widened(grad), slope.add_(tanh_softplus)).to(grad.scalar_type());
+  at::Tensor r = *gradientOp(atenInstruction("mish_backward"), grad, self, {});
+  return r.defined() ? r : Fallback<ATEN_OP(mish_backward)>::call(grad, self);
 }
 
 // glu: the first half of `dim` gated by the sigmoid of the second.

@@ -1,7 +1,7 @@
 // Activations pto runs as one native instruction with the activation's numbers for
 // immediates (elu, and selu and celu through it, softplus, log_sigmoid, hardshrink,
 // softshrink, and the gradients of elu, softplus, hardtanh, hardswish, leaky_relu,
-// log_sigmoid and the shrinks) or as short sequences of them (mish, glu, prelu, logit,
+// log_sigmoid, mish and the shrinks) or as short sequences of them (glu, prelu, logit,
 // threshold),
 // with the formulas of PyTorch's CPU kernels. float16/bfloat16 compute in float32 and
 // round once.
@@ -12,14 +12,6 @@
 #include "composite.h"
 
 namespace pto::torch_glue {
-
-// Registers functional, in-place and out= forms of an activation computed by `Fn`.
-template <at::Tensor (*Fn)(const at::Tensor&)>
-struct Activation {
-  static at::Tensor functional(const at::Tensor& self) { return Fn(widened(self)).to(self.scalar_type()); }
-  static at::Tensor& inplace(at::Tensor& self) { return self.copy_(Fn(widened(self))); }
-  static at::Tensor& out(const at::Tensor& self, at::Tensor& result) { return assignPointwise(result, {self}, Fn(widened(self))); }
-};
 
 // x > 0 ? scale * x : alpha * scale * (exp(input_scale * x) - 1)
 at::Tensor eluOf(const at::Tensor& self, const at::Scalar& alpha, const at::Scalar& scale,
@@ -72,8 +64,7 @@ at::Tensor leakyReluBackward(const at::Tensor& grad, const at::Tensor& self, con
 at::Tensor& leakyReluBackwardOut(const at::Tensor& grad, const at::Tensor& self, const at::Scalar& slope,
                                  bool self_is_result, at::Tensor& grad_input);
 
-// x * tanh(log1p(exp(x)))
-at::Tensor mishOf(const at::Tensor& x);
+// mish's gradient, tmishgrad (mish itself is a row of aten_instructions.def).
 at::Tensor mishBackward(const at::Tensor& grad, const at::Tensor& self);
 
 // glu: the first half of `dim` gated by the sigmoid of the second.

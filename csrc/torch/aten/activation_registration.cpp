@@ -30,10 +30,6 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("hardswish_backward.out", TORCH_FN(hardswishBackwardOut));
   m.impl("leaky_relu_backward", TORCH_FN(leakyReluBackward));
   m.impl("leaky_relu_backward.grad_input", TORCH_FN(leakyReluBackwardOut));
-  using Mish = Activation<mishOf>;
-  m.impl("mish", TORCH_FN(Mish::functional));
-  m.impl("mish_", TORCH_FN(Mish::inplace));
-  m.impl("mish.out", TORCH_FN(Mish::out));
   m.impl("mish_backward", TORCH_FN(mishBackward));
   m.impl("glu", TORCH_FN(gluOf));
   m.impl("glu.out", TORCH_FN(gluOut));

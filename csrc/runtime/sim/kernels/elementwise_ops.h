@@ -143,6 +143,8 @@ inline C unaryOp(C x, const Immediates<C>& immediates = {}) {
     return x * immediates[0] > immediates[1] ? x : C(std::log1p(expOf(x * immediates[0]))) / immediates[0];
   } else if constexpr (op == Opcode::kLogSigmoid) {
     return (x < C(0) ? x : C(0)) - C(std::log1p(expOf(-std::abs(x))));
+  } else if constexpr (op == Opcode::kMish) {
+    return x * tanhOf(C(std::log1p(expOf(x))));
   } else if constexpr (op == Opcode::kHardShrink) {
     return x >= -immediates[0] && x <= immediates[0] ? C(0) : x;
   } else if constexpr (op == Opcode::kSoftShrink) {
@@ -285,6 +287,9 @@ inline C binaryOp(C a, C b, const Immediates<C>& immediates) {
     if (scaled > immediates[1]) return a;
     const C z = expOf(scaled);
     return a * z / (z + C(1));
+  } else if constexpr (op == Opcode::kMishGrad) {
+    const C s = C(1) / (C(1) + expOf(-b)), t = tanhOf(C(std::log1p(expOf(b))));
+    return a * (t + b * s * (C(1) - t * t));
   } else if constexpr (op == Opcode::kHardtanhGrad) return b > immediates[0] && b < immediates[1] ? a : C(0);
   else if constexpr (op == Opcode::kGeluGrad) {
     const C cdf = normalCdfOf(b);
