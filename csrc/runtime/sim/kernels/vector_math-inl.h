@@ -255,10 +255,10 @@ V geluTanhInner(D d, V x) {
   return hn::Mul(hn::Set(d, 0.79788456080286535588), hn::Add(x, cube));
 }
 
-// mish's tanh(log1p(exp(x))) with vectorTanh's 3.5-ulp tanh: the CPU's 1-ulp one (the
-// only step apart from its vector loop) doubles mish's time here (4M float32 on the
-// 2-core AVX2 EPYC: 15.3 against 7-8 ms); the result stays within 12u (the GoogleTest
-// reference's bound), inside PyTorch's float32 tolerance.
+// mish's tanh(log1p(exp(x))) with vectorTanh's 3.5-ulp tanh: with the CPU's 1-ulp one
+// (the only step apart from its vector loop) tmish took the CPU's own time (4M float32
+// on the 2-core AVX2 EPYC: 15.3 ms, against 10.6-11.0 with this one); the result stays
+// within 12u (the GoogleTest reference's bound), inside PyTorch's float32 tolerance.
 template <class D, class V = hn::Vec<D>>
 V tanhSoftplus(D d, V x) {
   return vectorTanh(d, vectorLog1p(d, vectorExp(d, x)));
