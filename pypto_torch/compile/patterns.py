@@ -10,6 +10,10 @@ values nothing outside it reads: a training forward saves some for its backward,
 those stay as they are. A pattern's scalars are placeholders, so that its filter can
 accept the literal a model writes wherever float32 holds it as the pattern's constant
 (the constant the instruction's kernel computes with).
+
+The pypto backend rewrites its whole graph (graph_runner.py); Inductor's pass for pto
+(compile/inductor) names the device type, so that only pto's composites become the ops pto
+keeps whole, and Inductor's code for the CPU's stays its own.
 """
 from __future__ import annotations
 
@@ -44,15 +48,26 @@ def _single_dim(dims, rank: int) -> int | None:
     return dims[0] % rank if len(dims) == 1 and rank > 0 else None
 
 
-def _rewrite(gm: torch.fx.GraphModule, patterns: list, replacement, accepts) -> int:
-    """Replaces the matches of each pattern that `accepts(placeholder values)` with the
+def _on_device(node, device_type: str | None) -> bool:
+    """Whether the tensor `node` computes lives on a device of `device_type` (any, for None)."""
+    val = node.meta.get("val") if isinstance(node, torch.fx.Node) else None
+    return device_type is None or (isinstance(val, torch.Tensor) and val.device.type == device_type)
+
+
+def _rewrite(gm: torch.fx.GraphModule, patterns: list, replacement, accepts, device_type: str | None) -> int:
+    """Replaces the matches of each pattern that `accepts(placeholder values)`, whose first
+    placeholder (the composite's input) is on `device_type` where one is named, with the
     graph `replacement(placeholder values)` makes, giving each new node its value on the
     graph's fake tensors (which the next pattern's filter may read). Returns how many were
     replaced."""
+    def matched(match, *_):
+        inputs = match.placeholder_nodes
+        return _on_device(inputs[0], device_type) and accepts(*inputs)
+
     replaced = 0
     for pattern in patterns:
         matches = subgraph_rewriter.replace_pattern_with_filters(
-            gm, pattern, match_filters=[lambda match, *_: accepts(*match.placeholder_nodes)],
+            gm, pattern, match_filters=[matched],
             replacement_callback=lambda match, *_: replacement(*match.placeholder_nodes))
         for node in (node for match in matches for node in match.replacements):
             args, kwargs = torch.fx.map_arg((node.args, node.kwargs), lambda arg: arg.meta["val"])
@@ -88,10 +103,10 @@ def _is_tanh_gelu(x, *constants) -> bool:
 _TANH_GELU_PATTERNS = [_tanh_gelu_pattern(*swaps) for swaps in itertools.product((False, True), repeat=2)]
 
 
-def rewrite_tanh_gelu(gm: torch.fx.GraphModule) -> int:
+def rewrite_tanh_gelu(gm: torch.fx.GraphModule, device_type: str | None = None) -> int:
     """Replaces each written-out tanh GELU with aten.gelu(x, approximate="tanh"). Returns
     how many were replaced."""
-    return _rewrite(gm, _TANH_GELU_PATTERNS, lambda *_: _TANH_GELU_REPLACEMENT, _is_tanh_gelu)
+    return _rewrite(gm, _TANH_GELU_PATTERNS, lambda *_: _TANH_GELU_REPLACEMENT, _is_tanh_gelu, device_type)
 
 
 def _softmax(x, max_dims, sum_dims):
@@ -123,11 +138,11 @@ def _is_softmax(x, max_dims, sum_dims) -> bool:
 _SOFTMAX_PATTERNS = [symbolic_trace(_softmax)]
 
 
-def rewrite_softmax(gm: torch.fx.GraphModule) -> int:
+def rewrite_softmax(gm: torch.fx.GraphModule, device_type: str | None = None) -> int:
     """Replaces each softmax written out op by op over one dimension with
     aten._softmax(x, dim, False): one tsoftmax, a fused pass per row statistic, where the
     chain makes one per op. Returns how many were replaced."""
-    return _rewrite(gm, _SOFTMAX_PATTERNS, _softmax_replacement, _is_softmax)
+    return _rewrite(gm, _SOFTMAX_PATTERNS, _softmax_replacement, _is_softmax, device_type)
 
 
 def _rms_norm_pattern(swap_norm: bool, swap_weight: bool | None) -> torch.fx.GraphModule:
@@ -176,8 +191,8 @@ _RMS_NORM_PATTERNS = [_rms_norm_pattern(swap_norm, swap_weight)
                       for swap_weight in (False, True, None) for swap_norm in (False, True)]
 
 
-def rewrite_rms_norm(gm: torch.fx.GraphModule) -> int:
+def rewrite_rms_norm(gm: torch.fx.GraphModule, device_type: str | None = None) -> int:
     """Replaces each written-out RMS norm over the last dimension, times a weight of the
     row's length where one follows, with aten._fused_rms_norm: one trmsnorm, a pass for
     the row's mean square and one normalising it. Returns how many were replaced."""
-    return _rewrite(gm, _RMS_NORM_PATTERNS, _rms_norm_replacement, _is_rms_norm)
+    return _rewrite(gm, _RMS_NORM_PATTERNS, _rms_norm_replacement, _is_rms_norm, device_type)

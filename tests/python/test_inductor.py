@@ -134,6 +134,35 @@ def test_row_ops_stay_whole_on_pto_and_are_decomposed_on_the_cpu():
         assert f"torch.ops.{op}.default(" in backward, op
 
 
+def _written_out_softmax(x):
+    exp = (x - x.amax(-1, keepdim=True)).exp()
+    return exp / exp.sum(-1, keepdim=True)
+
+
+def _written_out_tanh_gelu(x):
+    """GPT-2's gelu_new as Hugging Face writes it."""
+    return 0.5 * x * (1.0 + torch.tanh(0.7978845608028654 * (x + 0.044715 * torch.pow(x, 3.0))))
+
+
+def test_written_out_softmax_and_tanh_gelu_become_the_ops_pto_keeps_whole():
+    """A softmax and a tanh GELU written op by op become one extern call each of pto's row
+    kernels (the pypto backend's rewrites, compile/patterns.py), where Inductor's fused kernel
+    would make a pass per reduction and compute the exponentials twice; the CPU's
+    composites in the same graph stay Inductor's own code. The results are the CPU's
+    within float32's default tolerance (the module's note)."""
+    def model(x, y):
+        return _written_out_tanh_gelu(_written_out_softmax(x) * 4.0), _written_out_softmax(y)
+
+    x, y = _inputs(64, 48), _inputs(8, 48, seed=1)
+    (on_pto, on_cpu), (code,) = run_and_get_code(torch.compile(model), x.to("pto"), y)
+    assert code.count("torch.ops.aten._softmax.default(") == 1
+    assert code.count("torch.ops.aten.gelu.default(") == 1 and "approximate='tanh'" in code
+    expected_pto, expected_cpu = model(x, y)
+    assert on_pto.device.type == "pto" and on_cpu.device.type == "cpu"
+    assert_close(on_pto.cpu(), expected_pto)
+    assert_close(on_cpu, expected_cpu)
+
+
 def test_attention_with_a_fully_masked_row_gives_zeros_as_the_cpu_does():
     """scaled_dot_product_attention's math form guards rows that are all -inf
     (aten._safe_softmax); on pto the guard reads the row's maximum."""
@@ -256,7 +285,7 @@ def pytree_cpu(value):
 
 def test_a_second_process_loads_the_programs_from_inductors_fx_graph_cache(tmp_path):
     """Inductor's FX graph cache keeps the wrapper, its Inductor programs included; its key has the
-    pto backend's source hash (SourceVersion), so other sources would miss."""
+    pto backend's source hash (ComposedRowOps), so other sources would miss."""
     script = textwrap.dedent("""
         import torch, pypto_torch
         from torch._dynamo.utils import counters
