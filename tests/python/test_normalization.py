@@ -1,5 +1,6 @@
-"""layer_norm, batch_norm (and rms_norm, which PyTorch decomposes into native
-pieces) run on pto without the CPU fallback, forward and backward, matching CPU.
+"""layer_norm, batch_norm and rms_norm (its _fused_rms_norm, which the CPU runs as a
+composite of native pieces) run on pto without the CPU fallback, forward and backward,
+matching CPU.
 
 The statistics are two-pass here and Welford on the CPU: forward results compare within
 error_bounds.normalization_bounds / rms_norm_bound, first-order bounds that grow with the
@@ -77,6 +78,33 @@ def test_layer_norm_is_native():
     before = pypto_torch.fallback_ops()
     layer(x).sum().backward()
     assert pypto_torch.fallback_ops() == before
+
+
+def test_rms_norm_is_one_trmsnorm_and_its_gradient_runs_on_pto():
+    """F.rms_norm calls aten._fused_rms_norm, which the CPU runs as its composite (pow, mean,
+    add, rsqrt, mul): on pto it is one trmsnorm beside the saved 1 / rms, and nothing is read
+    back to the host; its gradient (_fused_rms_norm_backward, which the CPU has no kernel
+    for) runs on pto too. Results against the CPU's composite and its autograd within the
+    bounds of the OpInfo tests above (the output: rms_norm_bound; gradients: their note)."""
+    generator = torch.Generator().manual_seed(5)
+    x, weight, grad = (torch.randn(*shape, generator=generator) for shape in ((6, 7, 32), (32,), (6, 7, 32)))
+    x_pto, weight_pto = (t.to("pto").requires_grad_() for t in (x, weight))
+    before = pypto_torch.fallback_ops()
+    with torch.profiler.profile() as profile:
+        y_pto = torch.nn.functional.rms_norm(x_pto, [32], weight_pto)
+        torch.pto.synchronize()
+    names = {event.name for event in profile.events()}
+    assert "trmsnorm" in names and not names & {"aten::item", "aten::pow", "aten::rsqrt"}, sorted(names)
+    y_pto.backward(grad.to("pto"))
+    assert pypto_torch.fallback_ops() == before
+
+    x_cpu, weight_cpu = (t.clone().requires_grad_() for t in (x, weight))
+    y_cpu = torch.nn.functional.rms_norm(x_cpu, [32], weight_cpu)
+    y_cpu.backward(grad)
+    assert_within_bound(y_pto.detach().cpu(), y_cpu.detach(),
+                        rms_norm_bound(x, (-1,), weight, None, y_pto.detach().cpu(), y_cpu.detach()))
+    for got, want in ((x_pto.grad, x_cpu.grad), (weight_pto.grad, weight_cpu.grad)):
+        assert_close(got.cpu(), want, rtol=1e-4, atol=2e-4)
 
 
 def test_normalized_shape_mismatch_is_a_clear_error():

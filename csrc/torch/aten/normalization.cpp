@@ -2,6 +2,7 @@
 
 #include <ATen/Operators.h>
 #include <ATen/native/layer_norm.h>
+#include <ATen/ops/_fused_rms_norm_compositeimplicitautograd_dispatch.h>
 #include <ATen/ops/native_group_norm_native.h>
 
 #include <optional>
@@ -131,6 +132,58 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> layerNormBackward(
     grad_bias = overBatch(dy).to(bias->scalar_type());
   }
   return {grad_input, grad_weight, grad_bias};
+}
+
+// The recipe where it applies: one normalised (last) dim of a float32/float64 input
+// (not channels_last, whose result the composite lays out as its input), and a weight
+// of that length and dtype. Elsewhere torch's composite, the CPU's own (float16/bfloat16
+// compute in float32 there; a mismatched weight promotes).
+std::tuple<at::Tensor, at::Tensor> fusedRmsNorm(const at::Tensor& input, at::IntArrayRef normalized_shape,
+                                                const std::optional<at::Tensor>& weight, std::optional<double> eps) {
+  const bool weighted = weight && weight->defined();
+  const bool fits = normalized_shape.size() == 1 && input.dim() > 0 && input.numel() > 0 &&
+                    input.suggest_memory_format() == at::MemoryFormat::Contiguous &&
+                    input.size(-1) == normalized_shape[0] &&
+                    (input.scalar_type() == at::kFloat || input.scalar_type() == at::kDouble) &&
+                    (!weighted || (weight->sizes() == normalized_shape && weight->scalar_type() == input.scalar_type()));
+  if (fits) {
+    std::vector<int64_t> statistics_shape(input.sizes().begin(), input.sizes().end());
+    statistics_shape.back() = 1;
+    at::Tensor out = at::empty(input.sizes(), input.options());
+    at::Tensor rstd = at::empty(statistics_shape, input.options());
+    const bool native = RecipeCall("aten::_fused_rms_norm")
+                            .tensor("input", input)
+                            .value("normalized_shape", normalized_shape.vec())
+                            .tensor("weight", weight)
+                            .value("eps", eps ? recipes::Value{*eps} : recipes::Value{})
+                            .result(out)
+                            .result(rstd)
+                            .launch();
+    if (native) return {out, rstd};
+  }
+  return at::compositeimplicitautograd::_fused_rms_norm(input, normalized_shape, weight, eps);
+}
+
+// x_hat = x * rstd; grad_input = (g - x_hat * mean(g * x_hat)) * rstd with g = grad * weight,
+// grad_weight = grad * x_hat summed over the batch dims; in float32 for float16/bfloat16.
+std::tuple<at::Tensor, at::Tensor> fusedRmsNormBackward(const at::Tensor& grad_out, const at::Tensor& input,
+                                                        at::IntArrayRef normalized_shape, const at::Tensor& rstd,
+                                                        const std::optional<at::Tensor>& weight,
+                                                        std::array<bool, 2> output_mask) {
+  const Layout layout = layoutOf(input, c10::fromIntArrayRefSlow(normalized_shape), weight, std::nullopt);
+  const at::Tensor dy = widened(grad_out);
+  const at::Tensor normalized = widened(input) * widened(rstd);
+  at::Tensor grad_input, grad_weight;
+  if (output_mask[0]) {
+    const at::Tensor g = weight && weight->defined() ? dy * widened(*weight) : dy;
+    const at::Tensor gx_mean = (g * normalized).mean(layout.normalized, /*keepdim=*/true);
+    grad_input = ((g - normalized * gx_mean) * widened(rstd)).to(input.scalar_type());
+  }
+  if (output_mask[1] && weight && weight->defined()) {
+    const at::Tensor product = dy * normalized;
+    grad_weight = (layout.batch.empty() ? product : product.sum(layout.batch)).to(weight->scalar_type());
+  }
+  return {grad_input, grad_weight};
 }
 
 at::Tensor var(const at::Tensor& self, at::OptionalIntArrayRef dim, const std::optional<at::Scalar>& correction,

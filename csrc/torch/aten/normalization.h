@@ -14,6 +14,15 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> layerNormBackward(
     const at::Tensor& grad_out, const at::Tensor& input, c10::SymIntArrayRef normalized_shape,
     const at::Tensor& mean, const at::Tensor& rstd, const std::optional<at::Tensor>& weight,
     const std::optional<at::Tensor>& bias, std::array<bool, 3> output_mask);
+// _fused_rms_norm, what F.rms_norm calls (its output and the saved 1 / rms), and its
+// gradient. torch's CPU has only the composite (pow, mean, add, rsqrt, mul): on pto the
+// recipe (csrc/recipes/rows.cpp) runs it as one trmsnorm beside the saved statistic.
+std::tuple<at::Tensor, at::Tensor> fusedRmsNorm(const at::Tensor& input, at::IntArrayRef normalized_shape,
+                                                const std::optional<at::Tensor>& weight, std::optional<double> eps);
+std::tuple<at::Tensor, at::Tensor> fusedRmsNormBackward(const at::Tensor& grad_out, const at::Tensor& input,
+                                                        at::IntArrayRef normalized_shape, const at::Tensor& rstd,
+                                                        const std::optional<at::Tensor>& weight,
+                                                        std::array<bool, 2> output_mask);
 at::Tensor var(const at::Tensor& self, at::OptionalIntArrayRef dim, const std::optional<at::Scalar>& correction,
                bool keepdim);
 at::Tensor& varOut(const at::Tensor& self, at::OptionalIntArrayRef dim, const std::optional<at::Scalar>& correction,

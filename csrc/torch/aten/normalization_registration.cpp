@@ -15,6 +15,8 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("std.correction_out", TORCH_FN(stddevOut));
   m.impl("native_layer_norm", TORCH_FN(layerNorm));
   m.impl("native_layer_norm_backward", TORCH_FN(layerNormBackward));
+  m.impl("_fused_rms_norm", TORCH_FN(fusedRmsNorm));
+  m.impl("_fused_rms_norm_backward", TORCH_FN(fusedRmsNormBackward));
 }
 
 }  // namespace pto::torch_glue
