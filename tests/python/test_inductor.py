@@ -144,20 +144,26 @@ def _written_out_tanh_gelu(x):
     return 0.5 * x * (1.0 + torch.tanh(0.7978845608028654 * (x + 0.044715 * torch.pow(x, 3.0))))
 
 
-def test_written_out_softmax_and_tanh_gelu_become_the_ops_pto_keeps_whole():
-    """A softmax and a tanh GELU written op by op become one extern call each of pto's row
-    kernels (the pypto backend's rewrites, compile/patterns.py), where Inductor's fused kernel
-    would make a pass per reduction and compute the exponentials twice; the CPU's
-    composites in the same graph stay Inductor's own code. The results are the CPU's
-    within float32's default tolerance (the module's note)."""
-    def model(x, y):
-        return _written_out_tanh_gelu(_written_out_softmax(x) * 4.0), _written_out_softmax(y)
+def _written_out_rms_norm(x, weight):
+    return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + 1e-6) * weight
 
-    x, y = _inputs(64, 48), _inputs(8, 48, seed=1)
-    (on_pto, on_cpu), (code,) = run_and_get_code(torch.compile(model), x.to("pto"), y)
+
+def test_written_out_softmax_tanh_gelu_and_rms_norm_become_row_ops():
+    """A softmax, a tanh GELU and an RMS norm written op by op become one extern call each of
+    pto's row kernels (the pypto backend's rewrites, compile/patterns.py), where Inductor's
+    fused kernel would make a pass per reduction and compute the exponentials twice; the
+    CPU's composites in the same graph stay Inductor's own code. The results are the CPU's
+    within float32's default tolerance (the module's note)."""
+    def model(x, weight, y):
+        row = _written_out_tanh_gelu(_written_out_softmax(x) * 4.0)
+        return _written_out_rms_norm(row, weight), _written_out_softmax(y)
+
+    x, weight, y = _inputs(64, 48), _inputs(48, seed=2), _inputs(8, 48, seed=1)
+    (on_pto, on_cpu), (code,) = run_and_get_code(torch.compile(model), x.to("pto"), weight.to("pto"), y)
     assert code.count("torch.ops.aten._softmax.default(") == 1
     assert code.count("torch.ops.aten.gelu.default(") == 1 and "approximate='tanh'" in code
-    expected_pto, expected_cpu = model(x, y)
+    assert code.count("torch.ops.aten._fused_rms_norm.default(") == 1
+    expected_pto, expected_cpu = model(x, weight, y)
     assert on_pto.device.type == "pto" and on_cpu.device.type == "cpu"
     assert_close(on_pto.cpu(), expected_pto)
     assert_close(on_cpu, expected_cpu)

@@ -17,18 +17,19 @@ from torch._inductor.custom_graph_pass import CustomGraphModulePass
 from torch._inductor.lowering import make_fallback
 
 from pypto_torch.compile.inductor.scheduling import PTOScheduling
-from pypto_torch.compile.patterns import rewrite_softmax, rewrite_tanh_gelu
+from pypto_torch.compile.patterns import rewrite_rms_norm, rewrite_softmax, rewrite_tanh_gelu
 from pypto_torch.compile.inductor.wrapper import PTODeviceOpOverrides, PTOWrapperCodegen, RefusedWrapperCodegen
 from pypto_torch.pto.inductor import KEPT_WHOLE
 
 
 class ComposedRowOps(CustomGraphModulePass):
     """Inductor's pass over each graph with pto tensors, after its post-grad passes: a
-    softmax or a tanh GELU that a model writes out op by op (patterns.py, the rewrites the
-    pypto backend makes) becomes the op pto keeps whole, one row instruction
-    (KEPT_WHOLE), where Inductor's fused kernel would make a pass per reduction and
-    recompute the exponentials for the division. A written-out RMS norm stays as it is:
-    ``aten._fused_rms_norm`` has no eager pto kernel to call yet.
+    softmax, a tanh GELU or an RMS norm that a model writes out op by op (patterns.py, the
+    rewrites the pypto backend makes) becomes one op of a row instruction (a softmax and a
+    GELU are ops pto keeps whole, KEPT_WHOLE; the RMS norm becomes ``aten._fused_rms_norm``,
+    which Inductor has no lowering for), an extern call of its eager pto kernel, where
+    Inductor's fused kernel would make a pass per reduction and, for the softmax, compute
+    the exponentials twice.
 
     Its uuid, the hash of the sources that decide pto's code (this package's, the
     patterns' and the ops pto keeps whole, pypto_torch/pto/inductor.py), is what the pto
@@ -38,6 +39,7 @@ class ComposedRowOps(CustomGraphModulePass):
     def __call__(self, gm) -> None:
         rewrite_tanh_gelu(gm, "pto")
         rewrite_softmax(gm, "pto")
+        rewrite_rms_norm(gm, "pto")
 
     def uuid(self) -> str:
         return _source_hash()
