@@ -66,7 +66,9 @@ void attention(Recipe& r, const Arguments& args) {
                           {expand(*mask, shape), scores, r.operand(minus_infinity, compute, shape)})
                  : r.emit(add, r.temporary(compute, shape), {scores, r.operand(*mask, compute, shape)}, {1.0});
   }
-  const View weights = r.emit(Opcode::kSoftmax, r.temporary(compute, shape), {scores});
+  // A query every key is masked from attends to nothing: its weights are 0, as the CPU's
+  // kernel gives them (torch.softmax's would be NaN).
+  const View weights = r.emit(Opcode::kSoftmax, r.temporary(compute, shape), {scores}, {1.0});
   // The product goes straight into the result's layout (heads inside rows: the transpose
   // back to (batch, sequence, heads * head_dim) that follows is then a view).
   r.emit(Opcode::kMatmul, args.result(0), {r.cast(weights, q.dtype), r.cast(v, q.dtype)}, {1.0, 0.0});
@@ -84,7 +86,12 @@ void attention(Recipe& r, const Arguments& args) {
   const View total = r.temporary(compute, kept);
   r.emit(Opcode::kSum, spread(total, shape, last), {exponentials}, {1.0});
   const View log_total = r.emit(atenInstruction("log").opcode, r.temporary(compute, kept), {total});
-  r.emit(add, unsqueeze(args.result(1), -1), {log_total, row_max}, {1.0});
+  const View logsumexp = r.emit(add, r.temporary(compute, kept), {log_total, row_max}, {1.0});
+  // A masked row's maximum is -inf and its logsumexp NaN; the CPU's kernel saves 0 there,
+  // which the backward's exp(score - logsumexp) turns into the row's zero weights.
+  const View masked = r.emit(atenInstruction("eq").opcode, r.temporary(DType::kBool, kept),
+                             {row_max, r.operand(minus_infinity, compute, kept)});
+  r.emit(where, unsqueeze(args.result(1), -1), {masked, r.operand(0.0, compute, kept), logsumexp});
 }
 
 bool sameView(const View& a, const View& b) {

@@ -18,10 +18,11 @@ View asRow(const View& view, int64_t dim) {
   return moveLast(view, dim);
 }
 
-void rowForward(Recipe& r, const Arguments& args, Opcode opcode) {
+void rowForward(Recipe& r, const Arguments& args, Opcode opcode,
+                std::array<double, isa::kMaxImmediates> immediates = {}) {
   const View& out = args.result();
   const int64_t dim = args.integer("dim");
-  r.emit(opcode, asRow(out, dim), {r.cast(asRow(args.tensor("self"), dim), out.dtype)});
+  r.emit(opcode, asRow(out, dim), {r.cast(asRow(args.tensor("self"), dim), out.dtype)}, immediates);
 }
 
 void rowBackward(Recipe& r, const Arguments& args, Opcode opcode) {
@@ -111,6 +112,10 @@ double machineEpsilon(DType dtype) {
 
 void addRowRecipes(Table& table) {
   table["aten::_softmax"] = [](Recipe& r, const Arguments& args) { rowForward(r, args, Opcode::kSoftmax); };
+  // Attention's softmax: a row of -inf (a query every key is masked from) gives 0.
+  table["aten::_safe_softmax"] = [](Recipe& r, const Arguments& args) {
+    rowForward(r, args, Opcode::kSoftmax, {1.0});
+  };
   table["aten::_log_softmax"] = [](Recipe& r, const Arguments& args) { rowForward(r, args, Opcode::kLogSoftmax); };
   table["aten::_softmax_backward_data"] = [](Recipe& r, const Arguments& args) {
     rowBackward(r, args, Opcode::kSoftmaxGrad);

@@ -10,8 +10,8 @@ the names on first lookup keeps Inductor (seconds to import) out of ``import
 pypto_torch``.
 
 Inductor decomposes every op its table names before any device is asked; on pto, the
-ops with a fused row instruction (softmax, log_softmax, layer norm, GELU and their
-gradients) stay whole instead (``KEPT_WHOLE``): Inductor calls them as extern kernels,
+ops with a fused row instruction (softmax, attention's safe softmax, log_softmax, layer
+norm, GELU and their gradients) stay whole instead (``KEPT_WHOLE``): Inductor calls them as extern kernels,
 one pass over each row where their decompositions make one per reduction and
 pointwise step. The table is amended as Inductor's decomposition module loads
 (``keep_whole_on_pto``), before any compile reads it, for pto's tensors only.
@@ -42,7 +42,7 @@ def codegen(name: str):
 # The ops Inductor calls whole on pto: each is one row instruction of the device (a
 # recipe in csrc/recipes/rows.cpp and norms) with an eager pto kernel.
 KEPT_WHOLE = (
-    aten._softmax.default, aten._softmax_backward_data.default,
+    aten._softmax.default, aten._softmax_backward_data.default, aten._safe_softmax.default,
     aten._log_softmax.default, aten._log_softmax_backward_data.default,
     aten.native_layer_norm.default, aten.native_layer_norm_backward.default,
     aten.gelu.default, aten.gelu_backward.default,
@@ -51,24 +51,9 @@ KEPT_WHOLE = (
 _DECOMPOSITION_MODULE = "torch._inductor.decomposition"
 
 
-def _safe_softmax(x, dim, dtype=None):
-    """aten._safe_softmax (attention's softmax: 0, not NaN, over a row that is all -inf)
-    as a softmax kept whole and its guard: a row is all -inf exactly where its maximum is
-    (a NaN row's maximum is NaN, and its softmax stays NaN, as torch's guard leaves it).
-    One row reduction and a select, where torch's guard compares, negates and reduces."""
-    out = torch.softmax(x, dim, dtype=dtype)
-    fully_masked = x.amax(dim, keepdim=True).eq(float("-inf"))
-    return torch.where(fully_masked, torch.zeros((), dtype=out.dtype, device=out.device), out)
-
-
-# The ops decomposed otherwise on pto: into ops it keeps whole.
-DECOMPOSED_ON_PTO = {aten._safe_softmax.default: _safe_softmax}
-
-
 def keep_whole_on_pto() -> None:
     """Amends Inductor's decomposition table (now, or as its module loads): each op of
-    KEPT_WHOLE is decomposed as before unless one of its tensors is a pto tensor, each of
-    DECOMPOSED_ON_PTO by its own decomposition there."""
+    KEPT_WHOLE is decomposed as before unless one of its tensors is a pto tensor."""
     module = sys.modules.get(_DECOMPOSITION_MODULE)
     if module is not None:
         _amend(module.decompositions)
@@ -77,22 +62,17 @@ def keep_whole_on_pto() -> None:
 
 
 def _amend(table: dict) -> None:
-    on_pto = {**dict.fromkeys(KEPT_WHOLE, _whole), **DECOMPOSED_ON_PTO}
-    for op, instead in on_pto.items():
+    for op in KEPT_WHOLE:
         decompose = table.get(op)
         if decompose is not None and not getattr(decompose, "amended_for_pto", False):
-            table[op] = _unless_on_pto(decompose, instead)
+            table[op] = _unless_on_pto(decompose)
 
 
-def _whole(*args, **kwargs):
-    return NotImplemented  # what a decomposition returns to leave its op whole
-
-
-def _unless_on_pto(decompose, instead):
+def _unless_on_pto(decompose):
     @functools.wraps(decompose)
     def decomposition(*args, **kwargs):
         if any(isinstance(a, torch.Tensor) and a.device.type == "pto" for a in (*args, *kwargs.values())):
-            return instead(*args, **kwargs)
+            return NotImplemented  # what a decomposition returns to leave its op whole
         return decompose(*args, **kwargs)
     decomposition.amended_for_pto = True
     return decomposition

@@ -153,7 +153,7 @@ TEST(CollapseDims, LeadingDimensionsMergeWhereEveryOperandAllows) {
       "buffer %0 input 4096\nbuffer %1 output 4096\nbuffer %2 input 64\nbuffer %3 output 128\n"
       "tadd %1:f32[4,16,16;256,16,1]@0, %0:f32[4,16,16;256,16,1]@0, %2:f32[4,16,16;0,0,1]@0 alpha=1\n"
       "tsum %3:f32[4,8,16;8,1,0]@0, %0:f32[4,8,16;256,16,1]@0 scale=1\n"   // a strided input: no merge
-      "tsoftmax %1:f32[4,16,16;256,16,1]@0, %0:f32[4,16,16;256,16,1]@0\n");
+      "tsoftmax %1:f32[4,16,16;256,16,1]@0, %0:f32[4,16,16;256,16,1]@0 zero_masked_rows=0\n");
   EXPECT_EQ(compiler::collapseLeadingDims(program), 2);
   const isa::Operand& add = program.instructions[0].operands[0];
   ASSERT_EQ(add.rank, 2);

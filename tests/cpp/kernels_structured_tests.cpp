@@ -1024,6 +1024,24 @@ TEST(RowOps, KnownRows) {
   for (int i = 0; i < 4; ++i) EXPECT_NEAR(y[i], std::exp(-i) / z, 1e-7) << i;
   for (int i = 4; i < 12; ++i) EXPECT_TRUE(std::isnan(y[i])) << i;
   EXPECT_EQ((std::vector<float>(y.begin() + 12, y.end())), (std::vector<float>{0, 0, 1, 0, 0, 0, 0.5f, 0.5f}));
+  // zero_masked_rows: the row of -inf gives 0 (attention's softmax); a NaN is still NaN,
+  // and every other row is as before, in float32 and (by the scalar loop) float64.
+  softmax.immediates[0] = 1;
+  std::vector<float> masked(x.size());
+  buffers[0] = masked.data();
+  kernels::execute(softmax, buffers);
+  for (int i = 4; i < 8; ++i) EXPECT_EQ(masked[i], 0.0f) << i;
+  for (int i = 8; i < 12; ++i) EXPECT_TRUE(std::isnan(masked[i])) << i;
+  for (int i : {0, 1, 2, 3, 12, 13, 14, 15, 16, 17, 18, 19}) EXPECT_EQ(masked[i], y[i]) << i;
+  std::vector<double> x64(x.begin(), x.end()), masked64(x.size());
+  Instruction softmax64 = softmax;
+  for (Operand& operand : softmax64.operands) operand.dtype = DType::kFloat64;
+  std::vector<void*> buffers64 = {masked64.data(), x64.data()};
+  kernels::execute(softmax64, buffers64);
+  for (int i = 4; i < 8; ++i) EXPECT_EQ(masked64[i], 0.0) << i;
+  for (int i = 8; i < 12; ++i) EXPECT_TRUE(std::isnan(masked64[i])) << i;
+  softmax.immediates[0] = 0;
+  buffers[0] = y.data();
   softmax.opcode = Opcode::kLogSoftmax;
   kernels::execute(softmax, buffers);
   for (int i = 0; i < 4; ++i) EXPECT_NEAR(y[i], -i - std::log(z), 1e-6) << i;

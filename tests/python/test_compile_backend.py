@@ -237,17 +237,26 @@ def attention_gradients(device, mask, compiled):
     return [out.detach().cpu()] + [leaf.grad.cpu() for leaf in leaves]
 
 
-@pytest.mark.parametrize("mask", ["boolean sliding window", "learnt additive bias"])
+@pytest.mark.parametrize("mask", ["boolean sliding window", "learnt additive bias", "boolean, a query masked whole",
+                                  "additive, a row of -inf"])
 def test_attention_with_a_mask_has_eager_cpu_gradients(mask):
     """A boolean mask (Llama, Mistral) that hides a row's first column (Mistral's sliding
-    window: the logsumexp the backward reads must not be -inf - -inf there), and an additive
-    mask that learns (T5's position bias, which the CPU flash op cannot differentiate)."""
+    window: the logsumexp the backward reads must not be -inf - -inf there), an additive
+    mask that learns (T5's position bias, which the CPU flash op cannot differentiate), and
+    masks that hide every key from a query: its output and gradients are 0 on the CPU
+    (NaN from a plain softmax), and its saved logsumexp must not make the backward NaN."""
+    position = torch.arange(12)
+    distance = position[:, None] - position[None, :]
     if mask == "boolean sliding window":
-        position = torch.arange(12)
-        distance = position[:, None] - position[None, :]
         attn_mask = (distance >= 0) & (distance < 4)
-    else:
+    elif mask == "learnt additive bias":
         attn_mask = torch.randn(1, 4, 12, 12, requires_grad=True)
+    elif mask == "boolean, a query masked whole":
+        attn_mask = distance >= 0
+        attn_mask[5] = False
+    else:
+        attn_mask = torch.zeros(12, 12)
+        attn_mask[7] = float("-inf")
     expected = attention_gradients("cpu", attn_mask, compiled=False)
     actual = attention_gradients("pto", attn_mask, compiled=True)
     for a, e in zip(actual, expected):

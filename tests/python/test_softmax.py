@@ -53,3 +53,50 @@ def test_float32_rows_of_every_tail_length(length):
     x[3, length // 2] = float("nan")
     for fn in (torch.softmax, torch.log_softmax):
         assert_close(fn(x.to("pto"), -1).cpu(), fn(x, -1), equal_nan=True)
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=str)
+def test_safe_softmax_gives_zeros_over_a_masked_row_in_one_instruction(dtype):
+    """aten._safe_softmax, attention's softmax in torch's math path (F.scaled_dot_product_attention
+    on pto): a row that is all -inf (a query every key is masked from) gives 0 where
+    torch.softmax gives NaN; a NaN row stays NaN. One tsoftmax (zero_masked_rows=1), where
+    torch's composite adds a row test and a select; its gradient is softmax's. Values as the
+    CPU's within the OpInfo sweep's tolerance above."""
+    x = torch.randn(5, 3, 9, generator=torch.Generator().manual_seed(4)).to(dtype)
+    x[1, 2] = -float("inf")
+    x[3, 0, :4] = -float("inf")
+    x[4, 1, 5] = float("nan")
+    for dim, out_dtype in ((-1, None), (1, None), (-1, torch.float32)):
+        expected = torch.ops.aten._safe_softmax(x, dim, out_dtype)
+        with torch.profiler.profile() as profile:
+            got = torch.ops.aten._safe_softmax(x.to("pto"), dim, out_dtype)
+            torch.pto.synchronize()
+        names = [event.name for event in profile.events() if event.name.startswith("t")]
+        assert names == ["tsoftmax"] or (out_dtype and names[-1] == "tsoftmax"), names
+        assert got.dtype == expected.dtype
+        assert_close(got.cpu(), expected, equal_nan=True, **ONE_ULP.get(dtype, {}))
+    p = x.to("pto").requires_grad_()
+    q = x.clone().requires_grad_()
+    grad = torch.randn(x.shape, generator=torch.Generator().manual_seed(5)).to(dtype)
+    torch.ops.aten._safe_softmax(p, -1).backward(grad.to("pto"))
+    torch.ops.aten._safe_softmax(q, -1).backward(grad)
+    assert_close(p.grad.cpu(), q.grad, equal_nan=True, **ONE_ULP.get(dtype, {}))
+
+
+def test_scaled_dot_product_attention_with_a_masked_query_matches_the_cpu():
+    """A query every key is masked from attends to nothing: 0 on the CPU and on pto, eager
+    (the math path's safe softmax) and compiled (pypto's attention program), boolean or
+    additive mask."""
+    generator = torch.Generator().manual_seed(6)
+    q, k, v = (torch.randn(2, 3, 6, 8, generator=generator) for _ in range(3))
+    keep = torch.ones(6, 6, dtype=torch.bool).tril()
+    keep[2] = False
+    additive = torch.zeros(6, 6).masked_fill(~keep, float("-inf"))
+    attend = torch.nn.functional.scaled_dot_product_attention
+    compiled = torch.compile(attend, backend="pypto")
+    for mask in (keep, additive):
+        expected = attend(q, k, v, attn_mask=mask)
+        assert expected[:, :, 2].eq(0).all()
+        on_pto = [t.to("pto") for t in (q, k, v)]
+        for run in (attend, compiled):
+            assert_close(run(*on_pto, attn_mask=mask.to("pto")).cpu(), expected)

@@ -1,6 +1,7 @@
 #include "softmax.h"
 
 #include <ATen/WrapDimUtils.h>
+#include <ATen/ops/_safe_softmax_compositeexplicitautograd_dispatch.h>
 
 namespace pto::torch_glue {
 
@@ -18,6 +19,13 @@ bool rowOp(const std::string& op, const at::Tensor& out, std::initializer_list<a
     call.tensor("grad_output", *inputs.begin()).tensor("output", *(inputs.begin() + 1));
   }
   return call.value("dim", dim).result(out).launch();
+}
+
+at::Tensor safeSoftmax(const at::Tensor& self, int64_t dim, std::optional<at::ScalarType> dtype) {
+  const int64_t wrapped = at::maybe_wrap_dim(dim, self.dim());
+  at::Tensor out = at::empty(self.sizes(), self.options().dtype(dtype.value_or(self.scalar_type())));
+  if (RecipeCall("aten::_safe_softmax").tensor("self", self).value("dim", wrapped).result(out).launch()) return out;
+  return at::compositeexplicitautograd::_safe_softmax(self, dim, dtype);
 }
 
 }  // namespace pto::torch_glue

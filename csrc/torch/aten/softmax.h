@@ -17,6 +17,11 @@ namespace pto::torch_glue {
 // out's dtype, device and shape. False: not native.
 bool rowOp(const std::string& op, const at::Tensor& out, std::initializer_list<at::Tensor> inputs, int64_t dim);
 
+// aten._safe_softmax (attention's softmax in torch's math path): one tsoftmax whose
+// rows of -inf give 0; torch's composite (softmax, then a guard) where the recipe does
+// not apply (an integer input with no dtype: the composite's error).
+at::Tensor safeSoftmax(const at::Tensor& self, int64_t dim, std::optional<at::ScalarType> dtype);
+
 template <class Op, class Out>
 struct Forward {
   static at::Tensor functional(const at::Tensor& self, int64_t dim, bool half_to_float) {

@@ -7,6 +7,7 @@
 namespace pto::torch_glue {
 
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
+  m.impl("_safe_softmax", TORCH_FN(safeSoftmax));
   {
     using F = Forward<ATEN_OP(_softmax), ATEN_OP2(_softmax, out)>;
     m.impl("_softmax", TORCH_FN(F::functional));

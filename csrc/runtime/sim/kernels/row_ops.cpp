@@ -30,13 +30,21 @@ namespace hn = hwy::HWY_NAMESPACE;
 using isa::Opcode;
 
 
+// 1 / sum, softmax's scale: where the sum is 0 the row was all -inf (its exps are 0 and
+// any other row's largest is exp(0) = 1), which gives NaN (0 * inf) unless its
+// instruction asks for zeros there (tsoftmax's zero_masked_rows).
+template <typename C>
+C softmaxScale(C sum, bool zero_masked_rows) {
+  return zero_masked_rows && sum == C(0) ? C(0) : C(1) / sum;
+}
+
 // A contiguous float32 row: max, then exp(x - max) summed (one exp per element,
 // vectorExp), then one pass writing softmax's exp(x - max) / sum or
 // log_softmax's (x - max) - log(sum). Softmax keeps its exps in out between the
 // passes; log_softmax has nothing to keep. The sums are float vectors, as
 // PyTorch's vectorised softmax keeps them.
 template <bool kLog>
-void softmaxRow(float* HWY_RESTRICT out, const float* HWY_RESTRICT in, int64_t length) {
+void softmaxRow(float* HWY_RESTRICT out, const float* HWY_RESTRICT in, int64_t length, bool zero_masked_rows) {
   const hn::ScalableTag<float> d;
   const auto lanes = static_cast<int64_t>(hn::Lanes(d));
   bool nan = false;
@@ -87,7 +95,7 @@ void softmaxRow(float* HWY_RESTRICT out, const float* HWY_RESTRICT in, int64_t l
     }
     for (; i < length; ++i) out[i] = (in[i] - max) - log_sum;
   } else {
-    const float scale = 1.0f / sum;
+    const float scale = softmaxScale(sum, zero_masked_rows);
     for (i = 0; i + lanes <= length; i += lanes) hn::StoreU(hn::Mul(hn::LoadU(d, out + i), hn::Set(d, scale)), d, out + i);
     for (; i < length; ++i) out[i] *= scale;
   }
@@ -101,12 +109,12 @@ constexpr int64_t kWidenedRowElements = 1 << 20;
 // result rounded once, as PyTorch's CPU kernel computes these rows in float.
 // `scratch` holds the two float copies.
 template <bool kLog, typename T>
-void halfSoftmaxRow(T* out, const T* in, int64_t length, std::vector<float>& scratch) {
+void halfSoftmaxRow(T* out, const T* in, int64_t length, bool zero_masked_rows, std::vector<float>& scratch) {
   scratch.resize(static_cast<size_t>(2 * length));
   float* wide = scratch.data();
   float* result = wide + length;
   widenToFloat(wide, in, length);
-  softmaxRow<kLog>(result, wide, length);
+  softmaxRow<kLog>(result, wide, length, zero_masked_rows);
   roundFromFloat(out, result, length);
 }
 
@@ -120,6 +128,7 @@ void rowKernel(const isa::Instruction& instruction, std::span<void* const> buffe
   const std::array<int64_t, N> step = rowSteps<N>(instruction);
   const size_t grain = static_cast<size_t>(std::max<int64_t>(1, kRowSerialElements / std::max<int64_t>(1, length)));
   constexpr bool kSoftmaxFamily = op == Opcode::kSoftmax || op == Opcode::kLogSoftmax;
+  const bool zero_masked_rows = op == Opcode::kSoftmax && instruction.immediates[0] != 0;
   rt::sim::parallelFor(static_cast<size_t>(rows), grain, [&](size_t begin, size_t end) {
     std::vector<float> scratch;
     for (size_t row = begin; row < end; ++row) {
@@ -130,10 +139,10 @@ void rowKernel(const isa::Instruction& instruction, std::span<void* const> buffe
           T* out_row = reinterpret_cast<T*>(p[0]);
           const T* in_row = reinterpret_cast<const T*>(p[1]);
           if constexpr (std::is_same_v<T, float>) {
-            softmaxRow<op == Opcode::kLogSoftmax>(out_row, in_row, length);
+            softmaxRow<op == Opcode::kLogSoftmax>(out_row, in_row, length, zero_masked_rows);
             continue;
           } else if (length <= kWidenedRowElements) {
-            halfSoftmaxRow<op == Opcode::kLogSoftmax>(out_row, in_row, length, scratch);
+            halfSoftmaxRow<op == Opcode::kLogSoftmax>(out_row, in_row, length, zero_masked_rows, scratch);
             continue;
           }
         }
@@ -145,7 +154,7 @@ void rowKernel(const isa::Instruction& instruction, std::span<void* const> buffe
         C sum = 0;
         for (int64_t i = 0; i < length; ++i) sum += expOf(at(1, i) - max);
         if constexpr (op == Opcode::kSoftmax) {
-          const C scale = C(1) / sum;
+          const C scale = softmaxScale(sum, zero_masked_rows);
           for (int64_t i = 0; i < length; ++i) store<T>(p[0] + i * step[0], expOf(at(1, i) - max) * scale);
         } else {
           // (x - max) - log(sum), in this order: x - (max + log(sum)) cancels badly.
