@@ -100,3 +100,17 @@ def test_scaled_dot_product_attention_with_a_masked_query_matches_the_cpu():
         on_pto = [t.to("pto") for t in (q, k, v)]
         for run in (attend, compiled):
             assert_close(run(*on_pto, attn_mask=mask.to("pto")).cpu(), expected)
+
+
+@pytest.mark.parametrize("dtype", [torch.int64, torch.complex64], ids=str)
+@pytest.mark.parametrize("op", [torch.softmax, torch.log_softmax, torch.ops.aten._safe_softmax],
+                         ids=["softmax", "log_softmax", "_safe_softmax"])
+def test_rows_the_cpu_has_no_kernel_for_give_its_error(op, dtype):
+    """An integer or complex row: the CPU kernel's NotImplementedError, naming the dtype (it
+    was pto's RuntimeError that the dtype has no PTO equivalent)."""
+    x = torch.ones(2, 3, dtype=dtype)
+    with pytest.raises(NotImplementedError) as on_cpu:
+        op(x, -1)
+    with pytest.raises(NotImplementedError) as on_pto:
+        op(x.to("pto"), -1)
+    assert str(on_pto.value) == str(on_cpu.value)

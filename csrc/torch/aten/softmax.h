@@ -18,8 +18,8 @@ namespace pto::torch_glue {
 bool rowOp(const std::string& op, const at::Tensor& out, std::initializer_list<at::Tensor> inputs, int64_t dim);
 
 // aten._safe_softmax (attention's softmax in torch's math path): one tsoftmax whose
-// rows of -inf give 0; torch's composite (softmax, then a guard) where the recipe does
-// not apply (an integer input with no dtype: the composite's error).
+// rows of -inf give 0; torch's composite (softmax, then a guard) elsewhere (an integer
+// or complex input with no floating dtype to compute in: the composite's error).
 at::Tensor safeSoftmax(const at::Tensor& self, int64_t dim, std::optional<at::ScalarType> dtype);
 
 template <class Op, class Out>
