@@ -3,6 +3,7 @@ forward and backward, along any dimension."""
 
 import pytest
 import torch
+from torch.nn.attention import SDPBackend
 from torch.testing import assert_close
 from torch.testing._internal.common_methods_invocations import op_db
 
@@ -85,8 +86,8 @@ def test_safe_softmax_gives_zeros_over_a_masked_row_in_one_instruction(dtype):
 
 def test_scaled_dot_product_attention_with_a_masked_query_matches_the_cpu():
     """A query every key is masked from attends to nothing: 0 on the CPU and on pto, eager
-    (the math path's safe softmax) and compiled (pypto's attention program), boolean or
-    additive mask."""
+    (the math path's safe softmax, the kernel torch._fused_sdp_choice names for pto) and
+    compiled (pypto's attention program), boolean or additive mask."""
     generator = torch.Generator().manual_seed(6)
     q, k, v = (torch.randn(2, 3, 6, 8, generator=generator) for _ in range(3))
     keep = torch.ones(6, 6, dtype=torch.bool).tril()
@@ -98,6 +99,7 @@ def test_scaled_dot_product_attention_with_a_masked_query_matches_the_cpu():
         expected = attend(q, k, v, attn_mask=mask)
         assert expected[:, :, 2].eq(0).all()
         on_pto = [t.to("pto") for t in (q, k, v)]
+        assert torch._fused_sdp_choice(*on_pto, mask.to("pto")) == SDPBackend.MATH.value
         for run in (attend, compiled):
             assert_close(run(*on_pto, attn_mask=mask.to("pto")).cpu(), expected)
 

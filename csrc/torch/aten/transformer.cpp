@@ -1,6 +1,7 @@
 #include "transformer.h"
 
 #include <ATen/Operators.h>
+#include <ATen/SDPBackend.h>
 
 #include <initializer_list>
 
@@ -74,6 +75,12 @@ void checkAttention(const at::Tensor& query, const at::Tensor& key, const at::Te
 }
 
 }  // namespace
+
+int64_t fusedSdpChoice(const at::Tensor& query, const at::Tensor& key, const at::Tensor& value,
+                       const std::optional<at::Tensor>& attn_mask, double dropout_p, bool is_causal,
+                       std::optional<double> scale, bool enable_gqa) {
+  return static_cast<int64_t>(at::SDPBackend::math);
+}
 
 std::tuple<at::Tensor, at::Tensor> nativeMultiHeadAttention(
     const at::Tensor& query, const at::Tensor& key, const at::Tensor& value, int64_t embed_dim, int64_t num_head,

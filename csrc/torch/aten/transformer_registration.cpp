@@ -8,6 +8,7 @@ namespace pto::torch_glue {
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("_native_multi_head_attention", TORCH_FN(nativeMultiHeadAttention));
   m.impl("_transformer_encoder_layer_fwd", TORCH_FN(transformerEncoderLayer));
+  m.impl("_fused_sdp_choice", TORCH_FN(fusedSdpChoice));
 }
 
 }  // namespace pto::torch_glue
