@@ -20,7 +20,7 @@ import torch.utils._pytree as pytree
 
 from pypto_torch import _C
 from pypto_torch.compile import lowering
-from pypto_torch.compile.patterns import rewrite_rms_norm, rewrite_softmax, rewrite_tanh_gelu
+from pypto_torch.compile.patterns import rewrite_composites
 from pypto_torch.compile.program_builder import ProgramStep, Segment, Storage, Unsupported, View
 
 
@@ -236,9 +236,7 @@ def _eager_step(node: torch.fx.Node, node_args, node_kwargs, meta, device: torch
 
 
 def build_plan(gm: torch.fx.GraphModule, args, debug: bool = False, fuse: bool = True) -> Plan:
-    rewrite_tanh_gelu(gm)
-    rewrite_softmax(gm)
-    rewrite_rms_norm(gm)
+    rewrite_composites(gm)
     nodes = list(gm.graph.nodes)
     position = {node: i for i, node in enumerate(nodes)}
     last_use = {node: max([position[user] for user in node.users], default=position[node]) for node in nodes}

@@ -196,3 +196,11 @@ def rewrite_rms_norm(gm: torch.fx.GraphModule, device_type: str | None = None) -
     row's length where one follows, with aten._fused_rms_norm: one trmsnorm, a pass for
     the row's mean square and one normalising it. Returns how many were replaced."""
     return _rewrite(gm, _RMS_NORM_PATTERNS, _rms_norm_replacement, _is_rms_norm, device_type)
+
+
+def rewrite_composites(gm: torch.fx.GraphModule, device_type: str | None = None) -> None:
+    """Every rewrite above, in the order the backends apply them: the tanh GELU, the
+    softmax and the RMS norm, of tensors on `device_type` where one is named."""
+    rewrite_tanh_gelu(gm, device_type)
+    rewrite_softmax(gm, device_type)
+    rewrite_rms_norm(gm, device_type)

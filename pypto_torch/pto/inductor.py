@@ -11,9 +11,9 @@ pypto_torch``.
 
 Inductor decomposes every op its table names before any device is asked; on pto, the
 ops with a fused row instruction (softmax, attention's safe softmax, log_softmax, layer
-norm, GELU and their gradients) stay whole instead (``KEPT_WHOLE``): Inductor calls them as extern kernels,
-one pass over each row where their decompositions make one per reduction and
-pointwise step. The table is amended as Inductor's decomposition module loads
+norm, GELU and their gradients) stay whole instead (``KEPT_WHOLE``): Inductor calls them
+as extern kernels, one pass over each row where their decompositions make one per
+reduction and pointwise step. The table is amended as Inductor's decomposition module loads
 (``keep_whole_on_pto``), before any compile reads it, for pto's tensors only.
 """
 import functools

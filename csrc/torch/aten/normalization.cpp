@@ -33,6 +33,12 @@ Layout layoutOf(const at::Tensor& input, c10::SymIntArrayRef normalized_shape, c
   return layout;
 }
 
+// A parameter's gradient: `t` summed over the batch dims (with none, sum() of an empty
+// dim list would sum everything).
+at::Tensor summedOverBatch(const Layout& layout, const at::Tensor& t) {
+  return layout.batch.empty() ? t : t.sum(layout.batch);
+}
+
 // sum((x - mean)^2) / (n - correction) over `dim`, its recipe (csrc/recipes/reductions.cpp);
 // undefined where PTO does not compute it (non-float input).
 at::Tensor variance(const at::Tensor& self, at::OptionalIntArrayRef dim, const std::optional<at::Scalar>& correction,
@@ -123,13 +129,11 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> layerNormBackward(
     const at::Tensor gx_mean = (g * normalized).mean(layout.normalized, /*keepdim=*/true);
     grad_input = ((g - g_mean - normalized * gx_mean) * inv).to(input.scalar_type());
   }
-  // Summed over the batch dims; with none, sum() of an empty dim list would sum everything.
-  auto overBatch = [&](const at::Tensor& t) { return layout.batch.empty() ? t : t.sum(layout.batch); };
   if (output_mask[1] && weight && weight->defined()) {
-    grad_weight = overBatch(dy * normalized).to(weight->scalar_type());
+    grad_weight = summedOverBatch(layout, dy * normalized).to(weight->scalar_type());
   }
   if (output_mask[2] && bias && bias->defined()) {
-    grad_bias = overBatch(dy).to(bias->scalar_type());
+    grad_bias = summedOverBatch(layout, dy).to(bias->scalar_type());
   }
   return {grad_input, grad_weight, grad_bias};
 }
@@ -180,8 +184,7 @@ std::tuple<at::Tensor, at::Tensor> fusedRmsNormBackward(const at::Tensor& grad_o
     grad_input = ((g - normalized * gx_mean) * widened(rstd)).to(input.scalar_type());
   }
   if (output_mask[1] && weight && weight->defined()) {
-    const at::Tensor product = dy * normalized;
-    grad_weight = (layout.batch.empty() ? product : product.sum(layout.batch)).to(weight->scalar_type());
+    grad_weight = summedOverBatch(layout, dy * normalized).to(weight->scalar_type());
   }
   return {grad_input, grad_weight};
 }

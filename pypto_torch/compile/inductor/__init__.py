@@ -17,8 +17,8 @@ from torch._inductor.custom_graph_pass import CustomGraphModulePass
 from torch._inductor.lowering import make_fallback
 
 from pypto_torch.compile.inductor.scheduling import PTOScheduling
-from pypto_torch.compile.patterns import rewrite_rms_norm, rewrite_softmax, rewrite_tanh_gelu
 from pypto_torch.compile.inductor.wrapper import PTODeviceOpOverrides, PTOWrapperCodegen, RefusedWrapperCodegen
+from pypto_torch.compile.patterns import rewrite_composites
 from pypto_torch.pto.inductor import KEPT_WHOLE
 
 
@@ -37,9 +37,7 @@ class ComposedRowOps(CustomGraphModulePass):
     other sources (another trace format, other fusion decisions) is not loaded."""
 
     def __call__(self, gm) -> None:
-        rewrite_tanh_gelu(gm, "pto")
-        rewrite_softmax(gm, "pto")
-        rewrite_rms_norm(gm, "pto")
+        rewrite_composites(gm, "pto")
 
     def uuid(self) -> str:
         return _source_hash()
