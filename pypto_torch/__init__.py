@@ -15,6 +15,8 @@ def _autoload() -> None:
     """
 
 
+import atexit  # noqa: E402
+
 import torch  # noqa: E402
 
 from pypto_torch._host_math import choose_mkl_vml_code_path  # noqa: E402
@@ -86,6 +88,9 @@ from pypto_torch import distributed, sharing  # noqa: E402
 
 distributed.register()
 sharing.register()
+# Before finalisation, torch's autograd threads of the pto devices finish their tasks
+# while they can still take the GIL (csrc/torch/autograd_exit.h).
+atexit.register(_C._settle_autograd_device_threads)
 
 __all__ = [
     *api.__all__,  # the seed-style pypto API (pypto.exp, pypto.Context ...)

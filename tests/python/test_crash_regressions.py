@@ -76,6 +76,20 @@ def test_exit_with_queued_work_is_clean(python, attempt):
     assert "ValueError: the user's own error" in result.stderr
 
 
+@pytest.mark.parametrize("attempt", range(3))
+@pytest.mark.parametrize("device", ["pto:0", "pto:1"])
+def test_exit_right_after_backward_is_clean(python, device, attempt):
+    # pto's backward runs on torch's autograd thread of the device, which may still hold
+    # the last backward's task, and the Python state saved in it, when the interpreter
+    # finalises; about one exit in three aborted here before the device's exit hook
+    # (csrc/torch/autograd_exit.h). A race: each attempt may catch it.
+    run_clean(python, f"""
+        w = torch.randn(16, 16, device="{device}", requires_grad=True)
+        for _ in range(300):
+            (w @ w).sum().backward()
+    """)
+
+
 def test_a_forked_child_gets_a_clear_error_and_the_parent_goes_on(python):
     out = run_clean(python, """
         import os, torch
