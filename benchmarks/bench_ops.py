@@ -268,6 +268,8 @@ def bench_reductions(b: Bench) -> None:
         ("sum   dim=0 (over columns: one per column)", lambda x: x.sum(dim=0)),
         ("amax  dim=1 (over rows)", lambda x: x.amax(dim=1)),
         ("amax  dim=0 (over columns)", lambda x: x.amax(dim=0)),
+        ("sum   all (one output, split over the cores)", lambda x: x.sum()),
+        ("sum   all of a transposed view", lambda x: x.t().sum()),
     ]
     rows = []
     nbytes = x_cpu.numel() * 4

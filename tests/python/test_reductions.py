@@ -86,6 +86,37 @@ def test_large_and_strided_reductions(shape, dims):
                         "sum of the transpose")
 
 
+@pytest.mark.parametrize("layout", ["contiguous", "channels_last", "transposed"])
+def test_reductions_of_few_outputs_split_over_the_cores(layout):
+    """A reduction to fewer outputs than cores, each of over 2^20 elements, folds its
+    parts on every core and merges them in order (kernels/reduce.cpp), the reduced
+    dimensions visited in memory order: sums within 2 gamma_N sum|x|, extrema exact, a
+    NaN or the one True in the last part found, prod and argmax as the CPU's."""
+    torch.manual_seed(0)
+    x = torch.randn(16, 64, 33, 40, dtype=torch.float64).float()
+    if layout == "channels_last":
+        x = x.contiguous(memory_format=torch.channels_last)
+    elif layout == "transposed":
+        x = x.transpose(1, 3)
+    p = x.to("pto")
+    for dims in (None, (0, 2, 3), (0, 1, 2, 3)):
+        expected = x.sum() if dims is None else x.sum(dims)
+        got = (p.sum() if dims is None else p.sum(dims)).cpu()
+        assert_within_bound(got, expected, sum_bound(x, dims), f"sum over {dims}")
+    assert_close(p.amax().cpu(), x.amax(), rtol=0, atol=0)
+    assert_close(p.amin((0, 2, 3)).cpu(), x.amin((0, 2, 3)), rtol=0, atol=0)
+    assert torch.equal(p.argmax().cpu(), x.argmax())
+    ones = torch.ones_like(x) + x * 1e-7
+    assert_close(ones.to("pto").prod().cpu(), ones.prod(), rtol=2 * gamma(x.numel()), atol=0)
+    last = x.clone()
+    last[-1, -1, -1, -1] = float("nan")
+    assert torch.isnan(last.to("pto").amax().cpu())
+    flags = torch.zeros_like(x, dtype=torch.bool)
+    flags[-1, -1, -1, -1] = True
+    assert flags.to("pto").any().item() and not flags.to("pto").all().item()
+    assert (~flags).to("pto").any().item() and not (~flags).to("pto").all().item()
+
+
 @pytest.mark.parametrize("rows", [1, 3, 4, 5, 67, 130])
 def test_column_extrema_fold_rows_in_fours_exactly(rows):
     """amax/amin over dim 0 fold four rows per pass over their accumulators: a NaN, an

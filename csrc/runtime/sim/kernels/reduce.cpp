@@ -39,6 +39,10 @@ using isa::Opcode;
 // another core costs tens of microseconds, as long as reading a few MiB takes.
 constexpr int64_t kSerialElements = 1 << 19;
 
+// A reduction of few outputs split over the cores: parts per core, and their least size.
+constexpr int64_t kPartsPerCore = 8;
+constexpr int64_t kPartElements = 1 << 16;
+
 // Input rows a column block folds into its float partial sums before they move up.
 constexpr int64_t kColumnBlockRows = 64;
 
@@ -112,7 +116,26 @@ struct Plan {
   int64_t reduced_count = 1;
 };
 
-Plan makePlan(const isa::Operand& out, const isa::Operand& in) {
+// Neighbours that step through memory as one dimension does, merged into it (a
+// contiguous tensor's reduced dimensions become one run): fewer, longer runs.
+void mergeContiguous(std::vector<Dim>& dims) {
+  std::vector<Dim> merged;
+  for (const Dim& dim : dims) {
+    if (!merged.empty() && merged.back().in_stride == dim.size * dim.in_stride &&
+        merged.back().out_stride == dim.size * dim.out_stride) {
+      merged.back() = {merged.back().size * dim.size, dim.in_stride, dim.out_stride};
+    } else {
+      merged.push_back(dim);
+    }
+  }
+  dims = std::move(merged);
+}
+
+// The kept and the reduced dimensions, each in the input's row-major order, or (the
+// reduced ones, `memory_order`) from the largest input stride to the smallest, as
+// PyTorch's CPU reductions visit them: a channels_last tensor's full sum reads memory
+// in one run. Only a fold that no position depends on may take the memory order.
+Plan makePlan(const isa::Operand& out, const isa::Operand& in, bool memory_order = false) {
   Plan plan;
   for (int d = 0; d < in.rank; ++d) {
     const Dim dim{in.shape[d], in.strides[d], out.strides[d]};
@@ -125,6 +148,13 @@ Plan makePlan(const isa::Operand& out, const isa::Operand& in) {
       plan.kept_count *= dim.size;
     }
   }
+  if (memory_order) {
+    std::ranges::stable_sort(plan.reduced, [](const Dim& a, const Dim& b) {
+      return std::abs(a.in_stride) > std::abs(b.in_stride);
+    });
+  }
+  mergeContiguous(plan.kept);
+  mergeContiguous(plan.reduced);
   return plan;
 }
 
@@ -199,7 +229,7 @@ void reduceValues(const isa::Operand& out_op, const isa::Operand& in_op, std::sp
   constexpr bool kFloat = std::is_same_v<T, float> || kIsHalfFloat<T>;
   constexpr bool kFloatSum = op == Opcode::kSum && kFloat;
   constexpr bool kVectorFold = kFloat && (op == Opcode::kSum || op == Opcode::kAmax || op == Opcode::kAmin);
-  const Plan plan = makePlan(out_op, in_op);
+  const Plan plan = makePlan(out_op, in_op, true);
   const char* in = static_cast<const char*>(buffers[in_op.buffer]) + in_op.offset * sizeof(T);
   char* out = static_cast<char*>(buffers[out_op.buffer]) + out_op.offset * sizeof(T);
   auto finish = [&](Acc acc) {
@@ -224,22 +254,37 @@ void reduceValues(const isa::Operand& out_op, const isa::Operand& in_op, std::sp
     const Dim inner = plan.reduced.empty() ? Dim{1, 0, 0} : plan.reduced.back();
     std::vector<Dim> outer_reduced(plan.reduced.begin(), plan.reduced.empty() ? plan.reduced.end() : plan.reduced.end() - 1);
     const int64_t outer_count = plan.reduced.empty() ? 1 : plan.reduced_count / inner.size;
-    auto reduceOne = [&](int64_t k) {
+    // Fewer outputs than cores, each folding much: an output's runs (or a long run's
+    // chunks) are split into parts, whose folds are merged in order. Several parts per
+    // core: a core woken late still finds some left, where one part each would leave
+    // the caller to fold both while the other wakes (2M floats: 0.25 -> 0.13 ms here).
+    const auto cores = static_cast<int64_t>(rt::sim::parallelism());
+    const int64_t parts = plan.kept_count < cores && plan.reduced_count >= 2 * kSerialElements
+                              ? std::min(kPartsPerCore * cores, plan.reduced_count / kPartElements)
+                              : 1;
+    const int64_t chunks_per_run = outer_count >= parts ? 1 : (parts + outer_count - 1) / outer_count;
+    const int64_t chunk = (inner.size + chunks_per_run - 1) / chunks_per_run;
+    const int64_t pieces = outer_count * chunks_per_run;  // (run, chunk of it), run-major
+    // The fold of output k's pieces [first, last).
+    auto foldPieces = [&](int64_t k, int64_t first, int64_t last) {
       const char* base = in + offsetOf(plan.kept, k, false) * static_cast<int64_t>(sizeof(T));
+      const int64_t stride = inner.in_stride * static_cast<int64_t>(sizeof(T));
       Acc lanes[8];
       std::fill(std::begin(lanes), std::end(lanes), F::init());
-      for (int64_t r = 0; r < outer_count; ++r) {
-        const char* run = base + offsetOf(outer_reduced, r, false) * static_cast<int64_t>(sizeof(T));
-        const int64_t stride = inner.in_stride * static_cast<int64_t>(sizeof(T));
+      for (int64_t piece = first; piece < last; ++piece) {
+        const int64_t start = piece % chunks_per_run * chunk, count = std::min(chunk, inner.size - start);
+        if (count <= 0) continue;
+        const char* run = base + offsetOf(outer_reduced, piece / chunks_per_run, false) * static_cast<int64_t>(sizeof(T)) +
+                          start * stride;
         int64_t i = 0;
         if constexpr (kVectorFold) {
           if (stride == sizeof(T)) {
-            foldContiguous(reinterpret_cast<const T*>(run), inner.size, [&](const auto* values, int64_t count) {
+            foldContiguous(reinterpret_cast<const T*>(run), count, [&](const auto* values, int64_t n) {
               if constexpr (op == Opcode::kSum) {
-                lanes[0] += runSum(values, count);
+                lanes[0] += runSum(values, n);
               } else {  // vector max/min over the run, NaNs flagged alongside
                 bool nan = false;
-                const float extreme = runExtreme<op == Opcode::kAmax>(values, count, &nan);
+                const float extreme = runExtreme<op == Opcode::kAmax>(values, n, &nan);
                 lanes[0] = F::step(lanes[0], nan ? std::numeric_limits<float>::quiet_NaN() : extreme);
               }
             });
@@ -248,21 +293,44 @@ void reduceValues(const isa::Operand& out_op, const isa::Operand& in_op, std::sp
         }
         if (stride == sizeof(T)) {
           const T* values = reinterpret_cast<const T*>(run);
-          for (; i + 8 <= inner.size; i += 8) {
+          for (; i + 8 <= count; i += 8) {
             for (int l = 0; l < 8; ++l) lanes[l] = F::step(lanes[l], widen(values[i + l]));
           }
         }
-        for (; i < inner.size; ++i) lanes[0] = F::step(lanes[0], load<T>(run + i * stride));
+        for (; i < count; ++i) lanes[0] = F::step(lanes[0], load<T>(run + i * stride));
       }
       Acc acc = lanes[0];
       for (int l = 1; l < 8; ++l) acc = F::merge(acc, lanes[l]);
+      return acc;
+    };
+    auto storeOutput = [&](int64_t k, Acc acc) {
       store<T>(out + offsetOf(plan.kept, k, true) * static_cast<int64_t>(sizeof(T)), finish(acc));
     };
-    rt::sim::parallelFor(static_cast<size_t>(plan.kept_count),
-                         static_cast<size_t>(std::max<int64_t>(1, kSerialElements / std::max<int64_t>(1, plan.reduced_count))),
-                         [&](size_t begin, size_t end) {
-                           for (size_t k = begin; k < end; ++k) reduceOne(static_cast<int64_t>(k));
-                         });
+    if (parts == 1) {
+      rt::sim::parallelFor(static_cast<size_t>(plan.kept_count),
+                           static_cast<size_t>(std::max<int64_t>(1, kSerialElements / std::max<int64_t>(1, plan.reduced_count))),
+                           [&](size_t begin, size_t end) {
+                             for (size_t k = begin; k < end; ++k) {
+                               storeOutput(static_cast<int64_t>(k), foldPieces(static_cast<int64_t>(k), 0, pieces));
+                             }
+                           });
+      return;
+    }
+    struct Partial {
+      Acc fold;  // in a struct: a std::vector<bool>'s elements share words across threads
+    };
+    std::vector<Partial> partials(static_cast<size_t>(plan.kept_count * parts));
+    rt::sim::parallelFor(partials.size(), 1, [&](size_t begin, size_t end) {
+      for (size_t item = begin; item < end; ++item) {
+        const auto k = static_cast<int64_t>(item) / parts, part = static_cast<int64_t>(item) % parts;
+        partials[item].fold = foldPieces(k, part * pieces / parts, (part + 1) * pieces / parts);
+      }
+    });
+    for (int64_t k = 0; k < plan.kept_count; ++k) {
+      Acc acc = partials[static_cast<size_t>(k * parts)].fold;
+      for (int64_t part = 1; part < parts; ++part) acc = F::merge(acc, partials[static_cast<size_t>(k * parts + part)].fold);
+      storeOutput(k, acc);
+    }
     return;
   }
   // Columns: the innermost kept dimension is folded as a vector.
