@@ -1,8 +1,7 @@
 """Convolutions on pto: plain and transposed ones (1 to 3 spatial dims, stride,
 padding, dilation, groups, output padding), NCHW and channels_last, run natively as the
 Conv group's instructions (tconv, tconvbwdd, tconvbwdw: oneDNN's direct kernels on the
-sim device), bfloat16 as itself and float16 widened, both summed in float32 and rounded
-once; float64 runs as
+sim device), float16 and bfloat16 widened to float32 and rounded once; float64 runs as
 im2col (one tmov from an overlapping strided view of the padded input) and tmatmul.
 
 pto sums each output's C_in/groups * prod(kernel_size) products (and the bias) in

@@ -48,8 +48,7 @@ struct ConvKeyHash {
 ConvKey keyOf(const ConvProblem& p) {
   uint32_t beta_bits;
   std::memcpy(&beta_bits, &p.beta, sizeof beta_bits);
-  ConvKey key{{static_cast<int64_t>(p.pass), p.spatial, p.groups, beta_bits, p.x.bfloat16, p.w.bfloat16,
-               p.y.bfloat16}};
+  ConvKey key{{static_cast<int64_t>(p.pass), p.spatial, p.groups, beta_bits}};
   for (int i = 0; i < 3; ++i) key.values.insert(key.values.end(), {p.stride[i], p.pad[i], p.dilation[i]});
   for (const ConvTensor* t : {&p.x, &p.w, &p.y}) {
     for (int d = 0; d < p.spatial + 2; ++d) key.values.insert(key.values.end(), {t->dims[d], t->strides[d]});
@@ -68,10 +67,6 @@ struct ConvPrimitive {
   memory::desc scratchpad;
 };
 
-memory::data_type dataTypeOf(const ConvTensor& t) {
-  return t.bfloat16 ? memory::data_type::bf16 : memory::data_type::f32;
-}
-
 memory::dims dimsOf(const ConvTensor& t, int rank) { return memory::dims(t.dims.begin(), t.dims.begin() + rank); }
 memory::dims stridesOf(const ConvTensor& t, int rank) {
   return memory::dims(t.strides.begin(), t.strides.begin() + rank);
@@ -86,7 +81,7 @@ memory::desc weightDesc(const ConvProblem& p) {
     dims.insert(dims.begin(), p.groups);
     strides.insert(strides.begin(), dims[1] * strides[0]);
   }
-  return memory::desc(dims, dataTypeOf(p.w), strides);
+  return memory::desc(dims, memory::data_type::f32, strides);
 }
 
 bool directKernel(std::string_view name) {
@@ -120,12 +115,9 @@ std::unique_ptr<dnnl::primitive> create(const ConvProblem& p, const Descs& d, De
   dnnl::primitive_attr attributes;
   // Callers share primitives across threads; each brings its own scratchpad.
   attributes.set_scratchpad_mode(dnnl::scratchpad_mode::user);
-  // The forward pass the gradients' kernels are chosen for: its weight of the images'
-  // dtype (a bfloat16 weight gradient may be float32, a forward's weight may not).
-  const memory::desc hint_weight(d[kW].dims(), d[kX].data_type(), memory::format_tag::any);
   const dnnl::convolution_forward::primitive_desc hint(
-      dnnl::convolution_forward::desc(dnnl::prop_kind::forward_training, algorithm, d[kX], hint_weight, d[kY],
-                                      stride, dilation, pad, pad_right),
+      dnnl::convolution_forward::desc(dnnl::prop_kind::forward_training, algorithm, d[kX], d[kW], d[kY], stride,
+                                      dilation, pad, pad_right),
       engine);
   if (p.pass == ConvPass::kForward) {
     if (p.beta != 0) {
@@ -167,10 +159,10 @@ Role outputOf(ConvPass pass) {
 std::shared_ptr<const ConvPrimitive> createPrimitive(const ConvProblem& p) {
   auto primitive = std::make_shared<ConvPrimitive>();
   const int rank = p.spatial + 2;
-  primitive->user = {memory::desc(dimsOf(p.x, rank), dataTypeOf(p.x), stridesOf(p.x, rank)), weightDesc(p),
-                     memory::desc(dimsOf(p.y, rank), dataTypeOf(p.y), stridesOf(p.y, rank))};
+  primitive->user = {memory::desc(dimsOf(p.x, rank), memory::data_type::f32, stridesOf(p.x, rank)), weightDesc(p),
+                     memory::desc(dimsOf(p.y, rank), memory::data_type::f32, stridesOf(p.y, rank))};
   const auto any = [](const memory::desc& desc) {
-    return memory::desc(desc.dims(), desc.data_type(), memory::format_tag::any);
+    return memory::desc(desc.dims(), memory::data_type::f32, memory::format_tag::any);
   };
   // The images as they lie, then as oneDNN would have them (the other way round on
   // a host without AVX-512, or capped below it by ONEDNN_MAX_CPU_ISA).
@@ -237,7 +229,7 @@ bool onednnConvolution(const ConvProblem& problem) {
   dnnl::engine& engine = onednnEngine();
   thread_local dnnl::stream stream(engine);
   thread_local std::array<ScratchBuffer, 4> buffers;  // by Role, then the scratchpad
-  const std::array<void*, 3> data = {problem.x.data, problem.w.data, problem.y.data};
+  const std::array<float*, 3> data = {problem.x.data, problem.w.data, problem.y.data};
   std::array<memory, 3> user, inner;
   for (int role = kX; role <= kY; ++role) {
     user[role] = memory(primitive->user[role], engine, data[role]);
