@@ -191,6 +191,7 @@ PYBIND11_MODULE(_C, m) {
     return deviceAttribute(static_cast<c10::DeviceIndex>(device), found->second);
   });
   m.def("_is_initialized", &deviceInitialized);
+  m.def("_is_in_bad_fork", &inBadFork);
   m.def("_settle_autograd_device_threads", &settleAutogradDeviceThreads, py::call_guard<py::gil_scoped_release>());
   m.def("_current_device", [] { return static_cast<int>(currentDevice()); });
   m.def("_set_device", [](int index) { setCurrentDevice(static_cast<c10::DeviceIndex>(index)); });

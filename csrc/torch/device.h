@@ -19,6 +19,8 @@ constexpr int kStreamPoolSize = 8;
 c10::DeviceIndex deviceCount() noexcept;
 // Whether torch has initialised the pto device (lazily: the first tensor, set_device, init()).
 bool deviceInitialized();
+// Whether this process is a child forked after the device started in its parent.
+bool inBadFork();
 c10::DeviceIndex currentDevice();
 void setCurrentDevice(c10::DeviceIndex index);  // throws a clear error for a bad index
 void checkDeviceIndex(c10::DeviceIndex index);

@@ -5,6 +5,8 @@
 #include <c10/core/DeviceGuard.h>
 #include <c10/core/Storage.h>
 
+#include <pthread.h>
+
 #include <algorithm>
 #include <atomic>
 
@@ -17,11 +19,18 @@ namespace pto::torch_glue {
 namespace {
 
 std::atomic<bool> initialized{false};
+// A child forked after the device started: it cannot use it (the runtime refuses), and
+// torch.pto says so as torch.cuda does in one (is_initialized False, _is_in_bad_fork True).
+std::atomic<bool> in_bad_fork{false};
 
 struct PtoHooks final : public at::PrivateUse1HooksInterface {
   // torch's lazy device initialisation: the first tensor on pto, set_device, init().
   void init() const override {
     PTO_CHECK(ptoInit());
+    [[maybe_unused]] static const int fork_handler = pthread_atfork(nullptr, nullptr, [] {
+      in_bad_fork.store(initialized.load());
+      initialized.store(false);
+    });
     initialized.store(true);
   }
   bool isBuilt() const override { return true; }
@@ -93,5 +102,7 @@ const bool registered = [] {
 }  // namespace
 
 bool deviceInitialized() { return initialized.load(); }
+
+bool inBadFork() { return in_bad_fork.load(); }
 
 }  // namespace pto::torch_glue

@@ -104,13 +104,22 @@ def init() -> None:
     _C._init()
 
 
+def _lazy_init() -> None:
+    """What torch calls before the first tensor on pto from Python (its device_lazy_init,
+    as torch.cuda._lazy_init): the device starts, and torch.pto._initialized is True.
+    torch.utils.checkpoint saves a device's RNG state for the recomputation only where
+    that attribute is: without it, dropout drew other masks in the backward."""
+    _C._init()
+
+
 def is_initialized() -> bool:
     """Whether the device is initialised: by init(), set_device or the first tensor on pto."""
     return _C._is_initialized()
 
 
 def _is_in_bad_fork() -> bool:
-    return False
+    """Whether this process was forked after the device started in its parent."""
+    return _C._is_in_bad_fork()
 
 
 def synchronize(device: Any = None) -> None:
@@ -293,6 +302,9 @@ __all__ = [
 
 
 def __getattr__(name: str):
+    # torch.cuda's flag, read by torch (torch.utils.checkpoint), kept by the device itself.
+    if name == "_initialized":
+        return is_initialized()
     # Inductor's code generators, resolved on first lookup (pypto_torch/pto/inductor.py).
     if name in _inductor.CODEGEN_NAMES:
         return _inductor.codegen(name)

@@ -93,10 +93,14 @@ def test_exit_right_after_backward_is_clean(python, device, attempt):
 def test_a_forked_child_gets_a_clear_error_and_the_parent_goes_on(python):
     out = run_clean(python, """
         import os, torch
-        x = torch.randn(10, device="pto")
+        assert not torch.pto.is_initialized()
+        x = torch.randn(10, device="pto")  # starts the device, as CUDA's first tensor does
+        assert torch.pto.is_initialized() and torch.pto._initialized and not torch.pto._is_in_bad_fork()
         read, write = os.pipe()
         pid = os.fork()
         if pid == 0:
+            # As torch.cuda in a child forked after it started: not initialised, a bad fork.
+            assert not torch.pto.is_initialized() and torch.pto._is_in_bad_fork()
             try:
                 torch.ones(3, device="pto")
                 message = "no error"

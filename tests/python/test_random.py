@@ -5,6 +5,7 @@ check reproducibility, ranges and moments rather than equality with the CPU."""
 
 import pytest
 import torch
+import torch.utils.checkpoint
 from torch.testing import assert_close
 
 import pypto_torch
@@ -89,6 +90,30 @@ def test_dropout_and_fork_rng():
         mask = torch.nn.functional.dropout(torch.ones(1000, device="pto"), 0.5)
     kept = (mask.cpu() > 0).float().mean().item()
     assert kept == pytest.approx(0.5, abs=0.1)
+
+
+@pytest.mark.parametrize("use_reentrant", [True, False])
+def test_checkpoint_recomputes_dropout_with_the_forwards_masks(use_reentrant):
+    """torch.utils.checkpoint saves the pto generator's state for the recomputation where
+    torch.pto._initialized says the device is in use (as torch.cuda's): the backward's
+    dropout then draws the forward's masks, and the gradients are those of the plain
+    run. Before torch.pto had that flag, the masks differed and so did the gradients."""
+    torch.manual_seed(0)
+    w = torch.randn(64, 64, device="pto", requires_grad=True)
+    x = torch.randn(32, 64, device="pto", requires_grad=True)
+
+    def layer(x):
+        return torch.nn.functional.dropout(x @ w, 0.5, training=True)
+
+    assert torch.pto._initialized and torch.pto.is_initialized()
+    grads = []
+    for checkpointed in (True, False):
+        torch.pto.manual_seed(1)
+        out = torch.utils.checkpoint.checkpoint(layer, x, use_reentrant=use_reentrant) if checkpointed else layer(x)
+        out.sum().backward()
+        grads.append((w.grad.cpu(), x.grad.cpu()))
+        w.grad = x.grad = None
+    assert torch.equal(grads[0][0], grads[1][0]) and torch.equal(grads[0][1], grads[1][1])
 
 
 FLOATS = [torch.float32, torch.float16, torch.bfloat16, torch.float64]
