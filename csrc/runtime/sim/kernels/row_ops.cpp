@@ -62,7 +62,7 @@ void softmaxRow(float* HWY_RESTRICT out, const float* HWY_RESTRICT in, int64_t l
   for (; i + static_cast<int64_t>(kGroup) * lanes <= length; i += static_cast<int64_t>(kGroup) * lanes) {
     hn::Vec<decltype(d)> e[kGroup];
     for (size_t j = 0; j < kGroup; ++j) e[j] = hn::Sub(hn::LoadU(d, in + i + static_cast<int64_t>(j) * lanes), shift);
-    for (size_t j = 0; j < kGroup; ++j) e[j] = vectorExp(d, e[j]);
+    vectorExps<kGroup>(d, e);
     for (size_t j = 0; j < kGroup; ++j) {
       if constexpr (!kLog) hn::StoreU(e[j], d, out + i + static_cast<int64_t>(j) * lanes);
       sums[j] = hn::Add(sums[j], e[j]);
@@ -128,7 +128,7 @@ void rowKernel(const isa::Instruction& instruction, std::span<void* const> buffe
   const std::array<int64_t, N> step = rowSteps<N>(instruction);
   const size_t grain = static_cast<size_t>(std::max<int64_t>(1, kRowSerialElements / std::max<int64_t>(1, length)));
   constexpr bool kSoftmaxFamily = op == Opcode::kSoftmax || op == Opcode::kLogSoftmax;
-  const bool zero_masked_rows = op == Opcode::kSoftmax && instruction.immediates[0] != 0;
+  [[maybe_unused]] const bool zero_masked_rows = op == Opcode::kSoftmax && instruction.immediates[0] != 0;
   rt::sim::parallelFor(static_cast<size_t>(rows), grain, [&](size_t begin, size_t end) {
     std::vector<float> scratch;
     for (size_t row = begin; row < end; ++row) {
