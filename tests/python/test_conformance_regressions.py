@@ -1234,3 +1234,14 @@ def test_clamp_in_place_refuses_a_bound_its_dtype_cannot_hold():
     for device in ("cpu", "pto"):
         with pytest.raises(RuntimeError, match="result type Float can't be cast to the desired output type"):
             torch.arange(4, device=device).clamp_(0.5, 2.5)
+
+
+def test_nansum_refuses_complex_inputs_as_the_cpu():
+    """pto summed a complex tensor (nan+1j for [1+1j, nan, 2]) where the CPU refuses it."""
+    for device in ("cpu", "pto"):
+        x = torch.tensor([1 + 1j, complex("nan"), 2], device=device)
+        for call in (lambda: torch.nansum(x), lambda: torch.nansum(x, 0),
+                     lambda: torch.nansum(x, 0, out=torch.empty((), dtype=x.dtype, device=device))):
+            with pytest.raises(RuntimeError, match="nansum (on CPU )?does not support complex inputs"):
+                call()
+    assert torch.nansum(torch.tensor([1.0, float("nan")], device="pto")).item() == 1.0

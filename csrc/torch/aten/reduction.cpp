@@ -254,9 +254,11 @@ std::tuple<at::Tensor, at::Tensor> stdMean(const at::Tensor& self, at::OptionalI
   return {at::std(self, dim, correction, keepdim), at::mean(self, dim, keepdim)};
 }
 
-// nansum: NaNs count as zeros.
+// nansum: NaNs count as zeros. Complex inputs are refused as by every ATen backend
+// (sum would take them and let a NaN part through).
 at::Tensor nansumOf(const at::Tensor& self, at::OptionalIntArrayRef dim, bool keepdim,
                   std::optional<at::ScalarType> dtype) {
+  TORCH_CHECK(!at::isComplexType(self.scalar_type()), "nansum does not support complex inputs");
   const at::Tensor zeroed = at::isFloatingType(self.scalar_type())
                                 ? at::where(at::isnan(self), at::zeros({}, self.options()), self) : self;
   return at::sum(zeroed, dim, keepdim, dtype);
