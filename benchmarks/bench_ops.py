@@ -466,7 +466,8 @@ def bench_convolution(b: Bench) -> None:
 
         cases += [(name, forward), ("  forward + backward", forward_backward)]
     time_ratio_table(b, f"7. Convolution, ms per call (best of {b.reps}); pto: tconv/tconvbwdd/tconvbwdw (oneDNN "
-                        f"direct kernels, the batch split over the cores; bfloat16 widened to float32), CPU: oneDNN",
+                        f"direct kernels, the batch split over the cores; bfloat16 in its bfloat16 kernels where "
+                        f"the host has them, else widened to float32), CPU: oneDNN",
                      "", cases, (cpu_args,), (pto_args,))
     del pto_args
     torch.pto.empty_cache()

@@ -14,21 +14,14 @@
 # (test_pto_and_torch_gemm_libraries_run_side_by_side) runs both MKLs in one process.
 
 # The wheels' files, wherever pip put them for this Python (system, venv or --user).
-find_package(Python3 REQUIRED COMPONENTS Interpreter)
-execute_process(
-  COMMAND ${Python3_EXECUTABLE} -c [=[
+include(cmake/python_paths.cmake)
+python_paths(mkl_dirs [=[
 import importlib.metadata as m
 def find(package, name):
     return next(str(f.locate().resolve().parent) for f in m.files(package) if f.name == name)
 print(find("mkl-static", "libmkl_core.a"))
 print(find("mkl-include", "mkl.h"))
-]=]
-  OUTPUT_VARIABLE mkl_dirs OUTPUT_STRIP_TRAILING_WHITESPACE RESULT_VARIABLE mkl_found)
-if(NOT mkl_found EQUAL 0)
-  message(FATAL_ERROR "MKL not found for ${Python3_EXECUTABLE}: run scripts/install-deps.sh "
-                      "(pip installs mkl-static and mkl-include from requirements.txt)")
-endif()
-string(REPLACE "\n" ";" mkl_dirs "${mkl_dirs}")
+]=] "MKL (mkl-static, mkl-include)")
 list(GET mkl_dirs 0 MKL_LIBRARY_DIR)
 list(GET mkl_dirs 1 MKL_INCLUDE_DIR)
 message(STATUS "MKL (static, sequential): ${MKL_LIBRARY_DIR}")

@@ -23,6 +23,10 @@ from pypto_torch._host_math import choose_mkl_vml_code_path  # noqa: E402
 
 choose_mkl_vml_code_path()
 
+from pypto_torch._onednn import load_onednn_apart_from_torch  # noqa: E402
+
+load_onednn_apart_from_torch()
+
 from pypto_torch import _C  # noqa: E402  (loading it registers kernels, allocators, guard, hooks)
 from pypto_torch import api, pto  # noqa: E402
 from pypto_torch.api import (  # noqa: E402  (the seed-style pypto API: pypto.exp, pypto.Context ...)

@@ -90,8 +90,8 @@ GROUPS = {
             "`stride0..2`, `pad0..2`, `dilation0..2` per spatial dimension (unused ones 1, 0, 1). "
             "`tconv out, x, w` is the convolution (`+ beta * out`: a bias moved in first), "
             "`tconvbwdd out, dy, w` its input gradient (x's sizes from out: a transposed convolution), "
-            "`tconvbwdw out, dy, x` its weight gradient. float32 only (recipes widen float16 and bfloat16 "
-            "and round once after); the batch split over the cores.",
+            "`tconvbwdw out, dy, x` its weight gradient. float32 and bfloat16, summed in float32 and "
+            "rounded once (recipes widen float16); the batch split over the cores.",
     "Row": "Fused row ops over the last dimension, one pass per row; the gradients "
            "take the forward's output `y` as their second input.",
     "Norm": "Normalisation over the last dimension, one row at a time (statistics in float32, "

@@ -1,6 +1,6 @@
 // Convolution recipes: aten's convolutions and their gradients as the Conv group's
-// instructions, in float32 (float16 and bfloat16 widened, summed in float32 and
-// rounded once, as PyTorch's CPU kernels do). float64 takes none: the eager kernel
+// instructions, in float32 or bfloat16 (float16 widened to float32), summed in float32
+// and rounded once, as PyTorch's CPU kernels do. float64 takes none: the eager kernel
 // runs it as im2col and GEMMs (csrc/torch/aten/convolution.cpp). A transposed
 // convolution is the input gradient of the plain one whose input has its output's
 // shape, and its gradients are that convolution's output and weight gradient.
@@ -35,8 +35,11 @@ std::array<double, isa::kMaxImmediates> convImmediates(const Arguments& args, in
   return immediates;
 }
 
-// The dtype a convolution of `dtype` computes in: float32, or none.
-DType computeType(DType dtype) {
+// The dtype the Conv instructions of a convolution of `dtype` take: bfloat16 itself
+// (they sum in float32) unless `rounds_twice` (a result rounded, then added to), else
+// float32 for it and float16, or none.
+DType computeType(DType dtype, bool rounds_twice = false) {
+  if (dtype == DType::kBFloat16 && !rounds_twice) return dtype;
   if (widened(dtype) != DType::kFloat32) throw NotApplicable("a convolution in " + std::string(isa::dtypeName(dtype)));
   return DType::kFloat32;
 }
@@ -99,11 +102,12 @@ View alongChannels(const View& bias, const std::vector<int64_t>& shape) {
 void convolution(Recipe& r, const Arguments& args) {
   const View x = args.tensor("input"), w = args.tensor("weight");
   const View& out = args.result();
-  const DType compute = computeType(out.dtype);
+  const std::optional<View> bias = args.optionalTensor("bias");
+  // A transposed convolution's bias is added after the products: in float32 throughout.
+  const DType compute = computeType(out.dtype, bias && args.flag("transposed"));
   std::array<double, isa::kMaxImmediates> immediates = convImmediates(args, x.rank() - 2);
   const View sum = sumFor(r, out, compute);
   const View x_wide = prepared(r, x, compute, x), w_wide = prepared(r, w, compute, w);
-  const std::optional<View> bias = args.optionalTensor("bias");
   if (args.flag("transposed")) {
     r.emit(Opcode::kConvBackwardData, sum, {x_wide, w_wide}, immediates);
     if (bias) r.emit(Opcode::kAdd, sum, {sum, alongChannels(r.cast(*bias, compute), sum.shape)}, {1.0});

@@ -18,6 +18,7 @@
 #include "runtime/sim/kernels/conv_onednn.h"
 #include "runtime/sim/kernels/convolution.h"
 #include "runtime/sim/kernels/execute.h"
+#include "runtime/sim/kernels/half.h"
 
 namespace {
 
@@ -211,6 +212,58 @@ TEST(ConvKernels, DirectKernelsTakeNchwAndChannelsLast) {
                                 tensor(y, {2, 32, 8, 8, 1}, channels_last)};
       EXPECT_TRUE(pto::rt::sim::kernels::onednnConvolutionAvailable(problem))
           << (channels_last ? "channels_last" : "NCHW") << " pass " << static_cast<int>(pass);
+    }
+  }
+}
+
+// bfloat16 operands, in oneDNN's bfloat16 kernels where the host has them (AVX-512 and
+// up) or on float32 copies: the float32 sums of the same (rounded) values, rounded once,
+// so within half a bfloat16 step (2^-9 of the value) of the float32 reference, which is
+// itself within expectAgrees' bound of the exact sum.
+TEST(ConvKernels, BFloat16IsTheFloat32SumRoundedOnce) {
+  using pto::rt::sim::kernels::toBFloat16;
+  using pto::rt::sim::kernels::toFloat;
+  for (const Case& c : cases()) {
+    for (Opcode opcode : {Opcode::kConv, Opcode::kConvBackwardData, Opcode::kConvBackwardWeight}) {
+      if (opcode == Opcode::kConv && !c.extra.empty()) continue;
+      std::mt19937 rng(7);
+      Problem reference = problemOf(c, opcode, rng);
+      if (opcode == Opcode::kConv) reference.instruction.immediates[pto::isa::kConvBeta] = 1.0;
+      Instruction narrow = reference.instruction;
+      std::vector<std::vector<pto::rt::sim::kernels::BFloat16>> narrow_buffers(3);
+      std::vector<void*> narrow_bases;
+      for (size_t k = 0; k < 3; ++k) {
+        narrow.operands[k].dtype = DType::kBFloat16;
+        for (float& value : reference.buffers[k]) {
+          narrow_buffers[k].push_back(toBFloat16(value));
+          value = toFloat(narrow_buffers[k].back());
+        }
+        narrow_bases.push_back(narrow_buffers[k].data());
+      }
+      Problem magnitudes = reference;
+      for (auto& buffer : magnitudes.buffers) {
+        for (float& value : buffer) value = std::fabs(value);
+      }
+      for (Problem* p : {&reference, &magnitudes}) {
+        std::vector<void*> bases;
+        for (auto& buffer : p->buffers) bases.push_back(buffer.data());
+        pto::rt::sim::kernels::convolutionReference(p->instruction, bases);
+      }
+      ASSERT_EQ(pto::isa::verifyInstruction(narrow, std::vector<uint64_t>{narrow_buffers[0].size() * 2,
+                                                                          narrow_buffers[1].size() * 2,
+                                                                          narrow_buffers[2].size() * 2}),
+                "");
+      pto::rt::sim::kernels::execute(narrow, narrow_bases);
+      const pto::isa::ConvGeometry g = pto::isa::convGeometry(narrow);
+      const double terms = std::max(static_cast<double>(g.w->numel()),
+                                    static_cast<double>(g.y->numel()) / static_cast<double>(g.y->shape[1]));
+      const double tolerance = 4.0 * terms * std::ldexp(1.0, -24) + std::ldexp(1.0, -23);
+      for (size_t i = 0; i < reference.buffers[0].size(); ++i) {
+        const double expected = reference.buffers[0][i];
+        const double bound = std::ldexp(std::fabs(expected), -8) + tolerance * (magnitudes.buffers[0][i] + 1e-30);
+        ASSERT_LE(std::fabs(toFloat(narrow_buffers[0][i]) - expected), bound)
+            << c.name << " " << pto::isa::info(opcode).name << " element " << i;
+      }
     }
   }
 }

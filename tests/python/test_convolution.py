@@ -1,7 +1,8 @@
 """Convolutions on pto: plain and transposed ones (1 to 3 spatial dims, stride,
 padding, dilation, groups, output padding), NCHW and channels_last, run natively as the
 Conv group's instructions (tconv, tconvbwdd, tconvbwdw: oneDNN's direct kernels on the
-sim device), float16 and bfloat16 widened to float32 and rounded once; float64 runs as
+sim device), bfloat16 as itself and float16 widened, both summed in float32 and rounded
+once; float64 runs as
 im2col (one tmov from an overlapping strided view of the padded input) and tmatmul.
 
 pto sums each output's C_in/groups * prod(kernel_size) products (and the bias) in
@@ -10,6 +11,9 @@ error_bounds.conv_bound (2 gamma_m times the convolution of |input| with |weight
 |bias|, m each output's term count; plus each side's final rounding for float16/bfloat16),
 its gradients within multilinear_gradient_bounds, and a model's output within
 sequential_bound, layer by layer. unfold only moves values: it compares equal."""
+
+import os
+import re
 
 import pytest
 import torch
@@ -251,3 +255,49 @@ def test_bad_arguments_raise_the_cpus_exception_type(bad):
     with pytest.raises(type(on_cpu.value)):
         F.conv2d(x.to("pto"), w.to("pto"), b.to("pto"), **kwargs)
     assert F.conv2d(torch.ones(1, 1, 3, 3, device="pto"), torch.ones(1, 1, 3, 3, device="pto")).item() == 9.0
+
+
+def test_pto_and_torch_onednn_run_side_by_side(python, tmp_path):
+    """pto's oneDNN (3.2, libdnnl.so.3) and torch's (3.12, inside libtorch_cpu.so) in one
+    process: every name libdnnl.so.3 binds resolves to itself, its C++ runtime or the one
+    OpenMP runtime, never into torch's libraries, where C++ template instances of the
+    other version with other layouts live (pypto_torch/_onednn.py); and both copies'
+    convolutions and bfloat16 GEMMs run, in either order, within the bound of the float64
+    result rounded once."""
+    log = tmp_path / "bindings"
+    for first in ("pto", "cpu"):
+        result = python(f"""
+            import sys
+            sys.path.insert(0, {os.path.dirname(__file__)!r})
+            import torch
+            import torch.nn.functional as F
+            import pypto_torch
+            from error_bounds import assert_within_bound, conv_bound, matmul_bound
+            torch.manual_seed(0)
+            order = ["{first}", "cpu" if "{first}" == "pto" else "pto"]
+            on = lambda side, t: t.to("pto") if side == "pto" else t
+            for dtype in (torch.float32, torch.bfloat16):
+                for layout in (torch.contiguous_format, torch.channels_last):
+                    x = torch.randn(4, 16, 10, 10).to(dtype).contiguous(memory_format=layout)
+                    w = torch.randn(32, 16, 3, 3).to(dtype)
+                    exact = F.conv2d(x.double(), w.double(), padding=1).to(dtype)
+                    for side in order + order:
+                        got = F.conv2d(on(side, x), on(side, w), padding=1).cpu()
+                        bound = conv_bound(x, w, None, got=got, expected=exact, padding=1)
+                        assert_within_bound(got, exact, bound, f"{{side}} conv2d {{dtype}} {{layout}}")
+                a, b = torch.randn(96, 64).to(dtype), torch.randn(64, 80).to(dtype)
+                exact = (a.double() @ b.double()).to(dtype)
+                for side in order + order:
+                    got = (on(side, a) @ on(side, b)).cpu()
+                    assert_within_bound(got, exact, matmul_bound(a, b, got, exact), f"{{side}} matmul {{dtype}}")
+            print("ok")
+        """, LD_DEBUG="bindings", LD_DEBUG_OUTPUT=str(log))
+        assert result.returncode == 0, result.stderr
+        assert result.stdout.strip() == "ok"
+    torch_lib = os.path.join(os.path.dirname(torch.__file__), "lib")
+    bindings = [line for path in tmp_path.glob("bindings.*") for line in path.read_text().splitlines()
+                if re.search(r"binding file \S*/libdnnl\.so\.3 ", line)]
+    assert bindings, "LD_DEBUG logged no binding of libdnnl.so.3"
+    into_torch = sorted({line.split("symbol ")[-1] for line in bindings
+                         if f" to {torch_lib}/" in line and f" to {torch_lib}/libgomp" not in line})
+    assert into_torch == [], into_torch

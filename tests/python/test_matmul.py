@@ -187,10 +187,10 @@ def test_pto_and_torch_gemm_libraries_run_side_by_side(python):
     """torch's CPU build links MKL and oneDNN (3.x) into libtorch_cpu.so and exports MKL's
     names. pto's MKL is a second copy (cmake/mkl.cmake): its names must stay out of pto's
     dynamic symbol table, defined or wanted, as a call bound by name would reach torch's
-    copy. pto's oneDNN is Debian's libdnnl.so.2 (2.6), loaded dynamically: pto wants its C
+    copy. pto's oneDNN is PyPI's libdnnl.so.3 (3.2), loaded dynamically: pto wants its C
     API (dnnl_*) by name, which is safe because libtorch_cpu.so exports no dnnl_* name at
-    all (its oneDNN is linked in with only a few C++ template instances visible, which is
-    why gemm_onednn.cpp uses brgemm kernels only), so those calls bind to libdnnl.so.2;
+    all (its oneDNN is linked in with only a few C++ template instances visible, which
+    pypto_torch/_onednn.py keeps libdnnl from binding to), so those calls bind to libdnnl.so.3;
     pto itself must define no dnnl_* name, and the C++ API's inline instances it exports
     (dnnl::handle_traits, ...) must be no names torch defines. Then both run in one process, in either order,
     each within the bound of float64's result rounded to the dtype (itself an

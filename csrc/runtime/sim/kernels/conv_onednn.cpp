@@ -5,15 +5,15 @@
 // kernels for those are GEMM-based), and on AVX2 hosts always, the images are
 // reordered into the blocked layouts its direct kernels choose, and the pass's output
 // back: two passes over the images, where im2col's columns cost kernel-volume times
-// as much. On AVX2, oneDNN 2.6's direct kernels for channels_last images are slower
+// as much. On AVX2, oneDNN 2.6's (the library before 3.2) direct kernels for channels_last images were slower
 // than its blocked ones and the reorders together (32x64x32x32, 3x3, on the 2-core
 // Zen 3 EPYC: forward 18.4 -> 14.7-15.3 ms, forward + backward 57.7 -> 52.8-54.5 ms).
 // The weights are always the blocked ones its kernels choose (a small reorder per
 // call). Created once per problem and kept in a least-recently-used cache.
 //
 // Kernels not taken: the reference loops ("ref:", 100-1000x slower), and the GEMM-based
-// ones ("gemm:jit"), which fail in a process that has loaded PyTorch (gemm_onednn.cpp
-// says why); a problem with neither left runs in convolution.cpp's GEMM form.
+// ones ("gemm:jit": bfloat16 32x64x32x32, 3x3 in 6.9 ms, against 1.1 ms for the direct
+// kernel and the reorders); a problem with neither left runs in convolution.cpp's GEMM form.
 #include "conv_onednn.h"
 
 #include <cstring>
@@ -48,7 +48,8 @@ struct ConvKeyHash {
 ConvKey keyOf(const ConvProblem& p) {
   uint32_t beta_bits;
   std::memcpy(&beta_bits, &p.beta, sizeof beta_bits);
-  ConvKey key{{static_cast<int64_t>(p.pass), p.spatial, p.groups, beta_bits}};
+  ConvKey key{{static_cast<int64_t>(p.pass), p.spatial, p.groups, beta_bits, p.x.bfloat16, p.w.bfloat16,
+               p.y.bfloat16}};
   for (int i = 0; i < 3; ++i) key.values.insert(key.values.end(), {p.stride[i], p.pad[i], p.dilation[i]});
   for (const ConvTensor* t : {&p.x, &p.w, &p.y}) {
     for (int d = 0; d < p.spatial + 2; ++d) key.values.insert(key.values.end(), {t->dims[d], t->strides[d]});
@@ -67,6 +68,10 @@ struct ConvPrimitive {
   memory::desc scratchpad;
 };
 
+memory::data_type dataTypeOf(const ConvTensor& t) {
+  return t.bfloat16 ? memory::data_type::bf16 : memory::data_type::f32;
+}
+
 memory::dims dimsOf(const ConvTensor& t, int rank) { return memory::dims(t.dims.begin(), t.dims.begin() + rank); }
 memory::dims stridesOf(const ConvTensor& t, int rank) {
   return memory::dims(t.strides.begin(), t.strides.begin() + rank);
@@ -81,7 +86,7 @@ memory::desc weightDesc(const ConvProblem& p) {
     dims.insert(dims.begin(), p.groups);
     strides.insert(strides.begin(), dims[1] * strides[0]);
   }
-  return memory::desc(dims, memory::data_type::f32, strides);
+  return memory::desc(dims, dataTypeOf(p.w), strides);
 }
 
 bool directKernel(std::string_view name) {
@@ -115,10 +120,11 @@ std::unique_ptr<dnnl::primitive> create(const ConvProblem& p, const Descs& d, De
   dnnl::primitive_attr attributes;
   // Callers share primitives across threads; each brings its own scratchpad.
   attributes.set_scratchpad_mode(dnnl::scratchpad_mode::user);
-  const dnnl::convolution_forward::primitive_desc hint(
-      dnnl::convolution_forward::desc(dnnl::prop_kind::forward_training, algorithm, d[kX], d[kW], d[kY], stride,
-                                      dilation, pad, pad_right),
-      engine);
+  // The forward pass the gradients' kernels are chosen for: its weight of the images'
+  // dtype (a bfloat16 weight gradient may be float32, a forward's weight may not).
+  const memory::desc hint_weight(d[kW].get_dims(), d[kX].get_data_type(), memory::format_tag::any);
+  const dnnl::convolution_forward::primitive_desc hint(engine, dnnl::prop_kind::forward_training, algorithm, d[kX],
+                                                        hint_weight, d[kY], stride, dilation, pad, pad_right);
   if (p.pass == ConvPass::kForward) {
     if (p.beta != 0) {
       dnnl::post_ops sum;
@@ -126,9 +132,8 @@ std::unique_ptr<dnnl::primitive> create(const ConvProblem& p, const Descs& d, De
       attributes.set_post_ops(sum);
     }
     const auto found = firstDirect(dnnl::convolution_forward::primitive_desc(
-        dnnl::convolution_forward::desc(dnnl::prop_kind::forward_training, algorithm, d[kX], d[kW], d[kY], stride,
-                                        dilation, pad, pad_right),
-        attributes, engine));
+        engine, dnnl::prop_kind::forward_training, algorithm, d[kX], d[kW], d[kY], stride, dilation, pad, pad_right,
+        attributes));
     if (!found) return nullptr;
     *inner = {found.src_desc(), found.weights_desc(), found.dst_desc()};
     *scratchpad = found.scratchpad_desc();
@@ -136,16 +141,14 @@ std::unique_ptr<dnnl::primitive> create(const ConvProblem& p, const Descs& d, De
   }
   if (p.pass == ConvPass::kBackwardData) {
     const auto found = firstDirect(dnnl::convolution_backward_data::primitive_desc(
-        dnnl::convolution_backward_data::desc(algorithm, d[kX], d[kW], d[kY], stride, dilation, pad, pad_right),
-        attributes, engine, hint));
+        engine, algorithm, d[kX], d[kW], d[kY], stride, dilation, pad, pad_right, hint, attributes));
     if (!found) return nullptr;
     *inner = {found.diff_src_desc(), found.weights_desc(), found.diff_dst_desc()};
     *scratchpad = found.scratchpad_desc();
     return std::make_unique<dnnl::convolution_backward_data>(found);
   }
   const auto found = firstDirect(dnnl::convolution_backward_weights::primitive_desc(
-      dnnl::convolution_backward_weights::desc(algorithm, d[kX], d[kW], d[kY], stride, dilation, pad, pad_right),
-      attributes, engine, hint));
+      engine, algorithm, d[kX], d[kW], d[kY], stride, dilation, pad, pad_right, hint, attributes));
   if (!found) return nullptr;
   *inner = {found.src_desc(), found.diff_weights_desc(), found.diff_dst_desc()};
   *scratchpad = found.scratchpad_desc();
@@ -159,10 +162,10 @@ Role outputOf(ConvPass pass) {
 std::shared_ptr<const ConvPrimitive> createPrimitive(const ConvProblem& p) {
   auto primitive = std::make_shared<ConvPrimitive>();
   const int rank = p.spatial + 2;
-  primitive->user = {memory::desc(dimsOf(p.x, rank), memory::data_type::f32, stridesOf(p.x, rank)), weightDesc(p),
-                     memory::desc(dimsOf(p.y, rank), memory::data_type::f32, stridesOf(p.y, rank))};
+  primitive->user = {memory::desc(dimsOf(p.x, rank), dataTypeOf(p.x), stridesOf(p.x, rank)), weightDesc(p),
+                     memory::desc(dimsOf(p.y, rank), dataTypeOf(p.y), stridesOf(p.y, rank))};
   const auto any = [](const memory::desc& desc) {
-    return memory::desc(desc.dims(), memory::data_type::f32, memory::format_tag::any);
+    return memory::desc(desc.get_dims(), desc.get_data_type(), memory::format_tag::any);
   };
   // The images as they lie, then as oneDNN would have them (the other way round on
   // a host without AVX-512, or capped below it by ONEDNN_MAX_CPU_ISA).
@@ -229,7 +232,7 @@ bool onednnConvolution(const ConvProblem& problem) {
   dnnl::engine& engine = onednnEngine();
   thread_local dnnl::stream stream(engine);
   thread_local std::array<ScratchBuffer, 4> buffers;  // by Role, then the scratchpad
-  const std::array<float*, 3> data = {problem.x.data, problem.w.data, problem.y.data};
+  const std::array<void*, 3> data = {problem.x.data, problem.w.data, problem.y.data};
   std::array<memory, 3> user, inner;
   for (int role = kX; role <= kY; ++role) {
     user[role] = memory(primitive->user[role], engine, data[role]);

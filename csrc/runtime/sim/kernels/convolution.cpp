@@ -6,7 +6,9 @@
 // Where oneDNN has no direct kernel for a problem (on AVX2: weight gradients with
 // dilation or 3 input channels, 3-D gradients), each slice runs its GEMM form instead:
 // im2col columns per image and MKL's sgemm. The plain loops of convolutionReference
-// define the instructions and run the empty ones.
+// define the instructions and run the empty ones. bfloat16 runs in oneDNN's bfloat16
+// kernels (AVX-512 and up: AVX512-BF16, AMX), its sums in float32 rounded once; where
+// it has none, in float32 copies of the operands, the result rounded once.
 #include "convolution.h"
 
 #include <algorithm>
@@ -15,6 +17,7 @@
 #include <vector>
 
 #include "conv_onednn.h"
+#include "element_types.h"
 #include "execute.h"
 #include "gemm_mkl.h"
 #include "isa/convolution.h"
@@ -54,9 +57,11 @@ ConvPass passOf(isa::Opcode opcode) {
                                                     : ConvPass::kBackwardWeight;
 }
 
-ConvTensor convTensor(const Tensor5& t, int rank) {
-  ConvTensor c{t.data, {}, {}};
-  for (int d = 0; d < rank; ++d) c.dims[d] = t.shape[d], c.strides[d] = t.strides[d];
+ConvTensor convTensor(const isa::Operand& operand, std::span<void* const> buffers, int rank) {
+  const bool bfloat16 = operand.dtype == isa::DType::kBFloat16;
+  ConvTensor c{static_cast<char*>(buffers[operand.buffer]) + operand.offset * (bfloat16 ? 2 : 4), {}, {}, bfloat16};
+  c.dims.fill(1);
+  for (int d = 0; d < rank; ++d) c.dims[d] = operand.shape[d], c.strides[d] = operand.strides[d];
   return c;
 }
 
@@ -64,7 +69,7 @@ ConvTensor convTensor(const Tensor5& t, int rank) {
 ConvProblem sliceOf(const ConvProblem& whole, int64_t begin, int64_t end) {
   ConvProblem slice = whole;
   for (ConvTensor* t : {&slice.x, &slice.y}) {
-    t->data += begin * t->strides[0];
+    t->data = static_cast<char*>(t->data) + begin * t->strides[0] * t->elementBytes();
     t->dims[0] = end - begin;
   }
   return slice;
@@ -198,15 +203,17 @@ class GemmForm {
   std::vector<float> weight_;
 };
 
+enum class Kernels { kDirectElseGemmForm, kGemmForm, kDirectOnly };
+
 // The whole instruction, batch slices on the device's cores: in oneDNN's direct kernels
-// where `direct_if_any` and it has them, else in its GEMM form.
-void convolveOnCores(const isa::Instruction& instruction, const isa::ConvGeometry& g, std::span<void* const> buffers,
-                     bool direct_if_any) {
+// where `kernels` allows and it has them, else in its GEMM form (float32 only). False,
+// having written nothing, where only direct kernels may run and there are none.
+bool convolveOnCores(const isa::Instruction& instruction, const isa::ConvGeometry& g, std::span<void* const> buffers,
+                     Kernels kernels) {
   const int rank = g.spatial + 2;
   ConvProblem whole{passOf(instruction.opcode), g.spatial, g.groups, g.stride, g.pad, g.dilation,
-                    static_cast<float>(g.beta),
-                    convTensor(tensor5(*g.x, buffers), rank), convTensor(tensor5(*g.w, buffers), rank),
-                    convTensor(tensor5(*g.y, buffers), rank)};
+                    static_cast<float>(g.beta), convTensor(*g.x, buffers, rank), convTensor(*g.w, buffers, rank),
+                    convTensor(*g.y, buffers, rank)};
   const int64_t batch = g.x->shape[0];
   const int64_t slices = std::min<int64_t>(batch, static_cast<int64_t>(rt::sim::parallelism()));
   const auto bounds = [&](int64_t slice) { return slice * batch / slices; };
@@ -223,12 +230,14 @@ void convolveOnCores(const isa::Instruction& instruction, const isa::ConvGeometr
     if (p.pass == ConvPass::kBackwardWeight) {
       p.w.data = partials.data() + slice * plain[0] * p.w.dims[0];
       p.w.strides = plain;
+      p.w.bfloat16 = false;
     }
     return p;
   };
   // The slices have at most two sizes: both must have a direct kernel.
-  const bool direct = direct_if_any && onednnConvolutionAvailable(problem(0)) &&
+  const bool direct = kernels != Kernels::kGemmForm && onednnConvolutionAvailable(problem(0)) &&
                       onednnConvolutionAvailable(problem(slices - 1));
+  if (!direct && kernels == Kernels::kDirectOnly) return false;
   const std::optional<GemmForm> gemm_form =
       direct ? std::nullopt : std::optional<GemmForm>(std::in_place, whole.pass, g, buffers);
   rt::sim::parallelFor(static_cast<size_t>(slices), 1, [&](size_t begin, size_t end) {
@@ -241,28 +250,70 @@ void convolveOnCores(const isa::Instruction& instruction, const isa::ConvGeometr
     }
   });
   if (whole.pass == ConvPass::kBackwardWeight) {
-    const Tensor5 out = tensor5(*g.w, buffers);
+    const ConvTensor& out = whole.w;
     const int64_t per_slice = plain[0] * whole.w.dims[0];
     int64_t element = 0;
-    for (int64_t o = 0; o < out.shape[0]; ++o) {
-      for (int64_t c = 0; c < out.shape[1]; ++c) {
-        for (int64_t i = 0; i < out.shape[2]; ++i) {
-          for (int64_t j = 0; j < out.shape[3]; ++j) {
-            for (int64_t k = 0; k < out.shape[4]; ++k, ++element) {
+    for (int64_t o = 0; o < out.dims[0]; ++o) {
+      for (int64_t c = 0; c < out.dims[1]; ++c) {
+        for (int64_t i = 0; i < out.dims[2]; ++i) {
+          for (int64_t j = 0; j < out.dims[3]; ++j) {
+            for (int64_t k = 0; k < out.dims[4]; ++k, ++element) {
               float sum = 0;
               for (int64_t slice = 0; slice < slices; ++slice) sum += partials[slice * per_slice + element];
-              out.at(o, c, i, j, k) = sum;
+              const int64_t at = o * out.strides[0] + c * out.strides[1] + i * out.strides[2] + j * out.strides[3] +
+                                 k * out.strides[4];
+              char* to = static_cast<char*>(out.data) + at * out.elementBytes();
+              if (out.bfloat16) store<BFloat16>(to, sum);
+              else store<float>(to, sum);
             }
           }
         }
       }
     }
   }
+  return true;
+}
+
+// A dense float32 copy of each operand of a bfloat16 instruction (the output's too: a
+// forward's beta reads it), the instruction run on the copies, the output rounded back.
+void runWidened(const isa::Instruction& instruction, std::span<void* const> buffers,
+                void (*run)(const isa::Instruction&, std::span<void* const>)) {
+  isa::Instruction wide = instruction;
+  std::vector<std::vector<float>> copies(instruction.operands.size());
+  std::vector<void*> wide_buffers;
+  const auto eachElement = [](const isa::Operand& operand, auto&& visit) {
+    std::array<int64_t, isa::kMaxRank> index{};
+    for (int64_t linear = 0, count = operand.numel(); linear < count; ++linear) {
+      int64_t at = operand.offset;
+      for (int d = 0; d < operand.rank; ++d) at += index[d] * operand.strides[d];
+      visit(linear, at);
+      for (int d = operand.rank - 1; d >= 0 && ++index[d] == operand.shape[d]; --d) index[d] = 0;
+    }
+  };
+  for (size_t i = 0; i < instruction.operands.size(); ++i) {
+    const isa::Operand& operand = instruction.operands[i];
+    const auto* from = static_cast<const BFloat16*>(buffers[operand.buffer]);
+    copies[i].resize(static_cast<size_t>(operand.numel()));
+    eachElement(operand, [&](int64_t linear, int64_t at) { copies[i][linear] = widen(from[at]); });
+    isa::Operand& copy = wide.operands[i];
+    copy.dtype = isa::DType::kFloat32;
+    copy.buffer = static_cast<int32_t>(i);
+    copy.offset = 0;
+    for (int64_t d = operand.rank - 1, stride = 1; d >= 0; --d) copy.strides[d] = stride, stride *= operand.shape[d];
+    wide_buffers.push_back(copies[i].data());
+  }
+  run(wide, wide_buffers);
+  const isa::Operand& out = instruction.operands[0];
+  auto* to = static_cast<BFloat16*>(buffers[out.buffer]);
+  eachElement(out, [&](int64_t linear, int64_t at) { to[at] = castTo<BFloat16>(copies[0][linear]); });
 }
 
 }  // namespace
 
 void convolutionReference(const isa::Instruction& instruction, std::span<void* const> buffers) {
+  if (instruction.operands[0].dtype == isa::DType::kBFloat16) {
+    return runWidened(instruction, buffers, &convolutionReference);
+  }
   const isa::ConvGeometry g = isa::convGeometry(instruction);
   const Tensor5 x = tensor5(*g.x, buffers), w = tensor5(*g.w, buffers), y = tensor5(*g.y, buffers);
   const isa::Operand& out_operand = instruction.operands[0];
@@ -330,15 +381,22 @@ static_assert(coversGroup<isa::Group::Conv, isa::Opcode::kConv, isa::Opcode::kCo
 void executeConv(const isa::Instruction& instruction, std::span<void* const> buffers) {
   const isa::ConvGeometry g = isa::convGeometry(instruction);
   if (instruction.operands[0].numel() == 0) return;
+  if (instruction.operands[0].dtype == isa::DType::kBFloat16) {
+    if (!isEmpty(g) && convolveOnCores(instruction, g, buffers, Kernels::kDirectOnly)) return;
+    return runWidened(instruction, buffers, &executeConv);
+  }
   if (isEmpty(g)) return convolutionReference(instruction, buffers);  // zeros, or nothing to sum
-  convolveOnCores(instruction, g, buffers, true);
+  convolveOnCores(instruction, g, buffers, Kernels::kDirectElseGemmForm);
 }
 
 void convolutionGemmForm(const isa::Instruction& instruction, std::span<void* const> buffers) {
   const isa::ConvGeometry g = isa::convGeometry(instruction);
   if (instruction.operands[0].numel() == 0) return;
+  if (instruction.operands[0].dtype == isa::DType::kBFloat16) {
+    return runWidened(instruction, buffers, &convolutionGemmForm);
+  }
   if (isEmpty(g)) return convolutionReference(instruction, buffers);
-  convolveOnCores(instruction, g, buffers, false);
+  convolveOnCores(instruction, g, buffers, Kernels::kGemmForm);
 }
 
 }  // namespace pto::rt::sim::kernels

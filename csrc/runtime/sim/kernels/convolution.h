@@ -11,7 +11,7 @@
 namespace pto::rt::sim::kernels {
 
 // The instruction (a verified tconv, tconvbwdd or tconvbwdw) on the calling thread,
-// every product summed in double and rounded once.
+// every product summed in double and rounded once (bfloat16: to float32, then to it).
 void convolutionReference(const isa::Instruction& instruction, std::span<void* const> buffers);
 
 // The instruction in its GEMM form alone (what executeConv runs where oneDNN has no

@@ -47,11 +47,9 @@ struct GemmKeyHash {
   }
 };
 
-// A created primitive, or none where oneDNN has no brgemm kernel for the GEMM. Its
-// other kernels are no use here: the reference loops are slow, and the "gemm:jit"
-// ones fail in a process that has loaded PyTorch, whose own oneDNN (3.x) exports the
-// same name for the function that generates their code, and the dynamic linker binds
-// libdnnl's call to PyTorch's copy ("could not execute a primitive").
+// A created primitive, or none where oneDNN has no brgemm kernel for the GEMM: its
+// other kernels (reference loops, "gemm:jit") are slower than MKL's bfloat16 GEMM,
+// which then takes the call.
 struct GemmPrimitive {
   std::unique_ptr<dnnl::matmul> matmul;
   memory::desc a, b, c, scratchpad;
@@ -69,15 +67,14 @@ std::shared_ptr<const GemmPrimitive> createPrimitive(const GemmKey& key) {
   dnnl::primitive_attr attributes;
   // Callers share primitives across threads; each brings its own scratchpad.
   attributes.set_scratchpad_mode(dnnl::scratchpad_mode::user);
-  if (key.alpha != 1.0f) attributes.set_output_scales(0, {key.alpha});
-  if (key.beta != 0.0f) {
-    dnnl::post_ops sum;
-    sum.append_sum(key.beta);
-    attributes.set_post_ops(sum);
-  }
+  // C = alpha AB + beta C: alpha scales the float32 accumulator (a linear eltwise),
+  // then the sum adds beta times C's old value, before the one rounding to bfloat16.
+  dnnl::post_ops post_ops;
+  if (key.alpha != 1.0f) post_ops.append_eltwise(dnnl::algorithm::eltwise_linear, key.alpha, 0.0f);
+  if (key.beta != 0.0f) post_ops.append_sum(key.beta);
+  attributes.set_post_ops(post_ops);
   try {
-    dnnl::matmul::primitive_desc description(dnnl::matmul::desc(primitive->a, primitive->b, primitive->c),
-                                             attributes, onednnEngine());
+    dnnl::matmul::primitive_desc description(onednnEngine(), primitive->a, primitive->b, primitive->c, attributes);
     while (!std::string_view(description.impl_info_str()).starts_with("brg")) {
       if (!description.next_impl()) return primitive;
     }

@@ -7,8 +7,8 @@
 
 namespace pto::rt::sim::kernels {
 
-// Whether oneDNN has a brgemm kernel for bfloat16 on this CPU (oneDNN 2.6's need
-// AVX-512: on AVX2 hosts bfloat16 is widened to float32 instead).
+// Whether oneDNN has a brgemm kernel for bfloat16 on this CPU (they need AVX-512: on
+// AVX2 hosts MKL's bfloat16 GEMM takes them, matmul.cpp).
 bool onednnBf16GemmIsFast();
 
 // A row-major matrix with leading dimension ld, or the transpose of one.

@@ -5,7 +5,9 @@
 // GFLOP/s on squares of 256-2048 with no other load (benchmarks/bench_ops.py, section 3).
 // bfloat16 in oneDNN's brgemm kernels (gemm_onednn.h: AVX-512, AVX512-BF16, AMX) where
 // it has them, else in MKL's bfloat16 GEMM, products summed in float32 and rounded once.
-// GFLOP/s of one band on one thread (thread CPU time, two runs):
+// GFLOP/s of one band on one thread (thread CPU time, two runs), measured with oneDNN
+// 2.6, the library before 3.2 (cmake/onednn.cmake), which is faster still (whole
+// 2048^2 GEMMs on both cores: 2124 -> 2289 GFLOP/s):
 //
 //   bfloat16 band m x k x n   oneDNN 2.6   MKL
 //   128 x 256 x 256            680-720     350

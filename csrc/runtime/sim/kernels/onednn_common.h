@@ -17,7 +17,7 @@ namespace pto::rt::sim::kernels {
 
 dnnl::engine& onednnEngine();
 
-// Debian's oneDNN threads with OpenMP, sizing its work (when a primitive is created)
+// oneDNN (3.2, cmake/onednn.cmake) threads with OpenMP, sizing its work (when a primitive is created)
 // and its team (when it runs) by omp_get_max_threads(). The device's cores already
 // split every GEMM and convolution (matmul.cpp, convolution.cpp), so each call runs on
 // its own thread only: a team per core would oversubscribe the cores, and its threads
