@@ -12,8 +12,9 @@
 # that torch's other headers (its own sleef.h among them) cannot shadow the system's.
 #
 # torch links its oneDNN into libtorch_cpu.so but exports none of its C API (dnnl_*), so
-# the sim's calls bind to this library; tests/python/test_convolution.py runs torch's
-# oneDNN and this one side by side in one process.
+# the sim's calls bind to this library; it exports a few C++ template instances that
+# libdnnl must not bind to, which pypto_torch/_onednn.py sees to. tests/python/
+# test_convolution.py checks the bindings and runs both copies in one process.
 
 include(cmake/python_paths.cmake)
 python_paths(onednn_paths [=[
