@@ -6,6 +6,7 @@ the stream semantics users rely on (NCCL's): a collective returns once queued, w
 does not block the host, the failure reaches the caller's stream."""
 
 import os
+import signal
 import time
 from datetime import timedelta
 
@@ -83,8 +84,13 @@ def _dies_mid_allreduce() -> dict:
     torch.pto.synchronize()
     dist.barrier()
     if rank == 1:
-        dist.all_reduce(big)  # queued: the process ends while its exchanges run
-        os._exit(17)
+        # SIGALRM, which nothing here handles, ends the process 2 ms into its exchanges
+        # (17 ms in all on an idle host), whatever its threads are doing. An os._exit once
+        # the call returned (its enqueue waits while the exchanges run) could interrupt
+        # only the last ~4 ms, which a loaded host let both ranks finish first.
+        signal.setitimer(signal.ITIMER_REAL, 0.002)
+        dist.all_reduce(big)
+        time.sleep(60)
     start = time.monotonic()
     try:
         dist.all_reduce(big)
