@@ -3,7 +3,8 @@
 # of PyPI's onednn-cpu-gomp (requirements.txt), linked dynamically with its directory as
 # the RPATH. Debian 12's oneDNN is 2.6, whose AMX convolution kernels read past a heap
 # buffer when their primitive is created and whose bfloat16 GEMMs reach 0.68 of torch's
-# (oneDNN 3.12) GFLOP/s at 2048^2 on an AMX Xeon, where 3.2 reaches 0.84.
+# (oneDNN 3.12) GFLOP/s at 2048^2 on an AMX Xeon, where 3.2 reaches 0.79 in the device's
+# row bands (0.84 running the whole GEMM on two OpenMP threads).
 #
 # The wheel has no headers: those of torch's own oneDNN (3.12) are used. oneDNN's C API
 # keeps backward compatibility within a major version, so calls written against newer
