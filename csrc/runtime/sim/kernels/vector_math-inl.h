@@ -254,7 +254,7 @@ void normalCdfs(D d, const V* x, V* cdf) {
     return;
   }
   // P(t) = sum of kFit[k] t^k, less ln 2 in the constant term: the halving folded into
-// the exp (the sum rounds to float within 1e-10).
+  // the exp (the sum rounds to float within 1e-10).
   static constexpr float kFit[] = {-1.26551223f - 0.69314718f, 1.00002368f, 0.37409196f, 0.09678418f, -0.18628806f,
                                    0.27886807f,  -1.13520398f, 1.48851587f, -0.82215223f, 0.17087277f};
   const auto c = [d](size_t k) { return hn::Set(d, kFit[k]); };
