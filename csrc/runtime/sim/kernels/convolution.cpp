@@ -58,8 +58,8 @@ ConvPass passOf(isa::Opcode opcode) {
 }
 
 ConvTensor convTensor(const isa::Operand& operand, std::span<void* const> buffers, int rank) {
-  const bool bfloat16 = operand.dtype == isa::DType::kBFloat16;
-  ConvTensor c{static_cast<char*>(buffers[operand.buffer]) + operand.offset * (bfloat16 ? 2 : 4), {}, {}, bfloat16};
+  ConvTensor c{nullptr, {}, {}, operand.dtype == isa::DType::kBFloat16};
+  c.data = static_cast<char*>(buffers[operand.buffer]) + operand.offset * c.elementBytes();
   c.dims.fill(1);
   for (int d = 0; d < rank; ++d) c.dims[d] = operand.shape[d], c.strides[d] = operand.strides[d];
   return c;
@@ -276,36 +276,33 @@ bool convolveOnCores(const isa::Instruction& instruction, const isa::ConvGeometr
 
 // A dense float32 copy of each operand of a bfloat16 instruction (the output's too: a
 // forward's beta reads it), the instruction run on the copies, the output rounded back.
+// The copies are tcvt's, whose kernel converts vectors at a time over the device's cores.
 void runWidened(const isa::Instruction& instruction, std::span<void* const> buffers,
                 void (*run)(const isa::Instruction&, std::span<void* const>)) {
+  // tcvt of `from` (an operand of the buffer at from_base) into `to` (of to_base's).
+  const auto convert = [](isa::Operand to, void* to_base, isa::Operand from, void* from_base) {
+    to.buffer = 0;
+    from.buffer = 1;
+    const std::array<void*, 2> bases{to_base, from_base};
+    executeConvert(isa::Instruction{isa::Opcode::kConvert, {to, from}, {}}, bases);
+  };
   isa::Instruction wide = instruction;
   std::vector<std::vector<float>> copies(instruction.operands.size());
   std::vector<void*> wide_buffers;
-  const auto eachElement = [](const isa::Operand& operand, auto&& visit) {
-    std::array<int64_t, isa::kMaxRank> index{};
-    for (int64_t linear = 0, count = operand.numel(); linear < count; ++linear) {
-      int64_t at = operand.offset;
-      for (int d = 0; d < operand.rank; ++d) at += index[d] * operand.strides[d];
-      visit(linear, at);
-      for (int d = operand.rank - 1; d >= 0 && ++index[d] == operand.shape[d]; --d) index[d] = 0;
-    }
-  };
   for (size_t i = 0; i < instruction.operands.size(); ++i) {
     const isa::Operand& operand = instruction.operands[i];
-    const auto* from = static_cast<const BFloat16*>(buffers[operand.buffer]);
     copies[i].resize(static_cast<size_t>(operand.numel()));
-    eachElement(operand, [&](int64_t linear, int64_t at) { copies[i][linear] = widen(from[at]); });
     isa::Operand& copy = wide.operands[i];
     copy.dtype = isa::DType::kFloat32;
     copy.buffer = static_cast<int32_t>(i);
     copy.offset = 0;
     for (int64_t d = operand.rank - 1, stride = 1; d >= 0; --d) copy.strides[d] = stride, stride *= operand.shape[d];
+    convert(copy, copies[i].data(), operand, buffers[operand.buffer]);
     wide_buffers.push_back(copies[i].data());
   }
   run(wide, wide_buffers);
   const isa::Operand& out = instruction.operands[0];
-  auto* to = static_cast<BFloat16*>(buffers[out.buffer]);
-  eachElement(out, [&](int64_t linear, int64_t at) { to[at] = castTo<BFloat16>(copies[0][linear]); });
+  convert(out, buffers[out.buffer], wide.operands[0], copies[0].data());
 }
 
 }  // namespace
