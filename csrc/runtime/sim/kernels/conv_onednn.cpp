@@ -5,9 +5,10 @@
 // kernels for those are GEMM-based), and on AVX2 hosts always, the images are
 // reordered into the blocked layouts its direct kernels choose, and the pass's output
 // back: two passes over the images, where im2col's columns cost kernel-volume times
-// as much. On AVX2, oneDNN 2.6's (the library before 3.2) direct kernels for channels_last images were slower
-// than its blocked ones and the reorders together (32x64x32x32, 3x3, on the 2-core
-// Zen 3 EPYC: forward 18.4 -> 14.7-15.3 ms, forward + backward 57.7 -> 52.8-54.5 ms).
+// as much. On AVX2, oneDNN 2.6's (the library before 3.2) direct kernels for
+// channels_last images were slower than its blocked ones and the reorders together
+// (32x64x32x32, 3x3, on the 2-core Zen 3 EPYC: forward 18.4 -> 14.7-15.3 ms, forward +
+// backward 57.7 -> 52.8-54.5 ms).
 // The weights are always the blocked ones its kernels choose (a small reorder per
 // call). Created once per problem and kept in a least-recently-used cache.
 //

@@ -33,7 +33,8 @@ struct ConvProblem {
 };
 
 // Whether oneDNN has a direct kernel for the problem's shapes, layouts and dtypes on this
-// CPU (bfloat16: none below AVX-512; its reference loops and its GEMM-based kernels are not taken: see conv_onednn.cpp).
+// CPU (bfloat16: none below AVX-512; its reference loops and its GEMM-based kernels are
+// not taken: see conv_onednn.cpp).
 bool onednnConvolutionAvailable(const ConvProblem& problem);
 
 // Runs the problem's pass; false, having written nothing, where no direct kernel applies.
