@@ -211,6 +211,24 @@ def settle(max_wait: float = 0.3, step: float = 0.005) -> None:
             return
 
 
+# After a pause, this machine's cores run the next few tens of milliseconds of work up to twice
+# slower: measured after 0.3 s idle, a 16M-float add took 15, 6.5, 6.2, 5.0, 4.3 ... ms, reaching
+# its 3.4 ms after ~40 ms, on the CPU and on pto alike (the host's power management). A
+# repetition timed straight after settle() would time that ramp.
+RAMP_UP_SECONDS = 0.05
+
+
+def settle_and_warm(run) -> None:
+    """Make ready to time run(): wait until this process's threads stopped spinning
+    (settle()), then bring the cores back up to speed with run() repeated untimed for
+    RAMP_UP_SECONDS."""
+    settle()
+    ramp_end = time.perf_counter() + RAMP_UP_SECONDS
+    run()
+    while time.perf_counter() < ramp_end:
+        run()
+
+
 class Budget:
     """A benchmark script's time budget. `make bench` (benchmarks/run_all.py) gives each script
     its share of the whole run in PTO_BENCH_BUDGET_S; run alone, a script has `default` seconds.

@@ -22,7 +22,8 @@ import torch
 import torch.nn.functional as F
 
 import pypto_torch
-from _timing import Aims, OtherLoad, best_time, context_header, cpu_gemm_slow_path, fell_back_since, settle, table
+from _timing import (Aims, OtherLoad, best_time, context_header, cpu_gemm_slow_path, fell_back_since, settle_and_warm,
+                     table)
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests" / "python"))
 from compile_models import TransformerBlock, on_device, seeded  # noqa: E402
@@ -66,7 +67,7 @@ def best_times(steps: dict, reps: int) -> dict:
         step()
     for _ in range(reps):
         for way, step in steps.items():
-            settle()
+            settle_and_warm(step)
             best[way] = min(best[way], best_time(step, 1, warmup=0))
     return best
 

@@ -58,7 +58,7 @@ import pypto_torch
 from pypto_torch.compile.backend import pypto_backend
 from stage_times import KINDS, inductor_stages, pypto_stages  # noqa: E402 -- beside this file
 from _timing import (Aims, Budget, OtherLoad, best_time, context_header, fresh_cache, fresh_inductor_cache,
-                     print_closing_summary, settle, table)
+                     print_closing_summary, settle, settle_and_warm, table)
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests" / "python"))
 from compile_models import MLP, TransformerBlock, handwritten_softmax, on_device, seeded, tiny_gpt2  # noqa: E402
@@ -165,7 +165,7 @@ def forward_times(r: Run, case: Case) -> dict[str, float]:
     best = {way: float("inf") for way in runs}
     for _ in range(r.reps):
         for way, (run, inner) in runs.items():
-            settle()
+            settle_and_warm(run)
             best[way] = min(best[way], best_time(run, 1, warmup=0) / inner)
     return best
 
@@ -408,7 +408,7 @@ def fixed_cost(r: Run) -> None:
     best = {name: float("inf") for name in runs}
     for _ in range(r.reps):
         for name, (run, inner) in runs.items():
-            settle()
+            settle_and_warm(run)
             best[name] = min(best[name], best_time(run, 1, warmup=0) / inner)
     whole, ours = best["compiled, backend=\"pypto\""] * 1e6, best["pypto's callable alone"] * 1e6
     rows = [[name, f"{seconds * 1e6:.2f}", ""] for name, seconds in best.items()]

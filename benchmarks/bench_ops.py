@@ -61,7 +61,7 @@ import torch.nn.functional as F
 
 import pypto_torch
 from _timing import (Aims, Budget, OtherLoad, best_time, context_header, cpu_gemm_slow_path, fresh_inductor_cache,
-                     print_closing_summary, settle, table)
+                     print_closing_summary, settle, settle_and_warm, table)
 
 MiB = 2**20
 
@@ -157,7 +157,7 @@ class Bench(Aims):
             others = OtherLoad()
             for _ in range(reps or self.reps):
                 for side, (run, inner, _) in timed.items():
-                    settle()  # the other side's spinning threads would take a core from this one
+                    settle_and_warm(run)  # the other side's spinning threads would take a core from this one
                     cpu_time = time.process_time()  # all threads of this process: torch's, the device's
                     wall = best_time(run, 1, warmup=0)
                     cores = (time.process_time() - cpu_time) / wall
