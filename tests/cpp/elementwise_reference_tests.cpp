@@ -437,9 +437,14 @@ Reference referenceOf(Opcode op) {
     case Opcode::kSilu:
       ref.real = REAL { return {A / (1 + std::exp(-A)), 0, 4, std::fabs(A) / r.precision.compute.largest()}; };
       break;
-    // x Phi(x): Phi's relative error and the product's rounding.
+    // x Phi(x). double: Phi's relative error and the product's rounding. float (and the
+    // half types computing in it): a fit of Phi within 4u |x| all told (torch's own
+    // formula: 6.3u |x|), half an ulp more where the result is subnormal.
     case Opcode::kGelu:
-      ref.real = REAL { return {A * normalCdf(A), 0, normalCdfRelative(A, r.precision) + 1}; };
+      ref.real = REAL {
+        if (r.precision.compute.digits > 24) return {A * normalCdf(A), 0, normalCdfRelative(A, r.precision) + 1};
+        return {A * normalCdf(A), 0.5, 0, 4 * U * std::fabs(A)};
+      };
       break;
     // x/2 (1 + tanh(v)), computed as x / (1 + E), E = exp(-2 v): v's error moves the
     // result by |x|/2 sech^2(v) times it; exp's ulp (2u of E, E / (1 + E) = 1 - s of the
