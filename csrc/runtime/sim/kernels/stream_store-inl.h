@@ -50,7 +50,7 @@ inline void streamBytes(uint8_t* dst, const uint8_t* src, size_t bytes) {
 // shorter than a few blocks is written in place (a fence per short row would cost
 // more than the reads it saves).
 template <typename T, typename Compute>
-void writeRow(T* out, int64_t n, bool streamed, Compute compute) {
+void writeRow(T* out, int64_t n, bool streamed, const Compute& compute) {
   constexpr int64_t kStreamedRowElements = 4 * kBlockElements;
   if (!streamed || n < kStreamedRowElements) return compute(out, 0, n);
   HWY_ALIGN T block[kBlockElements];
