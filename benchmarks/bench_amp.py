@@ -59,8 +59,8 @@ def training_step(device: str, size, autocast: bool):
 
 def best_times(steps: dict, reps: int) -> dict:
     """Best time of each step over `reps` rounds; the steps alternate within a round, each
-    after the threads of the one before have stopped spinning, so that a burst of other
-    load does not fall on one of them only."""
+    after the threads of the one before have stopped spinning and 50 ms of its own untimed
+    steps (settle_and_warm), so that a burst of other load does not fall on one of them only."""
     best = {way: float("inf") for way in steps}
     for step in steps.values():
         step()

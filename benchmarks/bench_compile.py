@@ -38,7 +38,8 @@ Six tables; where a table has an aim, a column says whether it is met (✓) or n
 Every time is the best of several timed repetitions after warm-up; a repetition runs the
 call enough times back to back to last a few tens of milliseconds and ends with
 torch.pto.synchronize() on pto. The four ways alternate within each repetition, each
-after the threads of the one before have stopped spinning.
+after the threads of the one before have stopped spinning and 50 ms of its own untimed
+repetitions (_timing.settle_and_warm).
 """
 
 import argparse

@@ -30,7 +30,8 @@ runs the op enough times back to back to last a few tens of milliseconds; pto
 repetitions end with torch.pto.synchronize() inside the timed region; CPU and pto
 repetitions alternate, each after the threads of the other have stopped spinning
 (torch's OpenMP workers spin ~8 ms after each op, taking a core from whatever runs
-next). A figure measured through the CPU fallback is marked
+next) and after 50 ms of the side's own untimed repetitions (after a pause the cores
+run the next ~40 ms slower: _timing.settle_and_warm). A figure measured through the CPU fallback is marked
 "(CPU fallback)". Tables 1, 2 and 4 time the same calls compiled by Inductor for CPU tensors
 beside them (pto/Ind: pto's time over Inductor's), each compiled once, at most
 Bench.INDUCTOR_COMPILING seconds of compiling a run, in a fresh Inductor cache.

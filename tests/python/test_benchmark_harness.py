@@ -76,6 +76,17 @@ def test_budget_counts_down_and_says_what_it_skipped(monkeypatch):
     assert not _timing.Budget(default=100).exhausted()
 
 
+def test_a_repetition_is_timed_after_the_cores_ran_it_untimed_for_their_ramp_up():
+    """settle_and_warm runs the repetition at least once, and again until RAMP_UP_SECONDS
+    have passed since it started, before the caller times it."""
+    starts = []
+    _timing.settle_and_warm(lambda: starts.append(time.perf_counter()))
+    assert len(starts) >= 2 and time.perf_counter() - starts[0] >= _timing.RAMP_UP_SECONDS
+    slow = []
+    _timing.settle_and_warm(lambda: (slow.append(1), time.sleep(2 * _timing.RAMP_UP_SECONDS)))
+    assert len(slow) == 1
+
+
 def test_a_script_past_its_budget_is_stopped_with_what_it_started(tmp_path, monkeypatch):
     child_pid = tmp_path / "child.pid"
     (tmp_path / "bench_hangs.py").write_text(textwrap.dedent(f"""
