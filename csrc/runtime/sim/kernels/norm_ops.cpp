@@ -144,8 +144,9 @@ void normKernel(const isa::Instruction& instruction, std::span<void* const> buff
   const std::array<int64_t, N> step = rowSteps<N>(instruction);
   const size_t grain = static_cast<size_t>(std::max<int64_t>(1, kRowSerialElements / std::max<int64_t>(1, length)));
   rt::sim::parallelFor(static_cast<size_t>(rows), grain, [&](size_t begin, size_t end) {
-    for (size_t row = begin; row < end; ++row) {
-      const auto p = rowStarts<N>(instruction, buffers, static_cast<int64_t>(row));
+    RowStarts<N> starts(instruction, buffers, static_cast<int64_t>(begin));
+    for (size_t row = begin; row < end; ++row, starts.next()) {
+      const auto p = *starts;
       const RowStatistics stats = statistics<op, T>(p[1], step[1], length, eps);
       if constexpr (op == Opcode::kRowRstd) {
         store<T>(p[0], static_cast<C>(stats.rstd));

@@ -131,8 +131,9 @@ void rowKernel(const isa::Instruction& instruction, std::span<void* const> buffe
   [[maybe_unused]] const bool zero_masked_rows = op == Opcode::kSoftmax && instruction.immediates[0] != 0;
   rt::sim::parallelFor(static_cast<size_t>(rows), grain, [&](size_t begin, size_t end) {
     std::vector<float> scratch;
-    for (size_t row = begin; row < end; ++row) {
-      const auto p = rowStarts<N>(instruction, buffers, static_cast<int64_t>(row));
+    RowStarts<N> starts(instruction, buffers, static_cast<int64_t>(begin));
+    for (size_t row = begin; row < end; ++row, starts.next()) {
+      const auto p = *starts;
       auto at = [&](size_t k, int64_t i) { return load<T>(p[k] + i * step[k]); };
       if constexpr (kSoftmaxFamily && (std::is_same_v<T, float> || kIsHalfFloat<T>)) {
         if (step[0] == sizeof(T) && step[1] == sizeof(T)) {

@@ -16,23 +16,56 @@ namespace pto::rt::sim::kernels {
 // fraction of the ~15 a core takes for this many softmax elements.
 constexpr int64_t kRowSerialElements = 1 << 15;
 
-// Pointers to the start of row `row` of the first N operands, indexed by the output's shape.
+// Where rows begin, row after row, for the first N operands, indexed by the output's
+// shape: the first row's offsets by division, each next one stepped like an odometer.
+// Dividing for every row cost as much as softmax's work on a row of 128 (four 64-bit
+// divisions a row at rank 3: (64, 128, 128) float32 took 294 us against 202 for the same
+// elements in rows of 1024).
 template <size_t N>
-std::array<char*, N> rowStarts(const isa::Instruction& instruction, std::span<void* const> buffers, int64_t row) {
-  std::array<char*, N> starts{};
-  const isa::Operand& shape = instruction.operands[0];
-  for (size_t k = 0; k < N; ++k) {
-    const isa::Operand& operand = instruction.operands[k];
-    int64_t offset = operand.offset;
-    int64_t rest = row;
-    for (int d = shape.rank - 2; d >= 0; --d) {
-      offset += (rest % shape.shape[d]) * operand.strides[d];
-      rest /= shape.shape[d];
+class RowStarts {
+ public:
+  RowStarts(const isa::Instruction& instruction, std::span<void* const> buffers, int64_t row)
+      : shape_(instruction.operands[0]) {
+    for (size_t k = 0; k < N; ++k) {
+      const isa::Operand& operand = instruction.operands[k];
+      const auto size = static_cast<int64_t>(isa::dtypeSize(operand.dtype));
+      base_[k] = static_cast<char*>(buffers[operand.buffer]);
+      offsets_[k] = operand.offset * size;
+      for (int d = 0; d < shape_.rank - 1; ++d) byte_strides_[k][d] = operand.strides[d] * size;
     }
-    starts[k] = static_cast<char*>(buffers[operand.buffer]) + offset * static_cast<int64_t>(isa::dtypeSize(operand.dtype));
+    for (int d = shape_.rank - 2; d >= 0; --d) {
+      index_[d] = row % shape_.shape[d];
+      row /= shape_.shape[d];
+      for (size_t k = 0; k < N; ++k) offsets_[k] += index_[d] * byte_strides_[k][d];
+    }
   }
-  return starts;
-}
+
+  // The current row's start in each operand.
+  std::array<char*, N> operator*() const {
+    std::array<char*, N> starts{};
+    for (size_t k = 0; k < N; ++k) starts[k] = base_[k] + offsets_[k];
+    return starts;
+  }
+
+  // On to the next row (past the last one, offsets no row has: never read).
+  void next() {
+    for (int d = shape_.rank - 2; d >= 0; --d) {
+      if (++index_[d] < shape_.shape[d] || d == 0) {
+        for (size_t k = 0; k < N; ++k) offsets_[k] += byte_strides_[k][d];
+        return;
+      }
+      index_[d] = 0;
+      for (size_t k = 0; k < N; ++k) offsets_[k] -= (shape_.shape[d] - 1) * byte_strides_[k][d];
+    }
+  }
+
+ private:
+  const isa::Operand& shape_;
+  std::array<int64_t, isa::kMaxRank> index_{};
+  std::array<char*, N> base_{};
+  std::array<int64_t, N> offsets_{};
+  std::array<std::array<int64_t, isa::kMaxRank>, N> byte_strides_{};
+};
 
 // The byte step between consecutive elements of a row of each of the first N operands.
 template <size_t N>
