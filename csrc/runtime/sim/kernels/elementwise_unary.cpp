@@ -52,11 +52,13 @@ void unaryRows(const StridedLoop& loop, const std::array<double, isa::kMaxImmedi
     const int64_t so = loop.innerStride(0), si = loop.innerStride(1);
     if (so == sizeof(T) && si == sizeof(T)) {
       const T* in = reinterpret_cast<const T*>(p[1]);
-      // The immediates by value: a copy of the row's own, which out cannot alias, lets the loop vectorise.
-      auto row = [in, immediates](T* out, int64_t start, int64_t count) {
+      auto row = [in, &immediates](T* out, int64_t start, int64_t count) {
+        // A local copy of the immediates, which out cannot alias, lets the loop vectorise
+        // (read through the closure, they are reloaded for every element).
+        const Immediates<C> local = immediates;
         if constexpr (kMkl) return mklRow<op>(out, in + start, count);
-        if constexpr (hasVectorMath<op, T>()) return unaryMathRow<op>(out, in + start, count, immediates);
-        for (int64_t i = 0; i < count; ++i) out[i] = castTo<T>(unaryOp<op, C>(widen(in[start + i]), immediates));
+        if constexpr (hasVectorMath<op, T>()) return unaryMathRow<op>(out, in + start, count, local);
+        for (int64_t i = 0; i < count; ++i) out[i] = castTo<T>(unaryOp<op, C>(widen(in[start + i]), local));
       };
       return writeRow(reinterpret_cast<T*>(p[0]), n, streamed, row);
     }
