@@ -1,6 +1,7 @@
 // Template part of strided_loop.h.
 #pragma once
 
+#include "multi_index.h"
 #include "runtime/sim/sim_parallel.h"
 
 namespace pto::rt::sim::kernels {
@@ -10,20 +11,14 @@ namespace detail {
 // Elements per parallel chunk: below this, waking another core costs more than it saves.
 constexpr int64_t kParallelGrain = 32768;
 
-// The rows of elements [begin, end). The row's index over the outer dimensions is
-// found by division once, then stepped like an odometer (64-bit divisions for every
-// row cost more than a short row's work); its pointers are formed afresh from the
-// loop's bases each row, as copying an array updated element by element costs a
-// store-forwarding stall.
+// The rows of elements [begin, end), their index over the outer dimensions stepped
+// (multi_index.h); the pointers formed afresh from the loop's bases each row, as copying
+// an array updated element by element costs a store-forwarding stall.
 template <typename Row>
 void runRange(const StridedLoop& loop, int64_t begin, int64_t end, Row& row) {
   const int64_t inner = loop.innerSize();
   const int outer = loop.rank - 1;  // the dimensions before the inner one
-  std::array<int64_t, isa::kMaxRank> index{};
-  for (int64_t rest = begin / inner, d = outer - 1; d >= 0; --d) {
-    index[d] = rest % loop.shape[d];
-    rest /= loop.shape[d];
-  }
+  MultiIndex index = unravel(begin / inner, loop.shape, outer);
   int64_t column = begin % inner;
   while (begin < end) {
     std::array<char*, kMaxOperands> pointers = loop.base;
@@ -35,7 +30,7 @@ void runRange(const StridedLoop& loop, int64_t begin, int64_t end, Row& row) {
     row(pointers, count);
     begin += count;
     column = 0;
-    for (int d = outer - 1; d >= 0 && ++index[d] == loop.shape[d]; --d) index[d] = 0;
+    stepIndex(index, loop.shape, outer);
   }
 }
 
