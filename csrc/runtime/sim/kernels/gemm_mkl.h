@@ -7,17 +7,10 @@
 
 #include <cstdint>
 
+#include "gemm_matrix.h"
 #include "half.h"
 
 namespace pto::rt::sim::kernels {
-
-// A row-major matrix with leading dimension ld, or the transpose of one.
-template <typename T>
-struct GemmMatrix {
-  const T* data = nullptr;
-  int64_t ld = 1;
-  bool transposed = false;
-};
 
 // c[m, n] = alpha * a[m, k] @ b[k, n] + beta * c, c row-major with leading dimension
 // ldc (beta 0: c's old values are not read). m, n, k > 0.

@@ -106,8 +106,8 @@ bool onednnBf16GemmIsFast() {
   return fast;
 }
 
-bool onednnBf16Gemm(int64_t m, int64_t n, int64_t k, GemmOperand a, GemmOperand b, float alpha, float beta, void* c,
-                    int64_t ldc) {
+bool onednnBf16Gemm(int64_t m, int64_t n, int64_t k, GemmMatrix<BFloat16> a, GemmMatrix<BFloat16> b, float alpha,
+                    float beta, BFloat16* c, int64_t ldc) {
   SingleOpenMpThread single;
   const std::shared_ptr<const GemmPrimitive> primitive =
       primitives().get({m, n, k, a.ld, b.ld, ldc, a.transposed, b.transposed, alpha, beta}, createPrimitive);
@@ -117,8 +117,8 @@ bool onednnBf16Gemm(int64_t m, int64_t n, int64_t k, GemmOperand a, GemmOperand 
   if (scratchpad.size() < primitive->scratchpad.get_size()) scratchpad.resize(primitive->scratchpad.get_size());
   dnnl::engine& engine = onednnEngine();
   primitive->matmul->execute(
-      stream, {{DNNL_ARG_SRC, memory(primitive->a, engine, const_cast<void*>(a.data))},
-               {DNNL_ARG_WEIGHTS, memory(primitive->b, engine, const_cast<void*>(b.data))},
+      stream, {{DNNL_ARG_SRC, memory(primitive->a, engine, const_cast<BFloat16*>(a.data))},
+               {DNNL_ARG_WEIGHTS, memory(primitive->b, engine, const_cast<BFloat16*>(b.data))},
                {DNNL_ARG_DST, memory(primitive->c, engine, c)},
                {DNNL_ARG_SCRATCHPAD, memory(primitive->scratchpad, engine, scratchpad.data())}});
   stream.wait();

@@ -5,24 +5,20 @@
 
 #include <cstdint>
 
+#include "gemm_matrix.h"
+#include "half.h"
+
 namespace pto::rt::sim::kernels {
 
 // Whether oneDNN has a brgemm kernel for bfloat16 on this CPU (they need AVX-512: on
 // AVX2 hosts MKL's bfloat16 GEMM takes them, matmul.cpp).
 bool onednnBf16GemmIsFast();
 
-// A row-major matrix with leading dimension ld, or the transpose of one.
-struct GemmOperand {
-  const void* data;
-  int64_t ld;
-  bool transposed;
-};
-
 // c[m, n] = alpha * a[m, k] @ b[k, n] + beta * c on the calling thread (beta 0: c's old
 // values are not read), all bfloat16, c row-major with leading dimension ldc; products
 // are summed in float32 and rounded once. m, n, k > 0. Returns false, having
 // written nothing, when oneDNN has no brgemm kernel for this shape and layout.
-bool onednnBf16Gemm(int64_t m, int64_t n, int64_t k, GemmOperand a, GemmOperand b, float alpha,
-                    float beta, void* c, int64_t ldc);
+bool onednnBf16Gemm(int64_t m, int64_t n, int64_t k, GemmMatrix<BFloat16> a, GemmMatrix<BFloat16> b, float alpha,
+                    float beta, BFloat16* c, int64_t ldc);
 
 }  // namespace pto::rt::sim::kernels

@@ -80,8 +80,7 @@ bool gemm(GemmMatrix<S> a, GemmMatrix<S> b, int64_t m, int64_t n, int64_t k, dou
           int64_t ldc) {
   if constexpr (library == Library::kOneDnn) {
     static_assert(std::is_same_v<S, BFloat16> && std::is_same_v<Acc, BFloat16>, "oneDNN runs bfloat16 only");
-    return onednnBf16Gemm(m, n, k, {a.data, a.ld, a.transposed}, {b.data, b.ld, b.transposed},
-                          static_cast<float>(alpha), static_cast<float>(beta), c, ldc);
+    return onednnBf16Gemm(m, n, k, a, b, static_cast<float>(alpha), static_cast<float>(beta), c, ldc);
   } else {
     mklGemm(a, b, m, n, k, static_cast<Acc>(alpha), static_cast<Acc>(beta), c, ldc);
     return true;
