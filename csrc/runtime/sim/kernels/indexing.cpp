@@ -9,6 +9,7 @@
 
 #include "element_types.h"
 #include "execute.h"
+#include "multi_index.h"
 #include "opcode_dispatch.h"
 #include "runtime/sim/sim_parallel.h"
 #include "strided_loop.h"
@@ -185,22 +186,8 @@ namespace {
 template <typename Fn>
 void walkRowMajor(const isa::Operand& in, const char* base, int64_t begin, int64_t end, Fn&& fn) {
   const auto size = static_cast<int64_t>(isa::dtypeSize(in.dtype));
-  std::array<int64_t, isa::kMaxRank> coordinates{};
-  const char* element = base;
-  for (int64_t rest = begin, d = in.rank - 1; d >= 0; --d) {
-    coordinates[d] = rest % in.shape[d];
-    rest /= in.shape[d];
-    element += coordinates[d] * in.strides[d] * size;
-  }
-  for (int64_t flat = begin; flat < end; ++flat) {
-    fn(element, coordinates);
-    for (int d = in.rank - 1; d >= 0; --d) {  // the next coordinates, as an odometer turns
-      element += in.strides[d] * size;
-      if (++coordinates[d] < in.shape[d]) break;
-      element -= coordinates[d] * in.strides[d] * size;
-      coordinates[d] = 0;
-    }
-  }
+  ElementWalk element(in, begin);
+  for (int64_t flat = begin; flat < end; ++flat, element.step(in)) fn(base + element.offset * size, element.index);
 }
 
 }  // namespace

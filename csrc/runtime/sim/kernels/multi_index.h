@@ -28,4 +28,26 @@ inline void stepIndex(MultiIndex& index, const std::array<int64_t, isa::kMaxRank
   for (int d = rank - 1; d >= 0 && ++index[d] == shape[d]; --d) index[d] = 0;
 }
 
+// A walk over an operand's elements in row-major order: its index and that element's
+// offset (in elements, from the operand's own offset), both stepped without division.
+struct ElementWalk {
+  MultiIndex index;
+  int64_t offset = 0;
+
+  // At row-major position `linear` of `operand`.
+  ElementWalk(const isa::Operand& operand, int64_t linear) : index(unravel(linear, operand.shape, operand.rank)) {
+    for (int d = 0; d < operand.rank; ++d) offset += index[d] * operand.strides[d];
+  }
+
+  // On to the next element of `operand` (the one walked).
+  void step(const isa::Operand& operand) {
+    for (int d = operand.rank - 1; d >= 0; --d) {
+      offset += operand.strides[d];
+      if (++index[d] < operand.shape[d]) return;
+      offset -= index[d] * operand.strides[d];
+      index[d] = 0;
+    }
+  }
+};
+
 }  // namespace pto::rt::sim::kernels

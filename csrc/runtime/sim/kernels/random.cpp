@@ -18,6 +18,7 @@
 
 #include "element_types.h"
 #include "execute.h"
+#include "multi_index.h"
 #include "opcode_dispatch.h"
 #include "runtime/sim/sim_parallel.h"
 #include "vector_math-inl.h"
@@ -120,21 +121,8 @@ void storeRowMajor(const isa::Operand& out, char* base, int64_t first, const V* 
     for (int64_t i = 0; i < count; ++i) target[i] = castTo<T>(values[i]);
     return;
   }
-  std::array<int64_t, isa::kMaxRank> index{};
-  int64_t rest = first, at = 0;
-  for (int d = out.rank - 1; d >= 0; --d) {
-    index[d] = rest % out.shape[d];
-    rest /= out.shape[d];
-    at += index[d] * out.strides[d];
-  }
-  for (int64_t i = 0; i < count; ++i) {
-    store<T>(origin + at * size, values[i]);
-    for (int d = out.rank - 1; d >= 0; --d) {  // the next element, odometer-style
-      at += out.strides[d];
-      if (++index[d] < out.shape[d]) break;
-      at -= index[d] * out.strides[d];
-      index[d] = 0;
-    }
+  for (ElementWalk element(out, first); count > 0; --count, ++values, element.step(out)) {
+    store<T>(origin + element.offset * size, *values);
   }
 }
 
