@@ -84,9 +84,10 @@ c10::MaybeOwned<at::Tensor> broadcastTo(c10::MaybeOwned<at::Tensor> t, c10::IntA
       at::native::as_strided_tensorimpl(*t, expanded.sizes, expanded.strides, t->storage_offset()));
 }
 
-// onDevice(t) broadcast to `shape`.
-c10::MaybeOwned<at::Tensor> onDevice(const at::Tensor& t, at::ScalarType dtype, const c10::Device& device,
-                                     c10::IntArrayRef shape) {
+// onDevice(t) broadcast to `shape` (a CPU scalar as the kept broadcast of its device value).
+c10::MaybeOwned<at::Tensor> broadcastOnDevice(const at::Tensor& t, at::ScalarType dtype, const c10::Device& device,
+                                              c10::IntArrayRef shape) {
+  if (!isPto(t)) return c10::MaybeOwned<at::Tensor>::owned(deviceScalar(t.item(), dtype, device, shape));
   return broadcastTo(onDevice(t, dtype, device), shape);
 }
 
@@ -174,7 +175,7 @@ const AtenInstruction* roundingRow(std::optional<c10::string_view> mode) {
 // for it): so does pto, rounding the complex64 result once.
 Result complexHalfPow(const at::Tensor& self, const at::Tensor& other, const at::Tensor& out,
                       const c10::Device& device) {
-  const std::vector<int64_t> shape = at::infer_size(self.sizes(), other.sizes());
+  const at::DimVector shape = at::infer_size_dimvector(self.sizes(), other.sizes());
   const at::Tensor wide = at::pow(self.to(at::kComplexFloat), other.to(at::kComplexFloat));
   Result output = outputFor(out, {self, other}, shape, at::kComplexHalf, device);
   output->copy_(wide);
@@ -192,7 +193,7 @@ Result binaryOp(Opcode opcode, Promotion promotion, const at::Tensor& self, cons
     compute = c10::typeMetaToScalarType(at::get_default_dtype());
   }
   checkOutputOverlap(out, {self, other});
-  const std::vector<int64_t> shape = at::infer_size(self.sizes(), other.sizes());
+  const at::DimVector shape = at::infer_size_dimvector(self.sizes(), other.sizes());
   // An out that is one of the inputs (an in-place form, or torch composing one as
   // out=self: ldexp_) is never resized; checked before the CPU fallback too, whose
   // copies of the two no longer alias.
@@ -203,8 +204,8 @@ Result binaryOp(Opcode opcode, Promotion promotion, const at::Tensor& self, cons
   checkIntegerDivisor(opcode, compute, other);
   Result output = outputFor(out, {self, other}, shape, result, device);
   const at::ScalarType launched = scalarInFloat(opcode, compute, other) ? at::kFloat : compute;
-  const c10::MaybeOwned<at::Tensor> a = onDevice(self, launched, device, shape);
-  const c10::MaybeOwned<at::Tensor> b = onDevice(other, launched, device, shape);
+  const c10::MaybeOwned<at::Tensor> a = broadcastOnDevice(self, launched, device, shape);
+  const c10::MaybeOwned<at::Tensor> b = broadcastOnDevice(other, launched, device, shape);
   launchInto(opcode, *output, promotion == Promotion::kCompare ? at::kBool : launched, {*a, *b}, immediates);
   return output;
 }
@@ -229,12 +230,12 @@ Result whereOp(const at::Tensor& condition, const at::Tensor& self, const at::Te
   const c10::Device device = commonDevice({condition, self, other, out}, isa::info(row.opcode).name);
   const at::ScalarType compute = resultType(self, other);
   if (condition.scalar_type() != at::kBool || !accepts(row.opcode, compute)) return Result::owned(at::Tensor());
-  const std::vector<int64_t> shape =
-      at::infer_size(at::infer_size(condition.sizes(), self.sizes()), other.sizes());
+  const at::DimVector shape =
+      at::infer_size_dimvector(at::infer_size_dimvector(condition.sizes(), self.sizes()), other.sizes());
   Result output = outputFor(out, {condition, self, other}, shape, compute, device);
-  const c10::MaybeOwned<at::Tensor> mask = onDevice(condition, at::kBool, device, shape);
-  const c10::MaybeOwned<at::Tensor> a = onDevice(self, compute, device, shape);
-  const c10::MaybeOwned<at::Tensor> b = onDevice(other, compute, device, shape);
+  const c10::MaybeOwned<at::Tensor> mask = broadcastOnDevice(condition, at::kBool, device, shape);
+  const c10::MaybeOwned<at::Tensor> a = broadcastOnDevice(self, compute, device, shape);
+  const c10::MaybeOwned<at::Tensor> b = broadcastOnDevice(other, compute, device, shape);
   launchInto(row.opcode, *output, compute, {*mask, *a, *b}, {});
   return output;
 }
@@ -249,11 +250,12 @@ Result ternaryOp(Opcode opcode, const at::Tensor& self, const at::Tensor& tensor
   if (!accepts(opcode, compute) || value.isComplex() || (integral && !value.isIntegral(false))) {
     return Result::owned(at::Tensor());
   }
-  const std::vector<int64_t> shape = at::infer_size(at::infer_size(self.sizes(), tensor1.sizes()), tensor2.sizes());
+  const at::DimVector shape =
+      at::infer_size_dimvector(at::infer_size_dimvector(self.sizes(), tensor1.sizes()), tensor2.sizes());
   Result output = outputFor(out, {self, tensor1, tensor2}, shape, compute, device);
-  const c10::MaybeOwned<at::Tensor> a = onDevice(self, compute, device, shape);
-  const c10::MaybeOwned<at::Tensor> b = onDevice(tensor1, compute, device, shape);
-  const c10::MaybeOwned<at::Tensor> c = onDevice(tensor2, compute, device, shape);
+  const c10::MaybeOwned<at::Tensor> a = broadcastOnDevice(self, compute, device, shape);
+  const c10::MaybeOwned<at::Tensor> b = broadcastOnDevice(tensor1, compute, device, shape);
+  const c10::MaybeOwned<at::Tensor> c = broadcastOnDevice(tensor2, compute, device, shape);
   launchInto(opcode, *output, compute, {*a, *b, *c}, {value.toDouble(), 0.0});
   return output;
 }

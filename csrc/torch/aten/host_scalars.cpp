@@ -26,11 +26,24 @@ constexpr size_t kSlots = 32;
 // A slot holds an element of any dtype PTO has, complex128 the widest.
 constexpr int64_t kSlotBytes = 16;
 
+// A 0-dim tensor's one value with `shape` (strides 0).
+at::Tensor broadcast(const at::Tensor& scalar, c10::IntArrayRef shape) {
+  return at::native::as_strided_tensorimpl(scalar, shape, at::DimVector(shape.size(), 0), scalar.storage_offset());
+}
+
 struct Slot {
   at::ScalarType dtype = at::ScalarType::Undefined;
   uint64_t immediate_bits = 0;
   uint64_t last_use = 0;
   at::Tensor tensor;  // 0-dim, of dtype, over this slot's bytes
+  at::Tensor shaped;  // the same broadcast to the shape last asked for (an op's shape repeats)
+
+  // The slot's value with `shape`: every element the one value (strides 0).
+  const at::Tensor& as(c10::IntArrayRef shape) {
+    if (shape.empty()) return tensor;
+    if (!shaped.defined() || shaped.sizes() != shape) shaped = broadcast(tensor, shape);
+    return shaped;
+  }
 };
 
 // The constants of one stream, in device memory of its own: never freed, since launches
@@ -124,20 +137,22 @@ std::optional<double> fillImmediate(const at::Scalar& cast) {
   return immediate;
 }
 
-at::Tensor freshScalar(const at::Scalar& value, at::ScalarType dtype, const c10::Device& device) {
+at::Tensor freshScalar(const at::Scalar& value, at::ScalarType dtype, const c10::Device& device,
+                       c10::IntArrayRef shape) {
   at::Tensor scalar = at::empty({}, at::TensorOptions().dtype(dtype).device(device));
   fill(scalar, value);
-  return scalar;
+  return shape.empty() ? scalar : broadcast(scalar, shape);
 }
 
 }  // namespace
 
-at::Tensor deviceScalar(const at::Scalar& value, at::ScalarType dtype, const c10::Device& device) {
+at::Tensor deviceScalar(const at::Scalar& value, at::ScalarType dtype, const c10::Device& device,
+                        c10::IntArrayRef shape) {
   // The dtypes PTO lacks fill on the CPU (fill_ falls back), which casts them itself.
-  if (!ptoDType(dtype)) return freshScalar(value, dtype, device);
+  if (!ptoDType(dtype)) return freshScalar(value, dtype, device, shape);
   const at::Scalar cast = castTo(value, dtype);
   const std::optional<double> immediate = fillImmediate(cast);
-  if (!immediate || isCurrentStreamCapturing(device.index())) return freshScalar(cast, dtype, device);
+  if (!immediate || isCurrentStreamCapturing(device.index())) return freshScalar(cast, dtype, device, shape);
   thread_local ThreadTables tables;
   StreamConstants& constants = tables.of(currentStream(device.index()));
   uint64_t bits = 0;
@@ -146,12 +161,13 @@ at::Tensor deviceScalar(const at::Scalar& value, at::ScalarType dtype, const c10
   for (Slot& slot : constants.slots) {
     if (slot.dtype == dtype && slot.immediate_bits == bits) {
       slot.last_use = ++constants.clock;
-      return slot.tensor;
+      return slot.as(shape);
     }
     if (slot.last_use < refill->last_use) refill = &slot;
   }
   if (refill->dtype != dtype) {
     refill->tensor = constants.slotTensor(static_cast<size_t>(refill - constants.slots.data()), dtype);
+    refill->shaped.reset();
   }
   // Marked taken only once filled, so that a fill that throws leaves the slot empty.
   refill->dtype = at::ScalarType::Undefined;
@@ -159,7 +175,7 @@ at::Tensor deviceScalar(const at::Scalar& value, at::ScalarType dtype, const c10
   refill->dtype = dtype;
   refill->immediate_bits = bits;
   refill->last_use = ++constants.clock;
-  return refill->tensor;
+  return refill->as(shape);
 }
 
 }  // namespace pto::torch_glue

@@ -16,7 +16,10 @@ namespace pto::torch_glue {
 // valid for launches on the current stream of that device until this thread asks for
 // a value that displaces it: an operand of the launch that follows, not a tensor to
 // hand to the user. While the stream captures a graph the tensor is a new one, kept by
-// the graph's pool as any captured allocation.
-at::Tensor deviceScalar(const at::Scalar& value, at::ScalarType dtype, const c10::Device& device);
+// the graph's pool as any captured allocation. With a `shape`, the value comes
+// broadcast to it (strides 0); a kept value's view is kept with it (an op's shape
+// repeats), so that an op's scalar operand costs no tensor made per call.
+at::Tensor deviceScalar(const at::Scalar& value, at::ScalarType dtype, const c10::Device& device,
+                        c10::IntArrayRef shape = {});
 
 }  // namespace pto::torch_glue
