@@ -53,6 +53,24 @@ def test_in_place_updates_keep_their_order():
     torch.testing.assert_close(xp.cpu(), x, rtol=0, atol=0)
 
 
+def test_one_value_for_ops_of_changing_shapes():
+    """A kept value comes broadcast to the op's shape, a view remade when the shape
+    changes: ops of several shapes and ranks take the same values in turn, unsynchronised,
+    where a where() also reads them."""
+    torch.manual_seed(0)
+    shapes = [(16,), (4, 4), (3,), (2, 3, 5), (16,), (1,), ()]
+    inputs = [torch.randn(shape) for shape in shapes]
+    expected, got = [], []
+    for step in range(4 * TABLE_SLOTS):
+        x = inputs[step % len(inputs)]
+        value = 0.25 * (step % (TABLE_SLOTS + 3))
+        expected.append(torch.where(x > 0, x, value) * value + 1)
+        got.append(torch.where(x.to("pto") > 0, x.to("pto"), value) * value + 1)
+    for e, g in zip(expected, got):
+        assert g.shape == e.shape
+        torch.testing.assert_close(g.cpu(), e, rtol=0, atol=0)
+
+
 def test_two_streams_and_two_threads_keep_their_own_values():
     torch.manual_seed(0)
     x = torch.randn(256)
