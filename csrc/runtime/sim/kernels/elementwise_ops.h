@@ -148,10 +148,13 @@ inline C unaryOp(C x, const Immediates<C>& immediates = {}) {
   } else if constexpr (op == Opcode::kHardShrink) {
     return x >= -immediates[0] && x <= immediates[0] ? C(0) : x;
   } else if constexpr (op == Opcode::kSoftShrink) {
-    if (isNaN(x)) return x;
     // +0 between, as the CPU's vector loop (its scalar loop, for a row's last few
-    // elements, keeps x's sign there).
-    return x > immediates[0] ? x - immediates[0] : x < -immediates[0] ? x + immediates[0] : C(0);
+    // elements, keeps x's sign there). Both sides computed, then selected: with an early
+    // return for NaN, GCC left the AVX2 loop scalar (1.2-1.36x the CPU's time).
+    const C lambd = immediates[0];
+    const C below = x < -lambd ? x + lambd : C(0);
+    const C shrunk = x > lambd ? x - lambd : below;
+    return isNaN(x) ? x : shrunk;
   }
   else if constexpr (op == Opcode::kNanToNum) {
     if (isNaN(x)) return immediates[0];
