@@ -2,6 +2,7 @@
 PyTorch's own OpInfo samples across dtypes, forward and backward."""
 
 import itertools
+import math
 import re
 
 import mpmath
@@ -170,6 +171,47 @@ def test_integer_division_family_matches_cpu_at_the_edges(dtype):
                torch.fmod, torch.remainder, lambda x, y: x // y):
         assert_close(op(a.to("pto"), b.to("pto")).cpu(), op(a, b), equal_nan=True)
     assert pypto_torch.fallback_ops() == before
+
+
+def _bits(t: torch.Tensor) -> torch.Tensor:
+    return t.view(torch.int64 if t.dtype == torch.float64 else torch.int32)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+def test_floating_fmod_remainder_floor_divide_rows_are_exact(dtype):
+    """Contiguous rows run a vector fmod (Sleef's, libm's in the lanes whose quotient a / b
+    is not finite); strided ones the scalar divisionOp. Both must agree bit for bit over
+    random bit patterns, wide exponents and the special values, and match the CPU where the
+    quotient is finite. Where it is not, the CPU's own vector loop answers NaN
+    (fmod(1e38, 1e-30)); pto answers the exact remainder, as libm and the CPU's scalar tail."""
+    g = torch.Generator().manual_seed(0)
+    n = 1 << 14
+    words = torch.randint(-2**31, 2**31 - 1, (n,), generator=g, dtype=torch.int64)
+    raw = words.to(torch.int32).view(torch.float32).to(dtype) if dtype == torch.float32 else \
+        (words * 2654435761 + words).view(torch.float64)
+    scaled = torch.randn(n, generator=g, dtype=dtype) * torch.exp2(torch.randint(-30, 30, (n,), generator=g).to(dtype))
+    special = torch.tensor([0.0, -0.0, 1.0, -1.0, float("inf"), float("-inf"), float("nan"), 1e38, 1e-38, 3.0, -3.0, 0.7],
+                           dtype=dtype).repeat(20)
+    a = torch.cat([raw, scaled, special])
+    b = a[torch.randperm(a.numel(), generator=g)]
+    for op in (torch.fmod, torch.remainder, torch.floor_divide):
+        for divisor in (b, 0.7, -3.0):
+            ap = a.to("pto")
+            bp = b.to("pto") if isinstance(divisor, torch.Tensor) else divisor
+            rows = op(ap, bp).cpu()
+            strided_a = torch.stack([ap, ap], 1)[:, 0]
+            strided_b = torch.stack([bp, bp], 1)[:, 0] if isinstance(divisor, torch.Tensor) else divisor
+            assert not strided_a.is_contiguous()
+            scalar = op(strided_a, strided_b).cpu()
+            assert torch.equal(_bits(rows)[~rows.isnan()], _bits(scalar)[~rows.isnan()]), op
+            assert torch.equal(rows.isnan(), scalar.isnan()), op
+            expected = op(a, divisor)
+            finite = (a / divisor).isfinite()
+            assert_close(rows[finite], expected[finite], rtol=0, atol=0, equal_nan=True)
+    huge = torch.full((64,), 1e38, dtype=dtype, device="pto")
+    tiny = torch.full((64,), 1e-30, dtype=dtype, device="pto")
+    exact = math.fmod(float(huge[0]), float(tiny[0]))
+    assert torch.fmod(huge, tiny).cpu().tolist() == [exact] * 64
 
 
 def test_integer_division_by_zero_raises_at_the_next_sync(fails_at_next_sync):

@@ -49,6 +49,7 @@ PTO_SLEEF_DECLARE_ULP(sinpi, u05)
 PTO_SLEEF_DECLARE_ULP(cospi, u05)
 PTO_SLEEF_DECLARE_BINARY(pow, u10)
 PTO_SLEEF_DECLARE_BINARY(hypot, u05)
+PTO_SLEEF_DECLARE_BINARY(fmod, )  // exact: Sleef names it with no accuracy class
 }
 
 #undef PTO_SLEEF_DECLARE

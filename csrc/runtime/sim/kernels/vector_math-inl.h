@@ -109,7 +109,10 @@ constexpr bool hasVectorMath() {
               op == Opcode::kGeluGrad || op == Opcode::kGeluTanhGrad || op == Opcode::kSiluGrad ||
               op == Opcode::kHypot || op == Opcode::kElu || op == Opcode::kSoftplus || op == Opcode::kLogSigmoid ||
               op == Opcode::kLogAddExp || op == Opcode::kLogAddExp2 || op == Opcode::kLogSigmoidGrad ||
-              op == Opcode::kEluGrad || op == Opcode::kSoftplusGrad || op == Opcode::kMish || op == Opcode::kMishGrad;
+              op == Opcode::kEluGrad || op == Opcode::kSoftplusGrad || op == Opcode::kMish || op == Opcode::kMishGrad ||
+              op == Opcode::kFmod ||
+              // float16/bfloat16 round each step of these to their own type (divisionOp)
+              ((op == Opcode::kRemainder || op == Opcode::kFloorDiv) && std::is_same_v<C, T>);
 }
 
 // f (libm's) on every lane of `args`, taken where `lanes` holds, `result` elsewhere.
@@ -437,6 +440,41 @@ void geluGrads(D d, const V* g, const V* x, V* out) {
   }
 }
 
+// fmod(a, b), exact as libm's: Sleef's, which is exact wherever the quotient a / b is
+// finite (bit for bit against libm over 64M float and 32M double pairs), libm's in the
+// lanes where it is not, for which Sleef answers NaN (fmod(1e38f, 1e-30f) is 0x1.f4p-101f:
+// torch's own vector loop answers NaN there).
+template <class D, class V = hn::Vec<D>>
+V vectorFmod(D d, V a, V b) {
+  using T = hn::TFromD<D>;
+  const auto libm = [](T x, T y) { return std::fmod(x, y); };
+#ifdef PTO_SLEEF_F32
+  const V result = PTO_SLEEF_CALL(fmod, , d, PTO_SLEEF_RAW(a), PTO_SLEEF_RAW(b));
+  const auto unbounded = hn::Not(hn::IsFinite(hn::Div(a, b)));
+  return hn::AllFalse(d, unbounded) ? result : libmLanes(d, unbounded, result, libm, a, b);
+#else
+  return lanewise(d, libm, a, b);
+#endif
+}
+
+// divisionOp's floating remainder and floor division (c10::div_floor_floating), lane by
+// lane the same selections, for float and double (whose steps need no rounding between).
+template <Opcode op, class D, class V = hn::Vec<D>>
+V vectorDivision(D d, V a, V b) {
+  const V zero = hn::Zero(d), one = hn::Set(d, 1);
+  const V mod = vectorFmod(d, a, b);
+  if constexpr (op == Opcode::kFmod) return mod;
+  const auto signs_differ = hn::And(hn::Ne(mod, zero), hn::Xor(hn::Lt(mod, zero), hn::Lt(b, zero)));
+  if constexpr (op == Opcode::kRemainder) return hn::IfThenElse(signs_differ, hn::Add(mod, b), mod);
+  const V quotient = hn::Div(a, b);
+  V div = hn::Div(hn::Sub(a, mod), b);
+  div = hn::IfThenElse(signs_differ, hn::Sub(div, one), div);
+  V floored = hn::Floor(div);
+  floored = hn::IfThenElse(hn::Gt(hn::Sub(div, floored), hn::Set(d, 0.5)), hn::Add(floored, one), floored);
+  floored = hn::IfThenElse(hn::Eq(div, zero), hn::CopySign(zero, quotient), floored);
+  return hn::IfThenElse(hn::Eq(b, zero), quotient, floored);
+}
+
 // The binary ops hasVectorMath names: a is the incoming gradient (or the base, or hypot's
 // first side), b the input; the instruction's immediates as in unaryMath.
 template <Opcode op, class D, class V = hn::Vec<D>>
@@ -453,6 +491,8 @@ V binaryMath(D d, V a, V b, const Immediates<hn::TFromD<D>>& immediates) {
     return result;
   } else if constexpr (op == Opcode::kHypot) {
     return PTO_SLEEF_CALL(hypot, u05, d, PTO_SLEEF_RAW(a), PTO_SLEEF_RAW(b));  // 0.5001 ulp, C99's inf and NaN
+  } else if constexpr (op == Opcode::kFmod || op == Opcode::kRemainder || op == Opcode::kFloorDiv) {
+    return vectorDivision<op>(d, a, b);
   } else if constexpr (op == Opcode::kGeluGrad) {
     V result;
     geluGrads<1>(d, &a, &b, &result);
