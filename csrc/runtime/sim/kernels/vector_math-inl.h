@@ -442,7 +442,7 @@ void geluGrads(D d, const V* g, const V* x, V* out) {
 
 // fmod(a, b), exact as libm's: Sleef's, which is exact wherever the quotient a / b is
 // finite (bit for bit against libm over 64M float and 32M double pairs), libm's in the
-// lanes where it is not, for which Sleef answers NaN (fmod(1e38f, 1e-30f) is 0x1.f4p-101f:
+// lanes where it is not, for which Sleef answers NaN (fmod(1e38f, 1e-30f) is 0x1.19abp-100f:
 // torch's own vector loop answers NaN there).
 template <class D, class V = hn::Vec<D>>
 V vectorFmod(D d, V a, V b) {
