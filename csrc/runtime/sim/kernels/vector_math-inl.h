@@ -440,18 +440,19 @@ void geluGrads(D d, const V* g, const V* x, V* out) {
   }
 }
 
-// fmod(a, b), exact as libm's: Sleef's, which is exact wherever the quotient a / b is
-// finite (bit for bit against libm over 64M float and 32M double pairs), libm's in the
-// lanes where it is not, for which Sleef answers NaN (fmod(1e38f, 1e-30f) is 0x1.19abp-100f:
-// torch's own vector loop answers NaN there).
+// fmod(a, b), exact as libm's: Sleef's where it answers a number, libm's in the lanes
+// where it answers NaN. Sleef's numbers are libm's bit for bit (64M float and 32M double
+// pairs of random bits and of wide exponents); its NaNs include the lanes whose quotient
+// a / b overflows, where the exact answer is a number (fmod(1e38f, 1e-30f) is
+// 0x1.19abp-100f: torch's own vector loop answers NaN there).
 template <class D, class V = hn::Vec<D>>
 V vectorFmod(D d, V a, V b) {
   using T = hn::TFromD<D>;
   const auto libm = [](T x, T y) { return std::fmod(x, y); };
 #ifdef PTO_SLEEF_F32
   const V result = PTO_SLEEF_CALL(fmod, , d, PTO_SLEEF_RAW(a), PTO_SLEEF_RAW(b));
-  const auto unbounded = hn::Not(hn::IsFinite(hn::Div(a, b)));
-  return hn::AllFalse(d, unbounded) ? result : libmLanes(d, unbounded, result, libm, a, b);
+  const auto undecided = hn::IsNaN(result);
+  return hn::AllFalse(d, undecided) ? result : libmLanes(d, undecided, result, libm, a, b);
 #else
   return lanewise(d, libm, a, b);
 #endif
