@@ -179,15 +179,15 @@ def _bits(t: torch.Tensor) -> torch.Tensor:
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
 def test_floating_fmod_remainder_floor_divide_rows_are_exact(dtype):
-    """Contiguous rows run a vector fmod (Sleef's, libm's in the lanes whose quotient a / b
-    is not finite); strided ones the scalar divisionOp. Both must agree bit for bit over
+    """Contiguous rows run a vector fmod (Sleef's, libm's in the lanes where Sleef answers
+    NaN); strided ones the scalar divisionOp. Both must agree bit for bit over
     random bit patterns, wide exponents and the special values, and match the CPU where the
     quotient is finite. Where it is not, the CPU's own vector loop answers NaN
     (fmod(1e38, 1e-30)); pto answers the exact remainder, as libm and the CPU's scalar tail."""
     g = torch.Generator().manual_seed(0)
     n = 1 << 14
     words = torch.randint(-2**31, 2**31 - 1, (n,), generator=g, dtype=torch.int64)
-    raw = words.to(torch.int32).view(torch.float32).to(dtype) if dtype == torch.float32 else \
+    raw = words.to(torch.int32).view(torch.float32) if dtype == torch.float32 else \
         (words * 2654435761 + words).view(torch.float64)
     scaled = torch.randn(n, generator=g, dtype=dtype) * torch.exp2(torch.randint(-30, 30, (n,), generator=g).to(dtype))
     special = torch.tensor([0.0, -0.0, 1.0, -1.0, float("inf"), float("-inf"), float("nan"), 1e38, 1e-38, 3.0, -3.0, 0.7],
