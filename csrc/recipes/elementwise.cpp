@@ -224,6 +224,9 @@ void addElementwiseRecipes(Table& table) {
   table["aten::softshrink"] = [](Recipe& r, const Arguments& args) {
     unaryWithNumbers(r, args, atenInstruction("softshrink").opcode, {args.number("lambd", 0.5)});
   };
+  table["aten::threshold"] = [](Recipe& r, const Arguments& args) {
+    unaryWithNumbers(r, args, atenInstruction("threshold").opcode, {args.number("threshold"), args.number("value")});
+  };
   // The output, and where the graph holds one (the meta kernel's, as the CPU's) the
   // buffer exp(-|x|) that torch's decomposition of the backward then reads.
   table["aten::log_sigmoid_forward"] = [](Recipe& r, const Arguments& args) {

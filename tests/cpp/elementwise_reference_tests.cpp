@@ -141,6 +141,7 @@ struct IntArgs {
   Int immediate;
   int bits;  // 1 for bool
   bool is_signed;
+  Int later[3] = {};  // the immediates after the first, truncated (Reference::later_immediates)
 };
 
 // The accuracy the kernels' functions promise, in ulps of their result. Sleef's
@@ -386,6 +387,19 @@ Reference referenceOf(Opcode op) {
         return {std::isnan(A) ? A : A > l ? A - l : A < -l ? A + l : Real(0), 0.5};
       };
       ref.float_immediates = {0.5, 0.0, 1.5};
+      break;
+    // Exact: the value where x <= threshold (NaN fails the test), both numbers in the
+    // compute type (float32 for float16/bfloat16: the threshold unrounded to the dtype);
+    // an integer dtype's truncated, wrapped to the width as PyTorch converts its numbers.
+    case Opcode::kThreshold:
+      ref.real = REAL { return {A <= r.immediate ? r.later[0] : A}; };
+      ref.integer = INT {
+        const Int threshold = wrapTo(i.immediate, i.bits, i.is_signed);
+        return i.in[0] <= threshold ? wrapTo(i.later[0], i.bits, i.is_signed) : i.in[0];
+      };
+      ref.float_immediates = {0.5, -1.5, 0.1};
+      ref.integer_immediates = {0.0, 2.0, -1.0};
+      ref.later_immediates = {-7.2};
       break;
     case Opcode::kNot:
       ref.integer = INT { return i.bits == 1 ? Int(i.in[0] == 0) : wrapTo(~i.in[0], i.bits, i.is_signed); };
@@ -1010,6 +1024,7 @@ class Case {
     } else {
       IntArgs args{{}, static_cast<Int>(immediate_), dtype == DType::kBool ? 1 : static_cast<int>(sizeof(S) * 8),
                    std::numeric_limits<S>::is_signed};
+      for (size_t k = 0; k < ref_.later_immediates.size(); ++k) args.later[k] = static_cast<Int>(ref_.later_immediates[k]);
       for (int k = 0; k < row_.inputs; ++k) args.in[k] = static_cast<Int>(in[k]);
       const Int expected = ref_.integer(args);
       return static_cast<Real>(expected) == got ? "" : "expected " + realText(static_cast<Real>(expected)) + ", got " + realText(got);

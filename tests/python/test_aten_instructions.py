@@ -51,6 +51,7 @@ CUSTOM_CALLS = {
     ("log_sigmoid_forward", ""): (lambda x: aten.log_sigmoid_forward(x - 1)[0], 1),
     ("hardshrink", ""): (lambda x: aten.hardshrink(x - 1, 0.25), 1),
     ("softshrink", ""): (lambda x: aten.softshrink(x - 1, 0.25), 1),
+    ("threshold", ""): (lambda x: aten.threshold(x, 1.0, -0.5), 1),
     ("hardswish_backward", ""): (lambda grad, x: aten.hardswish_backward(grad, x * 4 - 4), 2),
     ("leaky_relu_backward", ""): (lambda grad, x: aten.leaky_relu_backward(grad, x - 1, 0.2, False), 2),
     ("hardshrink_backward", ""): (lambda grad, x: aten.hardshrink_backward(grad, x - 1, 0.25), 2),

@@ -5,6 +5,7 @@ import re
 import warnings
 
 import pytest
+import pypto_torch
 import torch
 from torch.testing import assert_close
 
@@ -966,6 +967,34 @@ def test_threshold_native_in_place_on_an_expanded_tensor():
     values = torch.tensor([float("nan"), 0.3, 0.5, 0.7], device="pto")
     assert same_bytes(torch.nn.functional.threshold(values, 0.5, -2.0).cpu(),
                       torch.nn.functional.threshold(values.cpu(), 0.5, -2.0))
+
+
+def assert_same_outcome(call):
+    """call(device) gives the same bytes on both devices, or raises the CPU's error on pto."""
+    try:
+        expected = call("cpu")
+    except RuntimeError as error:
+        with pytest.raises(RuntimeError, match=re.escape(str(error))):
+            call("pto")
+        return
+    assert same_bytes(expected, call("pto").cpu())
+
+
+@pytest.mark.parametrize("dtype", [torch.uint8, torch.int8, torch.int16, torch.int32, torch.int64, torch.float16,
+                                   torch.bfloat16, torch.float32, torch.float64])
+def test_threshold_takes_its_numbers_as_the_cpus_kernel(dtype):
+    """tthreshold's numbers are the CPU kernel's: an integer dtype's truncated toward 0
+    (-1.5 is -1, so -1 is replaced), uint8's -1 wrapped to 255 (its -1.5 refused);
+    float16/bfloat16 compare with the threshold in float32, unrounded (bfloat16(0.1) =
+    0.10009765625 is above 0.1 and kept), and take the value rounded to the dtype.
+    Numbers that do not fit the dtype raise the CPU's error; no fallback."""
+    x = torch.tensor([-3, -2, -1, 0, 1, 2, 3, 100, 0.1, 0.2, -0.1, 1.5]).to(dtype)
+    before = pypto_torch.fallback_ops()
+    too_large = 300 if dtype == torch.uint8 else 1e300
+    for threshold, value in [(-1.5, 7.9), (0.1, 5.0), (-1, 9), (1.5, -2.25), (2, 0), (too_large, 0), (0, too_large)]:
+        assert_same_outcome(lambda d: torch.threshold(x.to(d), threshold, value))
+        assert_same_outcome(lambda d: torch.ops.aten.threshold_backward(x.to(d), x.flip(0).to(d), threshold))
+    assert pypto_torch.fallback_ops() == before
 
 
 @pytest.mark.parametrize("case", [

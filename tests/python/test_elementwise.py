@@ -553,13 +553,16 @@ ACTIVATION_FORMS = {
     "softshrink": lambda t: torch.nn.functional.softshrink(t),
     "softshrink 0.502": lambda t: torch.nn.functional.softshrink(t, 0.502),
     "softshrink.out": lambda t: torch._C._nn.softshrink(t, 2.5, out=torch.empty(0, dtype=t.dtype, device=t.device)),
+    "threshold": lambda t: torch.nn.functional.threshold(t, 0.5, -2.0),
+    "threshold_": lambda t: torch.nn.functional.threshold(t.clone(), -3.0001, 7.3, inplace=True),
+    "threshold.out": lambda t: torch.threshold(t, 2.9999, 65504.0, out=torch.empty(0, dtype=t.dtype, device=t.device)),
 }
 
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.bfloat16, torch.float16])
 def test_activations_with_numbers_are_instructions_with_the_cpus_bits(dtype):
     """thardsigmoid, thardswish, tleakyrelu, tnantonum, telu (selu, celu), tsoftplus,
-    tlogsigmoid, thardshrink and tsoftshrink compute the CPU kernels' expressions step for
+    tlogsigmoid, thardshrink, tsoftshrink and tthreshold compute the CPU kernels' expressions step for
     step: equal bits (signs of zero, NaN, -inf * 0 in hardswish, infinities replaced by the
     dtype's largest finite values, a replacement rounded to the dtype, elu's expm1 and
     softplus's and log_sigmoid's exp and log1p, which are Sleef's there as here), in every

@@ -42,6 +42,21 @@ Result softshrinkOp(const at::Tensor& self, const at::Scalar& lambd, const at::T
   return activationOp(atenInstruction("softshrink"), self, out, {l});
 }
 
+// x <= threshold ? value : x, the numbers as the CPU's kernel takes them (the value in
+// the dtype, integers truncated), where one that does not fit raises its error.
+// Undefined for the dtypes the CPU runs or refuses (bool, complex).
+Result thresholdOp(const at::Tensor& self, const at::Scalar& threshold, const at::Scalar& value,
+                   const at::Tensor& out) {
+  const AtenInstruction& row = atenInstruction("threshold");
+  const at::ScalarType type = self.scalar_type();
+  if (!accepts(row.opcode, type) || !exactAsDouble(threshold) || !exactAsDouble(value)) {
+    return Result::owned(at::Tensor());
+  }
+  checkThresholdFits(type, threshold);
+  checkScalarFits(type, value);
+  return activationOp(row, self, out, {threshold.toDouble(), value.toDouble()});
+}
+
 // lambd as hardshrink and the shrinks' gradients take it for `type`
 // (recipes::hardshrinkLambd: bfloat16's rounded to bfloat16).
 double shrinkLambd(at::ScalarType type, const at::Scalar& lambd) {
@@ -357,18 +372,23 @@ at::Tensor& hardshrinkBackwardOut(const at::Tensor& grad, const at::Tensor& self
 }
 
 at::Tensor thresholdOf(const at::Tensor& self, const at::Scalar& threshold, const at::Scalar& value) {
-  TORCH_CHECK_NOT_IMPLEMENTED(self.scalar_type() != at::kBool, "\"threshold\" not implemented for 'Bool'");
-  return at::where(at::le(self, threshold), at::full({}, value, self.options()), self);
+  at::Tensor r = *thresholdOp(self, threshold, value, {});
+  return r.defined() ? r : Fallback<ATEN_OP(threshold)>::call(self, threshold, value);
 }
 
 at::Tensor& thresholdOut(const at::Tensor& self, const at::Scalar& threshold, const at::Scalar& value,
                          at::Tensor& out) {
-  return assignPointwise(out, {self}, thresholdOf(self, threshold, value));
+  if (!thresholdOp(self, threshold, value, out)->defined()) {
+    Fallback<ATEN_OP2(threshold, out)>::call(self, threshold, value, out);
+  }
+  return out;
 }
 
 at::Tensor& thresholdInplace(at::Tensor& self, const at::Scalar& threshold, const at::Scalar& value) {
-  at::Tensor distinct = distinctElements(self);
-  distinct.copy_(thresholdOf(distinct, threshold, value));
+  const at::Tensor distinct = distinctElements(self);
+  if (!thresholdOp(distinct, threshold, value, distinct)->defined()) {
+    Fallback<ATEN_OP(threshold_)>::call(self, threshold, value);
+  }
   return self;
 }
 

@@ -78,7 +78,6 @@ at::Tensor preluKernel(const at::Tensor& self, const at::Tensor& weight);
 std::tuple<at::Tensor, at::Tensor> preluKernelBackward(const at::Tensor& grad, const at::Tensor& self,
                                                        const at::Tensor& weight);
 
-// logit: log(x / (1 - x)), x clamped to [eps, 1 - eps] when eps is given.
 // x <= threshold ? value : x (NaN kept), in self's dtype as the CPU's kernel. In place
 // it is idempotent, so the CPU allows a tensor whose elements repeat (expand): pto
 // writes each element once.
@@ -87,6 +86,7 @@ at::Tensor& thresholdOut(const at::Tensor& self, const at::Scalar& threshold, co
                          at::Tensor& out);
 at::Tensor& thresholdInplace(at::Tensor& self, const at::Scalar& threshold, const at::Scalar& value);
 
+// logit: log(x / (1 - x)), x clamped to [eps, 1 - eps] when eps is given.
 at::Tensor logitOf(const at::Tensor& self, std::optional<double> eps);
 at::Tensor& logitOut(const at::Tensor& self, std::optional<double> eps, at::Tensor& out);
 at::Tensor& logitInplace(at::Tensor& self, std::optional<double> eps);

@@ -275,10 +275,7 @@ at::Tensor& fill(at::Tensor& self, const at::Scalar& value) {
   // fill_ allows, since an instruction's output may not write an element twice.
   at::Tensor distinct = distinctElements(self);
   const auto dtype = ptoDType(self.scalar_type());
-  // The immediate is a double: integers beyond 2^53 would not survive it.
-  const bool exact = !value.isIntegral(false) ||
-                     static_cast<int64_t>(static_cast<double>(value.toLong())) == value.toLong();
-  if (!dtype || value.isComplex() || !exact) {
+  if (!dtype || value.isComplex() || !exactAsDouble(value)) {
     at::Tensor host = at::empty(distinct.sizes(), self.options().device(at::kCPU));
     host.fill_(value);
     distinct.copy_(host);
@@ -287,6 +284,17 @@ at::Tensor& fill(at::Tensor& self, const at::Scalar& value) {
   const double immediate = value.isBoolean() ? static_cast<double>(value.toBool()) : value.toDouble();
   launchInstruction(Opcode::kFill, distinct, {}, {immediate, 0.0});
   return self;
+}
+
+void checkThresholdFits(at::ScalarType type, const at::Scalar& threshold) {
+  checkScalarFits(at::isReducedFloatingType(type) ? at::kFloat : type, threshold);
+}
+
+bool exactAsDouble(const at::Scalar& value) {
+  if (!value.isIntegral(/*includeBool=*/false)) return true;
+  const int64_t integer = value.toLong();
+  const double converted = static_cast<double>(integer);
+  return converted < 9223372036854775808.0 && static_cast<int64_t>(converted) == integer;  // 2^63 would not convert back
 }
 
 void checkScalarFits(at::ScalarType type, const at::Scalar& value) {
@@ -381,16 +389,28 @@ at::Tensor& whereOut(const at::Tensor& condition, const at::Tensor& self, const 
   return result;
 }
 
-at::Tensor thresholdBackward(const at::Tensor& grad, const at::Tensor& self, const at::Scalar& threshold) {
+namespace {
+
+// grad where self > threshold, else 0; undefined where the CPU runs it.
+Result thresholdBackwardOp(const at::Tensor& grad, const at::Tensor& self, const at::Scalar& threshold,
+                           const at::Tensor& out) {
   const AtenInstruction& row = atenInstruction("threshold_backward");
-  at::Tensor r = *binaryOp(row.opcode, row.promotion, grad, self, {}, {threshold.toDouble()});
+  const at::ScalarType type = resultType(grad, self);
+  if (!accepts(row.opcode, type) || !exactAsDouble(threshold)) return Result::owned(at::Tensor());
+  checkThresholdFits(type, threshold);
+  return binaryOp(row.opcode, row.promotion, grad, self, out, {threshold.toDouble()});
+}
+
+}  // namespace
+
+at::Tensor thresholdBackward(const at::Tensor& grad, const at::Tensor& self, const at::Scalar& threshold) {
+  at::Tensor r = *thresholdBackwardOp(grad, self, threshold, {});
   return r.defined() ? r : Fallback<ATEN_OP(threshold_backward)>::call(grad, self, threshold);
 }
 
 at::Tensor& thresholdBackwardOut(const at::Tensor& grad, const at::Tensor& self, const at::Scalar& threshold,
                                  at::Tensor& result) {
-  const AtenInstruction& row = atenInstruction("threshold_backward");
-  if (!binaryOp(row.opcode, row.promotion, grad, self, result, {threshold.toDouble()})->defined()) {
+  if (!thresholdBackwardOp(grad, self, threshold, result)->defined()) {
     Fallback<ATEN_OP2(threshold_backward, grad_input)>::call(grad, self, threshold, result);
   }
   return result;

@@ -54,6 +54,14 @@ at::Tensor& fill(at::Tensor& self, const at::Scalar& value);  // falls back itse
 // overflow"): the same check, at the call.
 void checkScalarFits(at::ScalarType type, const at::Scalar& value);
 
+// threshold's and threshold_backward's CPU kernels take their threshold in float32 for
+// float16/bfloat16 (unrounded to the dtype), in the dtype otherwise: the same check.
+void checkThresholdFits(at::ScalarType type, const at::Scalar& threshold);
+
+// Whether a number survives an instruction's immediate, a double: integers beyond 2^53
+// may not.
+bool exactAsDouble(const at::Scalar& value);
+
 // A Scalar argument as torch passes it to the Tensor overload: a wrapped number.
 at::Tensor wrapped(const at::Scalar& value);
 

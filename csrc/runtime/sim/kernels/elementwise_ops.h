@@ -156,6 +156,7 @@ inline C unaryOp(C x, const Immediates<C>& immediates = {}) {
     const C shrunk = x > lambd ? x - lambd : below;
     return isNaN(x) ? x : shrunk;
   }
+  else if constexpr (op == Opcode::kThreshold) return x <= immediates[0] ? immediates[1] : x;  // NaN fails the test
   else if constexpr (op == Opcode::kNanToNum) {
     if (isNaN(x)) return immediates[0];
     if (x == std::numeric_limits<C>::infinity()) return immediates[1];
