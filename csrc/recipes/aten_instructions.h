@@ -15,6 +15,7 @@ enum class Promotion {
   kCommon,        // torch's result_type of the inputs
   kIntToFloat,    // ... with integers and bool promoted to the default float dtype
   kCompare,       // computed in the common dtype, a bool result
+  kSame,          // the inputs' one dtype: torch refuses two (the CPU fallback raises its error)
 };
 
 // "common", "int_to_float", "compare".
@@ -23,6 +24,7 @@ constexpr std::string_view promotionName(Promotion promotion) {
     case Promotion::kCommon: return "common";
     case Promotion::kIntToFloat: return "int_to_float";
     case Promotion::kCompare: return "compare";
+    case Promotion::kSame: return "same";
   }
   return "common";
 }

@@ -530,6 +530,11 @@ Reference referenceOf(Opcode op) {
       break;
     case Opcode::kLogAddExp: ref.real = REAL { return logAddExpBound(r, false); }; break;
     case Opcode::kLogAddExp2: ref.real = REAL { return logAddExpBound(r, true); }; break;
+    // Exact: b where a is 0 (either sign), else 1 above 0 and 0 below it (NaN too).
+    case Opcode::kHeaviside:
+      ref.real = REAL { return {A == 0 ? B : Real(A > 0)}; };
+      ref.integer = INT { return i.in[0] == 0 ? i.in[1] : Int(i.in[0] > 0); };
+      break;
     // a log(b): libm's log (2 ulp: 4u relative) and the product (u); float16/bfloat16
     // round log(b) to storage before the product (half an ulp of it, relative).
     case Opcode::kXlogy:

@@ -997,6 +997,23 @@ def test_threshold_takes_its_numbers_as_the_cpus_kernel(dtype):
     assert pypto_torch.fallback_ops() == before
 
 
+@pytest.mark.parametrize("dtype", [torch.bool, torch.uint8, torch.int8, torch.int32, torch.int64, torch.float16,
+                                   torch.bfloat16, torch.float32])
+def test_heaviside_runs_every_dtype_and_refuses_as_the_cpu(dtype):
+    """theaviside for bool, integers and floats (b where a is 0, else a > 0), broadcast
+    and in place, without a fallback; operands of two dtypes and complex ones get the
+    CPU's errors."""
+    a = torch.tensor([[-2, 0, 3, 1], [0, 0, -1, 5]]).to(dtype)
+    b = torch.tensor([7, 0, 1, 9]).to(dtype)
+    before = pypto_torch.fallback_ops()
+    assert_same_outcome(lambda d: torch.heaviside(a.to(d), b.to(d)))
+    assert_same_outcome(lambda d: a.to(d).heaviside_(b[1].to(d)))
+    assert pypto_torch.fallback_ops() == before
+    other = torch.float64 if dtype != torch.float64 else torch.float32
+    assert_same_outcome(lambda d: torch.heaviside(a.to(d), b.to(other).to(d)))
+    assert_same_outcome(lambda d: torch.heaviside(a.to(torch.complex64).to(d), b.to(torch.complex64).to(d)))
+
+
 @pytest.mark.parametrize("case", [
     ("negative", lambda d: torch.nn.functional.one_hot(torch.tensor([3, 4, -1, 0], device=d), -1)),
     ("too large", lambda d: torch.nn.functional.one_hot(torch.tensor([3, 4, 1, 0], device=d), 3)),

@@ -585,14 +585,19 @@ BINARY_FORMS = {
     "fmax.out": lambda a, b: torch.fmax(a, b, out=torch.empty(0, dtype=a.dtype, device=a.device)),
     "logaddexp.out": lambda a, b: torch.logaddexp(a, b, out=torch.empty(0, dtype=a.dtype, device=a.device)),
     "logaddexp2 broadcast": lambda a, b: torch.logaddexp2(a.reshape(32, 64), b[:64]),
+    "heaviside": torch.heaviside,
+    "heaviside_": lambda a, b: a.clone().heaviside_(b),
+    "heaviside.out broadcast": lambda a, b: torch.heaviside(a.reshape(32, 64), b[:64],
+                                                          out=torch.empty(0, dtype=a.dtype, device=a.device)),
 }
 
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.bfloat16, torch.float16])
 def test_fmax_fmin_and_logaddexp_are_instructions_with_the_cpus_bits(dtype):
-    """tfmax, tfmin, tlogaddexp and tlogaddexp2 compute the CPU kernels' expressions:
-    equal bits on every pair of specials (NaN ignored by fmax/fmin, a at a tie of 0 and -0,
-    a where both are one infinity) and on random pairs, with no fallback. The CPU's
+    """tfmax, tfmin, tlogaddexp, tlogaddexp2 and theaviside compute the CPU kernels'
+    expressions: equal bits on every pair of specials (NaN ignored by fmax/fmin, a at a tie
+    of 0 and -0, a where both are one infinity, b where a is either zero and 0 where it is
+    NaN for heaviside) and on random pairs, with no fallback. The CPU's
     bfloat16 fmax and fmin alone give b at that tie: the sign of their zeros is not
     compared there."""
     generator = torch.Generator().manual_seed(0)

@@ -192,6 +192,7 @@ Result binaryOp(Opcode opcode, Promotion promotion, const at::Tensor& self, cons
   if (promotion == Promotion::kIntToFloat && at::isIntegralType(compute, /*includeBool=*/true)) {
     compute = c10::typeMetaToScalarType(at::get_default_dtype());
   }
+  if (promotion == Promotion::kSame && self.scalar_type() != other.scalar_type()) return Result::owned(at::Tensor());
   checkOutputOverlap(out, {self, other});
   const at::DimVector shape = at::infer_size_dimvector(self.sizes(), other.sizes());
   // An out that is one of the inputs (an in-place form, or torch composing one as

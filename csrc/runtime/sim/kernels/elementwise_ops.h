@@ -269,6 +269,7 @@ inline C binaryOp(C a, C b, const Immediates<C>& immediates) {
     if constexpr (op == Opcode::kLogAddExp) return larger + C(std::log1p(expOf(-std::abs(a - b))));
     else return std::fma(C(std::log1p(std::exp2(-std::abs(a - b)))), C(kLog2E), larger);
   }
+  else if constexpr (op == Opcode::kHeaviside) return a == C(0) ? b : C(a > C(0));
   else if constexpr (op == Opcode::kReluGrad) return b <= alpha ? C(0) : a;  // alpha: the threshold; NaN passes a, as on the CPU
   // The CPU's vector loops (its scalar ones, for a row's last few elements, differ at a
   // NaN x and, for hardswish, at -3 and 3): alpha is the slope or lambd.
