@@ -577,6 +577,23 @@ def test_activations_with_numbers_are_instructions_with_the_cpus_bits(dtype):
         torch.nan_to_num(x.to("pto"), out=torch.empty(0, dtype=torch.int32, device="pto"))
 
 
+def test_float32_exp_of_subnormal_and_vanishing_results():
+    """exp where the result is subnormal (x in [-103.97, -87.34]), rounds to 0 (below
+    -103.97, -inf included) or is normal, in vectors that mix them and in runs of one
+    kind: within the kernel's 1 ulp of float64's exp (2^-149 among the subnormals), 0
+    exactly below, as float64's exp rounds."""
+    torch.manual_seed(0)
+    low = torch.linspace(-110.0, -80.0, 60001)
+    x = torch.cat([low, low[torch.randperm(low.numel())], torch.full((64,), -float("inf")),
+                   torch.full((64,), -1e4), (torch.randn(1000) * 30).clamp(max=88.0)])
+    got = torch.exp(x.to("pto")).cpu()
+    exact = torch.exp(x.double())
+    ulp = torch.maximum(torch.nextafter(exact.float(), torch.tensor(float("inf"))) - exact.float(),
+                        torch.tensor(2.0 ** -149))
+    assert ((got.double() - exact).abs() <= ulp.double()).all()
+    assert torch.equal(got[exact < 2.0 ** -150], torch.zeros_like(got[exact < 2.0 ** -150]))
+
+
 BINARY_FORMS = {
     "fmax": torch.fmax,
     "fmin": torch.fmin,

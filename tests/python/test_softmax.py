@@ -43,6 +43,22 @@ def test_extreme_rows():
         assert_close(fn(x.to("pto"), -1).cpu(), fn(x, -1), equal_nan=True)
 
 
+@pytest.mark.parametrize("masked", [-float("inf"), -1e4, torch.finfo(torch.float32).min])
+def test_causally_masked_rows_match_the_cpu(masked):
+    """A causal mask's runs of a large negative number (attention's scores): their exps
+    are exactly 0 on both devices, the rest as on the CPU. Rows of 128: whole groups of
+    masked vectors (exp's shortcut to 0) and groups that mix masked lanes with others."""
+    torch.manual_seed(0)
+    keep = torch.ones(128, 128, dtype=torch.bool).tril()
+    x = (torch.randn(4, 128, 128) * 3).masked_fill(~keep, masked)
+    x[0, 5, :3] = -95.0  # exps that are subnormal once the row's maximum is taken off
+    for fn in (torch.softmax, torch.log_softmax):
+        got, expected = fn(x.to("pto"), -1).cpu(), fn(x, -1)
+        assert_close(got, expected, equal_nan=True)
+    got = torch.softmax(x.to("pto"), -1).cpu()
+    assert torch.equal(got[:, ~keep], torch.zeros_like(got[:, ~keep]))
+
+
 @pytest.mark.parametrize("length", [1, 15, 16, 17, 33, 100, 1000, 4099])
 def test_float32_rows_of_every_tail_length(length):
     # A contiguous float32 row runs the vector kernels: full vectors, two at a time,
