@@ -474,10 +474,20 @@ Harness binaryHarness(double alpha) {
   h.dtypes = {kernels::dtypeOf<T>(), kernels::dtypeOf<T>(), kernels::dtypeOf<T>()};
   constexpr bool integer_division = !kIsFloat<T> && (op == Opcode::kFmod || op == Opcode::kRemainder ||
                                                      op == Opcode::kFloorDiv || op == Opcode::kTruncDiv);
+  // The gradients whose factor of grad has roots (gelu's at -0.75, silu's at -1.28,
+  // mish's at -1.19) cancel there, so their results are far smaller than the terms the
+  // vector and scalar forms round: elementsClose's relative tolerance cannot hold then,
+  // only its absolute floor, for grads of ordinary size (elementwise_reference_tests
+  // bounds these forms near their roots too).
+  constexpr bool cancelling_gradient = op == Opcode::kGeluGrad || op == Opcode::kGeluTanhGrad ||
+                                       op == Opcode::kSiluGrad || op == Opcode::kMishGrad;
   h.random_input = [](int operand, std::mt19937_64& rng, char* p) {
     T value = randomValue<T>(rng);
     if constexpr (integer_division) {
       if (operand == 2 && value == T(0)) value = T(1);  // zero fails the kernel
+    }
+    if constexpr (cancelling_gradient && kIsFloat<T>) {
+      if (operand == 1) value = refCast<T>(std::uniform_real_distribution<double>(-4.0, 4.0)(rng));
     }
     writeValue(p, value);
   };
