@@ -146,6 +146,26 @@ def test_attention_shaped_batches_match_cpu(dtype):
     assert_product_within_bound(scores.to("pto") @ pv, scores, v)
 
 
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64], ids=str)
+def test_batches_in_one_library_call_per_core_match_cpu(dtype):
+    """float32/float64 batches with more entries than cores go to MKL's batch API, each
+    core's entries in one call: baddbmm's alpha and beta, a transposed operand, a batch
+    repeated by broadcasting (stride 0) and one of two batch dimensions that do not merge."""
+    torch.manual_seed(4)
+    c, x, y = torch.randn(16, 7, 5, dtype=dtype), torch.randn(16, 7, 9, dtype=dtype), torch.randn(16, 5, 9, dtype=dtype)
+    before = pypto_torch.fallback_ops()
+    got = torch.baddbmm(c.to("pto"), x.to("pto"), y.to("pto").transpose(1, 2), beta=0.5, alpha=-2.0).cpu()
+    expected = torch.baddbmm(c, x, y.transpose(1, 2), beta=0.5, alpha=-2.0)
+    assert_within_bound(got, expected, addmm_bound(c, x, y.transpose(1, 2), beta=0.5, alpha=-2.0, got=got,
+                                                   expected=expected), "baddbmm")
+    a, b = torch.randn(3, 1, 17, 24, dtype=dtype), torch.randn(4, 24, 9, dtype=dtype)
+    assert_product_within_bound(a.to("pto") @ b.to("pto"), a, b)
+    q = torch.randn(2, 10, 3, 8, dtype=dtype).transpose(1, 2)  # (2, 3, 10, 8), heads inside rows
+    pq = q.transpose(1, 2).contiguous().to("pto").transpose(1, 2)
+    assert_product_within_bound(pq @ pq.transpose(-2, -1), q, q.transpose(-2, -1))
+    assert pypto_torch.fallback_ops() == before
+
+
 @pytest.mark.parametrize("dtype", LOW_PRECISION, ids=str)
 def test_empty_inner_dimension_gives_zeros_or_beta_times_input(dtype):
     """Exactly: nothing is summed, and 2 C is exact."""
