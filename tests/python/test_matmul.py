@@ -166,6 +166,29 @@ def test_batches_in_one_library_call_per_core_match_cpu(dtype):
     assert pypto_torch.fallback_ops() == before
 
 
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.bfloat16, torch.float16], ids=str)
+def test_dot_and_vdot_are_native_and_refuse_as_the_cpu(dtype):
+    """dot and vdot (and matmul of two vectors) as a one-by-one tmatmul, a long float32 /
+    float64 one summed in slices on every core: within the GEMM bound of the CPU's, empty
+    and strided vectors too; mismatched vectors get the CPU's errors."""
+    torch.manual_seed(5)
+    before = pypto_torch.fallback_ops()
+    for n in (0, 1000, 1 << 18):
+        a, b = torch.randn(n).to(dtype), torch.randn(2 * n).to(dtype)[::2]
+        pa, pb = a.to("pto"), b.to("pto")
+        for got in (torch.dot(pa, pb), torch.vdot(pa, pb), pa @ pb):
+            expected = torch.dot(a, b)
+            assert_within_bound(got.cpu(), expected, matmul_bound(a, b, got.cpu(), expected), "dot")
+    assert pypto_torch.fallback_ops() == before
+    for call in (lambda d: torch.dot(torch.ones(3, device=d), torch.ones(4, device=d)),
+                 lambda d: torch.dot(torch.ones(3, device=d), torch.ones(3, device=d, dtype=torch.float64)),
+                 lambda d: torch.vdot(torch.ones(3, 3, device=d), torch.ones(3, device=d))):
+        with pytest.raises(RuntimeError) as cpu_error:
+            call("cpu")
+        with pytest.raises(RuntimeError, match=re.escape(str(cpu_error.value))):
+            call("pto")
+
+
 @pytest.mark.parametrize("dtype", LOW_PRECISION, ids=str)
 def test_empty_inner_dimension_gives_zeros_or_beta_times_input(dtype):
     """Exactly: nothing is summed, and 2 C is exact."""

@@ -129,6 +129,30 @@ at::Tensor& addmvOut(const at::Tensor& self, const at::Tensor& mat, const at::Te
   return Fallback<ATEN_OP2(addmv, out)>::call(self, mat, vec, beta, alpha, out);
 }
 
+namespace {
+
+// The product of two vectors as a one-by-one tmatmul, a[1, n] @ b[n, 1]; undefined
+// where the CPU's dot would refuse them (its error comes from the fallback).
+at::Tensor dotOf(const at::Tensor& self, const at::Tensor& other) {
+  if (self.dim() != 1 || other.dim() != 1 || self.numel() != other.numel()) return {};
+  at::Tensor out = at::empty({}, self.options());
+  return matmulOp(self.unsqueeze(0), other.unsqueeze(1), {}, 0.0, 1.0, out.view({1, 1}), false).defined()
+             ? out
+             : at::Tensor();
+}
+
+}  // namespace
+
+at::Tensor dot(const at::Tensor& self, const at::Tensor& other) {
+  at::Tensor r = dotOf(self, other);
+  return r.defined() ? r : Fallback<ATEN_OP(dot)>::call(self, other);
+}
+
+at::Tensor vdot(const at::Tensor& self, const at::Tensor& other) {
+  at::Tensor r = self.is_complex() ? at::Tensor() : dotOf(self, other);
+  return r.defined() ? r : Fallback<ATEN_OP(vdot)>::call(self, other);
+}
+
 at::Tensor addmv(const at::Tensor& self, const at::Tensor& mat, const at::Tensor& vec,
                  const at::Scalar& beta, const at::Scalar& alpha) {
   at::Tensor out = at::empty({0}, mat.options());

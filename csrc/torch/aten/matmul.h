@@ -1,6 +1,6 @@
-// Matrix products on pto as tmatmul: mm, bmm, addmm, baddbmm, addmv (matmul and
-// linear reach them through PyTorch's own decompositions). Others (mv, dot,
-// complex ...) and mismatched inputs go to the CPU fallback.
+// Matrix products on pto as tmatmul: mm, bmm, addmm, baddbmm, addmv, dot and vdot
+// (matmul and linear reach them through PyTorch's own decompositions). Complex ones and
+// mismatched inputs go to the CPU fallback, which gives its result or error.
 #pragma once
 
 #include <ATen/ATen.h>
@@ -37,5 +37,8 @@ at::Tensor& addmvOut(const at::Tensor& self, const at::Tensor& mat, const at::Te
                      const at::Scalar& beta, const at::Scalar& alpha, at::Tensor& out);
 at::Tensor addmv(const at::Tensor& self, const at::Tensor& mat, const at::Tensor& vec,
                  const at::Scalar& beta, const at::Scalar& alpha);
+// dot, and vdot of real vectors (whose conjugate is themselves): a one-by-one tmatmul.
+at::Tensor dot(const at::Tensor& self, const at::Tensor& other);
+at::Tensor vdot(const at::Tensor& self, const at::Tensor& other);
 
 }  // namespace pto::torch_glue

@@ -18,6 +18,8 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("addmv", TORCH_FN(addmv));
   m.impl("addmv.out", TORCH_FN(addmvOut));
   m.impl("addr_", TORCH_FN(addrInplace));
+  m.impl("dot", TORCH_FN(dot));
+  m.impl("vdot", TORCH_FN(vdot));
 }
 
 }  // namespace pto::torch_glue
