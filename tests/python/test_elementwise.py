@@ -594,6 +594,23 @@ def test_float32_exp_of_subnormal_and_vanishing_results():
     assert torch.equal(got[exact < 2.0 ** -150], torch.zeros_like(got[exact < 2.0 ** -150]))
 
 
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+def test_log1p_of_tiny_numbers_is_the_number(dtype):
+    """log1p(x) = x (1 - x/2 + ...) rounds to x where |x| < 2^-24 (float32; 2^-53
+    float64), which pto returns without Sleef's subnormal steps; beside larger ones in a
+    vector, and through softplus and log_sigmoid far below 0, as on the CPU."""
+    tiny = torch.tensor([1e-20, 1e-30, -0.0, 0.0, 1e-39] + ([1e-13, -1e-13, 5e-8, -5e-8] if dtype == torch.float32
+                                                          else [1e-17, -1e-17, -1e-100, 1e-310]), dtype=dtype)
+    x = torch.cat([tiny, torch.tensor([0.5, 1e-3, -0.25], dtype=dtype)]).repeat(40)
+    got = torch.log1p(x.to("pto")).cpu()
+    assert torch.equal(got[:tiny.numel()].view(torch.int32 if dtype == torch.float32 else torch.int64),
+                       tiny.view(torch.int32 if dtype == torch.float32 else torch.int64))
+    assert_close(got, torch.log1p(x))
+    below = torch.linspace(-120.0, -20.0, 4096, dtype=dtype)
+    for f in (F.softplus, F.logsigmoid):
+        assert_close(f(below.to("pto")).cpu(), f(below))
+
+
 BINARY_FORMS = {
     "fmax": torch.fmax,
     "fmin": torch.fmin,
