@@ -504,14 +504,20 @@ def test_clamp_is_one_instruction_with_the_cpus_values_and_errors(dtype):
         torch.clamp(x.to("pto"), 0, 1, out=torch.empty(0, dtype=torch.int16, device="pto"))
 
 
-def assert_forms_give_the_cpus_bits(forms: dict, inputs: tuple, unsigned_zeros=()) -> None:
+def assert_forms_give_the_cpus_bits(forms: dict, inputs: tuple, unsigned_zeros=(), exact_subnormals=()) -> None:
     """Each form on the CPU's inputs and on pto copies of them: the same dtype and bits
     (NaN where NaN), zeros' signs included but for the forms named in unsigned_zeros,
-    and no fallback."""
+    and no fallback. The forms named in exact_subnormals may differ from the CPU by one
+    unit of the smallest subnormal where the CPU's result is subnormal."""
     before = pypto_torch.fallback_ops()
     for name, form in forms.items():
         expected, got = form(*inputs), form(*(t.to("pto") for t in inputs)).cpu()
         assert got.dtype == expected.dtype, name
+        if name in exact_subnormals:
+            finfo = torch.finfo(expected.dtype)
+            subnormal = (expected.abs() < finfo.tiny) & (expected != 0)
+            assert ((got[subnormal] - expected[subnormal]).abs() <= finfo.smallest_normal * finfo.eps).all(), name
+            expected = torch.where(subnormal, got, expected)
         assert_close(got, expected, rtol=0, atol=0, equal_nan=True, msg=name)
         kept = ~expected.isnan()
         if name in unsigned_zeros:
@@ -611,6 +617,23 @@ def test_log1p_of_tiny_numbers_is_the_number(dtype):
         assert_close(f(below.to("pto")).cpu(), f(below))
 
 
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+def test_expm1_sinh_and_cosh_where_they_saturate(dtype):
+    """expm1 far below 0 (exactly -1), sinh and cosh past their overflow (+-inf) and
+    just short of it (libm's finite values), tiny expm1 (x itself), in runs of one kind
+    and mixed in a vector: as the CPU, and elu far below 0 through expm1."""
+    edge = 89.4 if dtype == torch.float32 else 710.4
+    values = torch.tensor([-200.0, -95.0, -40.0, -17.0, -1e-20, 1e-30, 0.5, 88.5, edge, -edge, 95.0, 800.0,
+                           float("inf"), -float("inf"), float("nan")], dtype=dtype)
+    for f in (torch.expm1, torch.sinh, torch.cosh, F.elu):
+        # One element at a time: the CPU's scalar loop (its vector sinh and cosh give
+        # infinity from 88.7 and 709.8 on, short of the overflow).
+        expected = torch.cat([f(value.reshape(1)) for value in values])
+        for repeat in (torch.Tensor.repeat, torch.Tensor.repeat_interleave):
+            assert_close(f(repeat(values, 16).to("pto")).cpu(), repeat(expected, 16), equal_nan=True)
+    assert (torch.expm1(torch.full((64,), -50.0, dtype=dtype).to("pto")).cpu() == -1).all()
+
+
 BINARY_FORMS = {
     "fmax": torch.fmax,
     "fmin": torch.fmin,
@@ -633,13 +656,15 @@ def test_fmax_fmin_and_logaddexp_are_instructions_with_the_cpus_bits(dtype):
     of 0 and -0, a where both are one infinity, b where a is either zero and 0 where it is
     NaN for heaviside) and on random pairs, with no fallback. The CPU's
     bfloat16 fmax and fmin alone give b at that tie: the sign of their zeros is not
-    compared there."""
+    compared there. logaddexp(0, -100) is e^-100, a subnormal float32: pto's (log1p of a
+    tiny number is the number) is the exact one, the CPU's Sleef log1p one unit above."""
     generator = torch.Generator().manual_seed(0)
     specials = torch.tensor([0.0, -0.0, float("nan"), float("inf"), float("-inf"), 1.0, -1.0, 100.0, -100.0, 1e-30])
     a = torch.cat([specials.repeat_interleave(10), torch.randn(1948, generator=generator) * 5]).to(dtype)
     b = torch.cat([specials.repeat(10), torch.randn(1948, generator=generator) * 5]).to(dtype)
     unsigned_zeros = ("fmax", "fmin", "fmax.out") if dtype == torch.bfloat16 else ()
-    assert_forms_give_the_cpus_bits(BINARY_FORMS, (a, b), unsigned_zeros)
+    assert_forms_give_the_cpus_bits(BINARY_FORMS, (a, b), unsigned_zeros,
+                                    exact_subnormals=("logaddexp", "logaddexp.out"))
 
 
 aten = torch.ops.aten
