@@ -360,17 +360,22 @@ def bench_row_ops(b: Bench) -> None:
     w_cpu, bias_cpu = torch.randn(4096), torch.randn(4096)
     o_cpu = torch.empty_like(x_cpu)
     x_pto, w_pto, bias_pto, o_pto = (t.to("pto") for t in (x_cpu, w_cpu, bias_cpu, o_cpu))
+    # A causal mask's -inf above the diagonal (attention's scores): half the exps are of -inf.
+    masked_cpu = x_cpu.masked_fill(torch.ones(4096, 4096, dtype=torch.bool).triu(1), float("-inf"))
+    masked_pto = masked_cpu.to("pto")
+    plain = (x_cpu, w_cpu, bias_cpu, o_cpu), (x_pto, w_pto, bias_pto, o_pto)
+    masked = (masked_cpu, w_cpu, bias_cpu, o_cpu), (masked_pto, w_pto, bias_pto, o_pto)
     cases = [
-        ("softmax(x, -1)", lambda x, w, bias, o: torch.softmax(x, -1)),
-        ("softmax(x, -1), out=", lambda x, w, bias, o: torch._softmax(x, -1, False, out=o)),
-        ("log_softmax(x, -1)", lambda x, w, bias, o: torch.log_softmax(x, -1)),
-        ("layer_norm(x, (4096,), w, b)", lambda x, w, bias, o: F.layer_norm(x, (4096,), w, bias)),
+        ("softmax(x, -1)", lambda x, w, bias, o: torch.softmax(x, -1), plain),
+        ("softmax(x, -1), x causally masked", lambda x, w, bias, o: torch.softmax(x, -1), masked),
+        ("softmax(x, -1), out=", lambda x, w, bias, o: torch._softmax(x, -1, False, out=o), plain),
+        ("log_softmax(x, -1)", lambda x, w, bias, o: torch.log_softmax(x, -1), plain),
+        ("layer_norm(x, (4096,), w, b)", lambda x, w, bias, o: F.layer_norm(x, (4096,), w, bias), plain),
     ]
     rows = []
     nbytes = 2 * x_cpu.numel() * 4
-    for name, fn in cases:
-        r = b.pair(lambda: fn(x_cpu, w_cpu, bias_cpu, o_cpu), lambda: fn(x_pto, w_pto, bias_pto, o_pto),
-                   fn_inductor=b.inductor(fn, x_cpu, w_cpu, bias_cpu, o_cpu))
+    for name, fn, (cpu_args, pto_args) in cases:
+        r = b.pair(lambda: fn(*cpu_args), lambda: fn(*pto_args), fn_inductor=b.inductor(fn, *cpu_args))
         ratio = r.pto / r.cpu
         rows.append([name, ms(r.cpu), ms(r.pto) + fallback_note(r.fell_back), f"{ratio:.2f}",
                      b.aim(round(ratio, 2) <= 1.0, f"{name}: pto/CPU time {ratio:.2f} (aim <= 1)"),
@@ -380,7 +385,7 @@ def bench_row_ops(b: Bench) -> None:
           ["op", "cpu ms", "pto ms", "pto/CPU", "<=1", "Ind ms", "pto/Ind", "cpu GB/s", "pto GB/s",
            "cores cpu / pto / other"], rows)
     print(INDUCTOR_NOTE)
-    del x_pto, w_pto, bias_pto, o_pto
+    del x_pto, w_pto, bias_pto, o_pto, masked_pto
     torch.pto.empty_cache()
 
 
@@ -557,6 +562,12 @@ def bench_pointwise_with_numbers(b: Bench) -> None:
         ("softplus_backward(y, x)", lambda x, y: torch.ops.aten.softplus_backward(y, x, 1.0, 20.0)),
         ("hardtanh_backward(y, x)", lambda x, y: torch.ops.aten.hardtanh_backward(y, x, -1.0, 1.0)),
         ("mish_backward(y, x)", lambda x, y: torch.ops.aten.mish_backward(y, x)),
+        ("threshold(x, 0.5, -1)", lambda x, y: F.threshold(x, 0.5, -1.0)),
+        ("heaviside(x, y)", lambda x, y: torch.heaviside(x, y)),
+        ("fmod(x, 1.5)", lambda x, y: torch.fmod(x, 1.5)),
+        ("remainder(x, 1.5)", lambda x, y: torch.remainder(x, 1.5)),
+        ("x // 1.5", lambda x, y: x // 1.5),
+        ("dot(x, y)", lambda x, y: torch.dot(x, y)),
     ]
     time_ratio_table(b, f"10. Activations and pointwise ops with numbers on 4M float32 (16 MiB), ms per op "
                         f"(best of {b.reps}), functional: each one PTO instruction", "", cases,
