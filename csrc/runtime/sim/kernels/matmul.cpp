@@ -1,6 +1,7 @@
 // tmatmul on the sim device, one GEMM per batch entry and band of output rows, each
 // on one of the device's cores (float32/float64 batches of at least one entry per core:
-// each core's entries in one call to MKL's batch API). The library per element type, chosen by measurement
+// each core's entries in one call to MKL's batch API; a dot product's slices of k, one
+// per core). The library per element type, chosen by measurement
 // (Intel(R) Xeon(R) Processor with AMX, 2026-12-03): float32 and float64 in Intel's MKL
 // (gemm_mkl.h), float16 widened to float32; float32 there reached 1.01-1.02x torch's
 // GFLOP/s on squares of 256-2048 with no other load (benchmarks/bench_ops.py, section 3).
@@ -229,19 +230,22 @@ void dotInSlices(const isa::Instruction& instruction, std::span<void* const> buf
   const isa::Operand& a = instruction.operands[1];
   const isa::Operand& b = instruction.operands[2];
   const int r = out.rank;
-  const int64_t a_strides[2] = {a.strides[r - 2], a.strides[r - 1]}, b_strides[2] = {b.strides[r - 2], b.strides[r - 1]};
+  const int64_t a_strides[2] = {a.strides[r - 2], a.strides[r - 1]};
+  const int64_t b_strides[2] = {b.strides[r - 2], b.strides[r - 1]};
   const int64_t one[2] = {1, 1};
   const int64_t depth = (k + slices - 1) / slices;
+  const auto size = static_cast<int64_t>(sizeof(T));
+  const auto* a_data = static_cast<const char*>(buffers[a.buffer]);
+  const auto* b_data = static_cast<const char*>(buffers[b.buffer]);
   std::vector<T> partial(static_cast<size_t>(slices), T(0));
   rt::sim::parallelFor(static_cast<size_t>(slices), 1, [&](size_t begin, size_t end) {
     for (auto slice = static_cast<int64_t>(begin); slice < static_cast<int64_t>(end); ++slice) {
       const int64_t first = slice * depth, count = std::min(depth, k - first);
       if (count <= 0) continue;
-      matmulAs<Library::kMkl, T, T>(static_cast<const char*>(buffers[a.buffer]) + (a.offset + first * a_strides[1]) * sizeof(T),
-                                    a_strides,
-                                    static_cast<const char*>(buffers[b.buffer]) + (b.offset + first * b_strides[0]) * sizeof(T),
-                                    b_strides, reinterpret_cast<char*>(&partial[static_cast<size_t>(slice)]), one, 1, 1,
-                                    count, 1.0, 0.0);
+      matmulAs<Library::kMkl, T, T>(a_data + (a.offset + first * a_strides[1]) * size, a_strides,
+                                    b_data + (b.offset + first * b_strides[0]) * size, b_strides,
+                                    reinterpret_cast<char*>(&partial[static_cast<size_t>(slice)]), one, 1, 1, count,
+                                    1.0, 0.0);
     }
   });
   T sum = 0;
