@@ -178,7 +178,9 @@ HWY_INLINE void inlineExpsF32(D d, V* x) {
   // 2^-125): the one rounding that the product into the subnormals makes, without a
   // multiply whose underflow costs a microcode assist per element on Intel cores (1M
   // exps of -inf took 1.3 ms against 0.14 ms; masked softmax rows 3x the CPU's time).
-  // The other lanes' q is kept above -126 for the same reason, and theirs below -125.
+  // The two factors take the other lanes' q no lower than -125 (a product of theirs
+  // that underflowed would cost the same assist), the bits the subnormal lanes' q no
+  // higher than -126.
   const auto bias = hn::Set(di, 127);
   for (size_t j = 0; j < K; ++j) {
     const auto e = hn::Sub(hn::BitCast(di, shifted[j]), hn::BitCast(di, magic));
