@@ -1014,6 +1014,58 @@ def test_heaviside_runs_every_dtype_and_refuses_as_the_cpu(dtype):
     assert_same_outcome(lambda d: torch.heaviside(a.to(torch.complex64).to(d), b.to(torch.complex64).to(d)))
 
 
+CLAMP_X = torch.tensor([[1.0, float("nan"), 3.0, -5.0], [0.5, 2.5, -0.0, 9.0]])
+CLAMP_LOW = torch.tensor([0.0, 0.0, float("nan"), -1.0])
+CLAMP_HIGH = torch.tensor([2.0, 2.0, 2.0, float("nan")])
+CLAMP_INT = torch.tensor([[1, 5, -3, 7], [0, 2, 2, -9]])
+
+
+@pytest.mark.parametrize("call", [
+    lambda d: torch.clamp(CLAMP_X.to(d), CLAMP_LOW.to(d), CLAMP_HIGH.to(d)),
+    lambda d: torch.clamp(CLAMP_X.to(d), min=CLAMP_LOW.to(d)),
+    lambda d: torch.clamp_max(CLAMP_X.to(d), CLAMP_HIGH.to(d)),
+    lambda d: CLAMP_X.clone().to(d).clamp_max_(CLAMP_HIGH.to(d)),
+    lambda d: torch.clamp_min(CLAMP_X.to(d), CLAMP_LOW.to(d), out=torch.empty(0, device=d)),
+    lambda d: torch.clamp(CLAMP_X[:, :1].to(d), CLAMP_LOW.to(d), CLAMP_HIGH.bfloat16().to(d)),
+    lambda d: torch.clamp(CLAMP_INT.to(d), min=torch.full((4,), 0.5).to(d)),
+    lambda d: torch.clamp(CLAMP_INT.to(torch.int8).to(d), torch.zeros(4, dtype=torch.long).to(d),
+                          torch.full((4,), 3).to(d)),
+    lambda d: CLAMP_X.clone().to(d).clamp_(CLAMP_LOW.double().to(d), CLAMP_HIGH.double().to(d)),
+    lambda d: torch.clamp(CLAMP_X.to(d), CLAMP_LOW.to(d), CLAMP_HIGH.to(d),
+                          out=torch.empty(0, dtype=torch.float64, device=d)),
+    lambda d: torch.clamp(CLAMP_X.to(d), torch.tensor(0.0, dtype=torch.float64).to(d), torch.tensor(1.0).to(d)),
+], ids=["both", "min", "clamp_max", "clamp_max_", "clamp_min out", "broadcast bfloat16 bound",
+        "integer with float bound", "int8 with int64 bounds", "float32 in place with float64 bounds",
+        "float64 out", "0-dim bounds"])
+def test_clamp_with_tensor_bounds_is_native(call):
+    """clamp, clamp_min and clamp_max with tensor bounds: the CPU's promotion of self and
+    its bounds, NaN from self or either bound (one bound: maximum/minimum's), broadcast
+    bounds, an out or an in-place self of any dtype the result safely casts to; no
+    fallback."""
+    before = pypto_torch.fallback_ops()
+    expected, got = call("cpu"), call("pto").cpu()
+    assert pypto_torch.fallback_ops() == before
+    assert got.dtype == expected.dtype
+    assert_close(got, expected, rtol=0, atol=0, equal_nan=True)
+
+
+@pytest.mark.parametrize("call", [
+    lambda d: CLAMP_INT.clone().to(d).clamp_(min=torch.full((4,), 0.5).to(d)),
+    lambda d: torch.clamp(CLAMP_X.to(d), CLAMP_LOW.to(d), CLAMP_HIGH.to(d),
+                          out=torch.empty(0, dtype=torch.int32, device=d)),
+    lambda d: torch.ones(4).to(d).clamp_(min=torch.zeros(2, 4).to(d)),
+    lambda d: torch.ones(4).to(d).clamp_(torch.zeros(2, 4).to(d), torch.ones(4).to(d)),
+    lambda d: torch.ops.aten.clamp.Tensor(CLAMP_X.to(d), None, None),
+    lambda d: torch.clamp(torch.tensor([1j]).to(d), min=torch.tensor([0j]).to(d)),
+], ids=["integer in place with a float bound", "int32 out of a float result", "in place, bound broadcast larger",
+        "in place, both bounds broadcast larger", "no bound", "complex"])
+def test_clamp_with_tensor_bounds_refuses_as_the_cpu(call):
+    with pytest.raises(Exception) as cpu_error:
+        call("cpu")
+    with pytest.raises(cpu_error.type, match=re.escape(str(cpu_error.value))):
+        call("pto")
+
+
 @pytest.mark.parametrize("case", [
     ("negative", lambda d: torch.nn.functional.one_hot(torch.tensor([3, 4, -1, 0], device=d), -1)),
     ("too large", lambda d: torch.nn.functional.one_hot(torch.tensor([3, 4, 1, 0], device=d), 3)),

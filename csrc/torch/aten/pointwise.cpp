@@ -53,6 +53,26 @@ Result clampOp(const at::Tensor& self, const std::array<at::Tensor, 2>& bounds, 
   return binaryOp(row.opcode, row.promotion, self, low.defined() ? low : high, out);
 }
 
+// clamp, clamp_min and clamp_max with tensor bounds (of any shape that broadcasts): the
+// instructions of clampOp, but the out checked as the CPU builds these overloads, a
+// TensorIterator of self and its bounds, whose out (self too, in place) may be of any
+// dtype the result safely casts to and has the broadcast shape. Undefined for bool.
+Result clampTensorOp(const at::Tensor& self, const std::array<at::Tensor, 2>& bounds, const at::Tensor& out) {
+  const auto& [low, high] = bounds;
+  TORCH_CHECK(low.defined() || high.defined(), "torch.clamp: At least one of 'min' or 'max' must not be None");
+  TORCH_CHECK_NOT_IMPLEMENTED(!self.is_complex(), "clamp is not supported for complex types");
+  if (resultType(self, low, high) == at::kBool) return Result::owned(at::Tensor());
+  if (low.defined() && high.defined()) {
+    if (out.defined() && out.is_same(self)) {
+      checkInplaceShape(self, at::infer_size_dimvector(at::infer_size_dimvector(self.sizes(), low.sizes()),
+                                                       high.sizes()));
+    }
+    return ternaryOp(atenInstruction("clamp").opcode, self, low, high, out, 0);
+  }
+  const AtenInstruction& row = low.defined() ? atenInstruction("maximum") : atenInstruction("minimum");
+  return binaryOp(row.opcode, row.promotion, self, low.defined() ? low : high, out);
+}
+
 // clamp's number bounds as wrapped numbers, as torch passes a Scalar to a Tensor overload.
 std::array<at::Tensor, 2> numberBounds(const std::optional<at::Scalar>& min, const std::optional<at::Scalar>& max) {
   return {min ? wrapped(*min) : at::Tensor(), max ? wrapped(*max) : at::Tensor()};
@@ -195,6 +215,28 @@ at::Tensor& clampMaxInplace(at::Tensor& self, const at::Scalar& max) {
     Fallback<ATEN_OP(clamp_max_)>::call(self, max);
   }
   return self;
+}
+
+at::Tensor& clampTensorOut(const at::Tensor& self, const std::optional<at::Tensor>& min,
+                           const std::optional<at::Tensor>& max, at::Tensor& out) {
+  if (!clampTensorOp(self, {min.value_or(at::Tensor()), max.value_or(at::Tensor())}, out)->defined()) {
+    Fallback<ATEN_OP2(clamp, Tensor_out)>::call(self, min, max, out);
+  }
+  return out;
+}
+
+at::Tensor& clampMinTensorOut(const at::Tensor& self, const at::Tensor& min, at::Tensor& out) {
+  if (!clampTensorOp(self, {min, at::Tensor()}, out)->defined()) {
+    Fallback<ATEN_OP2(clamp_min, Tensor_out)>::call(self, min, out);
+  }
+  return out;
+}
+
+at::Tensor& clampMaxTensorOut(const at::Tensor& self, const at::Tensor& max, at::Tensor& out) {
+  if (!clampTensorOp(self, {at::Tensor(), max}, out)->defined()) {
+    Fallback<ATEN_OP2(clamp_max, Tensor_out)>::call(self, max, out);
+  }
+  return out;
 }
 
 // hardtanh is a clamp in self's dtype (relu6 included), with the CPU's refusals and its

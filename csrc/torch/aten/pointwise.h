@@ -19,6 +19,13 @@ at::Tensor& clampMinInplace(at::Tensor& self, const at::Scalar& min);
 at::Tensor clampMax(const at::Tensor& self, const at::Scalar& max);
 at::Tensor& clampMaxOut(const at::Tensor& self, const at::Scalar& max, at::Tensor& out);
 at::Tensor& clampMaxInplace(at::Tensor& self, const at::Scalar& max);
+// The Tensor overloads' out forms (their functional and in-place forms are torch's
+// composites over these): bounds of any shape that broadcasts, an out of any dtype the
+// result safely casts to, as the CPU's.
+at::Tensor& clampTensorOut(const at::Tensor& self, const std::optional<at::Tensor>& min,
+                           const std::optional<at::Tensor>& max, at::Tensor& out);
+at::Tensor& clampMinTensorOut(const at::Tensor& self, const at::Tensor& min, at::Tensor& out);
+at::Tensor& clampMaxTensorOut(const at::Tensor& self, const at::Tensor& max, at::Tensor& out);
 
 // hardtanh is a clamp (relu6 included); its gradient is an instruction (activation.h).
 at::Tensor hardtanh(const at::Tensor& self, const at::Scalar& min, const at::Scalar& max);

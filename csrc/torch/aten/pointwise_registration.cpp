@@ -19,6 +19,9 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("clamp_max", TORCH_FN(clampMax));
   m.impl("clamp_max.out", TORCH_FN(clampMaxOut));
   m.impl("clamp_max_", TORCH_FN(clampMaxInplace));
+  m.impl("clamp.Tensor_out", TORCH_FN(clampTensorOut));
+  m.impl("clamp_min.Tensor_out", TORCH_FN(clampMinTensorOut));
+  m.impl("clamp_max.Tensor_out", TORCH_FN(clampMaxTensorOut));
   m.impl("hardtanh", TORCH_FN(hardtanh));
   m.impl("hardtanh.out", TORCH_FN(hardtanhOut));
   m.impl("hardtanh_", TORCH_FN(hardtanhInplace));
