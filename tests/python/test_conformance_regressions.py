@@ -1066,6 +1066,39 @@ def test_clamp_with_tensor_bounds_refuses_as_the_cpu(call):
         call("pto")
 
 
+@pytest.mark.parametrize("call", [
+    lambda d: torch.zeros(3, 4, device=d).fill_(torch.tensor(2.5, device=d)),
+    lambda d: torch.zeros(3, dtype=torch.int32, device=d).fill_(torch.tensor(2.7, device=d)),
+    lambda d: torch.zeros(4, 4, device=d).t().fill_(torch.tensor(3.0, dtype=torch.float64, device=d)),
+    lambda d: torch.zeros(3, dtype=torch.bool, device=d).fill_(torch.tensor(True, device=d)),
+    lambda d: (lambda t: t.fill_(t[1]))(torch.arange(4.0, device=d)),
+    lambda d: torch.zeros(1, device=d).expand(3).fill_(torch.tensor(2.0, device=d)),
+    lambda d: torch.zeros(3, device=d).fill_(torch.tensor([1.5], device=d)),
+], ids=["float", "float into int32", "transposed, float64 value", "bool", "value aliasing self", "expanded self",
+        "1-d value"])
+def test_fill_with_a_tensor_is_native(call):
+    """fill_ with a 0-dim tensor of self's device: a copy on the device (no read on the host),
+    as the CPU's; an expanded self and a value of one dimension get its errors."""
+    before = pypto_torch.fallback_ops()
+    try:
+        expected = call("cpu")
+    except RuntimeError as error:
+        with pytest.raises(RuntimeError, match=re.escape(str(error))):
+            call("pto")
+    else:
+        got = call("pto").cpu()
+        assert got.dtype == expected.dtype and torch.equal(got, expected)
+    assert pypto_torch.fallback_ops() == before
+
+
+def test_fill_with_a_host_value_fills_each_element_of_an_expanded_tensor():
+    """A 0-dim CPU value is read as a number (fill_.Scalar's path, as on CUDA), which fills
+    each distinct element of an expanded self."""
+    base = torch.zeros(1, device="pto")
+    base.expand(3).fill_(torch.tensor(2.0))
+    assert base.cpu().item() == 2.0
+
+
 @pytest.mark.parametrize("case", [
     ("negative", lambda d: torch.nn.functional.one_hot(torch.tensor([3, 4, -1, 0], device=d), -1)),
     ("too large", lambda d: torch.nn.functional.one_hot(torch.tensor([3, 4, 1, 0], device=d), 3)),

@@ -459,6 +459,15 @@ at::Tensor& divModeOut(const at::Tensor& self, const at::Tensor& other, std::opt
 }
 
 at::Tensor& fillScalar(at::Tensor& self, const at::Scalar& value) { return fill(self, value); }
+
+// The CPU's fill_.Tensor: a 0-dim value of another device read as a number, one of self's
+// copied (broadcast) on the device, without reading it on the host.
+at::Tensor& fillTensor(at::Tensor& self, const at::Tensor& value) {
+  TORCH_CHECK(value.dim() == 0, "fill_ only supports 0-dimension value tensor but got tensor with ", value.dim(),
+              " dimensions.");
+  if (self.device() != value.device()) return fill(self, value.item());
+  return self.copy_(self.is_alias_of(value) ? value.clone() : value);
+}
 at::Tensor& zero(at::Tensor& self) { return fill(self, 0); }
 
 }  // namespace pto::torch_glue

@@ -213,6 +213,7 @@ at::Tensor& divModeInplace(at::Tensor& self, const at::Tensor& other, std::optio
 at::Tensor& divModeOut(const at::Tensor& self, const at::Tensor& other, std::optional<c10::string_view> mode,
                        at::Tensor& out);
 at::Tensor& fillScalar(at::Tensor& self, const at::Scalar& value);
+at::Tensor& fillTensor(at::Tensor& self, const at::Tensor& value);
 at::Tensor& zero(at::Tensor& self);
 
 }  // namespace pto::torch_glue

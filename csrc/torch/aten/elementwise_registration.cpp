@@ -135,6 +135,7 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("where.self", TORCH_FN(where));
   m.impl("where.self_out", TORCH_FN(whereOut));
   m.impl("fill_.Scalar", TORCH_FN(fillScalar));
+  m.impl("fill_.Tensor", TORCH_FN(fillTensor));
   m.impl("zero_", TORCH_FN(zero));
 }
 
