@@ -24,8 +24,25 @@ at::Tensor boundOf(const at::Tensor& self, const at::Scalar& value) {
   return at::scalar_tensor(value, self.options().device(at::kCPU));
 }
 
-// clamp in one pass: tclamp between two bounds, tmax / tmin against one, in the dtype
-// self and its bounds (0-dim tensors, or numbers wrapped; an absent one is undefined,
+// The checks every clamp overload makes first, in the CPU's words.
+void checkClampArguments(const at::Tensor& self, const std::array<at::Tensor, 2>& bounds) {
+  TORCH_CHECK(bounds[0].defined() || bounds[1].defined(),
+              "torch.clamp: At least one of 'min' or 'max' must not be None");
+  TORCH_CHECK_NOT_IMPLEMENTED(!self.is_complex(), "clamp is not supported for complex types");
+}
+
+// tclamp between two bounds, tmax / tmin against one; undefined for bool, which the CPU
+// has no kernel for (its error, or its answer, comes from the fallback).
+Result clampInstructions(const at::Tensor& self, const std::array<at::Tensor, 2>& bounds, const at::Tensor& out) {
+  const auto& [low, high] = bounds;
+  if (resultType(self, low, high) == at::kBool) return Result::owned(at::Tensor());
+  if (low.defined() && high.defined()) return ternaryOp(atenInstruction("clamp").opcode, self, low, high, out, 0);
+  const AtenInstruction& row = low.defined() ? atenInstruction("maximum") : atenInstruction("minimum");
+  return binaryOp(row.opcode, row.promotion, self, low.defined() ? low : high, out);
+}
+
+// clamp with number bounds, in one pass (clampInstructions), in the dtype self and its
+// bounds (0-dim tensors, or numbers wrapped; an absent one is undefined,
 // which the promotion skips) promote to, as the CPU's clamp meta promotes them by hand
 // (an integer tensor clamped to 0.5 is a float one), into an out of exactly that dtype
 // and never promoting in place, as the CPU's meta checks. Each propagates a NaN, a
@@ -33,8 +50,7 @@ at::Tensor boundOf(const at::Tensor& self, const at::Scalar& value) {
 // cannot run it.
 Result clampOp(const at::Tensor& self, const std::array<at::Tensor, 2>& bounds, const at::Tensor& out) {
   const auto& [low, high] = bounds;
-  TORCH_CHECK(low.defined() || high.defined(), "torch.clamp: At least one of 'min' or 'max' must not be None");
-  TORCH_CHECK_NOT_IMPLEMENTED(!self.is_complex(), "clamp is not supported for complex types");
+  checkClampArguments(self, bounds);
   const at::ScalarType type = resultType(self, low, high);
   if (out.defined() && out.is_same(self)) {
     TORCH_CHECK(type == self.scalar_type(), "result type ", type, " can't be cast to the desired output type ",
@@ -42,35 +58,26 @@ Result clampOp(const at::Tensor& self, const std::array<at::Tensor, 2>& bounds, 
   } else if (out.defined()) {
     TORCH_CHECK(out.scalar_type() == type, "Found dtype ", out.scalar_type(), " but expected ", type);
   }
-  // The CPU converts number bounds to the type (Scalar::to, refusing an overflow), and has
-  // no bool kernel: its error comes from the fallback.
+  // The CPU converts number bounds to the type (Scalar::to, refusing an overflow).
   for (const at::Tensor& bound : bounds) {
     if (bound.defined() && bound.unsafeGetTensorImpl()->is_wrapped_number()) checkScalarFits(type, bound.item());
   }
-  if (type == at::kBool) return Result::owned(at::Tensor());
-  if (low.defined() && high.defined()) return ternaryOp(atenInstruction("clamp").opcode, self, low, high, out, 0);
-  const AtenInstruction& row = low.defined() ? atenInstruction("maximum") : atenInstruction("minimum");
-  return binaryOp(row.opcode, row.promotion, self, low.defined() ? low : high, out);
+  return clampInstructions(self, bounds, out);
 }
 
 // clamp, clamp_min and clamp_max with tensor bounds (of any shape that broadcasts): the
 // instructions of clampOp, but the out checked as the CPU builds these overloads, a
 // TensorIterator of self and its bounds, whose out (self too, in place) may be of any
-// dtype the result safely casts to and has the broadcast shape. Undefined for bool.
+// dtype the result safely casts to and has the broadcast shape.
 Result clampTensorOp(const at::Tensor& self, const std::array<at::Tensor, 2>& bounds, const at::Tensor& out) {
   const auto& [low, high] = bounds;
-  TORCH_CHECK(low.defined() || high.defined(), "torch.clamp: At least one of 'min' or 'max' must not be None");
-  TORCH_CHECK_NOT_IMPLEMENTED(!self.is_complex(), "clamp is not supported for complex types");
-  if (resultType(self, low, high) == at::kBool) return Result::owned(at::Tensor());
-  if (low.defined() && high.defined()) {
-    if (out.defined() && out.is_same(self)) {
-      checkInplaceShape(self, at::infer_size_dimvector(at::infer_size_dimvector(self.sizes(), low.sizes()),
-                                                       high.sizes()));
-    }
-    return ternaryOp(atenInstruction("clamp").opcode, self, low, high, out, 0);
+  checkClampArguments(self, bounds);
+  // binaryOp checks an in-place self's shape itself; ternaryOp leaves it to its callers.
+  if (low.defined() && high.defined() && out.defined() && out.is_same(self)) {
+    const at::DimVector bounds_shape = at::infer_size_dimvector(low.sizes(), high.sizes());
+    checkInplaceShape(self, at::infer_size_dimvector(self.sizes(), bounds_shape));
   }
-  const AtenInstruction& row = low.defined() ? atenInstruction("maximum") : atenInstruction("minimum");
-  return binaryOp(row.opcode, row.promotion, self, low.defined() ? low : high, out);
+  return clampInstructions(self, bounds, out);
 }
 
 // clamp's number bounds as wrapped numbers, as torch passes a Scalar to a Tensor overload.
