@@ -63,12 +63,9 @@ template <Opcode op, typename T>
 void binaryRows(const StridedLoop& loop, const std::array<double, isa::kMaxImmediates>& given) {
   using C = ComputeType<T>;
   constexpr bool prescaled = !std::is_same_v<C, T> && (op == Opcode::kAdd || op == Opcode::kSub);
-  const C given_alpha = castTo<C>(given[0]);  // verified to fit; u8 takes negatives (wrapping)
-  Immediates<C> immediates{};
-  immediates[0] = prescaled ? C(1) : given_alpha;
-  if constexpr (std::is_floating_point_v<C>) {  // the immediates after alpha: floating instructions' only
-    for (size_t i = 1; i < given.size(); ++i) immediates[i] = static_cast<C>(given[i]);
-  }
+  Immediates<C> immediates = immediatesIn<op, C>(given);
+  const C given_alpha = immediates[0];
+  if (prescaled) immediates[0] = C(1);
   auto operand = [given_alpha](C b) { return scaledOperand<op, T>(b, given_alpha); };
   // As in unaryRows, the math rows are bound by their arithmetic and write in place.
   const bool streamed = !hasVectorMath<op, T>() && streamsOutput(loop.numel() * static_cast<int64_t>(sizeof(T)));

@@ -75,6 +75,18 @@ inline C normalCdfOf(C x) {
 template <typename C>
 using Immediates = std::array<C, isa::kMaxImmediates>;
 
+// An instruction's immediates in its compute type: all of a floating one's; an integer
+// one's only where the verifier checked that they fit (TypedImmediates: tadd's alpha,
+// tthreshold's numbers; uint8 takes negatives, wrapping), the rest left 0.
+template <Opcode op, typename C>
+inline Immediates<C> immediatesIn(const std::array<double, isa::kMaxImmediates>& given) {
+  Immediates<C> immediates{};
+  if (std::is_floating_point_v<C> || isa::info(op).has(isa::Property::TypedImmediates)) {
+    for (size_t i = 0; i < given.size(); ++i) immediates[i] = castTo<C>(given[i]);
+  }
+  return immediates;
+}
+
 template <Opcode op, typename C>
 inline C unaryOp(C x, const Immediates<C>& immediates = {}) {
   if constexpr (op == Opcode::kAbs) {
