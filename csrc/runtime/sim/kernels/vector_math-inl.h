@@ -232,6 +232,14 @@ HWY_INLINE void vectorExps(D d, V* x) {
 template <class D, class V = hn::Vec<D>>
 V vectorTanh(D d, V x) { return PTO_SLEEF_CALL(tanh, u35, d, PTO_SLEEF_RAW(x)); }
 
+// The lanes where |x| < 2^-24 (float; 2^-53 double): there log1p(x) and expm1(x),
+// x (1 -+ x/2 + ...), round to x itself (x/2 is under half an ulp of x).
+template <class D, class V = hn::Vec<D>>
+auto tinyLanes(D d, V x) {
+  using T = hn::TFromD<D>;
+  return hn::Lt(hn::Abs(x), hn::Set(d, static_cast<T>(sizeof(T) == 4 ? 0x1p-24 : 0x1p-53)));
+}
+
 // Sleef's log1p returns infinity above 1e38 (float) and 1e307 (double): Sleef issue
 // 473, fixed after the Debian release linked here. log(x) is log1p(x) there to the
 // last bit (1 / x lies far below half an ulp of it).
@@ -241,9 +249,9 @@ V vectorLog1p(D d, V x) {
   // Sleef's log1p forms subnormal intermediates from tiny inputs, a microcode assist per
   // element on Intel cores (1M float32 of 1e-13 or 1e-20: 3.0-5.4 ms against 0.33; the
   // CPU's, Sleef's too, the same; softplus, log_sigmoid and mish of x below -30 through
-  // it). Where |x| < 2^-24 (float; 2^-53 double) log1p(x) = x (1 - x/2 + ...) rounds to x
-  // itself, which those lanes take, Sleef given 0 in their place.
-  const auto tiny = hn::Lt(hn::Abs(x), hn::Set(d, static_cast<T>(sizeof(T) == 4 ? 0x1p-24 : 0x1p-53)));
+  // it). Where log1p(x) rounds to x itself (tinyLanes), those lanes take x, Sleef
+  // given 0 in their place.
+  const auto tiny = tinyLanes(d, x);
   const bool any_tiny = !hn::AllFalse(d, tiny);
   const V sleef_input = any_tiny ? hn::IfThenZeroElse(tiny, x) : x;
   V result = PTO_SLEEF_CALL(log1p, u10, d, PTO_SLEEF_RAW(sleef_input));
@@ -254,13 +262,13 @@ V vectorLog1p(D d, V x) {
 }
 
 // expm1 as Sleef's, but where Sleef's steps go subnormal: far below 0 (x < -18 for
-// float, -38 for double) the result rounds to -1, and tiny |x| (below 2^-24; 2^-53)
-// rounds to x itself, which those lanes take, Sleef given 0 in their place (1M float32
-// expm1 of -95: 1.9 ms against 0.5; elu far below 0 through it).
+// float, -38 for double) the result rounds to -1, and tiny |x| (tinyLanes) to x
+// itself, which those lanes take, Sleef given 0 in their place (1M float32 expm1 of
+// -95: 1.9 ms against 0.5; elu far below 0 through it).
 template <class D, class V = hn::Vec<D>>
 V vectorExpm1(D d, V x) {
   using T = hn::TFromD<D>;
-  const auto tiny = hn::Lt(hn::Abs(x), hn::Set(d, static_cast<T>(sizeof(T) == 4 ? 0x1p-24 : 0x1p-53)));
+  const auto tiny = tinyLanes(d, x);
   const auto saturated = hn::Lt(x, hn::Set(d, static_cast<T>(sizeof(T) == 4 ? -18 : -38)));
   const auto shortcut = hn::Or(tiny, saturated);
   if (hn::AllFalse(d, shortcut)) return PTO_SLEEF_CALL(expm1, u10, d, PTO_SLEEF_RAW(x));
