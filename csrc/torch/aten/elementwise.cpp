@@ -468,6 +468,7 @@ at::Tensor& fillTensor(at::Tensor& self, const at::Tensor& value) {
   if (self.device() != value.device()) return fill(self, value.item());
   return self.copy_(self.is_alias_of(value) ? value.clone() : value);
 }
+
 at::Tensor& zero(at::Tensor& self) { return fill(self, 0); }
 
 }  // namespace pto::torch_glue
