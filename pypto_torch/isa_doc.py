@@ -119,6 +119,11 @@ GROUPS = {
     "Scan": "Inclusive scans along dimension `axis` (torch.cumsum, torch.cumprod), accumulating as "
             "PyTorch's CPU does: float32 and float64 in double, float16/bfloat16 in float, integers in "
             "64 bits, wrapping.",
+    "Search": "`tsearchsorted out, sorted, values right=…`: the i64 position of each value in its "
+              "sorted line along the last dimension (torch.searchsorted, torch.bucketize): the first "
+              "element `>= value`, or `> value` with `right=1`, found by halving as PyTorch's CPU "
+              "kernel does; a NaN value goes past the end. The lines have the values' rank and "
+              "shape before the last dimension (stride 0 shares one line).",
     "ScatterElements": "The mirror of Gather: `out[..., index[i...], ...] = in[i...]` (`tscatter`), or "
                        "combined with it by `+` (`tscatteradd`), `*` (`tscattermul`), max or min "
                        "(`tscattermax`, `tscattermin`: NaN wins) along dimension `axis` (torch.scatter_, "

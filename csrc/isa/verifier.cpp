@@ -336,6 +336,32 @@ std::string checkWrapIndex(const Instruction& instruction) {
   return "";
 }
 
+// tsearchsorted: values of out's shape, sorted lines of their dtype and rank, one line
+// per position before the last dimension; right a 0/1 flag.
+std::string checkSearch(const Instruction& instruction) {
+  const Operand& out = instruction.operands[0];
+  const Operand& sorted = instruction.operands[1];
+  const Operand& values = instruction.operands[2];
+  if (sorted.dtype != values.dtype) {
+    return describe("searches ", dtypeName(values.dtype), " values in ", dtypeName(sorted.dtype), " lines");
+  }
+  if (!sameShape(values, out)) {
+    return describe("the values ", shapeText(values), " and the output ", shapeText(out), " differ in shape");
+  }
+  if (out.rank < 1 || sorted.rank != out.rank) {
+    return describe("the sorted lines ", shapeText(sorted), " must have the values' rank ", out.rank, ", at least 1");
+  }
+  for (int d = 0; d + 1 < out.rank; ++d) {
+    if (sorted.shape[d] != out.shape[d]) {
+      return describe("the sorted lines ", shapeText(sorted), " and the values ", shapeText(values),
+                      " differ before the last dimension");
+    }
+  }
+  const double right = instruction.immediates[0];
+  if (right != 0 && right != 1) return describe("right=", right, " is neither 0 nor 1");
+  return "";
+}
+
 // out[..., M, N], a[..., M, K], b[..., K, N] with equal batch dimensions.
 std::string checkMatmulShapes(const Instruction& instruction) {
   const Operand& out = instruction.operands[0];
@@ -416,6 +442,9 @@ std::string verifyInstruction(const Instruction& instruction, std::span<const ui
   }
   if (entry.group == Group::WrapIndex) {
     if (std::string error = checkWrapIndex(instruction); !error.empty()) return describe(entry.name, ": ", error);
+  }
+  if (entry.group == Group::Search) {
+    if (std::string error = checkSearch(instruction); !error.empty()) return describe(entry.name, ": ", error);
   }
   if (entry.group == Group::Nonzero) {
     const Operand& out = instruction.operands[0];

@@ -256,6 +256,12 @@ TEST(InstructionTable, GroupsHaveTheirArityAndOutputRule) {
         EXPECT_EQ(entry.inputs, 2);
         EXPECT_EQ(entry.output, OutputDType::Same);
         break;
+      case Group::Search:  // sorted lines, then the values
+        EXPECT_EQ(entry.inputs, 2);
+        EXPECT_EQ(entry.output, OutputDType::Index);
+        EXPECT_EQ(entry.immediates[0], "right");
+        EXPECT_EQ(entry.immediateCount(), 1);
+        break;
       case Group::WrapIndex:
       case Group::Nonzero:
         EXPECT_EQ(entry.inputs, 1);
@@ -459,6 +465,7 @@ std::vector<std::vector<int64_t>> operandShapes(Opcode op, std::vector<int64_t> 
   }
   if (groupOf(op) == Group::ScatterElements && out.size() > 1) shapes[1][1] = shapes[2][1] = k;
   if (groupOf(op) == Group::Nonzero) shapes[0] = {k, static_cast<int64_t>(out.size())};
+  if (groupOf(op) == Group::Search && !out.empty()) shapes[1].back() = k;  // lines of k sorted elements
   return shapes;
 }
 
@@ -1024,6 +1031,25 @@ TEST(Verifier, RejectsANonzeroOutputNotOfOneRowPerElement) {
   expectRejected(nonzero({7, 3}, {2, 3, 4}, DType::kInt32), "tnonzero", "output must be i64");
 }
 
+TEST(Verifier, RejectsASearchWhoseLinesDoNotFitItsValues) {
+  auto search = [](std::initializer_list<int64_t> sorted, std::initializer_list<int64_t> values, double right = 0,
+                   DType sorted_dtype = DType::kFloat32, std::initializer_list<int64_t> out = {}) {
+    Instruction instruction = makeInstruction(
+        Opcode::kSearchSorted, {contiguousOperand(0, DType::kInt64, out.size() ? out : values),
+                                contiguousOperand(1, sorted_dtype, sorted), contiguousOperand(2, DType::kFloat32, values)});
+    instruction.immediates[0] = right;
+    return makeProgram({1024, 1024, 1024}, {instruction});
+  };
+  EXPECT_EQ(verify(search({2, 5}, {2, 7})), "");
+  EXPECT_EQ(verify(search({1, 0}, {1, 3}, 1)), "");  // empty lines: every position is 0
+  expectRejected(search({3, 5}, {2, 7}), "tsearchsorted", "differ before the last dimension");
+  expectRejected(search({5}, {2, 7}), "tsearchsorted", "must have the values' rank 2");
+  expectRejected(search({}, {}), "tsearchsorted", "at least 1");
+  expectRejected(search({2, 5}, {2, 7}, 0, DType::kFloat64), "tsearchsorted", "searches f32 values in f64 lines");
+  expectRejected(search({2, 5}, {2, 7}, 0, DType::kFloat32, {2, 6}), "tsearchsorted", "differ in shape");
+  expectRejected(search({2, 5}, {2, 7}, 0.5), "tsearchsorted", "right=0.5 is neither 0 nor 1");
+}
+
 TEST(Verifier, RejectsAnIotaNotOfRank1) {
   auto iota = [](std::initializer_list<int64_t> shape) {
     return makeProgram({1024}, {makeInstruction(Opcode::kIota, {contiguousOperand(0, DType::kInt64, shape)}, 1)});
@@ -1363,7 +1389,7 @@ Program randomValidProgram(std::mt19937& rng) {
                           entry.group == Group::Scan || entry.group == Group::ScatterElements;
     const int rank = static_cast<int>(entry.group == Group::Matmul || entry.group == Group::Triangle ? 2 + rng() % 3
                                       : entry.group == Group::Iota ? 1
-                                      : has_axis ? 2 : rng() % 5);
+                                      : has_axis ? 2 : entry.group == Group::Search ? 1 + rng() % 4 : rng() % 5);
     std::vector<int64_t> out_shape;
     for (int d = 0; d < rank; ++d) out_shape.push_back(static_cast<int64_t>(rng() % 4));
     const auto shapes = operandShapes(entry.opcode, out_shape, static_cast<int64_t>(rng() % 4), dtypes.size());
@@ -1402,6 +1428,7 @@ Program randomValidProgram(std::mt19937& rng) {
     if (entry.group == Group::Sort) instruction.immediates[1] = static_cast<double>(rng() % 2);  // a 0/1 flag
     if (entry.group == Group::Gather || entry.group == Group::ScatterElements) instruction.immediates[1] = rng() % 2;
     if (entry.group == Group::WrapIndex) instruction.immediates = {static_cast<double>(rng() % 4), 1.0};
+    if (entry.group == Group::Search) instruction.immediates[0] = static_cast<double>(rng() % 2);  // right: 0/1
     if (entry.group == Group::Conv) instruction.immediates = convImmediates(entry.opcode);
     program.instructions.push_back(instruction);
   }

@@ -55,7 +55,6 @@ using kernels::Half;
 using namespace pto_test;
 
 using Index = std::array<int64_t, isa::kMaxRank>;
-using Bytes = std::vector<unsigned char>;
 
 constexpr double kInf = std::numeric_limits<double>::infinity();
 constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
@@ -110,18 +109,6 @@ std::string shapeText(const std::vector<int64_t>& shape) {
   for (size_t d = 0; d < shape.size(); ++d) text << (d ? "," : "") << shape[d];
   text << "]";
   return text.str();
-}
-
-// Verifies `instruction` against its buffers' sizes, then runs it.
-void verifyAndRun(const Instruction& instruction, std::vector<Bytes>& memory) {
-  std::vector<uint64_t> bytes;
-  std::vector<void*> buffers;
-  for (Bytes& m : memory) {
-    bytes.push_back(m.size());
-    buffers.push_back(m.data());
-  }
-  ASSERT_EQ(isa::verifyInstruction(instruction, bytes), "") << isa::print(instruction);
-  kernels::execute(instruction, buffers);
 }
 
 // Runs `instruction` as an eager op does: its one-instruction program loaded onto

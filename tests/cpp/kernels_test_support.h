@@ -1,8 +1,8 @@
-// Helpers shared by the kernel suites (kernels_tests.cpp, kernels_structured_tests.cpp):
-// element access and the PyTorch conversions of a scalar reference, element
-// comparison and printing, strided operands in a few layouts and the walk over
-// their indices, and random element values. Header-only (inline and templates),
-// as runtime_test_support.h is.
+// Helpers shared by the kernel suites (kernels_tests.cpp, kernels_structured_tests.cpp,
+// kernels_search_tests.cpp): element access and the PyTorch conversions of a scalar
+// reference, element comparison and printing, strided operands in a few layouts and
+// the walk over their indices, random element values, and running one instruction
+// over buffers of bytes. Header-only (inline and templates), as runtime_test_support.h is.
 #pragma once
 
 #include <algorithm>
@@ -17,8 +17,11 @@
 #include <type_traits>
 #include <vector>
 
+#include <gtest/gtest.h>
+
 #include "isa/program.h"
 #include "runtime/sim/kernels/element_types.h"
+#include "runtime/sim/kernels/execute.h"
 #include "runtime/sim/kernels/half.h"
 
 namespace pto_test {
@@ -296,6 +299,21 @@ T poolValue(std::mt19937_64& rng) {
 template <typename T>
 void writeValue(char* p, T value) {
   std::memcpy(p, &value, sizeof value);
+}
+
+// An instruction's buffers: bytes, each operand's elements somewhere inside.
+using Bytes = std::vector<unsigned char>;
+
+// Verifies `instruction` against its buffers' sizes, then runs it.
+inline void verifyAndRun(const pto::isa::Instruction& instruction, std::vector<Bytes>& memory) {
+  std::vector<uint64_t> bytes;
+  std::vector<void*> buffers;
+  for (Bytes& m : memory) {
+    bytes.push_back(m.size());
+    buffers.push_back(m.data());
+  }
+  ASSERT_EQ(pto::isa::verifyInstruction(instruction, bytes), "") << pto::isa::print(instruction);
+  pto::rt::sim::kernels::execute(instruction, buffers);
 }
 
 }  // namespace pto_test
