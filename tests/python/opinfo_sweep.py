@@ -1,5 +1,7 @@
 """Running PyTorch's OpInfo samples on pto and on the CPU, and comparing."""
 
+import re
+
 import pytest
 import torch
 from torch.testing import assert_close
@@ -19,6 +21,23 @@ def to_device(value, device):
     if isinstance(value, dict):
         return {k: to_device(v, device) for k, v in value.items()}
     return value
+
+
+def same_bytes(a, b):
+    """Whether two CPU tensors of one shape and dtype hold the same bytes (NaNs too)."""
+    return a.shape == b.shape and a.dtype == b.dtype and \
+        torch.equal(a.reshape(-1).view(torch.uint8), b.reshape(-1).view(torch.uint8))
+
+
+def assert_same_outcome(call):
+    """call(device) gives the same bytes on both devices, or raises the CPU's error on pto."""
+    try:
+        expected = call("cpu")
+    except RuntimeError as error:
+        with pytest.raises(RuntimeError, match=re.escape(str(error))):
+            call("pto")
+        return
+    assert same_bytes(expected, call("pto").cpu())
 
 
 def leaves(value) -> list:

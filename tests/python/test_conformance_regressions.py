@@ -9,6 +9,8 @@ import pypto_torch
 import torch
 from torch.testing import assert_close
 
+from opinfo_sweep import assert_same_outcome, same_bytes
+
 
 def on_both(make):
     """make(device) on the CPU and on pto; the pto result brought back to the CPU."""
@@ -16,12 +18,6 @@ def on_both(make):
     if isinstance(pto, (tuple, list)):
         return type(cpu)(cpu), type(pto)(t.cpu() for t in pto)
     return cpu, pto.cpu()
-
-
-def same_bytes(a, b):
-    """Whether two CPU tensors of one shape and dtype hold the same bytes (NaNs too)."""
-    return a.shape == b.shape and a.dtype == b.dtype and \
-        torch.equal(a.contiguous().view(torch.uint8), b.contiguous().view(torch.uint8))
 
 
 def narrow_out(device, dtype=torch.float32):
@@ -967,17 +963,6 @@ def test_threshold_native_in_place_on_an_expanded_tensor():
     values = torch.tensor([float("nan"), 0.3, 0.5, 0.7], device="pto")
     assert same_bytes(torch.nn.functional.threshold(values, 0.5, -2.0).cpu(),
                       torch.nn.functional.threshold(values.cpu(), 0.5, -2.0))
-
-
-def assert_same_outcome(call):
-    """call(device) gives the same bytes on both devices, or raises the CPU's error on pto."""
-    try:
-        expected = call("cpu")
-    except RuntimeError as error:
-        with pytest.raises(RuntimeError, match=re.escape(str(error))):
-            call("pto")
-        return
-    assert same_bytes(expected, call("pto").cpu())
 
 
 @pytest.mark.parametrize("dtype", [torch.uint8, torch.int8, torch.int16, torch.int32, torch.int64, torch.float16,

@@ -71,6 +71,13 @@ inline bool overlaps(const at::Tensor& a, const at::Tensor& b) {
   return status == at::MemOverlapStatus::Full || status == at::MemOverlapStatus::Partial;
 }
 
+// Whether writing `out` may change `in` before an instruction has read all of it: any
+// shared storage counts (stricter than overlaps, which trusts torch's overlap analysis
+// and says no where it cannot tell).
+inline bool sharesStorage(const at::Tensor& out, const at::Tensor& in) {
+  return out.numel() > 0 && in.numel() > 0 && out.storage().is_alias_of(in.storage());
+}
+
 // The tensor as a meta tensor over a storage of the same size: the same view
 // (sizes, strides, offset) with no data. Meta kernels run on it give PyTorch's
 // shape checks and result geometry, and view ops their view, without touching memory.

@@ -8,18 +8,12 @@
 #include <vector>
 
 #include "../dtype_map.h"
+#include "composite.h"
 #include "fallback.h"
 #include "instruction_launch.h"
 
 namespace pto::torch_glue {
 namespace {
-
-// Whether writing `out` may change `in` before an instruction has read all of it: any
-// shared storage counts (stricter than composite.h's overlaps, which trusts torch's
-// overlap analysis and says no where it cannot tell).
-bool sharesStorage(const at::Tensor& out, const at::Tensor& in) {
-  return out.numel() > 0 && in.numel() > 0 && out.storage().is_alias_of(in.storage());
-}
 
 // PyTorch's own checks on the outputs (else the CPU raises them), and a dtype the instruction takes.
 bool selectsNatively(isa::Opcode opcode, const at::Tensor& self, const at::Tensor& values, const at::Tensor& indices) {
