@@ -22,8 +22,9 @@ the aim is met (✓) or not (✗):
      (aim <= 1.0);
   9. float16 and bfloat16 softmax and sums of a 4096x4096: time vs CPU (aim <= 1.0);
  10. activations and pointwise ops with numbers (pow with a number, clamp, lerp, nan_to_num,
-     hardswish, leaky_relu, elu, softplus, log_sigmoid, the shrinks ...), fmax, logaddexp
-     and activation gradients on 4M float32, each one PTO instruction: time vs CPU (aim <= 1.0).
+     hardswish, leaky_relu, elu, softplus, log_sigmoid, the shrinks ...), fmax, logaddexp,
+     activation gradients and bucketize on 4M float32, each one PTO instruction: time vs CPU
+     (aim <= 1.0).
 
 Every figure is the best of several timed repetitions after warm-up. A repetition
 runs the op enough times back to back to last a few tens of milliseconds; pto
@@ -568,6 +569,7 @@ def bench_pointwise_with_numbers(b: Bench) -> None:
         ("remainder(x, 1.5)", lambda x, y: torch.remainder(x, 1.5)),
         ("x // 1.5", lambda x, y: x // 1.5),
         ("dot(x, y)", lambda x, y: torch.dot(x, y)),
+        ("bucketize(x, 4096 edges)", lambda x, y: torch.bucketize(x, torch.linspace(-3, 3, 4096, device=x.device))),
     ]
     time_ratio_table(b, f"10. Activations and pointwise ops with numbers on 4M float32 (16 MiB), ms per op "
                         f"(best of {b.reps}), functional: each one PTO instruction", "", cases,
