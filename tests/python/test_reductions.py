@@ -1,6 +1,8 @@
 """Reductions run natively on pto (tsum, tamax, targmax, tany ...), matching CPU
 on PyTorch's OpInfo samples, forward and backward."""
 
+import re
+
 import pytest
 import torch
 from torch.testing import assert_close
@@ -14,7 +16,7 @@ NATIVE = {("sum", ""), ("mean", ""), ("amax", ""), ("amin", ""), ("argmax", ""),
           ("any", ""), ("all", ""), ("max", "reduction_no_dim"), ("max", "reduction_with_dim"),
           ("min", "reduction_no_dim"), ("min", "reduction_with_dim"), ("max", "binary"),
           ("min", "binary"), ("prod", ""), ("linalg.vector_norm", ""), ("norm", ""), ("norm", "inf"),
-          ("nn.functional.normalize", "")}
+          ("nn.functional.normalize", ""), ("aminmax", "")}
 OPS = [op for op in op_db if (op.name, op.variant_test_name) in NATIVE]
 DTYPES = [torch.float32, torch.float16, torch.bfloat16, torch.int64, torch.bool]
 FLOATING = [torch.float32, torch.float16, torch.bfloat16]
@@ -173,3 +175,25 @@ def test_empty_reductions_follow_torch():
     with pytest.raises((RuntimeError, IndexError)):
         empty.amax(0)
     assert torch.ones(2, device="pto").sum().item() == 2  # the device stays usable
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.int32, torch.bool], ids=str)
+def test_aminmax_runs_natively_and_refuses_as_the_cpu(dtype):
+    """aminmax (and its out=) is amin and amax: each dim and keepdim, NaN kept as the CPU
+    keeps it; an empty reduction raises the CPU's error."""
+    x = torch.tensor([[3.0, -1.0, float("nan")], [0.5, 7.0, -2.0]]).to(dtype)
+    before = pypto_torch.fallback_ops()
+    for dim, keepdim in ((None, False), (None, True), (0, False), (1, True), (-1, False)):
+        want = torch.aminmax(x, dim=dim, keepdim=keepdim)
+        got = torch.aminmax(x.to("pto"), dim=dim, keepdim=keepdim)
+        assert_close(got.min.cpu(), want.min, equal_nan=True, rtol=0, atol=0)
+        assert_close(got.max.cpu(), want.max, equal_nan=True, rtol=0, atol=0)
+        low, high = torch.empty(5, dtype=dtype, device="pto"), torch.empty(0, dtype=dtype, device="pto")
+        torch.aminmax(x.to("pto"), dim=dim, keepdim=keepdim, out=(low, high))
+        assert torch.equal(low.cpu().nan_to_num(), want.min.nan_to_num()) and low.shape == want.min.shape
+    assert pypto_torch.fallback_ops() == before
+    with pytest.raises(IndexError) as on_cpu:
+        torch.aminmax(torch.empty(0, 3, dtype=dtype), dim=0)
+    with pytest.raises(IndexError, match=re.escape(str(on_cpu.value))):
+        torch.aminmax(torch.empty(0, 3, dtype=dtype, device="pto"), dim=0)
+

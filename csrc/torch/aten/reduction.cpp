@@ -278,6 +278,24 @@ at::Tensor countNonzero(const at::Tensor& self, at::IntArrayRef dim) {
   return at::sum(at::ne(self, 0), dim, false, at::kLong);
 }
 
+std::tuple<at::Tensor&, at::Tensor&> aminmaxOut(const at::Tensor& self, std::optional<int64_t> dim, bool keepdim,
+                                                at::Tensor& min, at::Tensor& max) {
+  const at::OptionalIntArrayRef dims = dim ? at::OptionalIntArrayRef(at::IntArrayRef(*dim)) : std::nullopt;
+  const at::ScalarType type = self.scalar_type();
+  const bool native = !emptyExtreme(self, dims) && min.scalar_type() == type && max.scalar_type() == type &&
+                      !sharesStorage(min, self) && !sharesStorage(max, self) && !sharesStorage(min, max) &&
+                      reduce("aten::amin", self, dims, keepdim, type, type, min).defined() &&
+                      reduce("aten::amax", self, dims, keepdim, type, type, max).defined();
+  if (!native) return Fallback<ATEN_OP2(aminmax, out)>::call(self, dim, keepdim, min, max);
+  return {min, max};
+}
+
+std::tuple<at::Tensor, at::Tensor> aminmax(const at::Tensor& self, std::optional<int64_t> dim, bool keepdim) {
+  at::Tensor min = at::empty({0}, self.options()), max = at::empty({0}, self.options());
+  aminmaxOut(self, dim, keepdim, min, max);
+  return {min, max};
+}
+
 // trace: the sum of the main diagonal (a strided view), in sum's dtype.
 at::Tensor traceOf(const at::Tensor& self) {
   TORCH_CHECK(self.dim() == 2, "trace: expected a matrix, but got tensor with dim ", self.dim());

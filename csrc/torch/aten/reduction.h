@@ -69,6 +69,12 @@ at::Tensor& nansumOut(const at::Tensor& self, at::OptionalIntArrayRef dim, bool 
                       std::optional<at::ScalarType> dtype, at::Tensor& out);
 at::Tensor countNonzero(const at::Tensor& self, at::IntArrayRef dim);
 
+// aminmax: amin and amax, one reduction each (the CPU's kernel takes one pass); an
+// empty reduction or an out of another dtype goes to the CPU, which raises.
+std::tuple<at::Tensor&, at::Tensor&> aminmaxOut(const at::Tensor& self, std::optional<int64_t> dim, bool keepdim,
+                                                at::Tensor& min, at::Tensor& max);
+std::tuple<at::Tensor, at::Tensor> aminmax(const at::Tensor& self, std::optional<int64_t> dim, bool keepdim);
+
 // trace: the sum of the main diagonal (a strided view), in sum's dtype.
 at::Tensor traceOf(const at::Tensor& self);
 
@@ -101,17 +107,31 @@ at::Tensor extremeAll(const at::Tensor& self) {
   return Fallback<Op>::call(self);
 }
 
-template <class Op>
+template <class Op, class Out>
 struct ArgExtreme {
   // Bool, empty reductions: the CPU's, which refuses them.
   static at::Tensor functional(const at::Tensor& self, std::optional<int64_t> dim, bool keepdim) {
-    if (self.scalar_type() != at::kBool && self.numel() > 0 && !(dim && reducedCount(self, at::IntArrayRef(*dim)) == 0)) {
-      // With no dim, the index runs over the flattened tensor; keepdim keeps every dim as 1.
-      at::Tensor r = reduce(atenName<Op>(), self, dim ? at::OptionalIntArrayRef(at::IntArrayRef(*dim)) : std::nullopt,
-                            keepdim, at::kLong, at::kLong, {});
+    if (reducible(self, dim)) {
+      at::Tensor r = reduce(atenName<Op>(), self, dims(dim), keepdim, at::kLong, at::kLong, {});
       if (r.defined()) return r;
     }
     return Fallback<Op>::call(self, dim, keepdim);
+  }
+  // An out of another dtype too: the CPU's, which refuses it.
+  static at::Tensor& out(const at::Tensor& self, std::optional<int64_t> dim, bool keepdim, at::Tensor& result) {
+    const bool native = reducible(self, dim) && result.scalar_type() == at::kLong &&
+                        reduce(atenName<Op>(), self, dims(dim), keepdim, at::kLong, at::kLong, result).defined();
+    if (!native) Fallback<Out>::call(self, dim, keepdim, result);
+    return result;
+  }
+
+ private:
+  static bool reducible(const at::Tensor& self, std::optional<int64_t> dim) {
+    return self.scalar_type() != at::kBool && self.numel() > 0 && !(dim && reducedCount(self, at::IntArrayRef(*dim)) == 0);
+  }
+  // With no dim, the index runs over the flattened tensor; keepdim keeps every dim as 1.
+  static at::OptionalIntArrayRef dims(const std::optional<int64_t>& dim) {
+    return dim ? at::OptionalIntArrayRef(at::IntArrayRef(*dim)) : std::nullopt;
   }
 };
 

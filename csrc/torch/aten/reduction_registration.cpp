@@ -34,12 +34,16 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
     m.impl("amin", TORCH_FN(F::functional));
     m.impl("amin.out", TORCH_FN(F::out));
   }
+  m.impl("aminmax", TORCH_FN(aminmax));
+  m.impl("aminmax.out", TORCH_FN(aminmaxOut));
   m.impl("max", TORCH_FN((extremeAll<ATEN_OP(amax), ATEN_OP(max)>)));
   m.impl("min", TORCH_FN((extremeAll<ATEN_OP(amin), ATEN_OP(min)>)));
   m.impl("max.dim", TORCH_FN((extremeWithIndex<ATEN_OP2(max, dim)>)));
   m.impl("min.dim", TORCH_FN((extremeWithIndex<ATEN_OP2(min, dim)>)));
-  m.impl("argmax", TORCH_FN((ArgExtreme<ATEN_OP(argmax)>::functional)));
-  m.impl("argmin", TORCH_FN((ArgExtreme<ATEN_OP(argmin)>::functional)));
+  m.impl("argmax", TORCH_FN((ArgExtreme<ATEN_OP(argmax), ATEN_OP2(argmax, out)>::functional)));
+  m.impl("argmax.out", TORCH_FN((ArgExtreme<ATEN_OP(argmax), ATEN_OP2(argmax, out)>::out)));
+  m.impl("argmin", TORCH_FN((ArgExtreme<ATEN_OP(argmin), ATEN_OP2(argmin, out)>::functional)));
+  m.impl("argmin.out", TORCH_FN((ArgExtreme<ATEN_OP(argmin), ATEN_OP2(argmin, out)>::out)));
   m.impl("any", TORCH_FN((logical<ATEN_OP2(any, dims), ATEN_OP(any)>)));
   m.impl("all", TORCH_FN((logical<ATEN_OP2(all, dims), ATEN_OP(all)>)));
   m.impl("any.dim", TORCH_FN((logicalDim<ATEN_OP2(any, dims), ATEN_OP2(any, dim)>)));
