@@ -12,8 +12,8 @@ the aim is met (✓) or not (✗):
      vs CPU (aim >= 1.0);
   4. softmax and layer_norm of a 4096x4096 float32: time vs CPU (aim <= 1.0);
   5. eager overhead of small ops on 64-element tensors: us/op vs CPU (aim <= 3);
-  6. random draws filling 16M float32 (normal_, uniform_, bernoulli_, dropout, random_):
-     time vs CPU (aim <= 1.0; the generators differ, the work is the same);
+  6. random draws filling 16M float32 (normal_, uniform_, exponential_, bernoulli_, dropout, random_)
+     and a multinomial: time vs CPU (aim <= 1.0; the generators differ, the work is the same);
   7. conv2d (a ResNet-style 3x3 layer), float32 and bfloat16, NCHW and channels_last,
      forward and forward + backward: time vs CPU's oneDNN (aim <= 1.0);
   8. torch's transformer inference fast paths (nn.TransformerEncoderLayer and
@@ -436,9 +436,12 @@ def bench_random(b: Bench) -> None:
     cases = [
         ("x.normal_()", lambda x: x.normal_()),
         ("x.uniform_()", lambda x: x.uniform_()),
+        ("x.exponential_()", lambda x: x.exponential_()),
         ("x.bernoulli_(0.5)", lambda x: x.bernoulli_(0.5)),
         ("dropout(x, 0.5)", lambda x: F.dropout(x, 0.5)),
         ("x.random_(0, 10)", lambda x: x.random_(0, 10)),
+        ("multinomial(64x1000 of |x|, 1000, True)",
+         lambda x: torch.multinomial(x[:64000].view(64, 1000).abs(), 1000, True)),
     ]
     time_ratio_table(b, f"6. Random draws filling 16M float32, ms per op (best of {b.reps}); pto: Philox4x32-10, "
                         f"CPU: mt19937", "random ", cases, (x_cpu,), (x_pto,))

@@ -108,7 +108,8 @@ GROUPS = {
     "Random": "Random numbers from Philox4x32-10, counter-based: the seed is the key (`key0`, `key1`, "
               "two 32-bit words) and element i of the output, in row-major order, comes from block "
               "`counter + i/4` (`counter + i/2` for two-word draws), so a draw is the same whatever the "
-              "cores do and never overlaps the next one (torch.rand, randn, randint, bernoulli, dropout).",
+              "cores do and never overlaps the next one (torch.rand, randn, randint, bernoulli, dropout, "
+              "exponential_).",
     "IndexAdd": "`out[..., index[i], ...] += in[..., i, ...]` along dimension `axis` (torch.index_add_), "
                "accumulating in place; each element of out is owned by one core, so there are no races.",
     "Sort": "Sorting along dimension `axis`, as i64 positions into each line of the input; a `tgather` "

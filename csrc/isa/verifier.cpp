@@ -182,7 +182,7 @@ bool isWhole(double value) { return std::isfinite(value) && value == std::floor(
 std::string checkRandom(const Instruction& instruction) {
   const Opcode opcode = instruction.opcode;
   const auto& imm = instruction.immediates;
-  const int key = opcode == Opcode::kBernoulli ? 1 : 2;
+  const int key = info(opcode).immediateCount() - 3;  // a draw's last three: key0, key1, counter
   for (int i = key; i < key + 2; ++i) {
     if (!isWhole(imm[i]) || imm[i] < 0 || imm[i] >= 4294967296.0) {
       return describe(info(opcode).immediates[i], "=", imm[i], " is not a 32-bit key word");
@@ -202,6 +202,9 @@ std::string checkRandom(const Instruction& instruction) {
       if (!(std::isfinite(imm[0]) && std::isfinite(imm[1]) && imm[1] >= 0)) {
         return describe("needs a finite mean and std >= 0, not mean=", imm[0], " std=", imm[1]);
       }
+      return "";
+    case Opcode::kExponential:
+      if (!(std::isfinite(imm[0]) && imm[0] > 0)) return describe("needs a finite lambd > 0, not lambd=", imm[0]);
       return "";
     case Opcode::kRandInt: {
       constexpr double kTwo63 = 9223372036854775808.0;

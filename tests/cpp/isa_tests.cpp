@@ -494,6 +494,7 @@ std::array<double, kMaxImmediates> validRandomImmediates(Opcode op, std::mt19937
   const double key0 = static_cast<double>(rng()), key1 = static_cast<double>(rng()), counter = rng() % 1000;
   switch (op) {
     case Opcode::kBernoulli: return {(rng() % 5) / 4.0, key0, key1, counter};
+    case Opcode::kExponential: return {0.5 + rng() % 4, key0, key1, counter};
     case Opcode::kRandInt: return {-2, 3, key0, key1, counter};
     case Opcode::kNormal: return {0.5, 2, key0, key1, counter};
     default: return {-1, 1, key0, key1, counter};
@@ -1089,6 +1090,11 @@ TEST(Verifier, RejectsRandomDrawsWithoutSense) {
   expectRejected(draw(Opcode::kRandInt, DType::kInt64, {0.5, 3, 1, 2, 3}), "trandint", "whole");
   expectRejected(draw(Opcode::kBernoulli, DType::kFloat32, {1.5, 1, 2, 3}), "tbernoulli", "p=1.5 is not a probability");
   expectRejected(draw(Opcode::kBernoulli, DType::kFloat32, {kNaN, 1, 2, 3}), "tbernoulli", "not a probability");
+  EXPECT_EQ(verify(draw(Opcode::kExponential, DType::kFloat16, {0.25, 1, 2, 3})), "");
+  for (double lambd : {0.0, -1.0, kInf, kNaN}) {
+    expectRejected(draw(Opcode::kExponential, DType::kFloat32, {lambd, 1, 2, 3}), "texponential", "lambd > 0");
+  }
+  expectRejected(draw(Opcode::kExponential, DType::kInt32, {1, 1, 2, 3}), "texponential", "cannot draw dtype i32");
   expectRejected(draw(Opcode::kNormal, DType::kFloat32, {0, 1, -1, 2, 3}), "tnormal", "key0=-1 is not a 32-bit key word");
   expectRejected(draw(Opcode::kNormal, DType::kFloat32, {0, 1, 1, 4294967296.0, 3}), "tnormal", "key1=");
   expectRejected(draw(Opcode::kNormal, DType::kFloat32, {0, 1, 1, 2, 0.5}), "tnormal", "counter=0.5");

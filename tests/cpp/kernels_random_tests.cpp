@@ -1,4 +1,4 @@
-// The random draws (tuniform, tnormal, trandint, tbernoulli): Philox's published
+// The random draws (tuniform, tnormal, trandint, tbernoulli, texponential): Philox's published
 // answer, the distributions' moments and ranges, and the counter-based contract:
 // a value depends only on key, counter and position, never on layout or cores.
 #include <gtest/gtest.h>
@@ -128,6 +128,29 @@ TEST(RandomKernels, RandIntStaysInItsRange) {
   EXPECT_NEAR(negative, 5000, 300);
   const auto floats = draw<float>(Opcode::kRandInt, {0, 16, 3, 4, 0}, 1000);
   for (float value : floats) ASSERT_TRUE(value == std::floor(value) && value >= 0 && value < 16);
+}
+
+// texponential: -1/lambd * log1p(-u) of each word's uniform (read through a draw of whole
+// 32-bit words with the same key and counter), as PyTorch's CPU transforms it, and a
+// word of 0 as u = 2^-24: never 0. Mean 1/lambd, variance 1/lambd^2; float64 too.
+TEST(RandomKernels, ExponentialIsTheCpusTransformOfTheWords) {
+  constexpr int64_t kCount = 1 << 20;
+  const auto words = draw<int64_t>(Opcode::kRandInt, {0, 4294967296.0, 5, 6, 9}, kCount);
+  const auto values = draw<float>(Opcode::kExponential, {2, 5, 6, 9}, kCount);
+  for (int64_t i = 0; i < kCount; ++i) {
+    const float unit = static_cast<float>(static_cast<uint32_t>(words[i]) >> 8) * 0x1p-24f;
+    const float expected = -1.0f / 2.0f * std::log1p(-(unit == 0 ? 0x1p-24f : unit));
+    ASSERT_EQ(values[i], expected) << i;
+    ASSERT_GT(values[i], 0.0f) << i;
+  }
+  const auto [mean, variance] = meanAndVariance(values);
+  EXPECT_NEAR(mean, 0.5, 0.005);
+  EXPECT_NEAR(variance, 0.25, 0.01);
+  const auto doubles = draw<double>(Opcode::kExponential, {0.5, 5, 6, 9}, 1 << 16);
+  const auto [double_mean, double_variance] = meanAndVariance(doubles);
+  EXPECT_NEAR(double_mean, 2.0, 0.05);
+  EXPECT_NEAR(double_variance, 4.0, 0.3);
+  for (double value : doubles) ASSERT_GT(value, 0.0);
 }
 
 TEST(RandomKernels, BernoulliHitsItsProbability) {

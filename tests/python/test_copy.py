@@ -1,7 +1,12 @@
-"""Copies between CPU and pto, and within pto, for every dtype and layout."""
+"""Copies between CPU and pto, and within pto, for every dtype and layout; reading one
+element on the host (item, _assert_async)."""
+
+import re
 
 import pytest
 import torch
+
+import pypto_torch
 
 ALL_DTYPES = [torch.float16, torch.bfloat16, torch.float32, torch.float64, torch.int8, torch.int16,
               torch.int32, torch.int64, torch.uint8, torch.bool, torch.complex64, torch.complex128]
@@ -84,6 +89,23 @@ def test_empty_and_scalar_tensors():
     assert torch.empty(0, 3, device="pto").cpu().shape == (0, 3)
     scalar = torch.tensor(3.5).to("pto")
     assert scalar.dim() == 0 and scalar.item() == 3.5
+
+
+@pytest.mark.parametrize("value", [torch.tensor(0), torch.tensor(0.0), torch.tensor([]), torch.tensor([1, 1]),
+                                   torch.tensor(True), torch.tensor(-2.5)], ids=str)
+def test_assert_async_reads_its_element_as_the_cpu(value):
+    """torch._assert_async: a single nonzero element passes, anything else raises the CPU's
+    error (its message, or the one given), natively: the element read on the host."""
+    before = pypto_torch.fallback_ops()
+    for message in ((), ("the value must not be zero",)):
+        try:
+            torch._assert_async(value, *message)
+        except RuntimeError as on_cpu:
+            with pytest.raises(RuntimeError, match=re.escape(str(on_cpu))):
+                torch._assert_async(value.to("pto"), *message)
+        else:
+            torch._assert_async(value.to("pto"), *message)
+    assert pypto_torch.fallback_ops() == before
 
 
 def test_in_place_update_of_a_view_reaches_the_base():

@@ -1,7 +1,9 @@
 """Random numbers on pto: native Philox draws (tuniform, tnormal, trandint,
-tbernoulli), seeded per device and reproducible under torch.pto.manual_seed whatever
-the cores do. As on CUDA, the values differ from the CPU generator's, so the tests
+tbernoulli, texponential; multinomial from them), seeded per device and reproducible
+under torch.pto.manual_seed whatever the cores do. As on CUDA, the values differ from the CPU generator's, so the tests
 check reproducibility, ranges and moments rather than equality with the CPU."""
+
+import re
 
 import pytest
 import torch
@@ -204,9 +206,108 @@ def test_randperm_is_a_native_reproducible_permutation():
 
 def test_fallback_random_ops_are_reproducible_too():
     torch.pto.manual_seed(4)
-    first = torch.multinomial(torch.ones(20, device="pto"), 10)
+    first = torch.empty(20, device="pto").log_normal_()
     torch.pto.manual_seed(4)
-    assert torch.equal(torch.multinomial(torch.ones(20, device="pto"), 10).cpu(), first.cpu())
+    assert torch.equal(torch.empty(20, device="pto").log_normal_().cpu(), first.cpu())
+
+
+@pytest.mark.parametrize("dtype", FLOATS)
+def test_exponential_has_its_moments_and_is_never_zero(dtype):
+    """Mean 1/lambd and variance 1/lambd^2, every draw positive (a uniform of 0 counts as
+    the draw's step, as CUDA avoids 0), reproducible, native, in place on strided views."""
+    before = pypto_torch.fallback_ops()
+    torch.pto.manual_seed(11)
+    x = torch.empty(200_000, device="pto", dtype=dtype).exponential_(4.0)
+    torch.pto.manual_seed(11)
+    assert torch.equal(torch.empty(200_000, device="pto", dtype=dtype).exponential_(4.0).cpu(), x.cpu())
+    values = x.cpu().double()
+    assert values.min() > 0
+    assert values.mean().item() == pytest.approx(0.25, abs=0.005)
+    assert values.var().item() == pytest.approx(1 / 16, abs=0.004)
+    strided = torch.zeros(100, 6, device="pto", dtype=dtype)[:, ::2].exponential_()
+    assert (strided.cpu() > 0).all()
+    assert pypto_torch.fallback_ops() == before
+
+
+def test_argmax_and_argmin_out_run_natively():
+    x = torch.randn(7, 9)
+    before = pypto_torch.fallback_ops()
+    for op in (torch.argmax, torch.argmin):
+        for dim, keepdim in ((None, False), (1, True), (0, False)):
+            out = torch.empty(0, dtype=torch.long, device="pto")
+            op(x.to("pto"), dim, keepdim, out=out)
+            assert torch.equal(out.cpu(), op(x, dim, keepdim))
+    assert pypto_torch.fallback_ops() == before
+
+
+@pytest.mark.parametrize("replacement", [True, False])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.bfloat16])
+def test_multinomial_draws_each_category_by_its_probability(replacement, dtype):
+    """Rows of weights (not normalised; zeros never drawn): with replacement, 40k draws per
+    row follow the weights within 5 standard errors; without, every row's draws are
+    distinct, and the first draws of many rows follow the weights. Native, reproducible."""
+    weights = torch.tensor([[1.0, 0.0, 3.0, 4.0, 2.0], [0.0, 5.0, 0.0, 5.0, 10.0]])
+    probabilities = weights / weights.sum(-1, keepdim=True)
+    before = pypto_torch.fallback_ops()
+    torch.pto.manual_seed(21)
+    if replacement:
+        draws = torch.multinomial(weights.to("pto", dtype), 40_000, replacement=True)
+        torch.pto.manual_seed(21)
+        assert torch.equal(torch.multinomial(weights.to("pto", dtype), 40_000, replacement=True).cpu(), draws.cpu())
+        counts = torch.stack([torch.bincount(row, minlength=5) for row in draws.cpu()]).double()
+        trials = 40_000
+    else:
+        many = weights.repeat(10_000, 1).to("pto", dtype)
+        draws = torch.multinomial(many, 2)
+        firsts = draws.cpu()[:, 0].view(10_000, 2).t()
+        assert (draws.cpu()[:, 0] != draws.cpu()[:, 1]).all()
+        counts = torch.stack([torch.bincount(row, minlength=5) for row in firsts]).double()
+        trials = 10_000
+    error = (probabilities * (1 - probabilities) / trials).sqrt()
+    assert ((counts / trials - probabilities).abs() <= 5 * error + 1e-12).all(), counts
+    assert (counts[weights == 0] == 0).all()
+    assert pypto_torch.fallback_ops() == before
+
+
+@pytest.mark.parametrize("shape", [(6000,), (8, 6000)], ids=str)
+def test_multinomial_of_long_rows_follows_the_weights(shape):
+    """Rows long enough to be split over the cores (each row's cumulative sums divided by
+    its total): 200k draws per row, counted in ten bins of categories, against the
+    weights' share of each bin within 5 standard errors."""
+    weights = torch.arange(1, shape[-1] + 1, dtype=torch.float32).expand(shape).contiguous()
+    before = pypto_torch.fallback_ops()
+    torch.pto.manual_seed(5)
+    draws = torch.multinomial(weights.to("pto"), 200_000, replacement=True).cpu().view(-1, 200_000)
+    assert pypto_torch.fallback_ops() == before
+    bins = weights[..., :].view(-1, shape[-1])[0].view(10, -1).sum(-1).double()
+    share = bins / bins.sum()
+    error = (share * (1 - share) / 200_000).sqrt()
+    for row in draws:
+        counts = torch.bincount(row // (shape[-1] // 10), minlength=10).double() / 200_000
+        assert ((counts - share).abs() <= 5 * error).all(), counts
+
+
+BAD_DISTRIBUTIONS = {
+    "a negative entry": torch.tensor([[1.0, 2.0], [1.0, -1.0]]),
+    "a NaN entry": torch.tensor([1.0, float("nan"), 2.0]),
+    "an infinite entry": torch.tensor([float("inf"), 1.0]),
+    "an infinity before a negative": torch.tensor([[1.0, float("inf"), -1.0]]),
+    "a row of zeros": torch.tensor([[1.0, 1.0], [0.0, 0.0]]),
+    "a 3-d tensor": torch.ones(2, 2, 2),
+    "an integer tensor": torch.ones(3, dtype=torch.long),
+}
+
+
+@pytest.mark.parametrize("replacement", [True, False])
+@pytest.mark.parametrize("probabilities", BAD_DISTRIBUTIONS.values(), ids=BAD_DISTRIBUTIONS.keys())
+def test_multinomial_refuses_what_the_cpu_refuses(probabilities, replacement):
+    """The CPU's exception and message, for bad weights and bad counts alike."""
+    for samples in (1, 3, 0, 9):
+        with pytest.raises(RuntimeError) as on_cpu:
+            torch.multinomial(probabilities, samples, replacement=replacement)
+        with pytest.raises(on_cpu.type, match=re.escape(str(on_cpu.value).splitlines()[0])):
+            torch.multinomial(probabilities.to("pto"), samples, replacement=replacement)
+    assert torch.multinomial(torch.ones(4, device="pto"), 2).shape == (2,)
 
 
 @pytest.mark.parametrize("call,message", [

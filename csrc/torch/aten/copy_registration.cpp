@@ -1,4 +1,6 @@
-// Registers copy.h's kernels for the aten ops they implement on pto.
+// Registers copy.h's kernels for the aten ops they implement on pto, and the
+// assertions that read one element on the host.
+#include <ATen/ops/_assert_async_native.h>
 #include <torch/library.h>
 
 #include "copy.h"
@@ -9,6 +11,12 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("_copy_from", TORCH_FN(copyFrom));
   m.impl("_copy_from_and_resize", TORCH_FN(copyFromAndResize));
   m.impl("_local_scalar_dense", TORCH_FN(localScalarDense));
+  // torch._assert_async (multinomial's and torch.compile's checks): PyTorch's CPU
+  // kernels are device-generic, reading the element through _local_scalar_dense (a
+  // sync: the check raises at the call, with the CPU's messages, where CUDA's device
+  // assert fails later).
+  m.impl("_assert_async", TORCH_FN(at::native::_assert_async_cpu));
+  m.impl("_assert_async.msg", TORCH_FN(at::native::_assert_async_msg_cpu));
 }
 
 // _copy_from resolves the conjugate and negative bits itself (copy.cpp), as CPU's

@@ -113,6 +113,14 @@ at::Tensor& normalInplace(at::Tensor& self, double mean, double std, std::option
   return self;
 }
 
+at::Tensor& exponentialInplace(at::Tensor& self, double lambd, std::optional<at::Generator> generator) {
+  if (!accepts(isa::Opcode::kExponential, self.scalar_type()) || !(lambd > 0) || !std::isfinite(lambd)) {
+    return Fallback<ATEN_OP(exponential_)>::call(self, lambd, generator);
+  }
+  draw(isa::Opcode::kExponential, self, {lambd}, generator);
+  return self;
+}
+
 at::Tensor& uniformInplace(at::Tensor& self, double from, double to, std::optional<at::Generator> generator) {
   const bool sane = accepts(isa::Opcode::kUniform, self.scalar_type()) && std::isfinite(from) &&
                     std::isfinite(to) && from <= to && to - from <= largestFinite(self.scalar_type());

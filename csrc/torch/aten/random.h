@@ -1,6 +1,7 @@
-// Random ops on pto: each is one PTO draw (tuniform, tnormal, trandint, tbernoulli)
-// keyed by the pto generator's seed, at its offset, which the draw advances. torch.rand,
-// randn, randint, bernoulli, dropout and randperm (a sort of random keys) reach them.
+// Random ops on pto: each is one PTO draw (tuniform, tnormal, trandint, tbernoulli,
+// texponential) keyed by the pto generator's seed, at its offset, which the draw advances.
+// torch.rand, randn, randint, bernoulli, dropout, exponential_ and randperm (a sort of
+// random keys) reach them.
 // Parameters PyTorch rejects, and dtypes PTO cannot draw, go to the CPU fallback, which
 // raises PyTorch's message (or draws there from a CPU generator the pto one seeds).
 #pragma once
@@ -10,6 +11,8 @@
 namespace pto::torch_glue {
 
 at::Tensor& normalInplace(at::Tensor& self, double mean, double std, std::optional<at::Generator> generator);
+// Never 0 (texponential: a uniform of 0 counts as the draw's step), as on CUDA.
+at::Tensor& exponentialInplace(at::Tensor& self, double lambd, std::optional<at::Generator> generator);
 at::Tensor& uniformInplace(at::Tensor& self, double from, double to, std::optional<at::Generator> generator);
 at::Tensor& randomFromTo(at::Tensor& self, int64_t from, std::optional<int64_t> to,
                          std::optional<at::Generator> generator);
@@ -32,6 +35,11 @@ at::Tensor nativeDropoutBackward(const at::Tensor& grad_output, const at::Tensor
 at::Tensor normalTensorFloat(const at::Tensor& mean, double std, std::optional<at::Generator> generator);
 at::Tensor normalFloatTensor(double mean, const at::Tensor& std, std::optional<at::Generator> generator);
 at::Tensor normalTensorTensor(const at::Tensor& mean, const at::Tensor& std, std::optional<at::Generator> generator);
+
+// multinomial's draws with replacement (more than one sample): the device half of
+// at::native::multinomial_out, PyTorch's stub for pto (multinomial.cpp).
+void multinomialWithReplacement(at::Tensor& result, const at::Tensor& self, int64_t n_sample,
+                                std::optional<at::Generator> generator);
 
 // A random permutation: the order that sorts n random 63-bit keys (trandint, then
 // targsort; equal keys, a 2^-63 chance per pair, keep their order).

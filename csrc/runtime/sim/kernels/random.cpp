@@ -1,4 +1,4 @@
-// tuniform, tnormal, trandint, tbernoulli: Philox4x32-10 blocks turned into the
+// tuniform, tnormal, trandint, tbernoulli, texponential: Philox4x32-10 blocks turned into the
 // requested distribution. Every element's value depends only on the key, the
 // counter and its row-major position, so chunks run on any core in any order.
 // Compiled once per vector target, chosen at run time (vector_target.h).
@@ -205,6 +205,16 @@ struct Draw {
         const auto range = static_cast<uint64_t>(imm[1] - imm[0]);  // at most 2^32
         for (int64_t i = 0; i < count; ++i) {
           out[i] = static_cast<Value>(static_cast<int64_t>(low + ((words[i] * range) >> 32)));
+        }
+      }
+    } else if constexpr (op == isa::Opcode::kExponential) {  // the CPU's -1/lambda * log1p(-u), never 0
+      if constexpr (std::is_floating_point_v<Value>) {
+        const Value scale = static_cast<Value>(-1) / static_cast<Value>(imm[0]);
+        const Value step = wide ? Value(0x1p-53) : Value(0x1p-24);
+        for (int64_t i = 0; i < count; ++i) {
+          const Value unit = wide ? static_cast<Value>(unitDouble(words[2 * i], words[2 * i + 1]))
+                                  : static_cast<Value>(unitFloat(words[i]));
+          out[i] = scale * std::log1p(-(unit == 0 ? step : unit));
         }
       }
     } else if constexpr (op == isa::Opcode::kBernoulli) {
