@@ -545,6 +545,7 @@ def bench_pointwise_with_numbers(b: Bench) -> None:
         ("y ** 0.5", lambda x, y: y ** 0.5),
         ("clamp(x, -1, 1)", lambda x, y: x.clamp(-1, 1)),
         ("lerp(x, y, 0.3)", lambda x, y: torch.lerp(x, y, 0.3)),
+        ("lerp(x, y, y)", lambda x, y: torch.lerp(x, y, y)),
         ("nan_to_num(x)", lambda x, y: torch.nan_to_num(x)),
         ("hardswish", lambda x, y: F.hardswish(x)),
         ("hardsigmoid", lambda x, y: F.hardsigmoid(x)),

@@ -773,6 +773,14 @@ Reference referenceOf(Opcode op) {
       };
       ref.float_immediates = {1.0, -0.5, 0.3};
       break;
+    // tlerp's bound with the weight an input: from the nearer end, one fused multiply-add.
+    case Opcode::kLerpWeights:
+      ref.real = REAL {
+        const Real difference = B - A;
+        const Real carried = 2 * r.precision.u() * std::fabs(difference) * (std::fabs(C) + 1);
+        return {A + C * difference, 0.5, 0, carried, std::fabs(difference) * (std::fabs(C) + 1)};
+      };
+      break;
     // min(max(a, b), c), exact: a at a tie (its sign of zero), NaN where any input is.
     case Opcode::kClamp:
       ref.real = REAL {

@@ -642,7 +642,7 @@ TEST(Kernels, TernaryEveryOpcodeAndDType) {
       if constexpr (accepts<op, T>()) {
         std::vector<double> values = kIsFloat<T> ? std::vector<double>{1.0, -0.5, 0.3}
                                                  : std::vector<double>{1.0, 3.0, -2.0};
-        if (isa::info(op).immediateCount() == 0) values = {0.0};  // tclamp: no value to vary
+        if (isa::info(op).immediateCount() == 0) values = {0.0};  // tclamp, tlerpw: no value to vary
         for (double value : values) {
           runCases(ternaryHarness<op, T>(value), smallCases(), 20000 + combinations);
           runCases(ternaryHarness<op, T>(value), mixed_broadcasts, 21000 + combinations);
@@ -651,8 +651,9 @@ TEST(Kernels, TernaryEveryOpcodeAndDType) {
       }
     });
   });
-  // taddcmul: 5 integer and 4 float dtypes, 3 values each; taddcdiv: the floats; tclamp: all 9 once
-  EXPECT_EQ(combinations, 3 * 9 + 3 * 4 + 9);
+  // taddcmul: 5 integer and 4 float dtypes, 3 values each; taddcdiv: the floats; tclamp: all 9
+  // once; tlerpw: the floats once
+  EXPECT_EQ(combinations, 3 * 9 + 3 * 4 + 9 + 4);
 }
 
 TEST(Kernels, TernaryLarge) {

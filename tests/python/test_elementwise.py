@@ -14,7 +14,7 @@ from torch.testing import assert_close
 from torch.testing._internal.common_methods_invocations import op_db
 
 import pypto_torch
-from opinfo_sweep import check_forward, opinfo_tests
+from opinfo_sweep import check_forward, opinfo_tests, same_bytes
 
 NATIVE = {
     "add", "sub", "mul", "div", "maximum", "minimum", "pow", "bitwise_and", "bitwise_or",
@@ -70,6 +70,38 @@ def test_complex_alpha_and_weight_match_cpu(op):
     for alpha in (0.25 + 0.5j, 0.75 - 0.5j):
         assert_close(torch.add(a.to("pto"), b.to("pto"), alpha=alpha).cpu(), torch.add(a, b, alpha=alpha))
         assert_close(torch.lerp(a.to("pto"), b.to("pto"), alpha).cpu(), torch.lerp(a, b, alpha))
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.float16, torch.bfloat16], ids=str)
+def test_lerp_with_a_tensor_weight_gives_the_cpus_bits(dtype):
+    """lerp with a weight per element is one tlerpw, from the nearer end as the CPU's vector
+    loop (weights across 0.5 and 1, NaN among them): the CPU's bits contiguous, broadcast
+    (a weight per row, an end per column), in place, into out=, and with a CPU scalar
+    weight; dtypes PyTorch refuses still raise its errors."""
+    generator = torch.Generator().manual_seed(9)
+    start = (torch.randn(64, 1031, generator=generator) * 4).to(dtype)
+    end = (torch.randn(64, 1031, generator=generator) * 4).to(dtype)
+    weight = (torch.rand(64, 1031, generator=generator) * 3 - 1).to(dtype)
+    weight[0, :8] = torch.tensor([0.5, -0.5, 0.49, 1.0, 0.0, float("nan"), 2.0, -1.0]).to(dtype)
+    before = pypto_torch.fallback_ops()
+    cases = [(start, end, weight), (start, end[:1], weight[:, :1]), (start[:, ::3], end[:, ::3], weight[:, ::3])]
+    for a, b, w in cases:
+        want = torch.lerp(a, b, w)
+        assert same_bytes(torch.lerp(a.to("pto"), b.to("pto"), w.to("pto")).cpu(), want)
+        out = torch.empty(0, dtype=dtype, device="pto")
+        torch.lerp(a.to("pto"), b.to("pto"), w.to("pto"), out=out)
+        assert same_bytes(out.cpu(), want)
+        in_place = a.to("pto")
+        in_place.lerp_(b.to("pto"), w.to("pto"))
+        assert same_bytes(in_place.cpu(), want)
+    scalar = torch.tensor(0.7, dtype=dtype)
+    assert same_bytes(torch.lerp(start.to("pto"), end.to("pto"), scalar).cpu(), torch.lerp(start, end, scalar))
+    assert pypto_torch.fallback_ops() == before
+    with pytest.raises(RuntimeError, match="expected dtype .* for `weight` but got dtype"):
+        torch.lerp(start.to("pto"), end.to("pto"), weight.double().to("pto") if dtype != torch.float64 else
+                   weight.float().to("pto"))
+    with pytest.raises(RuntimeError, match="doesn't match the broadcast shape"):
+        start[:1].to("pto").lerp_(end.to("pto"), weight.to("pto"))
 
 
 @pytest.mark.parametrize("expression", [

@@ -7,6 +7,7 @@
 
 #include <limits>
 
+#include "../dtype_map.h"
 #include "composite.h"
 #include "elementwise.h"
 #include "fallback.h"
@@ -151,6 +152,26 @@ Result lerpOp(const at::Tensor& self, const at::Tensor& end, const at::Scalar& w
   if (weight.isComplex()) return Result::owned(at::Tensor());
   const AtenInstruction& row = atenInstruction("lerp");
   return binaryOp(row.opcode, row.promotion, self, end, out, {weight.toDouble()});
+}
+
+// lerp.Tensor as tlerpw, the weight per element (tlerp's formula); a weight that is one
+// number on the CPU (which torch allows) as lerp.Scalar's tlerp. Undefined where PyTorch
+// refuses the dtypes (lerp does not promote) or tlerpw lacks them: the CPU fallback
+// raises its error or computes (complex).
+Result lerpTensorOp(const at::Tensor& self, const at::Tensor& end, const at::Tensor& weight, const at::Tensor& out) {
+  const at::ScalarType type = self.scalar_type();
+  constexpr isa::Opcode opcode = isa::Opcode::kLerpWeights;
+  if (end.scalar_type() != type || weight.scalar_type() != type || !accepts(opcode, type)) {
+    return Result::owned(at::Tensor());
+  }
+  if (weight.dim() == 0 && weight.device().is_cpu() && !self.device().is_cpu()) {
+    return lerpOp(self, end, weight.item(), out);
+  }
+  // binaryOp checks an in-place self's shape itself; ternaryOp leaves it to its callers.
+  if (out.defined() && out.is_same(self)) {
+    checkInplaceShape(self, at::infer_size_dimvector(self.sizes(), at::infer_size_dimvector(end.sizes(), weight.sizes())));
+  }
+  return ternaryOp(opcode, self, end, weight, out, 0);
 }
 
 // lerp as PyTorch computes it: from the nearer end (|weight| < 0.5, complex weights
@@ -470,6 +491,21 @@ at::Tensor lerp(const at::Tensor& self, const at::Tensor& end, const at::Scalar&
 at::Tensor& lerpInplace(at::Tensor& self, const at::Tensor& end, const at::Scalar& weight) {
   if (lerpOp(self, end, weight, self)->defined()) return self;
   return assignInplace(self, lerpWide(self, end, weight));
+}
+
+at::Tensor& lerpTensorOut(const at::Tensor& self, const at::Tensor& end, const at::Tensor& weight, at::Tensor& out) {
+  if (lerpTensorOp(self, end, weight, out)->defined()) return out;
+  return Fallback<ATEN_OP2(lerp, Tensor_out)>::call(self, end, weight, out);
+}
+
+at::Tensor lerpTensor(const at::Tensor& self, const at::Tensor& end, const at::Tensor& weight) {
+  if (at::Tensor r = *lerpTensorOp(self, end, weight, {}); r.defined()) return r;
+  return Fallback<ATEN_OP2(lerp, Tensor)>::call(self, end, weight);
+}
+
+at::Tensor& lerpTensorInplace(at::Tensor& self, const at::Tensor& end, const at::Tensor& weight) {
+  if (lerpTensorOp(self, end, weight, self)->defined()) return self;
+  return Fallback<ATEN_OP2(lerp_, Tensor)>::call(self, end, weight);
 }
 
 // The tensor whose sign signbit reads: a floating tensor's bits as a signed integer of

@@ -67,6 +67,10 @@ at::Tensor& addcdivInplace(at::Tensor& self, const at::Tensor& tensor1, const at
 at::Tensor& lerpOut(const at::Tensor& self, const at::Tensor& end, const at::Scalar& weight, at::Tensor& out);
 at::Tensor lerp(const at::Tensor& self, const at::Tensor& end, const at::Scalar& weight);
 at::Tensor& lerpInplace(at::Tensor& self, const at::Tensor& end, const at::Scalar& weight);
+// lerp with a tensor weight: one tlerpw; dtypes PyTorch refuses or complex ones on the CPU.
+at::Tensor& lerpTensorOut(const at::Tensor& self, const at::Tensor& end, const at::Tensor& weight, at::Tensor& out);
+at::Tensor lerpTensor(const at::Tensor& self, const at::Tensor& end, const at::Tensor& weight);
+at::Tensor& lerpTensorInplace(at::Tensor& self, const at::Tensor& end, const at::Tensor& weight);
 
 // NaN is the one value unequal to itself; integers and bool have none.
 at::Tensor isnan(const at::Tensor& self);

@@ -47,6 +47,9 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("lerp.Scalar", TORCH_FN(lerp));
   m.impl("lerp_.Scalar", TORCH_FN(lerpInplace));
   m.impl("lerp.Scalar_out", TORCH_FN(lerpOut));
+  m.impl("lerp.Tensor", TORCH_FN(lerpTensor));
+  m.impl("lerp_.Tensor", TORCH_FN(lerpTensorInplace));
+  m.impl("lerp.Tensor_out", TORCH_FN(lerpTensorOut));
 }
 
 }  // namespace pto::torch_glue

@@ -102,7 +102,11 @@ void ternaryVectorRow(T* out, std::array<const T*, 3> in, std::array<int64_t, 3>
   const auto lanes = static_cast<int64_t>(hn::Lanes(d));
   const auto scale = hn::Set(d, value);
   auto apply = [&](auto a, auto b, auto c) {
-    if constexpr (op == Opcode::kClamp) {  // ternaryOp's selections, lane by lane
+    if constexpr (op == Opcode::kLerpWeights) {  // ternaryOp's choice of end, lane by lane
+      const auto near = hn::Lt(hn::Abs(c), hn::Set(d, T(0.5)));
+      const auto coefficient = hn::IfThenElse(near, c, hn::Sub(c, hn::Set(d, T(1))));
+      return hn::MulAdd(coefficient, hn::Sub(b, a), hn::IfThenElse(near, a, b));
+    } else if constexpr (op == Opcode::kClamp) {  // ternaryOp's selections, lane by lane
       const auto raised = hn::IfThenElse(hn::Lt(a, b), b, a);
       const auto held = hn::IfThenElse(hn::Lt(c, raised), c, raised);
       return hn::IfThenElse(hn::Or(hn::IsNaN(b), hn::IsNaN(c)), hn::Set(d, std::numeric_limits<T>::quiet_NaN()), held);
@@ -130,9 +134,9 @@ void ternaryVectorRow(T* out, std::array<const T*, 3> in, std::array<int64_t, 3>
 template <Opcode op, typename T>
 void ternaryRunRow(T* out, std::array<const T*, 3> in, std::array<int64_t, 3> step, int64_t n, ComputeType<T> value) {
   using C = ComputeType<T>;
-  // taddcmul's multiply-add is fused: vectors on targets with FMA only, the scalar
-  // loop (std::fma) on the others.
-  constexpr bool vectors = op != Opcode::kAddcmul || HWY_NATIVE_FMA;
+  // taddcmul's and tlerpw's multiply-adds are fused: vectors on targets with FMA only,
+  // the scalar loop (std::fma) on the others.
+  constexpr bool vectors = (op != Opcode::kAddcmul && op != Opcode::kLerpWeights) || HWY_NATIVE_FMA;
   if constexpr ((std::is_same_v<T, float> || std::is_same_v<T, double>) && vectors) {
     ternaryVectorRow<op>(out, in, step, n, value);
   } else if constexpr (std::is_floating_point_v<C> && !std::is_same_v<C, T> && vectors) {

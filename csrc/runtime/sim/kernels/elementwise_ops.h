@@ -346,11 +346,17 @@ inline C binaryOp(C a, C b, const Immediates<C>& immediates) {
 // then one fused multiply-add with in3 and in1 (addcmul), or a division then the
 // sum (addcdiv). Integers wrap. kClamp: a held within [b, c] as the CPU's
 // min(max(a, b), c), a at a tie; NaN where any of the three is (the CPU's clamp with
-// tensor bounds, and its NaN fill for a NaN number bound).
+// tensor bounds, and its NaN fill for a NaN number bound). kLerpWeights: tlerp's
+// formula with c for the weight (a NaN weight gives NaN).
 template <Opcode op, typename C>
 inline C ternaryOp(C a, C b, C c, C value) {
-  static_assert(op == Opcode::kAddcmul || op == Opcode::kAddcdiv || op == Opcode::kClamp, "not a ternary instruction");
-  if constexpr (op == Opcode::kClamp) {
+  static_assert(op == Opcode::kAddcmul || op == Opcode::kAddcdiv || op == Opcode::kClamp ||
+                    op == Opcode::kLerpWeights,
+                "not a ternary instruction");
+  if constexpr (op == Opcode::kLerpWeights) {
+    const C difference = b - a;
+    return std::abs(c) < C(0.5) ? std::fma(c, difference, a) : std::fma(c - C(1), difference, b);
+  } else if constexpr (op == Opcode::kClamp) {
     if constexpr (std::is_floating_point_v<C>) {
       if (std::isnan(b) || std::isnan(c)) return std::numeric_limits<C>::quiet_NaN();
     }
