@@ -75,7 +75,8 @@ GROUPS = {
                "torch.addcmul and torch.addcdiv on FMA hosts: `value * in2` first, then one fused "
                "multiply-add with `in3` and `in1`, or the division and the sum; float16/bfloat16 "
                "in float32, rounded once. `tclamp`: `in1` held within `[in2, in3]` (`in3` where "
-               "`in2 > in3`, `in1` at a tie), NaN where any input is.",
+               "`in2 > in3`, `in1` at a tie), NaN where any input is. `tlerpw`: `in1 + in3 (in2 - in1)` "
+               "(torch.lerp with a tensor weight), from the nearer end as `tlerp`.",
     "Compare": "Elementwise comparisons, with a bool output.",
     "Select": "`out = in1 ? in2 : in3`, with a bool condition `in1`.",
     "Convert": "Data movement and conversion: any strided view to any strided view.",
