@@ -206,6 +206,14 @@ void addElementwiseRecipes(Table& table) {
            {r.operand(args.operand("self"), out.dtype, out.shape), r.operand(args.operand("end"), out.dtype, out.shape)},
            {args.number("weight")});
   };
+  // A weight per element: tlerpw, the eager kernel's instruction (kept whole, the graph's
+  // lerp gives eager's bits rather than its decomposition's roundings).
+  table["aten::lerp.Tensor"] = [](Recipe& r, const Arguments& args) {
+    const View& out = args.result();
+    r.emit(Opcode::kLerpWeights, out,
+           {r.operand(args.operand("self"), out.dtype, out.shape), r.operand(args.operand("end"), out.dtype, out.shape),
+            r.operand(args.operand("weight"), out.dtype, out.shape)});
+  };
   table["aten::leaky_relu"] = [](Recipe& r, const Arguments& args) {
     unaryWithNumbers(r, args, atenInstruction("leaky_relu").opcode, {args.number("negative_slope", 0.01)});
   };

@@ -263,6 +263,23 @@ def test_attention_with_a_mask_has_eager_cpu_gradients(mask):
         assert_close(a, e, rtol=1e-4, atol=1e-5)
 
 
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.float64], ids=str)
+def test_lerp_with_a_tensor_weight_lowers_whole_to_the_eager_bits(dtype):
+    """lerp.Tensor is one tlerpw in the program (not PyTorch's decomposition, which rounds
+    apart): the compiled result is the CPU's bits, with a weight per element, broadcast or
+    a CPU scalar."""
+    generator = torch.Generator().manual_seed(12)
+    a, b, w = ((torch.randn(64, 33, generator=generator) * 3).to(dtype) for _ in range(3))
+
+    def f(a, b, w):
+        return torch.lerp(a, b, w) * 2 + torch.lerp(a, b, w[:1]) + torch.lerp(a, b, torch.tensor(0.3, dtype=dtype))
+
+    report = pypto_torch.explain(f, a.to("pto"), b.to("pto"), w.to("pto"))
+    assert report.fallback_nodes == [] and "tlerpw" in report.program
+    got = torch.compile(f, backend="pypto")(a.to("pto"), b.to("pto"), w.to("pto")).cpu()
+    assert torch.equal(got, f(a, b, w))
+
+
 def test_a_node_without_a_result_runs_eagerly_alone():
     """An assert on data (Mixtral's router) has no result, so no shape to be unknown: it
     runs eagerly between programs; the rest of the graph is still lowered."""
