@@ -243,6 +243,11 @@ Result whereOp(const at::Tensor& condition, const at::Tensor& self, const at::Te
 
 Result ternaryOp(Opcode opcode, const at::Tensor& self, const at::Tensor& tensor1, const at::Tensor& tensor2,
                  const at::Tensor& out, const at::Scalar& value) {
+  // In place, the three inputs must broadcast to self's shape (self is never resized);
+  // checked first, as TensorIterator computes the shape first, and before any fallback.
+  if (out.defined() && out.is_same(self)) {
+    checkInplaceShape(self, at::infer_size(at::infer_size(self.sizes(), tensor1.sizes()), tensor2.sizes()));
+  }
   const c10::Device device = commonDevice({self, tensor1, tensor2, out}, isa::info(opcode).name);
   const at::ScalarType compute = resultType(self, tensor1, tensor2);
   // The value is the instruction's real immediate, converted to the dtype: a complex

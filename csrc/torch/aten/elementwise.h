@@ -32,8 +32,10 @@ Result binaryOp(isa::Opcode opcode, Promotion promotion, const at::Tensor& self,
 Result unaryOp(isa::Opcode opcode, Promotion promotion, const at::Tensor& self, const at::Tensor& out,
                std::array<double, isa::kMaxImmediates> immediates = {});
 Result whereOp(const at::Tensor& condition, const at::Tensor& self, const at::Tensor& other, const at::Tensor& out);
-// taddcmul/taddcdiv: self + value * tensor1 (* or /) tensor2 in one pass, in the
-// three inputs' promoted dtype. Undefined where PTO cannot run it (the caller composes it).
+// A Ternary instruction (taddcmul/taddcdiv: self + value * tensor1 (* or /) tensor2; tclamp,
+// tlerpw) in one pass, in the three inputs' promoted dtype; in place (out is self), the
+// inputs' broadcast shape checked against self's, whatever follows. Undefined where PTO
+// cannot run it (the caller composes it or falls back).
 Result ternaryOp(isa::Opcode opcode, const at::Tensor& self, const at::Tensor& tensor1, const at::Tensor& tensor2,
                  const at::Tensor& out, const at::Scalar& value);
 

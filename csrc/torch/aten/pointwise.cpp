@@ -71,13 +71,7 @@ Result clampOp(const at::Tensor& self, const std::array<at::Tensor, 2>& bounds, 
 // TensorIterator of self and its bounds, whose out (self too, in place) may be of any
 // dtype the result safely casts to and has the broadcast shape.
 Result clampTensorOp(const at::Tensor& self, const std::array<at::Tensor, 2>& bounds, const at::Tensor& out) {
-  const auto& [low, high] = bounds;
   checkClampArguments(self, bounds);
-  // binaryOp checks an in-place self's shape itself; ternaryOp leaves it to its callers.
-  if (low.defined() && high.defined() && out.defined() && out.is_same(self)) {
-    const at::DimVector bounds_shape = at::infer_size_dimvector(low.sizes(), high.sizes());
-    checkInplaceShape(self, at::infer_size_dimvector(self.sizes(), bounds_shape));
-  }
   return clampInstructions(self, bounds, out);
 }
 
@@ -101,11 +95,6 @@ void checkAddcmulTypes(const at::Tensor& self, const at::Tensor& tensor1, const 
   const bool all_bool = self.scalar_type() == at::kBool && tensor1.scalar_type() == at::kBool &&
                         tensor2.scalar_type() == at::kBool;
   TORCH_CHECK_NOT_IMPLEMENTED(!all_bool, "\"addcmul\" not implemented for 'Bool'");
-}
-
-// addcmul_/addcdiv_ write self: the three inputs must broadcast to self's shape.
-void checkTernaryInplaceShape(const at::Tensor& self, const at::Tensor& tensor1, const at::Tensor& tensor2) {
-  checkInplaceShape(self, at::infer_size(at::infer_size(self.sizes(), tensor1.sizes()), tensor2.sizes()));
 }
 
 // addcmul/addcdiv's value as add's alpha: a bool one as 0 or 1 (the CPU multiplies by
@@ -166,10 +155,6 @@ Result lerpTensorOp(const at::Tensor& self, const at::Tensor& end, const at::Ten
   }
   if (weight.dim() == 0 && weight.device().is_cpu() && !self.device().is_cpu()) {
     return lerpOp(self, end, weight.item(), out);
-  }
-  // binaryOp checks an in-place self's shape itself; ternaryOp leaves it to its callers.
-  if (out.defined() && out.is_same(self)) {
-    checkInplaceShape(self, at::infer_size_dimvector(self.sizes(), at::infer_size_dimvector(end.sizes(), weight.sizes())));
   }
   return ternaryOp(opcode, self, end, weight, out, 0);
 }
@@ -448,7 +433,6 @@ at::Tensor addcmul(const at::Tensor& self, const at::Tensor& tensor1, const at::
 at::Tensor& addcmulInplace(at::Tensor& self, const at::Tensor& tensor1, const at::Tensor& tensor2,
                            const at::Scalar& value) {
   checkAddcmulTypes(self, tensor1, tensor2);
-  checkTernaryInplaceShape(self, tensor1, tensor2);
   if (ternaryOp(atenInstruction("addcmul").opcode, self, tensor1, tensor2, self, value)->defined()) return self;
   return assignInplace(self, addcmulWide(self, tensor1, tensor2, value));
 }
@@ -472,7 +456,6 @@ at::Tensor addcdiv(const at::Tensor& self, const at::Tensor& tensor1, const at::
 at::Tensor& addcdivInplace(at::Tensor& self, const at::Tensor& tensor1, const at::Tensor& tensor2,
                            const at::Scalar& value) {
   checkAddcdivTypes(tensor1, tensor2);
-  checkTernaryInplaceShape(self, tensor1, tensor2);
   if (ternaryOp(atenInstruction("addcdiv").opcode, self, tensor1, tensor2, self, value)->defined()) return self;
   return assignInplace(self, addcdivWide(self, tensor1, tensor2, value));
 }
