@@ -223,6 +223,15 @@ inline C divisionOp(C a, C b) {
   }
 }
 
+// start + weight (end - start) as PyTorch's vector kernel computes it (tlerp, tlerpw): from
+// the nearer end, one fused multiply-add of the rounded difference (and of weight - 1
+// from end's side); a NaN weight gives NaN.
+template <typename C>
+inline C lerpFromNearerEnd(C start, C end, C weight) {
+  const C difference = end - start;
+  return std::abs(weight) < C(0.5) ? std::fma(weight, difference, start) : std::fma(weight - C(1), difference, end);
+}
+
 // log2(e) = 1 / ln 2, logaddexp2's factor: torch's inv_log_2.
 constexpr double kLog2E = 1.4426950408889634;
 
@@ -256,12 +265,8 @@ inline C binaryOp(C a, C b, const Immediates<C>& immediates) {
                      op == Opcode::kTruncDiv) {
     return divisionOp<op, C, Storage>(a, b);
   } else if constexpr (op == Opcode::kAtan2) return std::atan2(a, b);
-  else if constexpr (op == Opcode::kLerp) {
-    // alpha: the weight. PyTorch's vector kernel: from the nearer end, one fused
-    // multiply-add of the rounded difference (and of weight - 1 from b's end).
-    const C difference = b - a;
-    return std::abs(alpha) < C(0.5) ? std::fma(alpha, difference, a) : std::fma(alpha - C(1), difference, b);
-  } else if constexpr (op == Opcode::kCopySign) return std::copysign(a, b);
+  else if constexpr (op == Opcode::kLerp) return lerpFromNearerEnd(a, b, alpha);  // alpha: the weight
+  else if constexpr (op == Opcode::kCopySign) return std::copysign(a, b);
   else if constexpr (op == Opcode::kHypot) return std::hypot(a, b);
   else if constexpr (op == Opcode::kXlogy) {
     // float16/bfloat16: log(b) rounded to the storage type before the product, as PyTorch's
@@ -347,15 +352,14 @@ inline C binaryOp(C a, C b, const Immediates<C>& immediates) {
 // sum (addcdiv). Integers wrap. kClamp: a held within [b, c] as the CPU's
 // min(max(a, b), c), a at a tie; NaN where any of the three is (the CPU's clamp with
 // tensor bounds, and its NaN fill for a NaN number bound). kLerpWeights: tlerp's
-// formula with c for the weight (a NaN weight gives NaN).
+// formula with c for the weight.
 template <Opcode op, typename C>
 inline C ternaryOp(C a, C b, C c, C value) {
   static_assert(op == Opcode::kAddcmul || op == Opcode::kAddcdiv || op == Opcode::kClamp ||
                     op == Opcode::kLerpWeights,
                 "not a ternary instruction");
   if constexpr (op == Opcode::kLerpWeights) {
-    const C difference = b - a;
-    return std::abs(c) < C(0.5) ? std::fma(c, difference, a) : std::fma(c - C(1), difference, b);
+    return lerpFromNearerEnd(a, b, c);
   } else if constexpr (op == Opcode::kClamp) {
     if constexpr (std::is_floating_point_v<C>) {
       if (std::isnan(b) || std::isnan(c)) return std::numeric_limits<C>::quiet_NaN();
