@@ -280,7 +280,7 @@ at::Tensor countNonzero(const at::Tensor& self, at::IntArrayRef dim) {
 
 std::tuple<at::Tensor&, at::Tensor&> aminmaxOut(const at::Tensor& self, std::optional<int64_t> dim, bool keepdim,
                                                 at::Tensor& min, at::Tensor& max) {
-  const at::OptionalIntArrayRef dims = dim ? at::OptionalIntArrayRef(at::IntArrayRef(*dim)) : std::nullopt;
+  const at::OptionalIntArrayRef dims = dimsOf(dim);
   const at::ScalarType type = self.scalar_type();
   const bool native = !emptyExtreme(self, dims) && min.scalar_type() == type && max.scalar_type() == type &&
                       !sharesStorage(min, self) && !sharesStorage(max, self) && !sharesStorage(min, max) &&

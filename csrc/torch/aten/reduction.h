@@ -27,6 +27,12 @@ at::Tensor reduce(const std::string& recipe, const at::Tensor& self, at::Optiona
 std::tuple<at::Tensor, at::Tensor> reduceWithIndex(const std::string& recipe, const at::Tensor& self, int64_t dim,
                                                    bool keepdim);
 
+// An optional dim as the dims a reduction takes: none means every dimension (argmax,
+// aminmax). The view refers to `dim`'s value, which must outlive it.
+inline at::OptionalIntArrayRef dimsOf(const std::optional<int64_t>& dim) {
+  return dim ? at::OptionalIntArrayRef(at::IntArrayRef(*dim)) : std::nullopt;
+}
+
 // The number of elements each output element folds.
 int64_t reducedCount(const at::Tensor& self, at::OptionalIntArrayRef dims);
 
@@ -109,10 +115,11 @@ at::Tensor extremeAll(const at::Tensor& self) {
 
 template <class Op, class Out>
 struct ArgExtreme {
-  // Bool, empty reductions: the CPU's, which refuses them.
+  // Bool, empty reductions: the CPU's, which refuses them. With no dim, the index runs
+  // over the flattened tensor (dimsOf); keepdim keeps every dim as 1.
   static at::Tensor functional(const at::Tensor& self, std::optional<int64_t> dim, bool keepdim) {
     if (reducible(self, dim)) {
-      at::Tensor r = reduce(atenName<Op>(), self, dims(dim), keepdim, at::kLong, at::kLong, {});
+      at::Tensor r = reduce(atenName<Op>(), self, dimsOf(dim), keepdim, at::kLong, at::kLong, {});
       if (r.defined()) return r;
     }
     return Fallback<Op>::call(self, dim, keepdim);
@@ -120,7 +127,7 @@ struct ArgExtreme {
   // An out of another dtype too: the CPU's, which refuses it.
   static at::Tensor& out(const at::Tensor& self, std::optional<int64_t> dim, bool keepdim, at::Tensor& result) {
     const bool native = reducible(self, dim) && result.scalar_type() == at::kLong &&
-                        reduce(atenName<Op>(), self, dims(dim), keepdim, at::kLong, at::kLong, result).defined();
+                        reduce(atenName<Op>(), self, dimsOf(dim), keepdim, at::kLong, at::kLong, result).defined();
     if (!native) Fallback<Out>::call(self, dim, keepdim, result);
     return result;
   }
@@ -128,10 +135,6 @@ struct ArgExtreme {
  private:
   static bool reducible(const at::Tensor& self, std::optional<int64_t> dim) {
     return self.scalar_type() != at::kBool && self.numel() > 0 && !(dim && reducedCount(self, at::IntArrayRef(*dim)) == 0);
-  }
-  // With no dim, the index runs over the flattened tensor; keepdim keeps every dim as 1.
-  static at::OptionalIntArrayRef dims(const std::optional<int64_t>& dim) {
-    return dim ? at::OptionalIntArrayRef(at::IntArrayRef(*dim)) : std::nullopt;
   }
 };
 
