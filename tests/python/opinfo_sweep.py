@@ -40,6 +40,15 @@ def assert_same_outcome(call):
     assert same_bytes(expected, call("pto").cpu())
 
 
+def assert_raises_as_cpu(call, kind=Exception):
+    """call(device) raises `kind` on the CPU, and on pto the same exception type with the
+    CPU's message."""
+    with pytest.raises(kind) as on_cpu:
+        call("cpu")
+    with pytest.raises(on_cpu.type, match=re.escape(str(on_cpu.value))):
+        call("pto")
+
+
 def leaves(value) -> list:
     """The tensors that require grad in `value` (a tensor, or lists of them)."""
     if isinstance(value, torch.Tensor):
